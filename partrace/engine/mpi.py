@@ -1,0 +1,191 @@
+"""The MPI layer: mpi4py when launched by an MPI launcher, else one serial rank.
+
+Only the handful of collectives the engine uses are exposed, so the serial
+fallback stays tiny and the engine never imports mpi4py itself.
+
+Failure protocol: work between collectives runs inside :meth:`Comm.guard`;
+an exception there is caught and every rank learns of it at the next
+:meth:`Comm.check`, so all ranks stop together, clean up and exit non-zero
+instead of one rank dying while the others wait in a collective forever.
+An error that escapes anyway reaches :func:`abort_on_error`, which aborts the
+whole job (as mpi4py's ``-m mpi4py`` runner does).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from contextlib import contextmanager
+
+import numpy as np
+
+# Environment variables that MPI launchers (Hydra, Open MPI, PMIx, Slurm's
+# srun with PMI) set in every process they start.
+_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
+                  "MPI_LOCALNRANKS", "HYDI_CONTROL_FD", "MPIR_CVAR_CH3_INTERFACE_HOSTNAME")
+
+
+def launched_by_mpi() -> bool:
+    """True if this process was started by an MPI launcher (or PARTRACE_MPI=1)."""
+    forced = os.environ.get("PARTRACE_MPI")
+    if forced is not None:
+        return forced not in ("0", "", "no", "false")
+    return any(v in os.environ for v in _LAUNCHER_VARS)
+
+
+class Comm:
+    """A communicator: the subset of MPI partrace needs."""
+
+    def __init__(self, mpi_comm=None):
+        self._c = mpi_comm
+        self.rank = mpi_comm.Get_rank() if mpi_comm is not None else 0
+        self.size = mpi_comm.Get_size() if mpi_comm is not None else 1
+        self._error: str | None = None
+
+    @property
+    def parallel(self) -> bool:
+        return self.size > 1
+
+    # --- object collectives (small data: plans, counts, samples, messages) ---
+    def bcast(self, obj, root: int = 0):
+        return obj if self._c is None else self._c.bcast(obj, root=root)
+
+    def allgather(self, obj) -> list:
+        return [obj] if self._c is None else self._c.allgather(obj)
+
+    def gather(self, obj, root: int = 0):
+        return [obj] if self._c is None else self._c.gather(obj, root=root)
+
+    def alltoall(self, objs: list) -> list:
+        return list(objs) if self._c is None else self._c.alltoall(objs)
+
+    def allreduce_sum(self, value):
+        return value if self._c is None else self._c.allreduce(value)
+
+    def allreduce_max(self, value):
+        if self._c is None:
+            return value
+        from mpi4py import MPI
+        return self._c.allreduce(value, op=MPI.MAX)
+
+    def exscan_sum(self, value: int) -> int:
+        if self._c is None:
+            return 0
+        out = self._c.exscan(value)
+        return 0 if out is None else out
+
+    def barrier(self) -> None:
+        if self._c is not None:
+            self._c.Barrier()
+
+    # --- bulk data ---
+    def alltoallv(self, send: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Send ``send[...]`` rows in contiguous blocks of ``counts[r]`` rows to rank r.
+
+        Numeric arrays of any row shape go as raw bytes with MPI's Alltoallv
+        (no pickling); object arrays (strings, bytes) go pickled.
+        """
+        counts = np.asarray(counts, dtype=np.int64)
+        if self._c is None:
+            return send
+        if send.dtype == object:
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            parts = [send[bounds[r]:bounds[r + 1]] for r in range(self.size)]
+            got = self._c.alltoall(parts)
+            return np.concatenate(got) if got else send[:0]
+        from mpi4py import MPI
+        row = int(np.prod(send.shape[1:], dtype=np.int64)) * send.dtype.itemsize
+        recv_counts = np.empty(self.size, dtype=np.int64)
+        self._c.Alltoall(counts, recv_counts)
+        sbytes = counts * row
+        rbytes = recv_counts * row
+        sdispl = np.concatenate([[0], np.cumsum(sbytes)[:-1]])
+        rdispl = np.concatenate([[0], np.cumsum(rbytes)[:-1]])
+        out = np.empty((int(recv_counts.sum()),) + send.shape[1:], dtype=send.dtype)
+        sbuf = np.ascontiguousarray(send).view(np.uint8).reshape(-1)
+        rbuf = out.view(np.uint8).reshape(-1)
+        if max(sbytes.max(initial=0), rbytes.max(initial=0), sdispl.max(initial=0),
+               rdispl.max(initial=0)) < 2**31 - 1:
+            self._c.Alltoallv([sbuf, (sbytes, sdispl), MPI.BYTE],
+                              [rbuf, (rbytes, rdispl), MPI.BYTE])
+        else:   # beyond 32-bit counts: pairwise, in pieces
+            self._alltoallv_large(sbuf, sbytes, sdispl, rbuf, rbytes, rdispl)
+        return out
+
+    def _alltoallv_large(self, sbuf, sbytes, sdispl, rbuf, rbytes, rdispl, piece=1 << 30):
+        """Alltoallv for more than 2 GiB per peer: non-blocking pieces of 1 GiB."""
+        from mpi4py import MPI
+        reqs = []
+        for r in range(self.size):
+            for a in range(0, int(rbytes[r]), piece):
+                lo = int(rdispl[r]) + a
+                reqs.append(self._c.Irecv(rbuf[lo:lo + min(piece, int(rbytes[r]) - a)], r, 17))
+        for r in range(self.size):
+            for a in range(0, int(sbytes[r]), piece):
+                lo = int(sdispl[r]) + a
+                reqs.append(self._c.Isend(sbuf[lo:lo + min(piece, int(sbytes[r]) - a)], r, 17))
+        MPI.Request.Waitall(reqs)
+
+    # --- failure protocol ---
+    @contextmanager
+    def guard(self):
+        """Run local work; remember (not raise) an error for the next check()."""
+        if self._error is not None:
+            yield
+            return
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - reported at check()
+            self._error = _one_line(exc)
+            if os.environ.get("PARTRACE_DEBUG"):
+                traceback.print_exc()
+
+    def check(self) -> None:
+        """Collective: raise the lowest failing rank's error on every rank."""
+        errors = self.allgather(self._error)
+        for r, e in enumerate(errors):
+            if e is not None:
+                raise RankFailed(e, r)
+
+    def abort(self, code: int = 1) -> None:
+        if self._c is not None and self.size > 1:
+            self._c.Abort(code)
+        sys.exit(code)
+
+
+class RankFailed(Exception):
+    """An error on one rank, known to all ranks after Comm.check()."""
+
+    def __init__(self, message: str, rank: int):
+        super().__init__(message)
+        self.message = message
+        self.rank = rank
+
+
+def _one_line(exc: BaseException) -> str:
+    from ..errors import PartraceError
+    if isinstance(exc, PartraceError):
+        return str(exc)
+    if isinstance(exc, (OSError, MemoryError)):
+        return f"{type(exc).__name__}: {exc}"
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+_world: Comm | None = None
+
+
+def world() -> Comm:
+    """The world communicator, or a serial one when not launched by MPI."""
+    global _world
+    if _world is None:
+        if launched_by_mpi():
+            from mpi4py import MPI
+            _world = Comm(MPI.COMM_WORLD)
+        else:
+            _world = Comm(None)
+    return _world
+
+
+def serial() -> Comm:
+    """A one-rank communicator (for the Python API, whatever the launcher)."""
+    return Comm(None)

@@ -1,0 +1,71 @@
+"""The registry of trace formats.
+
+Built-in formats are listed by module name and imported only when asked for,
+so ``partrace --help`` does not pay for every format's tables.  Third-party
+formats register a :class:`~partrace.formats.base.Format` subclass under the
+``partrace.formats`` entry-point group.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from pathlib import Path
+
+from ..errors import UsageError
+
+# name -> "module:attribute"
+BUILTIN = {
+    "otf": "partrace.formats.otf:OTF",
+    "dumpi": "partrace.formats.dumpi:DUMPI",
+    "ovni": "partrace.formats.ovni:Ovni",
+    "ross": "partrace.formats.ross:ROSS",
+}
+
+_loaded: dict = {}
+
+
+def _entry_points() -> dict[str, str]:
+    from importlib.metadata import entry_points
+    return {ep.name: ep.value for ep in entry_points(group="partrace.formats")}
+
+
+def available() -> dict[str, str]:
+    """Every known format name -> its import target (built-ins first)."""
+    found = {}
+    for name, target in BUILTIN.items():
+        mod = target.split(":")[0]
+        if importlib.util.find_spec(mod) is not None:
+            found[name] = target
+    for name, target in _entry_points().items():
+        found.setdefault(name, target)
+    return found
+
+
+def get(name: str):
+    """The Format class registered under ``name``."""
+    if name not in _loaded:
+        targets = available()
+        if name not in targets:
+            raise UsageError(f"unknown format {name!r}; known: {', '.join(targets)}")
+        mod, attr = targets[name].split(":")
+        _loaded[name] = getattr(importlib.import_module(mod), attr)
+    return _loaded[name]
+
+
+def detect(path: str | os.PathLike) -> str:
+    """The name of the format that recognises ``path``; an error naming those tried."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{p}: no such file or directory")
+    tried = []
+    for name in available():
+        tried.append(name)
+        if get(name).sniff(p):
+            return name
+    raise UsageError(f"{p}: not a trace of any known format (tried {', '.join(tried)})")
+
+
+def open_trace(path: str | os.PathLike, format: str | None = None):
+    """Open ``path`` with the named format or the one that recognises it."""
+    return get(format or detect(path)).open(path)

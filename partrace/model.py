@@ -1,0 +1,232 @@
+"""The data model every format decodes into and every writer reads from.
+
+A decoded trace is a set of *tables*. A table is a set of equal-length numpy
+columns (:class:`Table`). Every table that is merged in time carries three key
+columns:
+
+* ``time``     int64, nanoseconds (formats convert their own clock),
+* ``location`` int64, the place the record happened (OTF process token,
+  DUMPI rank, ovni thread, ROSS PE/KP/LP ...),
+* ``seq``      int64, the record's position among the records of the same
+  location in the same table, counted from 0 in source order.
+
+``(time, location, seq)`` is unique, so sorting by it is a total order that no
+rank count can change.  The table named ``events`` is the main one; formats
+add others (``snapshots``, ``statistics``, ``markers``, ``keyvalues``,
+``text``, ROSS sample tables ...).
+
+Column vocabulary: a column whose name appears in :data:`COMMON_COLUMNS`
+means the same thing in every format, so writers (HDF5, OTF) can rely on it.
+A format may add columns of its own; it declares them in its schema.  Value 0
+means "not applicable" in the common integer columns, as in OTF.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+
+class Kind(IntEnum):
+    """What a row is.  Stored in HDF5 as an enum type under these names."""
+
+    # events
+    ENTER = 1
+    LEAVE = 2
+    SEND = 3
+    RECV = 4
+    COUNTER = 5
+    COLLECTIVE = 6
+    COLLECTIVE_BEGIN = 7
+    COLLECTIVE_END = 8
+    FILE_OP = 9
+    FILE_BEGIN = 10
+    FILE_END = 11
+    RMA_PUT = 12
+    RMA_PUT_REMOTE_END = 13
+    RMA_GET = 14
+    RMA_END = 15
+    PROCESS_BEGIN = 16
+    PROCESS_END = 17
+    COMMENT = 18
+    NOOP = 19
+    MARKER = 20
+    EVENT = 21        # a point event with no more specific meaning (ovni raw events ...)
+    SAMPLE = 22       # a sampled record (ROSS instrumentation ...)
+    # snapshots (state at a sample point)
+    SNAP_COMMENT = 32
+    SNAP_ENTER = 33
+    SNAP_SEND = 34
+    SNAP_OPEN_FILE = 35
+    SNAP_COUNTER = 36
+    SNAP_COLLOP_COUNT = 37
+    SNAP_BEGIN_COLLOP = 38
+    SNAP_BEGIN_FILE_OP = 39
+    # statistics (summaries at a sample point)
+    STAT_COMMENT = 48
+    STAT_FUNCTION = 49
+    STAT_FUNCTION_GROUP = 50
+    STAT_MESSAGE = 51
+    STAT_COLLOP = 52
+    STAT_FILE = 53
+    STAT_FILE_GROUP = 54
+
+
+KIND_DTYPE = np.dtype(np.uint8)
+KEY_COLUMNS = ("time", "location", "seq")
+
+# Types of text-like columns: kept as numpy object arrays of str / bytes.
+STR = "str"
+BYTES = "bytes"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: its name, numpy dtype (or STR/BYTES), meaning."""
+
+    name: str
+    dtype: Any
+    description: str = ""
+    unit: str | None = None
+    enum: Mapping[str, int] | None = None
+
+    @property
+    def is_object(self) -> bool:
+        return self.dtype in (STR, BYTES)
+
+    def numpy_dtype(self) -> np.dtype:
+        return np.dtype(object) if self.is_object else np.dtype(self.dtype)
+
+
+def _c(name, dtype, description, unit=None, enum=None) -> Column:
+    return Column(name, dtype, description, unit, enum)
+
+
+KIND_ENUM = {k.name: int(k) for k in Kind}
+
+# Columns with one meaning across formats.  Formats use the subset they need.
+COMMON_COLUMNS: dict[str, Column] = {c.name: c for c in [
+    _c("time", "int64", "time of the record", "ns"),
+    _c("location", "int64", "location id (OTF process, DUMPI rank, ovni thread, ...)"),
+    _c("seq", "int64", "position among the records of this location in this table"),
+    _c("kind", KIND_DTYPE, "record kind", enum=KIND_ENUM),
+    _c("region", "int64", "function / region id (regions/id); 0 = none"),
+    _c("ticks", "uint64", "time in the source's own clock ticks", "ticks"),
+    _c("scl", "int64", "source code location id; 0 = none"),
+    _c("peer", "int64", "other location of a message / RMA target or remote; 0 = none"),
+    _c("origin", "int64", "RMA origin location"),
+    _c("comm", "int64", "communicator / process group id"),
+    _c("tag", "int64", "message tag"),
+    _c("size", "uint64", "bytes sent / message length / bytes of an I/O operation", "bytes"),
+    _c("received", "uint64", "bytes received (collectives)", "bytes"),
+    _c("root", "int64", "root location of a collective"),
+    _c("collop", "int64", "collective operation id"),
+    _c("duration", "uint64", "duration given by the record itself", "ticks"),
+    _c("match_id", "uint64", "id pairing begin/end records"),
+    _c("handle", "uint64", "file handle"),
+    _c("operation", "uint64", "file operation code"),
+    _c("file", "int64", "file id"),
+    _c("counter", "int64", "counter id"),
+    _c("value", "uint64", "counter value (raw 64 bits)"),
+]}
+
+
+def column(name: str, **override) -> Column:
+    """A common column, optionally with some attributes overridden."""
+    base = COMMON_COLUMNS[name]
+    return Column(**{**base.__dict__, **override})
+
+
+class Table:
+    """Equal-length numpy columns, in a fixed column order."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: Mapping[str, np.ndarray]):
+        self.columns = dict(columns)
+        lengths = {len(v) for v in self.columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of unequal length: "
+                             f"{ {k: len(v) for k, v in self.columns.items()} }")
+
+    def __len__(self) -> int:
+        for v in self.columns.values():
+            return len(v)
+        return 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.columns)
+
+    def take(self, index) -> "Table":
+        return Table({k: v[index] for k, v in self.columns.items()})
+
+    @staticmethod
+    def empty(schema: Iterable[Column]) -> "Table":
+        return Table({c.name: np.empty(0, c.numpy_dtype()) for c in schema})
+
+    @staticmethod
+    def concat(tables: list["Table"], schema: Iterable[Column]) -> "Table":
+        schema = list(schema)
+        tables = [t for t in tables if len(t)]
+        if not tables:
+            return Table.empty(schema)
+        return Table({c.name: np.concatenate([t[c.name] for t in tables]).astype(
+            c.numpy_dtype(), copy=False) for c in schema})
+
+    def __repr__(self) -> str:
+        return f"Table({len(self)} rows: {', '.join(self.names)})"
+
+
+Schema = dict[str, list[Column]]   # table name -> columns, in order
+
+
+def conform(table: Table, columns: list[Column]) -> Table:
+    """The table with exactly the schema's columns and dtypes (missing = 0/empty)."""
+    n = len(table)
+    out = {}
+    for c in columns:
+        if c.name in table:
+            out[c.name] = np.asarray(table[c.name]).astype(c.numpy_dtype(), copy=False)
+        elif c.is_object:
+            out[c.name] = np.full(n, "" if c.dtype == STR else b"", dtype=object)
+        else:
+            out[c.name] = np.zeros(n, c.numpy_dtype())
+    return Table(out)
+
+
+@dataclass
+class Definitions:
+    """What a trace defines once, shared by all ranks (picklable, small).
+
+    ``tables`` always has ``locations`` (id, name, parent) and ``regions``
+    (id, name, group); formats add others (communicators, counters, ...).
+    ``attrs`` holds scalar facts (``ticks_per_second``, ``time_offset`` ...).
+    ``source`` is the format's own complete, lossless form of its definitions,
+    JSON-serialisable, so a writer of the same format can give them back.
+    """
+
+    format: str
+    tables: dict[str, Table] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    source: Any = None
+
+
+LOCATION_COLUMNS = [
+    _c("id", "int64", "location id, as in events/location"),
+    _c("name", STR, "location name"),
+    _c("parent", "int64", "parent location id; 0 = none"),
+]
+REGION_COLUMNS = [
+    _c("id", "int64", "region id, as in events/region"),
+    _c("name", STR, "region name"),
+    _c("group", "int64", "region group id; 0 = none"),
+]
