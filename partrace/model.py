@@ -97,7 +97,13 @@ class Column:
         return self.dtype in (STR, BYTES)
 
     def numpy_dtype(self) -> np.dtype:
+        """The dtype to allocate with (a sub-array dtype gives (n, k) arrays)."""
         return np.dtype(object) if self.is_object else np.dtype(self.dtype)
+
+    def element_dtype(self) -> np.dtype:
+        """The dtype of the array's elements (what to cast values to)."""
+        dt = self.numpy_dtype()
+        return dt.base if dt.subdtype else dt
 
 
 def _c(name, dtype, description, unit=None, enum=None) -> Column:
@@ -180,7 +186,7 @@ class Table:
         if not tables:
             return Table.empty(schema)
         return Table({c.name: np.concatenate([t[c.name] for t in tables]).astype(
-            c.numpy_dtype(), copy=False) for c in schema})
+            c.element_dtype(), copy=False) for c in schema})
 
     def __repr__(self) -> str:
         return f"Table({len(self)} rows: {', '.join(self.names)})"
@@ -195,7 +201,7 @@ def conform(table: Table, columns: list[Column]) -> Table:
     out = {}
     for c in columns:
         if c.name in table:
-            out[c.name] = np.asarray(table[c.name]).astype(c.numpy_dtype(), copy=False)
+            out[c.name] = np.asarray(table[c.name]).astype(c.element_dtype(), copy=False)
         elif c.is_object:
             out[c.name] = np.full(n, "" if c.dtype == STR else b"", dtype=object)
         else:

@@ -3,7 +3,8 @@
 Built-in formats are listed by module name and imported only when asked for,
 so ``partrace --help`` does not pay for every format's tables.  Third-party
 formats register a :class:`~partrace.formats.base.Format` subclass under the
-``partrace.formats`` entry-point group.
+``partrace.formats`` entry-point group (or name it in the PARTRACE_FORMATS
+environment variable: ``name=module:attr,...``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..errors import UsageError
 
 # name -> "module:attribute"
 BUILTIN = {
+    "hdf5": "partrace.formats.hdf5:HDF5",
     "otf": "partrace.formats.otf:OTF",
     "dumpi": "partrace.formats.dumpi:DUMPI",
     "ovni": "partrace.formats.ovni:Ovni",
@@ -30,6 +32,12 @@ def _entry_points() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group="partrace.formats")}
 
 
+def _from_environment() -> dict[str, str]:
+    """Formats named in PARTRACE_FORMATS="name=module:attr,..." (plugins, tests)."""
+    spec = os.environ.get("PARTRACE_FORMATS", "")
+    return dict(item.split("=", 1) for item in spec.split(",") if "=" in item)
+
+
 def available() -> dict[str, str]:
     """Every known format name -> its import target (built-ins first)."""
     found = {}
@@ -37,7 +45,7 @@ def available() -> dict[str, str]:
         mod = target.split(":")[0]
         if importlib.util.find_spec(mod) is not None:
             found[name] = target
-    for name, target in _entry_points().items():
+    for name, target in {**_entry_points(), **_from_environment()}.items():
         found.setdefault(name, target)
     return found
 
@@ -58,12 +66,18 @@ def detect(path: str | os.PathLike) -> str:
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
-    tried = []
+    tried, broken = [], []
     for name in available():
+        try:
+            fmt = get(name)
+        except (ImportError, AttributeError) as exc:   # a broken plugin must not hide the others
+            broken.append(f"{name} ({type(exc).__name__}: {exc})")
+            continue
         tried.append(name)
-        if get(name).sniff(p):
+        if fmt.sniff(p):
             return name
-    raise UsageError(f"{p}: not a trace of any known format (tried {', '.join(tried)})")
+    extra = f"; could not load {', '.join(broken)}" if broken else ""
+    raise UsageError(f"{p}: not a trace of any known format (tried {', '.join(tried)}){extra}")
 
 
 def open_trace(path: str | os.PathLike, format: str | None = None):

@@ -1,0 +1,131 @@
+"""The ``partrace`` command: merge, convert, info.
+
+Runs as a plain process or under ``mpiexec``/``srun``.  Imports stay lazy:
+``partrace --help`` loads neither numpy, h5py nor mpi4py, and a run loads
+only the format and writer it uses.
+
+Exit status: 0 success, 2 bad input or usage (one line on stderr naming the
+file and where), 3 internal error, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """\
+examples:
+  partrace merge trace.otf -o trace.h5
+  mpiexec -n 8 partrace merge trace.otf -o merged.otf --streams 4
+  partrace convert trace.h5 -o back.otf
+  partrace info trace.otf --json
+"""
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help="input trace (file or folder)")
+    p.add_argument("-o", "--output", required=True, help="output path: NAME.h5 or NAME.otf")
+    p.add_argument("--to", choices=["hdf5", "otf"], help="output format (default: from the name)")
+    p.add_argument("--format", help="input format (default: detected)")
+    p.add_argument("--streams", type=int, metavar="M",
+                   help="OTF output: number of streams (0 = one per process; "
+                        "default: the input's layout, or one per location)")
+    p.add_argument("--compress", choices=["gzip", "lzf"], help="HDF5 output: compress columns")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    parser = argparse.ArgumentParser(
+        prog="partrace", description="MPI-parallel trace processing: read OTF, DUMPI, ovni "
+        "and ROSS traces, merge all events into one global time order, write HDF5 or OTF.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"partrace {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("merge", help="merge every event of every location into one time order",
+                       description="Decode the trace on all ranks and write every event in one "
+                       "global (time, location, seq) order to HDF5, or to OTF remapped onto "
+                       "M streams.")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("convert", help="convert a trace (or partrace HDF5) to another format",
+                       description="Same engine as merge; any input partrace reads, including "
+                       "its own HDF5 output, to HDF5 or OTF.")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("info", help="what a trace holds: format, locations, counts, time span")
+    p.add_argument("trace")
+    p.add_argument("--format", help="input format (default: detected)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_info)
+    return parser
+
+
+def cmd_run(comm, args) -> int:
+    import time
+
+    from .engine.pipeline import run
+    from .engine.progress import Progress
+    from .output import make_sink
+    sink = make_sink(args.output, to=args.to, source=str(args.trace), overwrite=args.overwrite,
+                     streams=args.streams, compression=args.compress)
+    progress = Progress(comm, enabled=False if args.quiet else None)
+    t0 = time.perf_counter()
+    stats = run(comm, args.trace, sink, format=args.format, progress=progress)
+    rows = comm.allreduce_sum(sum(stats.rows_written.values()))
+    nbytes = comm.allreduce_sum(stats.bytes_read)
+    if comm.rank == 0 and not args.quiet:
+        dt = time.perf_counter() - t0
+        print(f"partrace: wrote {args.output}: {rows:,} rows from {nbytes / 1e6:,.1f} MB "
+              f"in {dt:.2f} s on {comm.size} rank(s)", file=sys.stderr)
+    return 0
+
+
+def cmd_info(comm, args) -> int:
+    from .info import gather_info, render
+    report = gather_info(comm, args.trace, args.format)
+    if comm.rank == 0:
+        print(render(report, as_json=args.json))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from .engine.mpi import RankFailed, world
+    from .errors import PartraceError
+    comm = world()
+    try:
+        return args.func(comm, args)
+    except RankFailed as exc:     # every rank knows; rank 0 speaks
+        if comm.rank == 0:
+            print(f"partrace: error: {exc.message}", file=sys.stderr)
+        return 2
+    except PartraceError as exc:  # raised on this rank alone
+        print(f"partrace: error: {exc}", file=sys.stderr)
+        if comm.parallel:
+            sys.stderr.flush()
+            comm.abort(2)
+        return 2
+    except KeyboardInterrupt:
+        if comm.parallel:
+            comm.abort(130)
+        return 130
+    except Exception as exc:      # a bug: say so, end the whole job
+        import os
+        import traceback
+        if os.environ.get("PARTRACE_DEBUG"):
+            traceback.print_exc()
+        print(f"partrace: internal error on rank {comm.rank}: {type(exc).__name__}: {exc} "
+              f"(set PARTRACE_DEBUG=1 for a traceback)", file=sys.stderr)
+        if comm.parallel:
+            sys.stderr.flush()
+            comm.abort(3)
+        return 3
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

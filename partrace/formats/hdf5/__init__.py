@@ -1,0 +1,103 @@
+"""partrace's own HDF5 output as an input (``convert out.h5 -o back.otf``).
+
+The file says everything: tables and columns (``columns`` attributes), their
+types and meanings (dataset attributes), and the definitions of the original
+trace, including its lossless ``source`` form.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import BYTES, STR, Column, Definitions, Schema, Table
+from ..base import Format, TraceReader, Unit
+
+MAGIC = b"\x89HDF\r\n\x1a\n"
+ROWS_PER_UNIT = 1 << 20
+
+
+class HDF5Reader(TraceReader):
+    format_name = "hdf5"
+
+    def _open(self):
+        import h5py
+        try:
+            return h5py.File(self.path, "r")
+        except OSError as exc:
+            raise TraceError(self.path, None, f"cannot open as HDF5: {exc}") from None
+
+    def units(self) -> list[Unit]:
+        out = []
+        with self._open() as f:
+            for name in json.loads(f.attrs["tables"]):
+                group = f[name]
+                rows = int(group.attrs["rows"])
+                row_bytes = sum(group[c].dtype.itemsize for c in json.loads(group.attrs["columns"]))
+                for start in range(0, rows, ROWS_PER_UNIT):
+                    stop = min(rows, start + ROWS_PER_UNIT)
+                    out.append(Unit(f"{name}:{start:015d}", (stop - start) * row_bytes,
+                                    (name, start, stop)))
+        return sorted(out, key=lambda u: u.key)
+
+    def read_definitions(self) -> Definitions:
+        from ...output.hdf5 import read_table
+        with self._open() as f:
+            d = f["definitions"]
+            tables = {n: read_table(f[n]) for n in ("locations", "regions")}
+            for n in d:
+                if n != "source":
+                    tables[n] = read_table(d[n])
+            source = d["source"][()]
+            source = json.loads(source.decode() if isinstance(source, bytes) else source)
+            return Definitions(format=str(f.attrs["source_format"]), tables=tables,
+                               attrs=json.loads(d.attrs["attrs"]), source=source)
+
+    def schema(self, defs: Definitions) -> Schema:
+        import h5py
+        out: Schema = {}
+        with self._open() as f:
+            for name in json.loads(f.attrs["tables"]):
+                cols = []
+                for c in json.loads(f[name].attrs["columns"]):
+                    ds = f[name][c]
+                    if h5py.check_string_dtype(ds.dtype) is not None:
+                        dtype = STR
+                    elif h5py.check_vlen_dtype(ds.dtype) is not None:
+                        dtype = BYTES
+                    elif ds.ndim > 1:   # fixed-width sub-array column
+                        dtype = np.dtype((ds.dtype.str, ds.shape[1:]))
+                    else:
+                        dtype = np.dtype(ds.dtype.str)
+                    enum = ds.attrs.get("enum")
+                    cols.append(Column(c, dtype, ds.attrs.get("description", ""),
+                                       ds.attrs.get("unit"), json.loads(enum) if enum else None))
+                out[name] = cols
+        return out
+
+    def decode(self, unit: Unit, defs: Definitions):
+        from ...output.hdf5 import read_table
+        name, start, stop = unit.info
+        with self._open() as f:
+            yield {name: read_table(f[name], start, stop)}
+
+
+class HDF5(Format):
+    name = "hdf5"
+    description = "partrace's own HDF5 output"
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as fh:
+            if fh.read(8) != MAGIC:
+                return False
+        from ...output.hdf5 import is_partrace_file
+        return is_partrace_file(path)
+
+    @classmethod
+    def open(cls, path) -> HDF5Reader:
+        return HDF5Reader(path)

@@ -1,0 +1,96 @@
+"""``partrace info``: what a trace holds, counted in parallel."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .engine.mpi import Comm
+from .engine.pipeline import RunStats, decode_share, open_on_all_ranks, read_plan
+from .engine.progress import Progress
+from .model import Kind
+
+
+def _local_counts(tables) -> dict:
+    out = {"rows": {}, "span": {}, "events": {}}
+    for name, t in tables.items():
+        out["rows"][name] = len(t)
+        if len(t):
+            out["span"][name] = (int(t["time"].min()), int(t["time"].max()))
+    ev = tables.get("events")
+    if ev is not None and len(ev):
+        pairs = np.stack([ev["location"].astype(np.int64), ev["kind"].astype(np.int64)], axis=1)
+        uniq, counts = np.unique(pairs, axis=0, return_counts=True)
+        out["events"] = {(int(l), int(k)): int(c) for (l, k), c in zip(uniq, counts)}
+    return out
+
+
+def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
+    """The info report on rank 0 (None on other ranks)."""
+    reader = open_on_all_ranks(comm, path, format)
+    units, defs = read_plan(comm, reader)
+    schema = reader.schema(defs)
+    tables = decode_share(comm, reader, units, defs, schema, Progress(comm, enabled=False),
+                          RunStats())
+    parts = comm.gather(_local_counts(tables))
+    if comm.rank != 0:
+        return None
+    rows, span, per = {}, {}, {}
+    for p in parts:
+        for n, r in p["rows"].items():
+            rows[n] = rows.get(n, 0) + r
+        for n, (a, b) in p["span"].items():
+            lo, hi = span.get(n, (a, b))
+            span[n] = (min(lo, a), max(hi, b))
+        for key, c in p["events"].items():
+            per[key] = per.get(key, 0) + c
+    by_kind: dict[str, int] = {}
+    by_loc: dict[int, dict[str, int]] = {}
+    for (loc, k), c in sorted(per.items()):
+        name = Kind(k).name if k in Kind._value2member_map_ else str(k)
+        by_kind[name] = by_kind.get(name, 0) + c
+        by_loc.setdefault(loc, {})[name] = c
+    files = reader.source_files()
+    return {
+        "path": str(path),
+        "format": defs.format,
+        "size_bytes": int(sum(f.stat().st_size for f in files)),
+        "files": len(files),
+        "units": len(units),
+        "locations": len(defs.tables["locations"]),
+        "definitions": {n: len(t) for n, t in defs.tables.items()},
+        "facts": defs.attrs,
+        "rows": rows,
+        "time_span_ns": {n: {"first": a, "last": b, "duration": b - a} for n, (a, b) in span.items()},
+        "events_per_kind": by_kind,
+        "events_per_location": {str(k): v for k, v in by_loc.items()},
+    }
+
+
+def render(report: dict, as_json: bool = False) -> str:
+    if as_json:
+        return json.dumps(report, indent=1, default=str)
+    lines = [
+        f"trace:      {report['path']}",
+        f"format:     {report['format']}",
+        f"size:       {report['size_bytes']:,} bytes in {report['files']} files, "
+        f"{report['units']} work units",
+        f"locations:  {report['locations']}",
+        "definitions: " + ", ".join(f"{n} {c}" for n, c in report["definitions"].items()),
+    ]
+    ev = report["time_span_ns"].get("events")
+    if ev:
+        lines.append(f"time span:  {ev['first']} .. {ev['last']} ns "
+                     f"({ev['duration'] / 1e9:.6f} s)")
+    lines.append("rows:       " + ", ".join(f"{n} {c:,}" for n, c in report["rows"].items()))
+    lines.append("events per kind:")
+    lines += [f"  {k:<20} {c:>12,}" for k, c in report["events_per_kind"].items()]
+    lines.append("events per location:")
+    for loc, kinds in report["events_per_location"].items():
+        lines.append(f"  {loc:>12}: " + ", ".join(f"{k} {c}" for k, c in kinds.items()))
+    if report["facts"]:
+        lines.append("facts:")
+        for k, v in report["facts"].items():
+            text = json.dumps(v, default=str)
+            lines.append(f"  {k}: {text if len(text) < 200 else text[:197] + '...'}")
+    return "\n".join(lines)

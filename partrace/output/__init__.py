@@ -1,0 +1,32 @@
+"""Output sinks, chosen by the output path (``.h5``/``.hdf5`` or ``.otf``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UsageError
+
+HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
+
+
+def output_kind(path, to: str | None = None) -> str:
+    if to:
+        return to
+    suffix = Path(path).suffix.lower()
+    if suffix in HDF5_SUFFIXES:
+        return "hdf5"
+    if suffix == ".otf":
+        return "otf"
+    raise UsageError(f"{path}: cannot tell the output format from the name "
+                     f"(use .h5 or .otf, or --to hdf5|otf)")
+
+
+def make_sink(path, *, to: str | None = None, source: str = "", overwrite: bool = False,
+              streams: int | None = None, compression: str | None = None):
+    kind = output_kind(path, to)
+    if kind == "hdf5":
+        if streams is not None:
+            raise UsageError("--streams applies to OTF output only")
+        from .hdf5_sink import HDF5Sink
+        return HDF5Sink(path, source=source, overwrite=overwrite, compression=compression)
+    from .otf_sink import OTFSink
+    return OTFSink(path, streams=streams, overwrite=overwrite)

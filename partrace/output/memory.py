@@ -1,0 +1,34 @@
+"""A sink that keeps the merged tables in memory (Python API, tests)."""
+from __future__ import annotations
+
+from ..engine.mpi import Comm
+from ..model import Definitions, Schema, Table
+
+
+class MemorySink:
+    mode = "time"
+
+    def __init__(self):
+        self.defs: Definitions | None = None
+        self.schema: Schema = {}
+        self.tables: dict[str, Table] = {}
+
+    def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        self.defs, self.schema = defs, schema
+
+    def destinations(self, comm, name, table):  # pragma: no cover - mode is "time"
+        raise NotImplementedError
+
+    def write(self, comm: Comm, tables: dict[str, Table]) -> None:
+        if comm.parallel:   # rank 0 keeps everything (small traces only)
+            gathered = comm.gather(tables)
+            if comm.rank == 0:
+                tables = {n: Table.concat([g[n] for g in gathered], self.schema[n])
+                          for n in self.schema}
+        self.tables = tables
+
+    def commit(self, comm: Comm) -> None:
+        pass
+
+    def discard(self, comm: Comm) -> None:
+        self.tables = {}

@@ -1,0 +1,44 @@
+"""Shared test helpers: running the CLI in-process, serially, or under mpiexec."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+SYNTH = "synth=tests.support.synth:Synth"
+
+
+def mpiexec() -> str | None:
+    here = Path(sys.executable).parent / "mpiexec"
+    return str(here) if here.exists() else shutil.which("mpiexec")
+
+
+def run_cli(args: list[str], nranks: int | None = None, timeout: float = 180,
+            env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``partrace ARGS`` as a plain process (nranks None) or under mpiexec -n N."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH, **(env or {})}
+    full_env.pop("PARTRACE_MPI", None)
+    cmd = [sys.executable, "-m", "partrace", *args]
+    if nranks is not None:
+        launcher = mpiexec()
+        if launcher is None:
+            pytest.fail("mpiexec not found: install the test extras (pip install -e '.[mpich,test]')")
+        cmd = [launcher, "-n", str(nranks), *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
+                          cwd=ROOT)
+
+
+@pytest.fixture
+def synth_trace(tmp_path):
+    def make(locations=7, events=2000, units=5, seed=3):
+        p = tmp_path / f"synth-{locations}-{events}-{units}-{seed}.json"
+        p.write_text('{"synth": {"locations": %d, "events": %d, "units": %d, "seed": %d}}'
+                     % (locations, events, units, seed))
+        return p
+    return make

@@ -1,0 +1,55 @@
+"""The global order on one rank: sorting, splitting and planning."""
+import numpy as np
+
+from partrace.engine.mpi import serial
+from partrace.engine.order import _lower_bound, global_time_order, key_order, sort_by_key
+from partrace.engine.plan import assign
+from partrace.formats.base import Unit
+from partrace.model import Table, column
+
+
+def table(times, locs, seqs):
+    return Table({"time": np.asarray(times, np.int64), "location": np.asarray(locs, np.int64),
+                  "seq": np.asarray(seqs, np.int64)})
+
+
+def test_key_order_breaks_ties_by_location_then_seq():
+    t = table([5, 5, 5, 1, 5], [2, 1, 1, 9, 2], [1, 1, 0, 0, 0])
+    got = sort_by_key(t)
+    assert list(zip(got["time"], got["location"], got["seq"])) == [
+        (1, 9, 0), (5, 1, 0), (5, 1, 1), (5, 2, 0), (5, 2, 1)]
+
+
+def test_sorted_input_is_recognised_and_kept():
+    t = table([1, 2, 2, 3], [1, 1, 2, 1], [0, 1, 0, 2])
+    assert np.array_equal(key_order(t), np.arange(4))
+
+
+def test_lower_bound_on_composite_keys():
+    t = sort_by_key(table([1, 2, 2, 2, 3], [1, 1, 2, 2, 1], [0, 1, 0, 1, 2]))
+    assert _lower_bound(t, (2, 2, 1)) == 3
+    assert _lower_bound(t, (2, 2, 5)) == 4
+    assert _lower_bound(t, (2, 0, 0)) == 1
+    assert _lower_bound(t, (0, 0, 0)) == 0
+    assert _lower_bound(t, (9, 0, 0)) == 5
+
+
+def test_serial_global_order_equals_lexsort():
+    rng = np.random.default_rng(1)
+    n = 5000
+    t = table(rng.integers(0, 50, n), rng.integers(1, 6, n), np.arange(n))
+    schema = [column("time"), column("location"), column("seq")]
+    got = global_time_order(serial(), t, schema)
+    perm = np.lexsort((t["seq"], t["location"], t["time"]))
+    for c in ("time", "location", "seq"):
+        assert np.array_equal(got[c], t[c][perm])
+
+
+def test_plan_balances_bytes_and_is_deterministic():
+    units = [Unit(f"{i:03d}", size) for i, size in enumerate([100, 90, 10, 10, 5, 80, 1])]
+    a = assign(units, 3)
+    assert a == assign(list(reversed(units)), 3)
+    loads = sorted(sum(u.size for u in share) for share in a)
+    assert loads == [96, 100, 100] or max(loads) - min(loads) <= 100
+    assert sorted(u.key for share in a for u in share) == [u.key for u in units]
+    assert assign(units[:2], 4)[2:] == [[], []]
