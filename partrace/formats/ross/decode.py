@@ -1,0 +1,128 @@
+"""Decode one region of one ROSS file into tables (numpy gathers, no per-record Python)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import Definitions, Kind, Table, conform
+from . import layouts as L
+from .scan import _lookup, hop_checked, open_bytes, raw_keys
+
+NS = 1e9          # one second of real time, and one unit of virtual time, is 1e9 key ticks
+I64_MAX = np.iinfo(np.int64).max
+
+
+def to_ns(x: np.ndarray) -> np.ndarray:
+    """Seconds (or virtual-time units) -> int64 ordering key; inf/NaN/huge clamp to int64 max."""
+    v = np.asarray(x, np.float64) * NS
+    ok = np.isfinite(v) & (np.abs(v) < 9.2e18)
+    out = np.full(len(v), I64_MAX, np.int64)
+    out[ok] = np.rint(v[ok]).astype(np.int64)
+    out[~ok & (v < 0)] = np.iinfo(np.int64).min
+    return out
+
+
+def gather(buf: np.ndarray, starts: np.ndarray, dtype: np.dtype, skip: int = 0) -> np.ndarray:
+    """Fixed-size records at byte offsets starts+skip, viewed as a structured array."""
+    idx = (starts + skip)[:, None] + np.arange(dtype.itemsize)
+    return np.ascontiguousarray(buf[idx]).view(dtype).ravel()
+
+
+def seq_numbers(keys: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Position of each record among earlier records with the same key."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    first = np.r_[True, sk[1:] != sk[:-1]] if len(sk) else np.empty(0, bool)
+    group_start = np.maximum.accumulate(np.where(first, np.arange(len(sk)), 0))
+    rank = np.empty(len(keys), np.int64)
+    rank[order] = np.arange(len(sk)) - group_start
+    return before + rank
+
+
+def time_source(kind: str, code: int) -> str:
+    """Which field is the ``time`` key of a table (see reader.TIME_MEANING)."""
+    if code == L.EVTRACE:
+        return "send_vts"
+    if code == L.MODEL_GVT:
+        return "gvt"
+    if code == L.MODEL_RT or kind == "rt":
+        return "real_time"
+    return "virtual_time"
+
+
+def model_dtype(defs: Definitions, table: str) -> np.dtype | None:
+    descr = defs.attrs["model_dtypes"].get(table)
+    if descr is None:
+        return None
+    return np.dtype([tuple(f[:2]) + ((tuple(f[2]),) if len(f) > 2 else ()) for f in descr])
+
+
+def _model_columns(buf, sel, sizes, width, code, mdt, path) -> dict:
+    cols = {}
+    hsize = L.HEADER_DTYPES[code].itemsize
+    n = len(sel)
+    if width == "variable":
+        data = np.empty(n, object)
+        data[:] = [bytes(buf[s + hsize:s + hsize + z]) for s, z in zip(sel.tolist(), sizes.tolist())]
+        cols["model_data"] = data
+    elif width:
+        bad = (sizes != width) & (sizes != 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TraceError.at_byte(path, int(sel[i]), f"model data size {int(sizes[i])} but the "
+                                     f"scan found only {width} (file changed since scan?)")
+        data = np.zeros((n, width), np.uint8)
+        m = sizes == width
+        data[m] = buf[(sel[m] + hsize)[:, None] + np.arange(width)]
+        cols["model_data"] = data
+    if mdt is not None:
+        m = sizes == mdt.itemsize
+        rec = gather(buf, sel[m], mdt, hsize)
+        for name in mdt.names:
+            base, shape = mdt.fields[name][0].base, mdt.fields[name][0].shape
+            col = np.zeros((n,) + shape, base)
+            col[m] = rec[name]
+            cols["model_" + name] = col
+    return cols
+
+
+def decode_region(info: dict, defs: Definitions, schema: dict) -> dict[str, Table]:
+    path, kind = Path(info["path"]), info["kind"]
+    buf = open_bytes(path)
+    starts, codes, nxt = hop_checked(path, buf, info["start"], info["end"], L.FAMILY[kind])
+    if nxt != info["end"]:
+        raise TraceError.at_byte(path, nxt, f"expected a record boundary at byte {info['end']} "
+                                 "(file changed since it was scanned?)")
+    npe, nkp = defs.attrs["npe"], defs.attrs["nkp"]
+    out = {}
+    for code in L.CODES_OF_KIND[kind]:
+        table = L.table_name(kind, code)
+        if table not in schema:
+            continue
+        sel = starts[codes == code]
+        hdr = gather(buf, sel, L.HEADER_DTYPES[code])
+        cols = {"offset": sel.astype(np.uint64)}
+        cols.update({name: hdr[name] for name in hdr.dtype.names})
+        cols["time"] = to_ns(hdr[time_source(kind, code)])
+        if code == L.PE:
+            cols["location"] = L.pe_location(hdr["pe_id"], npe, nkp)
+        elif code == L.KP:
+            cols["location"] = L.kp_location(hdr["pe_id"], hdr["kp_id"], npe, nkp)
+        elif code == L.EVTRACE:
+            cols["location"] = L.lp_location(hdr["src_lp"], npe, nkp)
+            cols["peer"] = L.lp_location(hdr["dest_lp"], npe, nkp)
+            cols["kind"] = np.full(len(sel), Kind.SEND, np.uint8)
+        else:
+            cols["location"] = L.lp_location(hdr["lp_id"], npe, nkp)
+        keys = raw_keys(buf, sel, code)
+        pk, pc = info["prefix"].get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
+        cols["seq"] = seq_numbers(keys, _lookup(pk, pc, keys))
+        size_field = L.MODEL_SIZE_FIELD[code]
+        if size_field is not None:
+            cols.update(_model_columns(buf, sel, hdr[size_field].astype(np.int64),
+                                       defs.attrs["model_data_width"].get(table, 0), code,
+                                       model_dtype(defs, table), path))
+        out[table] = conform(Table(cols), schema[table])
+    return out

@@ -1,0 +1,181 @@
+"""ROSSReader: units = fixed-size byte regions of each file; tables per sample kind."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator, Mapping
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import (REGION_COLUMNS, Column, Definitions, Schema, Table,
+                      column)
+from ..base import TraceReader, Unit
+from . import layouts as L
+from .files import kind_of, run_files
+
+DEFAULT_REGION = 4 << 20
+
+MODE = {"gvt": "GVT-based engine sampling", "rt": "real-time engine sampling",
+        "analysis-lps": "virtual-time sampling (analysis LPs)", "evtrace": "event trace",
+        "model": "model sampling at GVT / real time"}
+
+TIME_MEANING = {
+    "events": "send_vts: virtual send time (float32) x 1e9",
+    "gvt": "virtual_time = GVT of the sampling round x 1e9",
+    "rt": "real_time = cycle counter / clock-rate, seconds x 1e9",
+    "vt": "virtual_time = GVT when the VT-sampling event ran x 1e9",
+    "vt_model": "virtual_time = the sample's virtual time x 1e9",
+    "model_gvt": "gvt (float32) of the sampling round x 1e9",
+    "model_rt": "real_time = cycle counter / clock-rate, seconds x 1e9",
+}
+
+# Table-name aliases accepted in model_dtypes.
+DTYPE_ALIASES = {"evtrace": ("events",), "model": ("model_gvt", "model_rt"),
+                 "analysis-lps": ("vt_model",)}
+MODEL_TABLES = ("events", "model_gvt", "model_rt", "vt_model")
+
+FIELD_DOC = {"offset": "byte offset of the record in its file",
+             "process_event_cycles": "never filled by ROSS: raw garbage bytes",
+             "padding": "struct padding: raw garbage bytes",
+             "model_data": "model bytes of the record, zero-padded (size field tells the length)"}
+
+
+def _descr(dt: np.dtype) -> list:
+    if dt.names is None:
+        raise ValueError("model dtype must be a structured numpy dtype")
+    return [[n, dt.fields[n][0].base.str] + ([list(dt.fields[n][0].shape)]
+            if dt.fields[n][0].shape else []) for n in dt.names]
+
+
+class ROSSReader(TraceReader):
+    format_name = "ross"
+
+    def __init__(self, path: str | os.PathLike, region_size: int = DEFAULT_REGION,
+                 model_dtypes: Mapping[str, np.dtype] | None = None):
+        super().__init__(path)
+        self.files = run_files(self.path)
+        if not self.files:
+            raise TraceError(self.path, None, "no ROSS stats file (<prefix>-{gvt,rt,"
+                             "analysis-lps,evtrace,model}.bin) here")
+        if region_size < 1:
+            raise ValueError("region_size must be positive")
+        self.region_size = int(region_size)
+        self.model_dtypes = {}
+        for key, dt in (model_dtypes or {}).items():
+            if key not in DTYPE_ALIASES and key not in MODEL_TABLES:
+                raise ValueError(f"model_dtypes: unknown table {key!r}; known: "
+                                 f"{sorted(set(DTYPE_ALIASES) | set(MODEL_TABLES))}")
+            for table in DTYPE_ALIASES.get(key, (key,)):
+                self.model_dtypes[table] = _descr(np.dtype(dt))
+        self._scans = None
+
+    def source_files(self) -> list[Path]:
+        return list(self.files)
+
+    def _scan(self):
+        if self._scans is None:
+            from .scan import scan_file
+            self._scans = [scan_file(p, kind_of(p), self.region_size) for p in self.files]
+        return self._scans
+
+    def units(self) -> list[Unit]:
+        units = []
+        for fs in self._scan():
+            for k, start, end, prefix in fs.regions:
+                units.append(Unit(f"{fs.path.name}:{k:09d}", end - start, {
+                    "path": str(fs.path), "kind": fs.kind, "start": start, "end": end,
+                    "prefix": prefix}))
+        return sorted(units, key=lambda u: u.key)
+
+    def read_definitions(self) -> Definitions:
+        scans = self._scan()
+        npe = 1 + max(fs.max_pe for fs in scans)
+        nkp = 1 + max(fs.max_kp for fs in scans)
+        nlp = 1 + max(fs.max_lp for fs in scans)
+        from .scan import first_rows
+        rows = first_rows(np.concatenate([fs.lp_map for fs in scans]))
+        lp_pe = np.full(nlp, -1, np.int64)
+        lp_kp = np.full(nlp, -1, np.int64)
+        lp_pe[rows[:, 0]], lp_kp[rows[:, 0]] = rows[:, 1], rows[:, 2]
+        pes, kps, lps = np.arange(npe), np.arange(npe * nkp), np.arange(nlp)
+        ids = np.concatenate([L.pe_location(pes, npe, nkp),
+                              L.kp_location(kps // max(nkp, 1), kps % max(nkp, 1), npe, nkp),
+                              L.lp_location(lps, npe, nkp)])
+        names = ([f"PE {p}" for p in pes] + [f"KP {k // nkp}.{k % nkp}" for k in kps]
+                 + [f"LP {g}" for g in lps])
+        parent = np.concatenate([np.zeros(npe, np.int64), L.pe_location(kps // max(nkp, 1), npe, nkp),
+                                 np.where(lp_pe >= 0, L.pe_location(lp_pe, npe, nkp), 0)])
+        locations = Table({"id": ids.astype(np.int64), "name": np.array(names, dtype=object),
+                           "parent": parent.astype(np.int64)})
+        lps_table = Table({"location": L.lp_location(lps, npe, nkp), "lp_id": lps,
+                           "pe_id": lp_pe, "kp_id": lp_kp})
+        regions = Table.empty(REGION_COLUMNS)
+        files, widths, sizes = {}, {}, {}
+        for fs in scans:
+            recs = {L.table_name(fs.kind, c): n for c, n in sorted(fs.counts.items())}
+            files[fs.kind] = {"name": fs.path.name, "bytes": fs.size, "records": recs}
+            for c, s in fs.sizes.items():
+                t = L.table_name(fs.kind, c)
+                nz = sorted(s - {0})
+                sizes[t] = sorted(s)
+                widths[t] = 0 if not nz else nz[0] if len(nz) == 1 else "variable"
+        attrs = {
+            "modes": {k: MODE[k] for k in files},
+            "files": files, "file_header": "none (ROSS files have no header, magic or version)",
+            "byte_order": "little", "npe": int(npe), "nkp": int(nkp), "nlp": int(nlp),
+            "location_scheme": "PE p -> 1+p; KP (p,k) -> 1+npe+p*nkp+k; LP g -> 1+npe+npe*nkp+g",
+            "time_ns_per_unit": 1e9, "time_meaning": TIME_MEANING,
+            "events_source": "evtrace" if "evtrace" in files else "none (no event trace file)",
+            "model_data_sizes": sizes, "model_data_width": widths,
+            "model_dtypes": self.model_dtypes, "region_size": self.region_size,
+        }
+        source = {"files": files, "lps": lps_table_to_json(lps_table)}
+        return Definitions("ross", {"locations": locations, "regions": regions,
+                                    "lps": lps_table}, attrs, source)
+
+    def schema(self, defs: Definitions) -> Schema:
+        out: Schema = {"events": self._columns("events", L.EVTRACE, defs)}
+        for info in defs.attrs["files"].values():
+            for table in info["records"]:
+                if table != "events":
+                    out[table] = self._columns(table, _code_of(table), defs)
+        return out
+
+    @staticmethod
+    def _columns(table: str, code: int, defs: Definitions) -> list[Column]:
+        key = "vt" if table.startswith("vt_") and table != "vt_model" else table.split("_")[0]
+        cols = [column("time", description="ordering key: " + TIME_MEANING.get(
+                    table, TIME_MEANING.get(key, ""))), column("location"), column("seq")]
+        if code == L.EVTRACE:
+            cols += [column("kind"), column("region"),
+                     column("peer", description="destination LP location")]
+        cols.append(Column("offset", "uint64", FIELD_DOC["offset"], "bytes"))
+        dt = L.HEADER_DTYPES[code]
+        cols += [Column(n, dt.fields[n][0].newbyteorder("=").str, FIELD_DOC.get(n, ""))
+                 for n in dt.names]
+        width = defs.attrs["model_data_width"].get(table, 0)
+        if width == "variable":
+            cols.append(Column("model_data", "bytes", "model bytes of the record"))
+        elif width:
+            cols.append(Column("model_data", ("u1", width), FIELD_DOC["model_data"]))
+        descr = defs.attrs["model_dtypes"].get(table)
+        if descr:
+            for f in descr:
+                cols.append(Column("model_" + f[0], (f[1], tuple(f[2])) if len(f) > 2 else f[1],
+                                   "from the user's model dtype (0 where the size differs)"))
+        return cols
+
+    def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
+        from .decode import decode_region
+        yield decode_region(unit.info, defs, self.schema(defs))
+
+
+def _code_of(table: str) -> int:
+    fixed = {"events": L.EVTRACE, "model_gvt": L.MODEL_GVT, "model_rt": L.MODEL_RT,
+             "vt_model": L.VT_MODEL}
+    return fixed.get(table) or {"pe": L.PE, "kp": L.KP, "lp": L.LP}[table.rsplit("_", 1)[1]]
+
+
+def lps_table_to_json(t: Table) -> dict:
+    return {k: t[k].tolist() for k in t.names}

@@ -1,0 +1,345 @@
+"""ROSS reader: real ROSS 8.1.1 output vs the reference decodes and ROSS's own totals."""
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partrace.errors import TraceError
+from partrace.formats.ross import ROSS
+from partrace.model import Kind, Table
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "ross"
+GVT_RUN, EVT_RUN, SEQ_RUN = ("phold-np2-opt-gvt-pekplp", "pi-np2-opt-evtrace-full-model-gvt",
+                             "pi-np1-seq-allmodes")
+RUNS = (GVT_RUN, EVT_RUN, SEQ_RUN)
+
+# pi model layouts, as the fixture README describes them
+PI_DTYPES = {"evtrace": np.dtype([("hops", "<i4"), ("count", "<i4"), ("last_time", "<f4")]),
+             "model": np.dtype([("count", "<i8"), ("last_time", "<f8")]),
+             "vt_model": np.dtype([("count", "<i8"), ("vt", "<f8")])}
+
+
+def decode_all(path, **options) -> tuple[dict[str, Table], object, object]:
+    reader = ROSS.open(path, **options)
+    defs = reader.read_definitions()
+    schema = reader.schema(defs)
+    parts: dict[str, list] = {t: [] for t in schema}
+    for unit in reader.units():
+        for chunk in reader.decode(unit, defs):
+            for name, table in chunk.items():
+                assert table.names == [c.name for c in schema[name]]
+                parts[name].append(table)
+    return {t: Table.concat(parts[t], schema[t]) for t in schema}, defs, reader
+
+
+def read_csv(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# reference CSV column -> our column, where the names differ
+RENAME = {"flag": "sample_type", "sample_sz": "sample_size", "model_sz": "model_size",
+          "process_event_cycles_UNINITIALIZED": "process_event_cycles"}
+REF_TABLES = {"gvt-pe.csv": "gvt_pe", "gvt-kp.csv": "gvt_kp", "gvt-lp.csv": "gvt_lp",
+              "evtrace-events.csv": "events", "model-model.csv": None,
+              "analysis-lps-vtmodel.csv": "vt_model"}
+
+
+def check_against_reference(table: Table, rows: list[dict], name: str):
+    assert len(table) == len(rows), name
+    order = np.argsort(table["offset"])
+    t = table.take(order)
+    assert t["offset"].tolist() == [int(r["offset"]) for r in rows]
+    for ref_col in rows[0]:
+        if ref_col == "offset":
+            continue
+        texts = [r[ref_col] for r in rows]
+        if ref_col == "model_data_hex":
+            sizes = t["model_data_sz"] if "model_data_sz" in t else (
+                t["model_size"] if "model_size" in t else t["sample_size"])
+            got = [bytes(row[:n]).hex() for row, n in zip(t["model_data"], sizes)]
+            assert got == texts, (name, ref_col)
+            continue
+        if ref_col == "real_time_UNINITIALIZED_hex":
+            got = [v.tobytes().hex() for v in t["real_time"].astype("<f8")]
+            assert got == texts, (name, ref_col)
+            continue
+        col = t[ref_col if ref_col in t else RENAME[ref_col]]
+        if col.dtype.kind == "f":
+            want = np.array([float(x) for x in texts]).astype(col.dtype)
+            np.testing.assert_array_equal(col, want, err_msg=f"{name}:{ref_col}")
+        else:
+            assert col.tolist() == [int(x) for x in texts], (name, ref_col)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_values_match_reference_decodes(run):
+    tables, defs, _ = decode_all(DATA / run)
+    seen = 0
+    for ref in sorted((DATA / run / "reference").glob("*.csv")):
+        rows = read_csv(ref)
+        name = REF_TABLES[ref.name]
+        if name is None:            # the model file holds GVT and RT samples: two tables
+            name = {"1": "model_gvt", "2": "model_rt"}[rows[0]["stats_type"]]
+            assert {r["stats_type"] for r in rows} == {rows[0]["stats_type"]}
+        check_against_reference(tables[name], rows, f"{run}/{ref.name}")
+        seen += 1
+    assert seen >= 2
+    # every table we produce is covered by a reference file
+    produced = {t for t, tab in tables.items() if len(tab)}
+    assert all(any(REF_TABLES.get(r.name) in (t, None) for r in (DATA / run / "reference")
+                   .glob("*.csv")) for t in produced)
+
+
+def stdout_totals(run) -> dict[str, int]:
+    text = (DATA / run / "ross-stdout.txt").read_text()
+    out = {}
+    for key in ("Total Events Processed", "Events Rolled Back", "Total Roll Backs",
+                "Secondary Roll Backs", "Fossil Collect Attempts", "Total GVT Computations",
+                "Remote sends", "Remote recvs", "Net Events Processed"):
+        m = re.search(rf"^\s*{key}\s+(\d+)\s*$", text, re.M)
+        if m:
+            out[key] = int(m.group(1))
+    return out
+
+
+def lp_processed(run) -> dict[int, int]:
+    out = {}
+    for f in sorted((DATA / run / "ross_all_lp_stats").glob("pe_*.txt")):
+        for m in re.finditer(r"LPID: (\d+)\s.*Events processed: (\d+)", f.read_text()):
+            out[int(m.group(1))] = int(m.group(2))
+    return out
+
+
+def test_gvt_samples_agree_with_ross_totals():
+    t, defs, _ = decode_all(DATA / GVT_RUN)
+    tot = stdout_totals(GVT_RUN)
+    summary = read_csv(DATA / GVT_RUN / "ross-summary.csv")[0]
+    pe, kp, lp = t["gvt_pe"], t["gvt_kp"], t["gvt_lp"]
+    assert int(summary["events_processed"]) == tot["Total Events Processed"]
+    # work after the last sampled GVT is not sampled: sums are at most ROSS's totals ...
+    assert pe["events_processed"].sum() <= tot["Total Events Processed"]
+    assert pe["fossil_collect_attempts"].sum() <= tot["Fossil Collect Attempts"]
+    # ... and in this run the rollbacks and remote messages all fell before it
+    assert pe["events_rolled_back"].sum() == tot["Events Rolled Back"] == int(summary["events_rb"])
+    assert pe["total_rollbacks"].sum() == tot["Total Roll Backs"] == int(summary["rb_total"])
+    assert pe["secondary_rollbacks"].sum() == tot["Secondary Roll Backs"]
+    assert pe["network_sends"].sum() == tot["Remote sends"] == int(summary["remote_sends"])
+    assert pe["network_receives"].sum() == tot["Remote recvs"]
+    assert pe["num_gvts"].max() < tot["Total GVT Computations"]      # running total of GVTs
+    # PE, KP and LP samples of one round count the same events
+    for field in ("events_processed", "events_rolled_back", "network_sends"):
+        assert pe[field].sum() == kp[field].sum() == lp[field].sum()
+    per_lp = lp_processed(GVT_RUN)
+    sums = np.bincount(lp["lp_id"], weights=lp["events_processed"], minlength=len(per_lp))
+    assert all(sums[g] <= n for g, n in per_lp.items())
+    assert sums.sum() == pe["events_processed"].sum()
+    # all samples of one GVT round carry the same virtual_time -> same time key
+    assert set(np.unique(pe["time"])) == set(np.unique(lp["time"]))
+
+
+@pytest.mark.parametrize("run", (EVT_RUN, SEQ_RUN))
+def test_event_trace_agrees_with_ross_totals(run):
+    t, defs, _ = decode_all(DATA / run, model_dtypes=PI_DTYPES)
+    ev = t["events"]
+    tot = stdout_totals(run)
+    assert len(ev) == tot["Total Events Processed"]      # --event-trace=1: every execution
+    per_lp = lp_processed(run)
+    counts = np.bincount(ev["dest_lp"], minlength=max(per_lp) + 1)
+    assert {g: int(counts[g]) for g in per_lp} == per_lp
+    assert np.all(ev["kind"] == Kind.SEND)
+    lp_loc = dict(zip(defs.tables["lps"]["lp_id"].tolist(), defs.tables["lps"]["location"].tolist()))
+    assert ev["location"].tolist() == [lp_loc[g] for g in ev["src_lp"].tolist()]
+    assert ev["peer"].tolist() == [lp_loc[g] for g in ev["dest_lp"].tolist()]
+    assert np.array_equal(ev["time"], np.rint(ev["send_vts"].astype(np.float64) * 1e9))
+    # the pi model's event data: last_time is the event's receive time
+    has = ev["model_data_sz"] == 12
+    np.testing.assert_array_equal(ev["model_last_time"][has], ev["recv_vts"][has])
+    if run == SEQ_RUN:      # no rollback: the LP's event count after its last event = its total
+        text = (DATA / run / "ross-stdout.txt").read_text()
+        model_lp = int(re.search(r"Model LPs.*?Total Events Processed\s+(\d+)", text, re.S).group(1))
+        assert has.sum() == model_lp
+        for g in np.unique(ev["dest_lp"][has]):
+            assert ev["model_count"][has & (ev["dest_lp"] == g)].max() == per_lp[int(g)]
+
+
+def test_model_samples_decode_with_user_dtype():
+    t, _, _ = decode_all(DATA / SEQ_RUN, model_dtypes=PI_DTYPES)
+    vt = t["vt_model"]
+    np.testing.assert_array_equal(vt["model_vt"], vt["virtual_time"])
+    assert np.array_equal(vt["time"], np.rint(vt["virtual_time"] * 1e9))
+    rt = t["model_rt"]
+    assert np.array_equal(rt["time"], np.rint(rt["real_time"] * 1e9))
+    t2, _, _ = decode_all(DATA / EVT_RUN, model_dtypes=PI_DTYPES)
+    mg = t2["model_gvt"]
+    raw = mg["model_data"].copy().view([("c", "<i8"), ("t", "<f8")]).ravel()
+    assert np.array_equal(mg["model_count"], raw["c"]) and np.array_equal(mg["model_last_time"], raw["t"])
+    # the final round is taken with GVT = inf: clamped to the largest key
+    assert mg["time"][np.isinf(mg["gvt"])].tolist() == [np.iinfo(np.int64).max] * int(np.isinf(mg["gvt"]).sum())
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("region", (24, 100, 1000))
+def test_tiny_regions_give_the_same_tables(run, region):
+    one, _, r1 = decode_all(DATA / run, region_size=1 << 30)
+    many, _, rn = decode_all(DATA / run, region_size=region)
+    assert len(r1.units()) == len(r1.files)
+    assert len(rn.units()) > len(r1.units())
+    for name in one:
+        assert one[name].names == many[name].names
+        for col in one[name].names:
+            a, b = one[name][col], many[name][col]
+            assert a.dtype == b.dtype and np.array_equal(a, b) if a.dtype != object \
+                else list(a) == list(b), (name, col)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_seq_counts_per_location_in_file_order(run):
+    tables, _, _ = decode_all(DATA / run, region_size=64)
+    for name, t in tables.items():
+        order = np.argsort(t["offset"], kind="stable")
+        loc, seq = t["location"][order], t["seq"][order]
+        for l in np.unique(loc):
+            assert seq[loc == l].tolist() == list(range(int((loc == l).sum()))), name
+
+
+def test_definitions_locations():
+    _, defs, _ = decode_all(DATA / EVT_RUN)
+    loc = defs.tables["locations"]
+    ids = loc["id"]
+    assert len(set(ids.tolist())) == len(ids) and ids.min() == 1
+    a = defs.attrs
+    assert (a["npe"], a["nkp"], a["nlp"]) == (2, 4, 16)
+    assert len(ids) == a["npe"] + a["npe"] * a["nkp"] + a["nlp"]
+    parent = dict(zip(loc["name"].tolist(), loc["parent"].tolist()))
+    by_name = dict(zip(loc["name"].tolist(), ids.tolist()))
+    for g in range(16):          # linear mapping: LP g lives on rank g // 8 (fixture README)
+        assert parent[f"LP {g}"] == by_name[f"PE {g // 8}"]
+    assert parent["KP 1.3"] == by_name["PE 1"] and parent["PE 0"] == 0
+    assert a["files"]["evtrace"]["records"] == {"events": 499}
+    assert a["files"]["model"]["records"] == {"model_gvt": 48}
+
+
+def test_run_without_event_trace_has_empty_events():
+    t, defs, reader = decode_all(DATA / GVT_RUN)
+    assert len(t["events"]) == 0 and list(reader.schema(defs))[0] == "events"
+    assert defs.attrs["modes"] == {"gvt": "GVT-based engine sampling"}
+
+
+def test_variable_model_sizes_become_bytes(tmp_path):
+    # two evtrace records with 12 and 4 bytes of model data
+    rec = lambda n: (np.array([1, 2], "<u4").tobytes() + np.array([0.5, 1.5, 7.0], "<f4").tobytes()
+                     + np.array([n], "<u4").tobytes() + bytes(range(n)))
+    (tmp_path / "x-evtrace.bin").write_bytes(rec(12) + rec(4))
+    t, defs, _ = decode_all(tmp_path)
+    assert defs.attrs["model_data_width"]["events"] == "variable"
+    assert list(t["events"]["model_data"]) == [bytes(range(12)), bytes(range(4))]
+
+
+def test_sniff():
+    for run in RUNS:
+        assert ROSS.sniff(DATA / run) and ROSS.sniff(DATA / run / "stats")
+        for f in (DATA / run / "stats").glob("*.bin"):
+            assert ROSS.sniff(f)
+    assert not ROSS.sniff(DATA / GVT_RUN / "reference")
+    assert not ROSS.sniff(DATA / GVT_RUN / "ross-stdout.txt")
+
+
+def _copy(tmp_path, run, name) -> Path:
+    dst = tmp_path / name
+    shutil.copy(DATA / run / "stats" / name, dst)
+    dst.chmod(0o644)
+    return dst
+
+
+def _error(path, **options) -> TraceError:
+    with pytest.raises(TraceError) as e:
+        decode_all(path, **options)
+    return e.value
+
+
+def test_truncated_file(tmp_path):
+    f = _copy(tmp_path, EVT_RUN, "ross-stats-evtrace.bin")
+    f.write_bytes(f.read_bytes()[:-10])                  # last record (36 B at 17928) cut
+    e = _error(f)
+    assert e.path == str(f) and e.where == "byte 17928" and "past the end" in e.message
+    f.write_bytes(f.read_bytes()[:17928 + 10])           # header itself cut
+    e = _error(f)
+    assert e.where == "byte 17928" and "truncated" in e.message
+
+
+def test_size_field_past_end(tmp_path):
+    f = _copy(tmp_path, EVT_RUN, "ross-stats-evtrace.bin")
+    b = bytearray(f.read_bytes())
+    b[36 + 20:36 + 24] = np.array([1 << 20], "<u4").tobytes()     # 2nd record's model_data_sz
+    f.write_bytes(bytes(b))
+    e = _error(f, region_size=100)
+    assert e.where == "byte 36" and "past the end" in e.message
+
+
+def test_unknown_sample_type(tmp_path):
+    f = _copy(tmp_path, GVT_RUN, "ross-stats-gvt.bin")
+    b = bytearray(f.read_bytes())
+    b[128:132] = np.array([7], "<i4").tobytes()          # the first KP sample's type
+    f.write_bytes(bytes(b))
+    e = _error(f)
+    assert e.path == str(f) and e.where == "byte 128" and "unknown sample type 7" in e.message
+    g = _copy(tmp_path, SEQ_RUN, "ross-stats-model.bin")
+    b = bytearray(g.read_bytes())
+    b[64 + 40:64 + 44] = np.array([9], "<i4").tobytes()  # 2nd model record's stats_type
+    g.write_bytes(bytes(b))
+    e = _error(g)
+    assert e.where == "byte 104" and "stats_type 9" in e.message
+
+
+def test_rt_file_and_mixed_analysis_lps_file(tmp_path):
+    """No fixture run writes an rt file or engine samples in analysis-lps (sequential
+    ROSS does not): build them from real records and check they decode the same."""
+    gvt = (DATA / GVT_RUN / "stats" / "ross-stats-gvt.bin").read_bytes()
+    vt = (DATA / SEQ_RUN / "stats" / "ross-stats-analysis-lps.bin").read_bytes()
+    (tmp_path / "r-rt.bin").write_bytes(gvt)
+    # PE sample, 2 VT model samples, KP sample, LP sample, VT model sample
+    (tmp_path / "r-analysis-lps.bin").write_bytes(
+        gvt[0:128] + vt[0:128] + gvt[128:196] + gvt[400:472] + vt[128:192])
+    ref, _, _ = decode_all(DATA / GVT_RUN)
+    vref, _, _ = decode_all(DATA / SEQ_RUN)
+    t, defs, _ = decode_all(tmp_path, region_size=50)
+    assert set(defs.attrs["modes"]) == {"rt", "analysis-lps"}
+    for part in ("pe", "kp", "lp"):
+        rt = t[f"rt_{part}"]
+        for col in ("offset", "pe_id", "events_processed", "efficiency", "virtual_time"):
+            assert np.array_equal(rt[col], ref[f"gvt_{part}"][col])
+        assert np.array_equal(rt["time"], np.rint(rt["real_time"] * 1e9))
+        v = t[f"vt_{part}"]
+        assert len(v) == 1 and v["pe_id"][0] == ref[f"gvt_{part}"]["pe_id"][0]
+        assert v["events_processed"][0] == ref[f"gvt_{part}"]["events_processed"][0]
+        assert v["time"][0] == ref[f"gvt_{part}"]["time"][0]
+    assert t["vt_model"]["offset"].tolist() == [128, 192, 396]
+    assert np.array_equal(t["vt_model"]["model_data"], vref["vt_model"]["model_data"][:3])
+    assert t["vt_model"]["lp_id"].tolist() == vref["vt_model"]["lp_id"][:3].tolist()
+
+
+def test_disabled_output_run_and_bad_option(tmp_path):
+    # --disable-output=1: ROSS creates the files but writes nothing
+    for kind in ("gvt", "evtrace", "model"):
+        (tmp_path / f"ross-stats-{kind}.bin").write_bytes(b"")
+    assert ROSS.sniff(tmp_path)
+    t, defs, reader = decode_all(tmp_path)
+    assert reader.units() == [] and list(t) == ["events"] and len(t["events"]) == 0
+    assert len(defs.tables["locations"]) == 0
+    with pytest.raises(ValueError, match="unknown table"):
+        ROSS.open(DATA / EVT_RUN, model_dtypes={"evtrce": PI_DTYPES["evtrace"]})
+
+
+def test_bad_vt_model_flag(tmp_path):
+    f = _copy(tmp_path, SEQ_RUN, "ross-stats-analysis-lps.bin")
+    b = bytearray(f.read_bytes())
+    b[64 + 44:64 + 48] = np.array([5], "<i4").tobytes()
+    f.write_bytes(bytes(b))
+    e = _error(f)
+    assert e.where == "byte 108" and "flag 5" in e.message
