@@ -1,0 +1,282 @@
+"""The ovni TraceReader: one unit per thread stream, one location per thread.
+
+Location ids: threads are 1..T in unit-key order (loom name, then pid, then
+tid); their processes follow as T+1..T+P and the looms as T+P+1..T+P+L, so
+every thread's parent is its process and every process's parent its loom.
+``time`` is the stream clock (ns) plus the loom's clock offset when the trace
+carries ``clock-offsets.txt``; the raw clock stays in ``ticks``.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import (LOCATION_COLUMNS, REGION_COLUMNS, BYTES, STR, Column, Definitions,
+                      Kind, Schema, Table, column, conform)
+from ..base import TraceReader, Unit
+from . import layout
+
+CHUNK = 1 << 18          # events per decoded chunk (bounds the gather temporaries)
+NO_CPU = -1
+
+
+def _u1(name: str, description: str) -> Column:
+    return Column(name, "uint8", description)
+
+
+EVENT_COLUMNS = [
+    column("time", description="event clock plus its loom's clock offset"),
+    column("location"), column("seq"), column("kind"),
+    column("region", description="enter/leave region of a known model (regions/id); 0 = none"),
+    column("ticks", description="raw event clock as written in the stream", unit="ns"),
+    Column("loom", "int64", "location id of the thread's loom"),
+    Column("process", "int64", "pid of the thread's process"),
+    Column("thread", "int64", "tid of the thread"),
+    Column("cpu", "int32", "logical CPU index in the loom (cpus/index) the thread runs on, "
+           "from its own OHx/OAs/OHe events; -1 = unknown"),
+    _u1("flags", "flags nibble of the event's first byte (0x10 = jumbo)"),
+    _u1("model", "MCV model character (byte)"),
+    _u1("category", "MCV category character (byte)"),
+    _u1("value", "MCV value character (byte)"),
+    _u1("payload_size", "payload bytes (0, 2..16; 4 for jumbo events: the jumbo length)"),
+    Column("payload", ("u1", 16), "payload bytes, zero padded to 16"),
+]
+JUMBO_COLUMNS = [
+    column("time"), column("location"), column("seq"),
+    Column("event_seq", "int64", "events/seq of the jumbo event this data belongs to"),
+    _u1("model", "MCV model character"), _u1("category", "MCV category character"),
+    _u1("value", "MCV value character"),
+    column("size", description="jumbo data length"),
+    Column("data", BYTES, "jumbo data"),
+]
+
+
+class OvniReader(TraceReader):
+    format_name = "ovni"
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__(path)
+        root = layout.trace_dir(self.path)
+        if root is None:
+            raise TraceError(self.path, None,
+                             "expected an ovni trace folder (holding loom.* folders)")
+        self.root = root
+        self._streams: list[layout.Stream] | None = None
+
+    # -- layout ---------------------------------------------------------------
+    def streams(self) -> list[layout.Stream]:
+        """The thread streams in unit-key order (cached)."""
+        if self._streams is None:
+            self._streams = sorted(layout.find_streams(self.root), key=_key)
+            if not self._streams:
+                raise TraceError(self.root, None,
+                                 "expected thread streams in loom.*/proc.* folders")
+        return self._streams
+
+    def _ids(self) -> tuple[dict, dict]:
+        """Location ids of processes (by (loom, pid)) and looms (by name)."""
+        streams = self.streams()
+        t = len(streams)
+        procs = list(dict.fromkeys((s.loom, s.pid) for s in streams))
+        looms = list(dict.fromkeys(s.loom for s in streams))
+        return ({p: t + 1 + i for i, p in enumerate(procs)},
+                {lm: t + len(procs) + 1 + i for i, lm in enumerate(looms)})
+
+    def units(self) -> list[Unit]:
+        proc_ids, loom_ids = self._ids()
+        return [Unit(_key(s), s.obs.stat().st_size,
+                     {"path": str(s.obs), "loom": s.loom, "pid": s.pid, "tid": s.tid,
+                      "location": i + 1, "process": proc_ids[(s.loom, s.pid)],
+                      "loom_id": loom_ids[s.loom]})
+                for i, s in enumerate(self.streams())]
+
+    # -- definitions ----------------------------------------------------------
+    def read_definitions(self) -> Definitions:
+        from . import mcv
+        streams = self.streams()
+        procs, docs = layout.gather_processes(streams)
+        cpus = layout.loom_cpus(procs)
+        proc_ids, loom_ids = self._ids()
+        offsets, offsets_text = layout.read_clock_offsets(self.root, list(loom_ids))
+        if offsets_text is None and len(loom_ids) > 1:
+            warnings.warn(f"{self.root}: {len(loom_ids)} looms but no {layout.CLOCK_OFFSETS}; "
+                          "their clocks are used uncorrected (offset 0)", stacklevel=2)
+        for s in streams:
+            meta = docs.get(layout.relpath(s.meta)) if s.meta is not None else None
+            o = meta.get("ovni") if meta is not None else None
+            if meta is not None and not (isinstance(o, dict) and o.get("finished") == 1):
+                warnings.warn(f"{s.meta}: stream not marked finished (the program did not "
+                              "close it); its last events may be missing", stacklevel=2)
+
+        n = len(streams)
+        ids = list(range(1, n + 1)) + list(proc_ids.values()) + list(loom_ids.values())
+        names = ([f"{s.loom}/{s.pid}/{s.tid}" for s in streams]
+                 + [f"{lm}/{pid}" for lm, pid in proc_ids] + list(loom_ids))
+        parents = ([proc_ids[(s.loom, s.pid)] for s in streams]
+                   + [loom_ids[lm] for lm, _ in proc_ids] + [0] * len(loom_ids))
+        locations = _table(LOCATION_COLUMNS, id=ids, name=names, parent=parents)
+
+        rows = mcv.parse()
+        model_ids = {c: i + 1 for i, c in enumerate(mcv.MODELS)}
+        enters = [r for r in rows if r["kind"] == "<"]
+        regions = _table(REGION_COLUMNS, id=[r["region"] for r in enters],
+                         name=[f"{r['model']}: {r['name']}" for r in enters],
+                         group=[model_ids[r["mcv"][0]] for r in enters])
+        kinds = {"<": Kind.ENTER, ">": Kind.LEAVE, ".": Kind.EVENT}
+        mcv_table = _table(MCV_COLUMNS, **{k: [r[k] for r in rows] for k in (
+            "code", "mcv", "model", "category", "value", "signature", "region")},
+            description=[r["name"] for r in rows], kind=[int(kinds[r["kind"]]) for r in rows])
+        models = _table(MODEL_COLUMNS, id=list(model_ids.values()), code=list(mcv.MODELS),
+                        name=[m[0] for m in mcv.MODELS.values()],
+                        version=[m[1] for m in mcv.MODELS.values()])
+        by_key = {(p.loom, p.pid): p for p in procs}
+        processes = _table(PROCESS_COLUMNS, location=list(proc_ids.values()),
+                           loom=[loom_ids[lm] for lm, _ in proc_ids],
+                           pid=[pid for _, pid in proc_ids],
+                           app_id=[_int(by_key[k].facts.get("app_id")) for k in proc_ids],
+                           rank=[_int(by_key[k].facts.get("rank")) for k in proc_ids],
+                           nranks=[_int(by_key[k].facts.get("nranks")) for k in proc_ids],
+                           layout=[by_key[k].version for k in proc_ids])
+        cpu_rows = [(loom_ids[lm], i, phy) for lm, cs in cpus.items() for i, phy in cs]
+        cpu_table = _table(CPU_COLUMNS, loom=[r[0] for r in cpu_rows],
+                           index=[r[1] for r in cpu_rows], phyid=[r[2] for r in cpu_rows])
+
+        attrs = {
+            "layout_versions": sorted({p.version for p in procs}),
+            "ticks_per_second": 1_000_000_000,
+            "clock": "per-loom stream clock in ns (CLOCK_MONOTONIC unless libovni used the TSC)",
+            "clock_offsets": {lm: offsets.get(lm, 0) for lm in loom_ids},
+            "clock_offsets_applied": offsets_text is not None,
+            "looms": len(loom_ids), "processes": len(proc_ids), "threads": n,
+            "location_ids": "threads 1..T by (loom, pid, tid); then processes; then looms",
+            "cpu_column": "logical CPU index from the thread's own OHx/OAs/OHe events",
+        }
+        source = {"metadata": docs, "clock_offsets_txt": offsets_text,
+                  "streams": [{"loom": s.loom, "pid": s.pid, "tid": s.tid, "layout": s.version,
+                               "path": layout.relpath(s.obs)} for s in streams]}
+        return Definitions("ovni", {"locations": locations, "regions": regions, "mcv": mcv_table,
+                                    "models": models, "processes": processes, "cpus": cpu_table},
+                           attrs, source)
+
+    def schema(self, defs: Definitions) -> Schema:
+        return {"events": EVENT_COLUMNS, "jumbo": JUMBO_COLUMNS}
+
+    # -- events ---------------------------------------------------------------
+    def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
+        from . import mcv, scan
+        info = unit.info
+        path = info["path"]
+        buf, big = scan.open_stream(Path(path))
+        offs, end, status = scan.boundaries(buf, big)
+        if status in (scan.BAD_FLAGS, scan.BAD_JUMBO):
+            what = ("jumbo flag with a payload size code other than 3" if status == scan.BAD_JUMBO
+                    else f"unknown flag bits {buf[end] & 0xF0:#04x}")
+            raise TraceError.at_byte(path, end, f"expected an event header, found {what} "
+                                     f"(first byte {buf[end]:#04x}) after {len(offs)} events")
+        if status == scan.TRUNCATED:
+            warnings.warn(f"{path}: byte {end}: stream ends inside an event (half-written, as "
+                          f"left by a crashed program); dropped its {len(buf) - end} bytes, "
+                          f"kept the {len(offs)} whole events before it", stacklevel=2)
+
+        known, known_kind, known_region = mcv.lookup()
+        set_cpu = np.array([mcv.code(m) for m in mcv.SET_CPU], np.int64)
+        clear_cpu = np.array([mcv.code(m) for m in mcv.CLEAR_CPU], np.int64)
+        offset = int(defs.attrs.get("clock_offsets", {}).get(info["loom"], 0))
+        loc = info["location"]
+        cpu_carry, jseq = NO_CPU, 0
+        schema = self.schema(defs)
+        for lo in range(0, max(len(offs), 1), CHUNK):
+            o = offs[lo:lo + CHUNK]
+            n = len(o)
+            g = scan.gather(buf, o, big)
+            codes = (g["model"].astype(np.int64) << 16 | g["category"].astype(np.int64) << 8
+                     | g["value"].astype(np.int64))
+            pos = np.minimum(np.searchsorted(known, codes), len(known) - 1)
+            hit = known[pos] == codes
+            g["kind"] = np.where(hit, known_kind[pos], np.uint8(Kind.EVENT))
+            g["region"] = np.where(hit, known_region[pos], 0)
+            g["cpu"], cpu_carry = _cpu(codes, g, set_cpu, clear_cpu, cpu_carry, big, scan.i32)
+            g["time"] = g["ticks"].astype(np.int64) + offset
+            g["location"] = np.full(n, loc, np.int64)
+            g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
+            g["loom"] = np.full(n, info["loom_id"], np.int64)
+            g["process"] = np.full(n, info["pid"], np.int64)
+            g["thread"] = np.full(n, info["tid"], np.int64)
+            events = conform(Table({c.name: g[c.name] for c in EVENT_COLUMNS}), EVENT_COLUMNS)
+
+            j = np.flatnonzero(g["flags"] & scan.JUMBO)
+            size, data = scan.jumbo_data(buf, o[j], g["payload"][j], big)
+            jumbo = conform(Table({
+                "time": g["time"][j], "location": g["location"][j],
+                "seq": np.arange(jseq, jseq + len(j), dtype=np.int64), "event_seq": g["seq"][j],
+                "model": g["model"][j], "category": g["category"][j], "value": g["value"][j],
+                "size": size, "data": data}), schema["jumbo"])
+            jseq += len(j)
+            yield {"events": events, "jumbo": jumbo}
+
+
+def _cpu(codes, g, set_cpu, clear_cpu, carry, big, i32):
+    """The CPU of each event, carried forward from OHx/OAs (set) and OHe (clears after)."""
+    n = len(codes)
+    setter = np.flatnonzero(np.isin(codes, set_cpu) & (g["payload_size"] >= 4))
+    clear = np.flatnonzero(np.isin(codes, clear_cpu)) + 1
+    clear = clear[clear < n]
+    vals = np.full(n, NO_CPU, np.int32)
+    mark = np.full(n, -1, np.int64)
+    mark[clear] = clear
+    vals[setter] = i32(g["payload"][setter], 0, big)
+    mark[setter] = setter
+    np.maximum.accumulate(mark, out=mark)
+    cpu = np.where(mark >= 0, vals[np.maximum(mark, 0)], np.int32(carry)).astype(np.int32)
+    if n and np.isin(codes[-1], clear_cpu):
+        return cpu, NO_CPU
+    return cpu, (int(cpu[-1]) if n else carry)
+
+
+def _key(s: layout.Stream) -> str:
+    return f"{s.loom}/{s.pid:010d}/{s.tid:010d}"
+
+
+def _int(v) -> int:
+    return int(v) if isinstance(v, (int, float)) else -1
+
+
+def _table(columns: list[Column], **values) -> Table:
+    return Table({c.name: np.array(values[c.name], dtype=c.numpy_dtype()) if not c.is_object
+                  else _objects(values[c.name]) for c in columns})
+
+
+def _objects(items) -> np.ndarray:
+    a = np.empty(len(items), object)
+    a[:] = list(items)
+    return a
+
+
+MCV_COLUMNS = [
+    Column("code", "int64", "model << 16 | category << 8 | value"),
+    Column("mcv", STR, "the three MCV characters"),
+    Column("model", STR, "model name"), Column("category", STR, "category name"),
+    Column("value", STR, "value character"),
+    Column("signature", STR, "payload fields ('+' = jumbo)"),
+    Column("description", STR, "what the event means"),
+    column("kind", description="kind given to events with this MCV"),
+    column("region", description="region entered/left (regions/id); 0 = none"),
+]
+MODEL_COLUMNS = [Column("id", "int64", "model id (regions/group)"),
+                 Column("code", STR, "model character"), Column("name", STR, "model name"),
+                 Column("version", STR, "model version in ovni 1.14.0")]
+PROCESS_COLUMNS = [Column("location", "int64", "location id of the process"),
+                   Column("loom", "int64", "location id of its loom"),
+                   Column("pid", "int64", "process id"),
+                   Column("app_id", "int64", "application id; -1 = not given"),
+                   Column("rank", "int64", "rank; -1 = not given"),
+                   Column("nranks", "int64", "number of ranks; -1 = not given"),
+                   Column("layout", "int64", "trace layout version of its folder (1, 2, 3)")]
+CPU_COLUMNS = [Column("loom", "int64", "location id of the loom"),
+               Column("index", "int64", "logical CPU index (events/cpu)"),
+               Column("phyid", "int64", "OS CPU number")]
