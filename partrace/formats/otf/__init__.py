@@ -1,0 +1,48 @@
+"""OTF v1 (ASCII Open Trace Format of VampirTrace): reader and writer.
+
+Kept light: the numba kernel is imported only when a stream is decoded.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..base import Format, TraceReader
+
+
+def _master(path: Path) -> Path | None:
+    """The master file NAME.otf of a path (the file itself, or the only *.otf in a folder)."""
+    if path.is_dir():
+        found = sorted(path.glob("*.otf"))
+        return found[0] if len(found) == 1 else None
+    return path if path.suffix == ".otf" and path.is_file() else None
+
+
+class OTF(Format):
+    name = "otf"
+    description = "OTF v1, the ASCII Open Trace Format of VampirTrace (short/long records, zlib)"
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        from ...errors import TraceError
+        from .files import parse_master
+        m = _master(Path(path))
+        if m is None:
+            return False
+        try:
+            parse_master(m)
+        except (TraceError, OSError, UnicodeDecodeError):
+            return False
+        return True
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> TraceReader:
+        from ...errors import TraceError
+        from .reader import OTFReader
+        m = _master(Path(path))
+        if m is None:
+            raise TraceError(path, None, "expected NAME.otf or a folder holding exactly one *.otf")
+        return OTFReader(m)
+
+
+__all__ = ["OTF"]

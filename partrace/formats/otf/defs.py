@@ -1,0 +1,115 @@
+"""Definitions of an OTF trace (.0.def, local .<s>.def, marker definitions)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import LOCATION_COLUMNS, REGION_COLUMNS, STR, Column, Definitions, Table
+from .files import parse_master, read_all, stream_file, stub_of
+from .grammar import DEF_RECORDS, KEYVALUE, MARKER_RECORDS
+from .textline import keyword_index, parse_line
+
+_DEF_INDEX = keyword_index(DEF_RECORDS + (KEYVALUE,))
+_MARKER_INDEX = keyword_index(MARKER_RECORDS + (KEYVALUE,))
+
+
+def parse_records(path: Path, index, where) -> list[dict]:
+    """Records of a small file as dicts {type, where, fields, kv}; KV lines attach to the next record."""
+    out, kv = [], []
+    for no, line in enumerate(read_all(path).split(b"\n"), 1):
+        if not line.strip():
+            continue
+        rec, vals = parse_line(line, index, path, no)
+        if rec is KEYVALUE:
+            kv.append([vals["key"], vals["type"], vals["value"], vals["length"]])
+            continue
+        out.append({"type": rec.name, "where": where, "fields": vals, "kv": kv, "line": no})
+        kv = []
+    if kv:
+        raise TraceError(path, "end of file", "expected a record after the key-value lines")
+    return out
+
+
+def _table(cols: list[Column], rows: list[tuple]) -> Table:
+    data = {}
+    for k, c in enumerate(cols):
+        vals = [r[k] for r in rows]
+        data[c.name] = np.array(vals, dtype=object) if c.is_object else np.array(vals, dtype=c.numpy_dtype())
+    return Table(data)
+
+
+def _cols(*spec) -> list[Column]:
+    return [Column(n, t) for n, t in spec]
+
+
+TABLE_SPECS = {
+    # table: (record type, columns [(name, dtype, field)])
+    "function_groups": ("DefFunctionGroup", [("id", "int64", "token"), ("name", STR, "name")]),
+    "counters": ("DefCounter", [("id", "int64", "token"), ("name", STR, "name"), ("group", "int64", "group"),
+                                ("properties", "uint32", "properties"), ("unit", STR, "unit")]),
+    "counter_groups": ("DefCounterGroup", [("id", "int64", "token"), ("name", STR, "name")]),
+    "communicators": ("DefProcessGroup", [("id", "int64", "token"), ("name", STR, "name")]),
+    "collectives": ("DefCollectiveOperation", [("id", "int64", "token"), ("name", STR, "name"),
+                                               ("type", "uint32", "type")]),
+    "files": ("DefFile", [("id", "int64", "token"), ("name", STR, "name"), ("group", "int64", "group")]),
+    "file_groups": ("DefFileGroup", [("id", "int64", "token"), ("name", STR, "name")]),
+    "scl": ("DefScl", [("id", "int64", "token"), ("file", "int64", "file"), ("line", "int64", "line")]),
+    "scl_files": ("DefSclFile", [("id", "int64", "token"), ("name", STR, "name")]),
+    "keys": ("DefKeyValue", [("id", "int64", "key"), ("type", "uint8", "type"), ("name", STR, "name"),
+                             ("description", STR, "description")]),
+    "marker_defs": ("DefMarker", [("id", "int64", "token"), ("name", STR, "name"), ("type", "uint8", "type")]),
+    "sample_points": ("DefAuxSamplePoint", [("ticks", "uint64", "ticks"), ("type", "uint8", "type")]),
+}
+
+
+def read_definitions(master: Path) -> Definitions:
+    streams = parse_master(master)
+    stub = stub_of(master)
+    glob = stream_file(stub, 0, "def")
+    if glob is None:
+        raise TraceError(f"{stub}.0.def", None, "expected the global definition file")
+    records = parse_records(glob, _DEF_INDEX, 0)
+    for s in streams:
+        local = stream_file(stub, s, "def")
+        if local is not None:
+            records += parse_records(local, _DEF_INDEX, s)
+    marker = stream_file(stub, 0, "marker")
+    if marker is not None:
+        records += [r for r in parse_records(marker, _MARKER_INDEX, "marker") if r["type"] == "DefMarker"]
+    by_type: dict[str, list[dict]] = {}
+    for r in records:
+        by_type.setdefault(r["type"], []).append(r["fields"])
+
+    def one(t, key, default=None):
+        v = by_type.get(t)
+        return v[-1][key] if v else default
+
+    tps = one("DefTimerResolution", "ticks_per_second")
+    if not tps:
+        raise TraceError(glob, None, "expected a timer resolution record (DTR) with a value > 0")
+    procs = by_type.get("DefProcess", [])
+    groups = by_type.get("DefFunction", [])
+    tables = {
+        "locations": _table(LOCATION_COLUMNS, [(p["token"], p["name"], p["parent"]) for p in procs]),
+        "regions": _table(REGION_COLUMNS, [(f["token"], f["name"], f["group"]) for f in groups]),
+    }
+    for name, (rtype, spec) in TABLE_SPECS.items():
+        tables[name] = _table(_cols(*[(n, t) for n, t, _ in spec]),
+                              [tuple(f[k] for _, _, k in spec) for f in by_type.get(rtype, [])])
+    ver = one("DefVersion", "version")
+    attrs = {
+        "ticks_per_second": int(tps),
+        "time_range": [one("DefTimeRange", "min"), one("DefTimeRange", "max")],
+        "creator": one("DefCreator", "creator"),
+        "version": f"{ver[0]}.{ver[1]}.{ver[2]} {ver[3]}" if ver else None,
+        "unique_id": one("DefUniqueId", "uid"),
+        "comments": [f["comment"] for f in by_type.get("DefinitionComment", [])],
+        "streams": streams,
+        "process_order": [p for ps in streams.values() for p in ps],
+        "local_definitions": sorted({r["where"] for r in records if isinstance(r["where"], int) and r["where"]}),
+    }
+    for r in records:
+        r.pop("line", None)
+    return Definitions(format="otf", tables=tables, attrs=attrs, source=records)

@@ -1,0 +1,261 @@
+"""The numba line parser for .events/.snaps/.stats text (short and long format).
+
+One pass over a byte chunk: time lines, '*process' lines and records; records
+are matched against the grammar tables (grammar.py) compiled into arrays, and
+their numeric fields land in a (n, NV) uint64 matrix.  Strings are returned as
+byte offsets (they are rare and decoded in Python).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .grammar import FILE_RECORDS, HEX, HEXSTR, KV_CODE, REQ, STREAM_RECORDS, STRING
+
+NV = 8          # most fields of any record (BeginCollopSnapshot, FileOperationSummary)
+NALT = 3        # tag spellings: short, long, deprecated alias
+TAGW = 24       # longest keyword / tag
+
+ERRORS = {
+    1: "expected a known record keyword",
+    2: "expected field tag",
+    3: "expected a hexadecimal number",
+    4: "expected a quoted string",
+    5: "expected end of line",
+    6: "expected a time line (hex number only)",
+    7: "expected a process line ('*' and a hex number)",
+    8: "expected a time line and a process line before the first record",
+    9: "number longer than 16 hex digits",
+}
+
+
+def _pad(s: str) -> np.ndarray:
+    a = np.zeros(TAGW, np.uint8)
+    b = s.encode()
+    a[:len(b)] = np.frombuffer(b, np.uint8)
+    return a
+
+
+class Tables:
+    """The grammar as arrays for one file kind (events / snaps / stats)."""
+
+    def __init__(self, file_kind: str):
+        recs = STREAM_RECORDS
+        allowed = {r.name for r in FILE_RECORDS[file_kind]}
+        kws, kwrec = [], []
+        for i, r in enumerate(recs):
+            if r.name in allowed:
+                for k in (r.short, r.long):
+                    kws.append(k)
+                    kwrec.append(i)
+        self.kwb = np.array([_pad(k) for k in kws])
+        self.kwl = np.array([len(k) for k in kws], np.int64)
+        self.kwrec = np.array(kwrec, np.int64)
+        n = len(recs)
+        self.nf = np.zeros(n, np.int64)
+        self.ftype = np.zeros((n, NV), np.int64)
+        self.fopt = np.zeros((n, NV), np.int64)
+        self.ftag = np.zeros((n, NV, NALT, TAGW), np.uint8)
+        self.ftagl = np.zeros((n, NV, NALT), np.int64)
+        for i, r in enumerate(recs):
+            self.nf[i] = len(r.fields)
+            for j, f in enumerate(r.fields):
+                self.ftype[i, j] = f.ftype
+                self.fopt[i, j] = f.opt
+                if j:
+                    for a, t in enumerate((f.short,) + f.long):
+                        self.ftag[i, j, a] = _pad(t)
+                        self.ftagl[i, j, a] = len(t)
+
+
+@njit(cache=True)
+def _is_upper(c):
+    return (c >= 65 and c <= 90) or c == 35   # A-Z or '#'
+
+
+@njit(cache=True)
+def _hexval(c):
+    if c >= 48 and c <= 57:
+        return c - 48
+    if c >= 97 and c <= 102:
+        return c - 87
+    return -1
+
+
+@njit(cache=True)
+def parse(buf, final, kwb, kwl, kwrec, nf, ftype, fopt, ftag, ftagl,
+          time0, proc0, line0, have_time0, have_proc0,
+          o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen):
+    """Parse complete lines of buf.
+
+    Returns (n_records, consumed, time, proc, line, have_time, have_proc,
+    err, err_line, err_rec, err_field, err_pos).  When not final, parsing stops
+    before an incomplete last line, and before a trailing run of key-value lines
+    (they belong to a record in the next chunk), with the state at that point.
+    """
+    n = 0
+    pos = 0
+    size = buf.shape[0]
+    t = time0
+    p = proc0
+    line = line0
+    have_t = have_time0
+    have_p = have_proc0
+    # state at the start of a pending run of KV lines
+    kv_start_n = -1
+    kv_pos = 0
+    kv_t = t
+    kv_p = p
+    kv_line = line
+    while pos < size:
+        end = pos
+        while end < size and buf[end] != 10:
+            end += 1
+        if end == size and not final:
+            break
+        line += 1
+        i = pos
+        while i < end and buf[i] == 32:
+            i += 1
+        if i == end:             # empty line
+            pos = end + 1
+            continue
+        c = buf[i]
+        if _hexval(c) >= 0:      # time line
+            v = np.uint64(0)
+            k = 0
+            while i < end and _hexval(buf[i]) >= 0:
+                v = v * np.uint64(16) + np.uint64(_hexval(buf[i]))
+                i += 1
+                k += 1
+            while i < end and buf[i] == 32:
+                i += 1
+            if i != end:
+                return n, pos, t, p, line, have_t, have_p, 6, line, -1, -1, i
+            if k > 16:
+                return n, pos, t, p, line, have_t, have_p, 9, line, -1, -1, i
+            t = v
+            have_t = True
+            pos = end + 1
+            continue
+        if c == 42:              # '*' process line
+            i += 1
+            v = np.uint64(0)
+            k = 0
+            while i < end and _hexval(buf[i]) >= 0:
+                v = v * np.uint64(16) + np.uint64(_hexval(buf[i]))
+                i += 1
+                k += 1
+            while i < end and buf[i] == 32:
+                i += 1
+            if i != end or k == 0 or k > 16:
+                return n, pos, t, p, line, have_t, have_p, 7, line, -1, -1, i
+            p = v
+            have_p = True
+            pos = end + 1
+            continue
+        # keyword: maximal run of A-Z / '#'
+        ks = i
+        while i < end and _is_upper(buf[i]):
+            i += 1
+        klen = i - ks
+        rec = -1
+        for q in range(kwl.shape[0]):
+            if kwl[q] != klen:
+                continue
+            ok = True
+            for m in range(klen):
+                if kwb[q, m] != buf[ks + m]:
+                    ok = False
+                    break
+            if ok:
+                rec = kwrec[q]
+                break
+        if rec < 0:
+            return n, pos, t, p, line, have_t, have_p, 1, line, -1, -1, ks
+        if not (have_t and have_p):
+            return n, pos, t, p, line, have_t, have_p, 8, line, rec, -1, ks
+        for j in range(NV):
+            o_vals[n, j] = 0
+        o_soff[n] = 0
+        o_slen[n] = 0
+        for j in range(nf[rec]):
+            while i < end and buf[i] == 32:
+                i += 1
+            if j > 0:
+                ts = i
+                while i < end and _is_upper(buf[i]):
+                    i += 1
+                tl = i - ts
+                hit = False
+                for a in range(ftagl.shape[2]):
+                    L = ftagl[rec, j, a]
+                    if L == tl and L > 0:
+                        same = True
+                        for m in range(L):
+                            if ftag[rec, j, a, m] != buf[ts + m]:
+                                same = False
+                                break
+                        if same:
+                            hit = True
+                            break
+                if not hit:
+                    i = ts
+                    if fopt[rec, j] != REQ:
+                        continue
+                    return n, pos, t, p, line, have_t, have_p, 2, line, rec, j, ts
+                while i < end and buf[i] == 32:
+                    i += 1
+            elif fopt[rec, j] != REQ and (i == end or _hexval(buf[i]) < 0):
+                continue
+            ft = ftype[rec, j]
+            if ft == STRING:
+                if i >= end or buf[i] != 34:
+                    return n, pos, t, p, line, have_t, have_p, 4, line, rec, j, i
+                s = i + 1
+                i = s
+                while i < end and buf[i] != 34:
+                    i += 1
+                if i >= end:
+                    return n, pos, t, p, line, have_t, have_p, 4, line, rec, j, s - 1
+                o_soff[n] = s
+                o_slen[n] = i - s
+                i += 1
+            else:
+                v = np.uint64(0)
+                s = i
+                while i < end and _hexval(buf[i]) >= 0:
+                    if i - s < 16:
+                        v = v * np.uint64(16) + np.uint64(_hexval(buf[i]))
+                    i += 1
+                k = i - s
+                if k == 0:
+                    return n, pos, t, p, line, have_t, have_p, 3, line, rec, j, i
+                if ft == HEX and k > 16:
+                    return n, pos, t, p, line, have_t, have_p, 9, line, rec, j, s
+                if ft == HEXSTR:
+                    o_soff[n] = s
+                    o_slen[n] = k
+                o_vals[n, j] = v
+        while i < end and buf[i] == 32:
+            i += 1
+        if i != end:
+            return n, pos, t, p, line, have_t, have_p, 5, line, rec, -1, i
+        if rec == KV_CODE:
+            if kv_start_n < 0:
+                kv_start_n = n
+                kv_pos = pos
+                kv_t = t
+                kv_p = p
+                kv_line = line - 1
+        else:
+            kv_start_n = -1
+        o_rec[n] = rec
+        o_ticks[n] = t
+        o_proc[n] = p
+        o_line[n] = line
+        n += 1
+        pos = end + 1
+    if kv_start_n >= 0 and not final:
+        return kv_start_n, kv_pos, kv_t, kv_p, kv_line, True, True, 0, 0, -1, -1, 0
+    return n, min(pos, size), t, p, line, have_t, have_p, 0, 0, -1, -1, 0

@@ -1,0 +1,270 @@
+"""OTF v1 reader: units = streams (+ the marker file), decode with the numba kernel."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import BYTES, KIND_DTYPE, STR, Column, Definitions, Schema, Table, column, conform
+from ..base import TraceReader, Unit
+from . import grammar as G
+from .files import CHUNK, file_size, parse_master, read_all, read_blocks, stream_file, stub_of
+
+STREAM_KINDS = ("events", "snaps", "stats")
+MARKER_KEY = "marker"
+
+
+def _own(name, dtype, desc="", unit=None) -> Column:
+    return Column(name, dtype, desc, unit)
+
+
+_KEY = [column("time"), column("location"), column("seq")]
+_ORDER = Column("src_order", "int64", "position of the record in its source file (keeps the tie order "
+                "of records of different processes with equal time)")
+SCHEMA: Schema = {
+    "events": _KEY + [column("kind"), column("region")] + [column(c) for c in (
+        "ticks", "scl", "peer", "origin", "comm", "tag", "size", "received", "root", "collop", "duration",
+        "match_id", "handle", "operation", "file", "counter", "value")] + [_ORDER],
+    "snapshots": _KEY + [column("kind"), column("region"), column("ticks"),
+                         _own("otime", "uint64", "original time of the state", "ticks")] + [column(c) for c in (
+        "scl", "peer", "comm", "tag", "size", "received", "root", "collop", "match_id", "handle", "file",
+        "counter", "value")] + [_own("count", "uint64", "collective operations count (CollopCountSnapshot)"), _ORDER],
+    "statistics": _KEY + [column("kind"), column("region"), column("ticks"),
+                          _own("function_group", "int64", "function group id"),
+                          column("peer"), column("comm"), column("tag"), column("collop"), column("file"),
+                          _own("file_group", "int64", "file group id"),
+                          _own("count", "uint64", "number of invocations"),
+                          _own("excl_time", "uint64", "exclusive time", "ticks"),
+                          _own("incl_time", "uint64", "inclusive time", "ticks"),
+                          _own("n_sent", "uint64", "messages sent"), _own("n_recv", "uint64", "messages received"),
+                          column("size", description="bytes sent"), column("received")] + [
+        _own(n, "uint64", d) for n, d in (
+            ("n_open", "open calls"), ("n_close", "close calls"), ("n_read", "read calls"),
+            ("n_write", "write calls"), ("n_seek", "seek calls"), ("bytes_read", "bytes read"),
+            ("bytes_written", "bytes written"))] + [_ORDER],
+    "markers": _KEY + [column("ticks"), _own("marker", "int64", "marker definition id (marker_defs/id)"),
+                       _own("text", STR, "marker text")],
+    "keyvalues": _KEY + [_own("ref_table", "uint8", "table of the record (0 events 1 snapshots 2 statistics 3 markers)"),
+                         _own("ref_seq", "int64", "seq of the record in that table"),
+                         _own("key", "int64", "key id (keys/id)"), _own("type", "uint8", "OTF value type code"),
+                         _own("value", "uint64", "raw 64-bit value"),
+                         _own("length", "uint64", "byte-array length field"),
+                         _own("bytes", BYTES, "byte-array value")],
+    "text": _KEY + [_own("ref_table", "uint8", "table of the record (0 events 1 snapshots 2 statistics)"),
+                    _own("ref_seq", "int64", "seq of the record in that table"),
+                    _own("text", STR, "comment text")],
+}
+TABLE_OF = np.array([G.TABLE_CODE.get(r.table, -1) for r in G.STREAM_RECORDS], np.int64)
+KIND_OF = np.array([int(r.kind) for r in G.STREAM_RECORDS], np.uint8)
+
+
+def ticks_to_ns(ticks: np.ndarray, tps: int) -> np.ndarray:
+    """floor(ticks * 1e9 / tps), exactly, as int64."""
+    from math import gcd
+    t = np.asarray(ticks, np.uint64)
+    g = gcd(10**9, tps)
+    a, b = 10**9 // g, tps // g
+    if b * a < 2**64:
+        q, r = np.divmod(t, np.uint64(b))
+        return (q * np.uint64(a) + (r * np.uint64(a)) // np.uint64(b)).astype(np.int64)
+    # very fine clocks: exact Python integers (rare)
+    return np.array([int(x) * a // b for x in t.tolist()], np.int64)
+
+
+class _Seq:
+    """Per-location counters of one table, continued across chunks."""
+
+    def __init__(self):
+        self.next: dict[int, int] = {}
+
+    def assign(self, loc: np.ndarray) -> np.ndarray:
+        seq = np.empty(len(loc), np.int64)
+        for u in np.unique(loc).tolist():
+            m = loc == u
+            k = int(m.sum())
+            base = self.next.get(u, 0)
+            seq[m] = np.arange(base, base + k)
+            self.next[u] = base + k
+        return seq
+
+
+class OTFReader(TraceReader):
+    format_name = "otf"
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.stub = stub_of(self.path)
+        self.streams = parse_master(self.path)
+
+    def units(self) -> list[Unit]:
+        units = []
+        raw = self.path.read_bytes().split(b"\n")
+        for s in sorted(self.streams):
+            files = {k: stream_file(self.stub, s, k) for k in STREAM_KINDS}
+            if not any(files.values()):
+                no = next(i for i, l in enumerate(raw, 1) if l.strip().startswith(f"{s:x}:".encode()))
+                raise TraceError.at_line(self.path, no, f"expected {self.stub.name}.{s:x}.events "
+                                         f"(or .snaps/.stats, plain or .z) for stream {s:x} listed here")
+            units.append(Unit(f"{s:08x}", sum(file_size(p) for p in files.values()),
+                              {"stream": s, "files": {k: str(p) for k, p in files.items() if p}}))
+        marker = stream_file(self.stub, 0, "marker")
+        if marker is not None:
+            units.append(Unit(MARKER_KEY, file_size(marker), {"stream": 0, "files": {"marker": str(marker)}}))
+        return sorted(units, key=lambda u: u.key)
+
+    def read_definitions(self) -> Definitions:
+        from .defs import read_definitions
+        return read_definitions(self.path)
+
+    def schema(self, defs: Definitions) -> Schema:
+        return SCHEMA
+
+    def source_files(self) -> list[Path]:
+        return sorted(p for p in self.path.parent.glob(self.stub.name + ".*") if p.is_file())
+
+    def decode(self, unit: Unit, defs: Definitions, chunk: int = CHUNK) -> Iterator[dict[str, Table]]:
+        tps = int(defs.attrs["ticks_per_second"])
+        seqs = {t: _Seq() for t in SCHEMA}
+        if unit.key == MARKER_KEY:
+            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs)
+            return
+        for kind in STREAM_KINDS:
+            p = unit.info["files"].get(kind)
+            if p:
+                yield from _decode_stream(Path(p), kind, tps, seqs, chunk)
+
+    def _markers(self, path: Path, tps: int, seqs) -> dict[str, Table]:
+        from .defs import _MARKER_INDEX, parse_records
+        recs = [r for r in parse_records(path, _MARKER_INDEX, "marker") if r["type"] == "MarkerSpot"]
+        n = len(recs)
+        ticks = np.array([r["fields"]["ticks"] for r in recs], np.uint64)
+        loc = np.array([r["fields"]["location"] for r in recs], np.int64)
+        seq = np.arange(n, dtype=np.int64)       # order in the marker file
+        time = ticks_to_ns(ticks, tps)
+        markers = Table({"time": time, "location": loc, "seq": seq, "ticks": ticks,
+                         "marker": np.array([r["fields"]["marker"] for r in recs], np.int64),
+                         "text": np.array([r["fields"]["text"] for r in recs], dtype=object)})
+        kv = [(i, k) for i, r in enumerate(recs) for k in r["kv"]]
+        kvt = _kv_table([i for i, _ in kv], [k for _, k in kv], time, loc, seq, 3, seqs["keyvalues"])
+        return {"markers": conform(markers, SCHEMA["markers"]), "keyvalues": kvt}
+
+
+def _kv_table(owner, kvs, time, loc, seq, ref_table, seqc: _Seq) -> Table:
+    """keyvalues rows from (owner row index, [key, type, hex text, length]) pairs."""
+    from .textline import kv_value
+    owner = np.asarray(owner, np.int64)
+    vals = [kv_value(int(t), h) for _, t, h, _ in kvs]
+    l = loc[owner] if len(owner) else np.zeros(0, np.int64)
+    tab = Table({
+        "time": time[owner] if len(owner) else np.zeros(0, np.int64), "location": l,
+        "seq": seqc.assign(l),
+        "ref_table": np.broadcast_to(np.asarray(ref_table, np.uint8), (len(owner),)).copy(),
+        "ref_seq": seq[owner] if len(owner) else np.zeros(0, np.int64),
+        "key": np.array([k[0] for k in kvs], np.int64), "type": np.array([k[1] for k in kvs], np.uint8),
+        "value": np.array([v for v, _ in vals], np.uint64), "length": np.array([k[3] for k in kvs], np.uint64),
+        "bytes": np.array([b for _, b in vals] + [b""], dtype=object)[:-1]})
+    return conform(tab, SCHEMA["keyvalues"])
+
+
+def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int) -> Iterator[dict[str, Table]]:
+    from .kernel import ERRORS, NV, Tables, parse
+    tb = Tables(kind)
+    carry = b""
+    state = (np.uint64(0), np.uint64(0), 0, False, False)
+    blocks = read_blocks(path, chunk)
+    done = False
+    base = 0
+    while not done:
+        nxt = next(blocks, None)
+        done = nxt is None
+        data = carry + (nxt or b"")
+        if not data:
+            break
+        if not done and len(data) < chunk and b"\n" not in nxt:
+            carry = data
+            continue
+        buf = np.frombuffer(data, np.uint8)
+        cap = int(np.count_nonzero(buf == 10)) + 1
+        o_rec = np.empty(cap, np.int64)
+        o_ticks = np.empty(cap, np.uint64)
+        o_proc = np.empty(cap, np.uint64)
+        o_line = np.empty(cap, np.int64)
+        o_vals = np.empty((cap, NV), np.uint64)
+        o_soff = np.empty(cap, np.int64)
+        o_slen = np.empty(cap, np.int64)
+        t0, p0, line0, ht, hp = state
+        (n, used, t, p, line, ht, hp, err, eline, erec, efield, epos) = parse(
+            buf, done, tb.kwb, tb.kwl, tb.kwrec, tb.nf, tb.ftype, tb.fopt, tb.ftag, tb.ftagl,
+            np.uint64(t0), np.uint64(p0), line0, ht, hp,
+            o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen)
+        if err:
+            what = ERRORS[err]
+            if erec >= 0 and efield >= 0:
+                f = G.STREAM_RECORDS[erec].fields[efield]
+                what += f" {f.short!r} ({f.col})" if err == 2 else f" for {f.col}"
+                what += f" of {G.STREAM_RECORDS[erec].name}"
+            elif erec >= 0:
+                what += f" after {G.STREAM_RECORDS[erec].name}"
+            ls = data.rfind(b"\n", 0, epos) + 1
+            le = data.find(b"\n", epos)
+            text = data[ls:le if le >= 0 else len(data)][:80].decode("latin-1")
+            raise TraceError.at_line(path, eline, f"{what}, got {text!r} (column {epos - ls + 1})")
+        state = (t, p, line, ht, hp)
+        carry = data[used:]
+        if n:
+            yield _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps, seqs, path, base)
+            base += n
+    if carry.strip():
+        raise TraceError(path, "end of file", "expected a complete record line")
+
+
+def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps, seqs, path, base):
+    rec, ticks, proc = o_rec[:n], o_ticks[:n], o_proc[:n].astype(np.int64)
+    vals, soff, slen = o_vals[:n], o_soff[:n], o_slen[:n]
+    time = ticks_to_ns(ticks, tps)
+    is_kv = rec == G.KV_CODE
+    main = np.flatnonzero(~is_kv)
+    tcode = TABLE_OF[rec]
+    out: dict[str, Table] = {}
+    seq_all = np.zeros(n, np.int64)
+    for tname, code in G.TABLE_CODE.items():
+        if tname == "markers":
+            continue
+        rows = np.flatnonzero(tcode == code)
+        cols = {"time": time[rows], "location": proc[rows], "ticks": ticks[rows], "kind": KIND_OF[rec[rows]],
+                "src_order": base + rows}
+        cols["seq"] = seq_all[rows] = seqs[tname].assign(cols["location"])
+        names = {c.name: c for c in SCHEMA[tname]}
+        r_here = rec[rows]
+        for r in np.unique(r_here).tolist():
+            sel = np.flatnonzero(r_here == r)
+            for j, f in enumerate(G.STREAM_RECORDS[r].fields):
+                if f.ftype == G.STRING:
+                    continue
+                c = cols.get(f.col)
+                if c is None:
+                    c = cols[f.col] = np.zeros(len(rows), names[f.col].numpy_dtype())
+                c[sel] = vals[rows[sel], j].astype(c.dtype)
+        out[tname] = conform(Table(cols), SCHEMA[tname])
+    # comments: the one string field of their record
+    srows = np.flatnonzero(np.isin(rec, [i for i, r in enumerate(G.STREAM_RECORDS)
+                                         if r.fields and r.fields[0].ftype == G.STRING]))
+    texts = np.array([data[o:o + k].decode("utf-8", "surrogateescape")
+                      for o, k in zip(soff[srows].tolist(), slen[srows].tolist())] + [""], dtype=object)[:-1]
+    out["text"] = conform(Table({"time": time[srows], "location": proc[srows],
+                                 "seq": seqs["text"].assign(proc[srows]), "ref_table": tcode[srows],
+                                 "ref_seq": seq_all[srows], "text": texts}), SCHEMA["text"])
+    # key-value lines belong to the next non-KV record
+    kvr = np.flatnonzero(is_kv)
+    owner_pos = np.searchsorted(main, kvr)
+    if len(kvr) and owner_pos[-1] >= len(main):
+        raise TraceError.at_line(path, int(o_line[kvr[-1]]), "expected a record after the key-value lines")
+    owner = main[owner_pos] if len(kvr) else np.zeros(0, np.int64)
+    kvs = [[int(vals[i, 0]), int(vals[i, 1]), data[o:o + k].decode("ascii"), int(vals[i, 3])]
+           for i, o, k in zip(kvr.tolist(), soff[kvr].tolist(), slen[kvr].tolist())]
+    kvt = _kv_table(owner, kvs, time, proc, seq_all, 0, seqs["keyvalues"])
+    kvt.columns["ref_table"] = tcode[owner].astype(np.uint8)
+    out["keyvalues"] = kvt
+    return out

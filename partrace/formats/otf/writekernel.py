@@ -1,0 +1,113 @@
+"""The numba formatter of one .events/.snaps/.stats file in OTF short format.
+
+Rows are already in output order.  Per row: the record's grammar code, ticks,
+process, its numeric fields, and optional pre-rendered bytes (key-value lines,
+the one quoted string) taken from a side blob -- those are rare.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .grammar import OPT0, STREAM_RECORDS, STRING
+from .kernel import NV, TAGW, _pad
+
+HEXD = np.frombuffer(b"0123456789abcdef", np.uint8).copy()
+
+
+class WTables:
+    def __init__(self):
+        n = len(STREAM_RECORDS)
+        self.kw = np.array([_pad(r.short) for r in STREAM_RECORDS])
+        self.kwl = np.array([len(r.short) for r in STREAM_RECORDS], np.int64)
+        self.nf = np.array([len(r.fields) for r in STREAM_RECORDS], np.int64)
+        self.tag = np.zeros((n, NV, TAGW), np.uint8)
+        self.tagl = np.zeros((n, NV), np.int64)
+        self.ftype = np.zeros((n, NV), np.int64)
+        self.opt0 = np.zeros((n, NV), np.bool_)
+        for i, r in enumerate(STREAM_RECORDS):
+            for j, f in enumerate(r.fields):
+                self.tag[i, j] = _pad(f.short)
+                self.tagl[i, j] = len(f.short)
+                self.ftype[i, j] = f.ftype
+                self.opt0[i, j] = f.opt == OPT0
+
+
+@njit(cache=True)
+def _hex(out, o, v):
+    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64
+    s = 60
+    while s > 0 and ((v >> np.uint64(s)) & np.uint64(15)) == 0:
+        s -= 4
+    while s >= 0:
+        out[o] = HEXD[(v >> np.uint64(s)) & np.uint64(15)]
+        o += 1
+        s -= 4
+    return o
+
+
+@njit(cache=True)
+def _put(out, o, src, a, b):
+    for k in range(a, b):
+        out[o] = src[k]
+        o += 1
+    return o
+
+
+@njit(cache=True)
+def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
+                kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0, final):
+    """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
+
+    Returns (bytes written, index of an out-of-order row or -1, time, process).
+    """
+    o = 0
+    t = np.uint64(t0)
+    p = np.int64(p0)
+    for i in range(rec.shape[0]):
+        ti = ticks[i]
+        pi = proc[i]
+        if ti == t and ti > 0:
+            if pi != p:
+                out[o] = 42
+                o = _hex(out, o + 1, np.uint64(pi))
+                out[o] = 10
+                o += 1
+                p = pi
+        elif ti > t or ti == 0:
+            o = _hex(out, o, ti)
+            out[o] = 10
+            out[o + 1] = 42
+            o = _hex(out, o + 2, np.uint64(pi))
+            out[o] = 10
+            o += 1
+            t = ti
+            p = pi
+        else:
+            return o, i, t, p
+        o = _put(out, o, blob, pre_a[i], pre_b[i])
+        r = rec[i]
+        o = _put(out, o, kw[r], 0, kwl[r])
+        for j in range(nf[r]):
+            if ftype[r, j] == STRING:
+                out[o] = 34
+                o = _put(out, o + 1, blob, str_a[i], str_b[i])
+                out[o] = 34
+                o += 1
+                continue
+            v = vals[i, j]
+            if opt0[r, j] and v == 0:
+                continue
+            o = _put(out, o, tag[r, j], 0, tagl[r, j])
+            o = _hex(out, o, v)
+        out[o] = 10
+        o += 1
+    if final and p >= 0:
+        # OTF_WBuffer_close: the last time and process once more
+        o = _hex(out, o, t)
+        out[o] = 10
+        out[o + 1] = 42
+        o = _hex(out, o + 2, np.uint64(p))
+        out[o] = 10
+        o += 1
+    return o, -1, t, p

@@ -1,0 +1,271 @@
+"""OTF v1 writer (short format, as the OTF 1.12 library writes it).
+
+Knows no reader: it takes Definitions and Tables.  The global files
+(NAME.otf, NAME.0.def, NAME.0.marker) and each stream's files are written by
+independent calls, so one rank can write the globals while the owners of the
+streams write theirs.
+
+Rows of kinds OTF has no record for (Kind.EVENT, Kind.SAMPLE, Kind.MARKER in
+events ...) are written as NoOp records ('N'); their key-value rows stay in
+front of them.  Inline snapshots read from an .events file are written to .snaps.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import PartraceError
+from ...model import Definitions, Kind, Table
+from . import grammar as G
+
+FILE_OF_TABLE = {"events": "events", "snapshots": "snaps", "statistics": "stats"}
+STRING_FIELD_RECS = {r.name for r in G.STREAM_RECORDS if r.fields and r.fields[0].ftype == G.STRING}
+ROWS_PER_PASS = 1 << 20
+
+
+def stream_map(process_order: list[int], m: int) -> dict[int, list[int]]:
+    """otfmerge's assignment: contiguous blocks in master order; M = 0 or M > N: one process per stream."""
+    n = len(process_order)
+    if m <= 0 or m > n:
+        m = n
+    big, rest = divmod(n, m)
+    out, k = {}, 0
+    for s in range(m):
+        size = big + (1 if s < rest else 0)
+        out[s + 1] = list(process_order[k:k + size])
+        k += size
+    return out
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace('"', " ").replace("\n", " ") + '"'
+
+
+def _kv_line(key: int, typ: int, value, length: int, raw: bytes = b"") -> str:
+    if typ == 0xB:
+        text = raw.hex() if raw or not isinstance(value, str) else value
+        return f"K{key:x}Y{typ:x}V{text}L{length:x}\n"
+    v = int(value, 16) if isinstance(value, str) else int(value)
+    return f"K{key:x}Y{typ:x}V{v:x}\n"
+
+
+def format_record(rec: G.Rec, vals: dict) -> str:
+    """One record line in short format (definitions and markers)."""
+    out = [rec.short]
+    for j, f in enumerate(rec.fields):
+        v = vals.get(f.col, "" if f.ftype == G.STRING else 0)
+        if f.opt == G.OPT0 and not v:
+            continue
+        out.append(f.short if j else "")
+        if f.ftype == G.STRING:
+            out.append(_q(v))
+        elif f.ftype == G.MEMBERS:
+            out.append("".join(f"{m:x}," for m in v))
+        elif f.ftype == G.VERSION:
+            out.append(f"{v[0]:x}.{v[1]:x}.{v[2]:x}{_q(v[3])}")
+        else:
+            out.append(f"{int(v):x}")
+    return "".join(out) + "\n"
+
+
+def _def_records(defs: Definitions) -> list[dict]:
+    """The definition records to write: OTF's own, or synthesized from the tables."""
+    if defs.format == "otf" and defs.source is not None:
+        return defs.source
+    tps = 10**9   # non-OTF rows are written with their ns times as ticks
+    recs = [{"type": "DefVersion", "fields": {"version": [1, 12, 4, "salmon"]}},
+            {"type": "DefUniqueId", "fields": {"uid": 0}},
+            {"type": "DefCreator", "fields": {"creator": f"partrace (from {defs.format})"}},
+            {"type": "DefTimerResolution", "fields": {"ticks_per_second": tps}}]
+    loc = defs.tables["locations"]
+    for i, n, p in zip(loc["id"].tolist(), loc["name"].tolist(), loc["parent"].tolist()):
+        recs.append({"type": "DefProcess", "fields": {"token": i, "name": str(n), "parent": p}})
+    reg = defs.tables["regions"]
+    for g in sorted(set(reg["group"].tolist())):
+        recs.append({"type": "DefFunctionGroup", "fields": {"token": g, "name": f"group {g}"}})
+    for i, n, g in zip(reg["id"].tolist(), reg["name"].tolist(), reg["group"].tolist()):
+        recs.append({"type": "DefFunction", "fields": {"token": i, "group": g, "name": str(n)}})
+    for r in recs:
+        r.setdefault("where", 0)
+        r.setdefault("kv", [])
+    return recs
+
+
+def write_master(stub: Path, streams: dict[int, list[int]]) -> Path:
+    path = Path(f"{stub}.otf")
+    path.write_text("".join(f"{s:x}:" + ",".join(f"{p:x}" for p in ps) + "\n" for s, ps in streams.items()))
+    return path
+
+
+def write_definitions(stub: Path, defs: Definitions) -> list[Path]:
+    """NAME.0.def (and NAME.<s>.def for local definitions of the source), verbatim for OTF input."""
+    by_file: dict[int, list[str]] = {}
+    for r in _def_records(defs):
+        if r.get("where") == "marker":
+            continue
+        lines = by_file.setdefault(int(r.get("where", 0)), [])
+        lines += [_kv_line(*kv) for kv in r.get("kv", [])]
+        lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
+    paths = []
+    for s, lines in sorted(by_file.items()):
+        p = Path(f"{stub}.{s:x}.def")
+        p.write_text("".join(lines))
+        paths.append(p)
+    return paths
+
+
+def write_markers(stub: Path, defs: Definitions, markers: Table | None,
+                  keyvalues: Table | None = None) -> Path | None:
+    """NAME.0.marker: marker definitions, then the marker rows in (time, location, seq) order."""
+    lines = []
+    for r in (defs.source or []) if defs.format == "otf" else []:
+        if r.get("where") == "marker":
+            lines += [_kv_line(*kv) for kv in r.get("kv", [])]
+            lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
+    if markers is not None and len(markers):
+        kvs = _side(keyvalues, 3)
+        ticks = markers["ticks"] if "ticks" in markers else markers["time"]
+        order = np.lexsort((markers["seq"], markers["location"], markers["time"]))
+        mk = G.BY_NAME["MarkerSpot"]
+        for i in order.tolist():
+            loc, seq = int(markers["location"][i]), int(markers["seq"][i])
+            lines += kvs.get((loc, seq), [])
+            lines.append(format_record(mk, {"marker": int(markers["marker"][i]), "ticks": int(ticks[i]),
+                                            "location": loc, "text": str(markers["text"][i])}))
+    if not lines:
+        return None
+    p = Path(f"{stub}.0.marker")
+    p.write_text("".join(lines))
+    return p
+
+
+def write_global(stub: str | Path, defs: Definitions, streams: dict[int, list[int]],
+                 markers: Table | None = None, keyvalues: Table | None = None) -> list[Path]:
+    """Master file, definitions and marker file (one rank)."""
+    stub = Path(stub)
+    out = [write_master(stub, streams)] + write_definitions(stub, defs)
+    m = write_markers(stub, defs, markers, keyvalues)
+    return out + ([m] if m else [])
+
+
+def _side(tab: Table | None, ref_table: int, kv: bool = True) -> dict[tuple[int, int], list[str]]:
+    """{(location, ref_seq): [rendered KV lines or text]} for one referenced table (rare rows)."""
+    out: dict[tuple[int, int], list] = {}
+    if tab is None or not len(tab):
+        return out
+    sel = np.flatnonzero(tab["ref_table"] == ref_table)
+    order = sel[np.lexsort((tab["seq"][sel], tab["location"][sel]))]
+    for i in order.tolist():
+        key = (int(tab["location"][i]), int(tab["ref_seq"][i]))
+        if kv:
+            out.setdefault(key, []).append(_kv_line(int(tab["key"][i]), int(tab["type"][i]),
+                                                    int(tab["value"][i]), int(tab["length"][i]),
+                                                    tab["bytes"][i] or b""))
+        else:
+            out.setdefault(key, []).append(str(tab["text"][i]))
+    return out
+
+
+def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: Definitions) -> list[Path]:
+    """NAME.<s>.events/.snaps/.stats from the rows of the stream's processes.
+
+    Each table's rows must be sorted by (time, location, seq).  `keyvalues` and
+    `text` rows refer to their records by (ref_table, location, ref_seq).
+    """
+    from .writekernel import WTables, format_rows
+    stub = Path(stub)
+    use_ticks = defs.format == "otf"
+    wt = WTables()
+    paths = []
+    for tname, suffix in FILE_OF_TABLE.items():
+        tab = tables.get(tname)
+        if tab is None or not len(tab):
+            continue
+        code = G.TABLE_CODE[tname]
+        kvs = _side(tables.get("keyvalues"), code)
+        texts = _side(tables.get("text"), code, kv=False)
+        ticks = (tab["ticks"] if use_ticks and "ticks" in tab else tab["time"]).astype(np.uint64)
+        if use_ticks and "src_order" in tab:
+            # OTF input: equal ticks keep their source order (reproduces the input layout byte for byte)
+            order = np.lexsort((tab["src_order"], ticks))
+            tab, ticks = tab.take(order), ticks[order]
+        elif np.any(ticks[1:] < ticks[:-1]):
+            # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
+            order = np.argsort(ticks, kind="stable")
+            tab, ticks = tab.take(order), ticks[order]
+        n = len(tab)
+        rec = _record_codes(tab, tname)
+        vals = np.zeros((n, 8), np.uint64)
+        for r in np.unique(rec).tolist():
+            sel = np.flatnonzero(rec == r)
+            for j, f in enumerate(G.STREAM_RECORDS[r].fields):
+                if f.ftype == G.HEX and f.col in tab:
+                    vals[sel, j] = tab[f.col][sel].astype(np.uint64)
+        proc = tab["location"].astype(np.int64)
+        # rare side data: KV lines before the record, the record's string
+        blob = bytearray()
+        pre_a = np.zeros(n, np.int64); pre_b = np.zeros(n, np.int64)
+        str_a = np.zeros(n, np.int64); str_b = np.zeros(n, np.int64)
+        for d, a, b, render in ((kvs, pre_a, pre_b, "".join), (texts, str_a, str_b, _unquoted)):
+            if d:
+                rows = _row_lookup(tab, list(d), tname)
+                for i, items in zip(rows.tolist(), d.values()):
+                    data = render(items).encode("utf-8", "surrogateescape")
+                    a[i] = len(blob); blob += data; b[i] = len(blob)
+        blob_a = np.frombuffer(bytes(blob) or b"\0", np.uint8)
+        path = Path(f"{stub}.{stream:x}.{suffix}")
+        t, p = np.uint64(0), -1
+        with open(path, "wb") as fh:
+            for lo in range(0, n, ROWS_PER_PASS):
+                hi = min(n, lo + ROWS_PER_PASS)
+                extra = int((pre_b[lo:hi] - pre_a[lo:hi]).sum() + (str_b[lo:hi] - str_a[lo:hi]).sum())
+                out = np.empty((hi - lo) * 400 + extra + 64, np.uint8)
+                o, bad, t, p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], vals[lo:hi], pre_a[lo:hi],
+                                           pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob_a, wt.kw, wt.kwl,
+                                           wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, t, p, hi == n)
+                if bad >= 0:
+                    raise PartraceError(f"{path}: rows not sorted by time at row {lo + bad}")
+                fh.write(out[:o].tobytes())
+        paths.append(path)
+    return paths
+
+
+def _unquoted(items: list[str]) -> str:
+    return items[0].replace('"', " ").replace("\n", " ")
+
+
+def _row_lookup(tab: Table, keys: list[tuple[int, int]], tname: str) -> np.ndarray:
+    """Rows of tab holding the (location, seq) keys (vectorized search on a combined key)."""
+    loc, seq = tab["location"].astype(np.int64), tab["seq"].astype(np.int64)
+    k = np.array(keys, np.int64).reshape(-1, 2)
+    lo = min(int(loc.min()), int(k[:, 0].min()))
+    span = max(int(seq.max()), int(k[:, 1].max())) + 1
+    if (max(int(loc.max()), int(k[:, 0].max())) - lo + 1) * span >= 2**63:
+        raise PartraceError(f"{tname}: location/seq range too large to index")
+    comb = (loc - lo) * span + seq
+    order = np.argsort(comb, kind="stable")
+    want = (k[:, 0] - lo) * span + k[:, 1]
+    pos = np.searchsorted(comb[order], want)
+    pos = np.minimum(pos, len(order) - 1)
+    rows = order[pos]
+    bad = np.flatnonzero(comb[rows] != want)
+    if len(bad):
+        raise PartraceError(f"{tname}: no record at location {keys[bad[0]][0]} seq {keys[bad[0]][1]} "
+                            "for its key-value/text rows")
+    return rows
+
+
+_KIND_TO_REC = np.full(256, -1, np.int64)
+for _r in G.BY_KIND.values():
+    _KIND_TO_REC[int(_r.kind)] = G.STREAM_RECORDS.index(_r)
+_NOOP = G.STREAM_RECORDS.index(G.BY_NAME["NoOp"])
+
+
+def _record_codes(tab: Table, tname: str) -> np.ndarray:
+    kinds = tab["kind"].astype(np.int64) if "kind" in tab else np.full(len(tab), int(Kind.NOOP))
+    rec = _KIND_TO_REC[kinds]
+    ok = np.array([G.STREAM_RECORDS[r].table == tname if r >= 0 else False for r in range(len(G.STREAM_RECORDS))]
+                  + [False])
+    rec = np.where(ok[np.where(rec >= 0, rec, len(G.STREAM_RECORDS))], rec, _NOOP)
+    return rec
