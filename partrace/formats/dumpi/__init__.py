@@ -1,0 +1,40 @@
+"""DUMPI (sst-dumpi binary MPI traces): one ``.bin`` per rank plus a ``.meta`` file.
+
+Light on purpose: sniffing reads names and 8 bytes; the function table and
+numba kernel load in :mod:`.decode` when a unit is decoded.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..base import Format, TraceReader
+
+MAGIC = bytes.fromhex("ffaadd44554d5049")
+
+
+def _has_magic(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == MAGIC
+    except OSError:
+        return False
+
+
+class DUMPI(Format):
+    name = "dumpi"
+    description = "sst-dumpi binary MPI call traces (.meta + one .bin per rank)"
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        path = Path(path)
+        if path.is_dir():
+            return any(path.glob("*.meta"))
+        if path.suffix == ".meta":
+            return "fileprefix=" in path.read_text(errors="replace")[:4096]
+        return path.suffix == ".bin" and _has_magic(path)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> TraceReader:
+        from .reader import DumpiReader
+        return DumpiReader(path)

@@ -1,0 +1,152 @@
+"""The DUMPI TraceReader: units = rank files, definitions = metafile + file tails."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import LOCATION_COLUMNS, REGION_COLUMNS, Definitions, Schema, Table, conform
+from ..base import TraceReader, Unit
+from .layout import RankFile, read_metafile, read_rank_file
+
+_RANK = re.compile(r"-(\d+)\.bin$")
+ALWAYS = ("MPI_Function_enter", "MPI_Function_exit")   # labels without a footer slot
+
+
+class DumpiReader(TraceReader):
+    format_name = "dumpi"
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__(path)
+        p = self.path
+        if p.is_dir():
+            metas = sorted(p.glob("*.meta"))
+            if len(metas) != 1:
+                raise TraceError(p, None, f"expected one .meta file in the folder, found "
+                                 f"{len(metas)}")
+            p = metas[0]
+        self.meta: dict[str, str] = {}
+        if p.suffix == ".bin":                       # a single rank file
+            m = _RANK.search(p.name)
+            self.files = {int(m[1]) if m else 0: p}
+        else:
+            self.meta = read_metafile(p)
+            prefix = self.meta["fileprefix"]
+            self.files = {r: p.parent / f"{prefix}-{r:04d}.bin"
+                          for r in range(int(self.meta["numprocs"]))}
+            for r, f in self.files.items():
+                if not f.is_file():
+                    raise TraceError(f, None, f"rank {r} file is missing (named by metafile {p})")
+        self.metafile = p
+
+    def source_files(self) -> list[Path]:
+        return ([self.metafile] if self.meta else []) + list(self.files.values())
+
+    def units(self) -> list[Unit]:
+        width = max(4, len(str(max(self.files))))
+        return [Unit(f"{r:0{width}d}", f.stat().st_size, (str(f), r))
+                for r, f in sorted(self.files.items())]
+
+    def rank_files(self) -> dict[int, RankFile]:
+        return {r: read_rank_file(f) for r, f in self.files.items()}
+
+    def read_definitions(self) -> Definitions:
+        from .functable import FUNCTIONS
+        rfs = self.rank_files()
+        ranks = sorted(rfs)
+        locs = conform(Table({"id": np.array(ranks, np.int64),
+                      "name": np.array([f"rank {r}" for r in ranks] + [None], object)[:-1],
+                      "parent": np.zeros(len(ranks), np.int64)}), LOCATION_COLUMNS)
+        fids = [f for f, _n, _a in FUNCTIONS if f not in (290, 293)]   # all but footer total, end
+        regions = conform(Table({"id": np.array(fids, np.int64) + 1,
+                         "name": np.array([FUNCTIONS[f][1] for f in fids] + [None], object)[:-1],
+                         "group": np.ones(len(fids), np.int64)}), REGION_COLUMNS)
+        calls = np.array([rfs[r].calls for r in ranks], np.int64)
+        ignored = np.array([rfs[r].ignored for r in ranks], np.int64)
+        recorded = (calls - ignored)[:, :290].sum(axis=0)
+        present = [FUNCTIONS[f][1] for f in np.nonzero(recorded)[0]] + list(ALWAYS)
+        first = rfs[ranks[0]]
+        attrs = {
+            "clock": "wall: CLOCK_MONOTONIC of each host (not epoch); ns",
+            "version": ".".join(map(str, first.version)), "starttime": first.starttime,
+            "hostname": first.hostname, "username": first.username,
+            "meshdim": len(first.meshcrd), "meshcrd": first.meshcrd, "meshsize": first.meshsize,
+            "config_masks": sorted({int(m) for m in _masks(rfs)}),
+            "numprocs": len(ranks), "metafile": self.meta,
+            "calls_total": int(calls[:, 290].sum()), "ignored_total": int(ignored[:, 290].sum()),
+            "calls_per_function": {FUNCTIONS[f][1]: int(c) for f, c in
+                                   enumerate(calls[:, :290].sum(axis=0)) if c},
+            "ignored_per_function": {FUNCTIONS[f][1]: int(c) for f, c in
+                                     enumerate(ignored[:, :290].sum(axis=0)) if c},
+            "recorded_functions": present,
+            "perf_labels": first.perf_labels,
+        }
+        tables = {"locations": locs, "regions": regions, **_rank_tables(rfs, ranks)}
+        source = {"metafile": self.meta, "ranks": {r: rfs[r].summary() for r in ranks}}
+        return Definitions("dumpi", tables, attrs, source)
+
+    def schema(self, defs: Definitions) -> Schema:
+        from .functable import FUNCTIONS
+        from .tables import events_columns, function_columns, side_columns, table_name
+        out = {"events": events_columns()}
+        wanted = set(defs.attrs["recorded_functions"])
+        for _f, name, args in FUNCTIONS:
+            if args is not None and name in wanted:
+                out[table_name(name)] = function_columns(args)
+        out.update(side_columns())
+        return out
+
+    def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
+        from .decode import decode_rank
+        path, rank = unit.info
+        yield from decode_rank(Path(path), rank, self.schema(defs))
+
+
+def _masks(rfs: dict[int, RankFile]) -> set[int]:
+    """Config masks of each rank's first record (byte 18: after offsets and label)."""
+    out = set()
+    for rf in rfs.values():
+        if rf.stream_end > rf.stream_start:
+            with open(rf.path, "rb") as f:
+                f.seek(rf.stream_start + 2)
+                out.add(f.read(1)[0])
+    return out
+
+
+def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]:
+    """Per-rank header facts, footer counts, datatype sizes, labels and keyvals."""
+    def obj(xs):
+        return np.array(list(xs) + [None], object)[:-1]
+
+    hdr = Table({"location": np.array(ranks, np.int64),
+                 "version": obj(".".join(map(str, rfs[r].version)) for r in ranks),
+                 "starttime": np.array([rfs[r].starttime for r in ranks], np.int64),
+                 "hostname": obj(rfs[r].hostname for r in ranks),
+                 "username": obj(rfs[r].username for r in ranks),
+                 "cpu_offset": np.array([rfs[r].cpu_offset for r in ranks], np.int64),
+                 "wall_offset": np.array([rfs[r].wall_offset for r in ranks], np.int64)})
+    foot = [(r, f, rfs[r].calls[f], rfs[r].ignored[f]) for r in ranks for f in range(291)
+            if rfs[r].calls[f] or rfs[r].ignored[f]]
+    footer = Table({k: np.array([x[i] for x in foot], np.int64) for i, k in
+                    enumerate(("location", "function", "calls", "ignored"))})
+    sizes = [(r, d, s) for r in ranks for d, s in enumerate(rfs[r].datatype_sizes)]
+    dts = Table({k: np.array([x[i] for x in sizes], np.int64) for i, k in
+                 enumerate(("location", "datatype", "size"))})
+    perf = [(r, i, n) for r in ranks for i, n in enumerate(rfs[r].perf_labels)]
+    addr = [(r, a, n) for r in ranks for a, n in rfs[r].addresses]
+    kv = [(r, k, v) for r in ranks for k, v in rfs[r].keyvals]
+    return {
+        "rank_headers": hdr, "footer": footer, "datatype_sizes": dts,
+        "perf_labels": Table({"location": np.array([x[0] for x in perf], np.int64),
+                              "counter": np.array([x[1] for x in perf], np.int64),
+                              "name": obj(x[2] for x in perf)}),
+        "function_addresses": Table({"location": np.array([x[0] for x in addr], np.int64),
+                                     "address": np.array([x[1] for x in addr], np.uint64),
+                                     "name": obj(x[2] for x in addr)}),
+        "keyvals": Table({"location": np.array([x[0] for x in kv], np.int64),
+                          "key": obj(x[1] for x in kv), "value": obj(x[2] for x in kv)}),
+    }

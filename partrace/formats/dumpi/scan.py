@@ -1,0 +1,237 @@
+"""The one compiled loop: walk a rank's call stream once per pass.
+
+Records carry no length, so the walk interprets the function table (compiled
+into small integer arrays by :func:`compile_table`).  Pass 1 counts, pass 2
+fills preallocated numpy arrays: per call the preamble and up to MAXARGS
+scalar slots (array/string/status slots hold their element count, -1 = not
+recorded), plus flat element, string, status and perf-counter arrays keyed by
+(call, slot).  Nothing per call becomes a Python object.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .functable import FUNCTIONS
+
+KINDS = ("i32", "u16", "u8", "i64", "status", "a32", "a16", "a8", "aa32",
+         "str", "str2", "str3", "argv")
+K = {k: i for i, k in enumerate(KINDS)}
+MAXARGS = max(len(a) for _, _, a in FUNCTIONS if a)
+NFUNC = len(FUNCTIONS)
+
+# error codes returned by the kernel
+OK, E_UNKNOWN, E_TRUNC = 0, 1, 2
+
+
+def compile_table():
+    """(start, count) per function id and per-op (kind, cond_a, cond_b); count -1 = no record."""
+    start = np.zeros(NFUNC, np.int32)
+    count = np.full(NFUNC, -1, np.int32)
+    ops = []
+    for fid, _name, args in FUNCTIONS:
+        if args is None:
+            continue
+        slot = {a[0]: i for i, a in enumerate(args)}
+        start[fid], count[fid] = len(ops), len(args)
+        for _n, kind, _role, cond in args:
+            ops.append((K[kind], slot[cond[0]] if cond else -1, slot[cond[1]] if cond else -1))
+    return start, count, np.array(ops, np.int32).reshape(-1, 3)
+
+
+@njit(cache=True, inline="always")
+def _u16(b, p):
+    return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
+
+
+@njit(cache=True, inline="always")
+def _u32(b, p):
+    return ((np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16)
+            | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3]))
+
+
+@njit(cache=True, inline="always")
+def _i32(b, p):
+    v = _u32(b, p)
+    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+
+
+@njit(cache=True, inline="always")
+def _u64(b, p):
+    return np.uint64((np.uint64(_u32(b, p)) << np.uint64(32)) | np.uint64(_u32(b, p + 4)))
+
+
+@njit(cache=True)
+def walk(b, pos, end, offs, fstart, fcount, ops, fill,
+         c_off, c_func, c_mask, c_thread, c_times, c_perfn, vals,
+         e_call, e_slot, e_i0, e_i1, e_val,
+         s_call, s_slot, s_i0, s_i1, s_start, s_len,
+         t_call, t_slot, t_i0, t_val,
+         p_call, p_i, p_val):
+    """Walk records from pos to end.  Returns (error, error offset, counts[5])."""
+    n = 0
+    ne = 0
+    ns = 0
+    nt = 0
+    npf = 0
+    counts = np.zeros(5, np.int64)
+    while pos < end:
+        rec = pos
+        if pos + 3 > end:
+            return E_TRUNC, rec, counts
+        fid = _u16(b, pos)
+        if fid >= fstart.shape[0] or fcount[fid] < 0:
+            return E_UNKNOWN, rec, counts
+        mask = b[pos + 2]
+        row = n if fill else 0            # counting pass keeps one scratch row
+        pos += 3
+        thread = 0
+        if mask & 0x40:
+            if pos + 2 > end:
+                return E_TRUNC, rec, counts
+            thread = _u16(b, pos)
+            pos += 2
+        if fill:
+            c_off[n] = rec
+            c_func[n] = fid
+            c_mask[n] = mask
+            c_thread[n] = thread
+        for clock in range(2):           # cpu block, then wall block
+            if mask & (0x04 << clock):
+                if pos + 12 > end:
+                    return E_TRUNC, rec, counts
+                if fill:
+                    o = offs[clock]
+                    c_times[n, 2 * clock] = (_u16(b, pos) + o) * 1000000000 + _u32(b, pos + 2)
+                    c_times[n, 2 * clock + 1] = ((_u16(b, pos + 6) + o) * 1000000000
+                                                 + _u32(b, pos + 8))
+                pos += 12
+        if mask & 0x80:
+            if pos + 1 > end:
+                return E_TRUNC, rec, counts
+            np_ = b[pos]
+            pos += 1
+            if pos + 16 * np_ > end:
+                return E_TRUNC, rec, counts
+            for i in range(np_):
+                if fill:
+                    p_call[npf] = n
+                    p_i[npf] = i
+                    p_val[npf, 0] = _u64(b, pos)
+                    p_val[npf, 1] = _u64(b, pos + 8)
+                npf += 1
+                pos += 16
+            if fill:
+                c_perfn[n] = np_
+        for k in range(fcount[fid]):
+            kind = ops[fstart[fid] + k, 0]
+            ca = ops[fstart[fid] + k, 1]
+            v = np.int64(0)
+            if ca >= 0 and vals[row, ca] != vals[row, ops[fstart[fid] + k, 2]]:
+                vals[row, k] = -1 if kind >= 4 else 0     # root-only field, absent here
+                continue
+            if kind == 0 or kind == 1 or kind == 2 or kind == 3:
+                w = 4 if kind == 0 else (2 if kind == 1 else (1 if kind == 2 else 8))
+                if pos + w > end:
+                    return E_TRUNC, rec, counts
+                if kind == 0:
+                    v = _i32(b, pos)
+                elif kind == 1:
+                    v = _u16(b, pos)
+                elif kind == 2:
+                    v = np.int64(b[pos])
+                else:
+                    v = np.int64(_u64(b, pos))
+                pos += w
+            elif kind == 4:                       # status(es): only with mask bits 0x03
+                if mask & 0x03:
+                    if pos + 4 > end:
+                        return E_TRUNC, rec, counts
+                    v = _u32(b, pos)
+                    pos += 4
+                    if pos + 14 * v > end:
+                        return E_TRUNC, rec, counts
+                    for i in range(v):
+                        if fill:
+                            t_call[nt] = n
+                            t_slot[nt] = k
+                            t_i0[nt] = i
+                            t_val[nt, 0] = _i32(b, pos)          # bytes
+                            t_val[nt, 1] = _i32(b, pos + 4)      # source
+                            t_val[nt, 2] = b[pos + 8]            # cancelled
+                            t_val[nt, 3] = b[pos + 9]            # error
+                            t_val[nt, 4] = _i32(b, pos + 10)     # tag
+                        nt += 1
+                        pos += 14
+                else:
+                    v = -1
+            elif kind <= 8:                       # arrays of i32 / u16 / u8 / arrays of i32 arrays
+                if pos + 4 > end:
+                    return E_TRUNC, rec, counts
+                v = _u32(b, pos)
+                pos += 4
+                outer = v if kind == 8 else 1
+                for i0 in range(outer):
+                    m = v
+                    if kind == 8:
+                        if pos + 4 > end:
+                            return E_TRUNC, rec, counts
+                        m = _u32(b, pos)
+                        pos += 4
+                    w = 4 if (kind == 5 or kind == 8) else (2 if kind == 6 else 1)
+                    if pos + w * m > end:
+                        return E_TRUNC, rec, counts
+                    for i in range(m):
+                        if fill:
+                            e_call[ne] = n
+                            e_slot[ne] = k
+                            e_i0[ne] = i0 if kind == 8 else i
+                            e_i1[ne] = i if kind == 8 else 0
+                            if w == 4:
+                                e_val[ne] = _i32(b, pos)
+                            elif w == 2:
+                                e_val[ne] = _u16(b, pos)
+                            else:
+                                e_val[ne] = b[pos]
+                        ne += 1
+                        pos += w
+            else:                                 # strings: 1, 2 or 3 levels; argv = 2 levels
+                if pos + 4 > end:
+                    return E_TRUNC, rec, counts
+                v = _u32(b, pos)
+                n0 = 1 if kind == 9 else v
+                if kind != 9:
+                    pos += 4
+                for i0 in range(n0):
+                    n1 = 1
+                    if kind == 11:
+                        if pos + 4 > end:
+                            return E_TRUNC, rec, counts
+                        n1 = _u32(b, pos)
+                        pos += 4
+                    for i1 in range(n1):
+                        if pos + 4 > end:
+                            return E_TRUNC, rec, counts
+                        m = _u32(b, pos)
+                        pos += 4
+                        if pos + m > end:
+                            return E_TRUNC, rec, counts
+                        if fill:
+                            s_call[ns] = n
+                            s_slot[ns] = k
+                            s_i0[ns] = i0
+                            s_i1[ns] = i1
+                            s_start[ns] = pos
+                            s_len[ns] = m
+                        ns += 1
+                        pos += m
+            vals[row, k] = v
+        n += 1
+    counts[0] = n
+    counts[1] = ne
+    counts[2] = ns
+    counts[3] = nt
+    counts[4] = npf
+    if pos != end:
+        return E_TRUNC, pos, counts
+    return OK, pos, counts
