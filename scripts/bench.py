@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Throughput of partrace on one trace, against reading the same bytes.
+
+    python scripts/bench.py TRACE [--ranks 1,2,4] [--streams 4] [--format F]
+
+Measured in one run, warm page cache:
+  read        the trace's files read in 8 MiB blocks (the floor)
+  decode      every unit decoded on one process (no merge, no output)
+  merge->h5   `partrace merge TRACE -o X.h5` under mpiexec -n N (whole command)
+  merge->otf  `partrace merge TRACE -o X.otf --streams M` under mpiexec -n N
+and printed as one table: seconds, MB/s, events/s, ratio to the raw read.
+The merge figures include process start-up and imports, as a user sees them.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def read_all(files) -> float:
+    t0 = time.perf_counter()
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while fh.read(8 << 20):
+                pass
+    return time.perf_counter() - t0
+
+
+def decode_all(path, fmt):
+    from partrace.formats import open_trace
+    reader = open_trace(path, fmt)
+    defs = reader.read_definitions()
+    rows = 0
+    t0 = time.perf_counter()
+    for unit in reader.units():
+        for chunk in reader.decode(unit, defs):
+            rows += len(chunk.get("events", ()))
+    return time.perf_counter() - t0, rows, reader
+
+
+def mpiexec() -> str:
+    here = Path(sys.executable).parent / "mpiexec"
+    return str(here) if here.exists() else (shutil.which("mpiexec") or "mpiexec")
+
+
+def run_merge(path, out, nranks, extra, fmt) -> float:
+    cmd = [mpiexec(), "-n", str(nranks), sys.executable, "-m", "partrace", "merge", str(path),
+           "-o", str(out), "-q", *extra] + (["--format", fmt] if fmt else [])
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ,
+                       "PYTHONPATH": str(ROOT)})
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"merge failed ({' '.join(cmd)}):\n{r.stderr}")
+    return dt
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("trace")
+    ap.add_argument("--format")
+    ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--streams", type=int, default=4, help="OTF output streams (0: skip)")
+    ap.add_argument("--repeat", type=int, default=2, help="best of N for read and decode")
+    args = ap.parse_args(argv)
+    ranks = [int(x) for x in args.ranks.split(",")]
+
+    _, _, reader = decode_all(args.trace, args.format)        # warm up: cache, numba JIT
+    files = reader.source_files()
+    nbytes = sum(f.stat().st_size for f in files)
+    t_read = min(read_all(files) for _ in range(args.repeat))
+    best = min((decode_all(args.trace, args.format) for _ in range(args.repeat)),
+               key=lambda r: r[0])
+    t_dec, rows = best[0], best[1]
+
+    results = [("read", 1, t_read), ("decode", 1, t_dec)]
+    with tempfile.TemporaryDirectory(prefix="partrace-bench-") as tmp:
+        for n in ranks:
+            results.append(("merge->h5", n, run_merge(args.trace, Path(tmp) / f"o{n}.h5", n,
+                                                      [], args.format)))
+        if args.streams:
+            for n in ranks:
+                results.append(("merge->otf", n, run_merge(
+                    args.trace, Path(tmp) / f"o{n}.otf", n, ["--streams", str(args.streams)],
+                    args.format)))
+
+    print(f"trace: {args.trace}  ({nbytes / 1e6:,.1f} MB in {len(files)} files, "
+          f"{rows:,} events)  cpus: {os.cpu_count()}")
+    print(f"| {'phase':<10} | {'ranks':>5} | {'seconds':>8} | {'MB/s':>8} | {'Mevents/s':>9} "
+          f"| {'x read':>7} |")
+    print(f"|{'-' * 12}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 11}|{'-' * 9}|")
+    for phase, n, dt in results:
+        print(f"| {phase:<10} | {n:>5} | {dt:>8.3f} | {nbytes / dt / 1e6:>8.1f} | "
+              f"{rows / dt / 1e6:>9.2f} | {t_read / dt:>7.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
