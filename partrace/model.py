@@ -236,3 +236,23 @@ REGION_COLUMNS = [
     _c("name", STR, "region name"),
     _c("group", "int64", "region group id; 0 = none"),
 ]
+
+# Optional definition tables with one meaning across formats.  A format fills
+# those it has; writers (OTF) use them to emit groups, communicators,
+# collective operations and counters.  Ids are the values found in the
+# matching event columns (region's group, comm, collop, counter, file).
+DEFINITION_TABLES: dict[str, list[Column]] = {
+    "region_groups": [_c("id", "int64", "region group id (regions/group)"),
+                      _c("name", STR, "group name")],
+    "communicators": [_c("id", "int64", "communicator / process group id (events/comm)"),
+                      _c("name", STR, "communicator name")],
+    "communicator_members": [_c("comm", "int64", "communicator id"),
+                             _c("location", "int64", "member location id, in rank order")],
+    "collectives": [_c("id", "int64", "collective operation id (events/collop)"),
+                    _c("name", STR, "operation name"),
+                    _c("type", "int64", "0 unknown, 1 barrier, 2 one-to-all, 3 all-to-one, "
+                                        "4 all-to-all")],
+    "counters": [_c("id", "int64", "counter id (events/counter)"), _c("name", STR, "counter name"),
+                 _c("unit", STR, "unit"), _c("group", "int64", "counter group id; 0 = none")],
+    "files": [_c("id", "int64", "file id (events/file)"), _c("name", STR, "file name")],
+}
