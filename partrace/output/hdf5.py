@@ -43,13 +43,16 @@ def h5_dtype(col: Column):
     return dt.base if dt.subdtype else dt   # a sub-array column is an (n, k) dataset
 
 
-def _as_h5_values(col: Column, values: np.ndarray) -> np.ndarray:
-    if col.dtype == BYTES:
-        out = np.empty(len(values), dtype=object)
-        for i, b in enumerate(values):
-            out[i] = np.frombuffer(b, dtype=np.uint8)
-        return out
-    return values
+def _write_values(ds, col: Column, values: np.ndarray) -> None:
+    if col.dtype != BYTES:
+        ds[...] = values
+        return
+    out = np.empty(len(values), dtype=h5py.vlen_dtype(np.uint8))
+    for i, b in enumerate(values):
+        out[i] = np.frombuffer(b, dtype=np.uint8)
+    # h5py's high-level write turns equal-length byte strings into a 2-D array
+    # and refuses it; the low-level write takes the vlen array as it is.
+    ds.id.write(h5py.h5s.create_simple((len(out),)), h5py.h5s.ALL, out)
 
 
 def _column_attrs(ds, col: Column) -> None:
@@ -80,7 +83,7 @@ def write_table(parent: h5py.Group, name: str, table: Table, columns: list[Colum
                 kw["compression"] = compression
         ds = group.create_dataset(col.name, shape=shape, dtype=h5_dtype(col), **kw)
         if n:
-            ds[...] = _as_h5_values(col, values)
+            _write_values(ds, col, values)
         _column_attrs(ds, col)
     _table_attrs(group, columns, n)
     return group
