@@ -8,7 +8,8 @@ Measured in one run, warm page cache:
   decode      every unit decoded on one process (no merge, no output)
   merge->h5   `partrace merge TRACE -o X.h5` under mpiexec -n N (whole command)
   merge->otf  `partrace merge TRACE -o X.otf --streams M` under mpiexec -n N
-and printed as one table: seconds, MB/s, events/s, ratio to the raw read.
+and printed as one table: seconds, MB/s, rows/s (rows of every table the
+format decodes: events, samples, ...), ratio to the raw read.
 The merge figures include process start-up and imports, as a user sees them.
 """
 from __future__ import annotations
@@ -43,7 +44,7 @@ def decode_all(path, fmt):
     t0 = time.perf_counter()
     for unit in reader.units():
         for chunk in reader.decode(unit, defs):
-            rows += len(chunk.get("events", ()))
+            rows += sum(len(t) for t in chunk.values())
     return time.perf_counter() - t0, rows, reader
 
 
@@ -94,8 +95,8 @@ def main(argv=None) -> int:
                     args.format)))
 
     print(f"trace: {args.trace}  ({nbytes / 1e6:,.1f} MB in {len(files)} files, "
-          f"{rows:,} events)  cpus: {os.cpu_count()}")
-    print(f"| {'phase':<10} | {'ranks':>5} | {'seconds':>8} | {'MB/s':>8} | {'Mevents/s':>9} "
+          f"{rows:,} rows)  cpus: {os.cpu_count()}")
+    print(f"| {'phase':<10} | {'ranks':>5} | {'seconds':>8} | {'MB/s':>8} | {'Mrows/s':>9} "
           f"| {'x read':>7} |")
     print(f"|{'-' * 12}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 11}|{'-' * 9}|")
     for phase, n, dt in results:
