@@ -30,8 +30,28 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="OTF output: number of streams (0 = one per process; "
                         "default: the input's layout, or one per location)")
     p.add_argument("--compress", choices=["gzip", "lzf"], help="HDF5 output: compress columns")
+    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE",
+                   help="memory budget per rank, e.g. 512M, 4G (default 2G): decoded rows "
+                        "beyond half of it are spilled to --tmpdir and the merge runs in "
+                        "windows of the global order; the output is the same")
+    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp); "
+                                    "node-local storage is best")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+
+
+def _size(text: str) -> int:
+    """'512M' -> bytes (K, M, G, T: powers of 1024)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B")
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        value = int(float(num) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 4G)") from None
+    if value < 1 << 20:
+        raise argparse.ArgumentTypeError(f"{text!r}: the budget must be at least 1M")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,14 +91,25 @@ def cmd_run(comm, args) -> int:
                      streams=args.streams, compression=args.compress)
     progress = Progress(comm, enabled=False if args.quiet else None)
     t0 = time.perf_counter()
-    stats = run(comm, args.trace, sink, format=args.format, progress=progress)
+    stats = run(comm, args.trace, sink, format=args.format, progress=progress,
+                memory=args.memory, spill_dir=args.tmpdir)
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
     nbytes = comm.allreduce_sum(stats.bytes_read)
+    spilled = comm.allreduce_sum(stats.spilled_bytes)
+    peak = comm.allreduce_max(_peak_rss())
     if comm.rank == 0 and not args.quiet:
         dt = time.perf_counter() - t0
+        extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
         print(f"partrace: wrote {args.output}: {rows:,} rows from {nbytes / 1e6:,.1f} MB "
-              f"in {dt:.2f} s on {comm.size} rank(s)", file=sys.stderr)
+              f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
+              f"peak memory {peak / 2**20:,.0f} MiB per rank", file=sys.stderr)
     return 0
+
+
+def _peak_rss() -> int:
+    """This process's peak resident memory in bytes."""
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # Linux: KiB
 
 
 def cmd_info(comm, args) -> int:

@@ -11,28 +11,39 @@ from .engine.progress import Progress
 from .model import Kind
 
 
-def _local_counts(tables) -> dict:
-    out = {"rows": {}, "span": {}, "events": {}}
-    for name, t in tables.items():
-        out["rows"][name] = len(t)
-        if len(t):
-            out["span"][name] = (int(t["time"].min()), int(t["time"].max()))
-    ev = tables.get("events")
-    if ev is not None and len(ev):
-        pairs = np.stack([ev["location"].astype(np.int64), ev["kind"].astype(np.int64)], axis=1)
-        uniq, counts = np.unique(pairs, axis=0, return_counts=True)
-        out["events"] = {(int(l), int(k)): int(c) for (l, k), c in zip(uniq, counts)}
-    return out
+class _Counts:
+    """Counts rows chunk by chunk (a stand-in for the engine's run store)."""
+
+    def __init__(self):
+        self.rows: dict[str, int] = {}
+        self.span: dict[str, tuple[int, int]] = {}
+        self.events: dict[tuple[int, int], int] = {}
+
+    def add(self, name: str, t) -> None:
+        self.rows[name] = self.rows.get(name, 0) + len(t)
+        if not len(t):
+            return
+        lo, hi = int(t["time"].min()), int(t["time"].max())
+        a, b = self.span.get(name, (lo, hi))
+        self.span[name] = (min(a, lo), max(b, hi))
+        if name == "events":
+            pairs = np.stack([t["location"].astype(np.int64), t["kind"].astype(np.int64)], axis=1)
+            uniq, counts = np.unique(pairs, axis=0, return_counts=True)
+            for (loc, k), c in zip(uniq.tolist(), counts.tolist()):
+                self.events[(loc, k)] = self.events.get((loc, k), 0) + c
 
 
 def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
-    """The info report on rank 0 (None on other ranks)."""
+    """The info report on rank 0 (None on other ranks); memory does not grow with the trace."""
     reader = open_on_all_ranks(comm, path, format)
     units, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
-    tables = decode_share(comm, reader, units, defs, schema, Progress(comm, enabled=False),
-                          RunStats())
-    parts = comm.gather(_local_counts(tables))
+    counts = _Counts()
+    for name in schema:
+        counts.rows[name] = 0
+    decode_share(comm, reader, units, defs, schema, Progress(comm, enabled=False), RunStats(),
+                 store=counts)
+    parts = comm.gather({"rows": counts.rows, "span": counts.span, "events": counts.events})
     if comm.rank != 0:
         return None
     rows, span, per = {}, {}, {}

@@ -15,9 +15,12 @@ import numpy as np
 
 from ..model import Definitions, Schema, Table
 from .mpi import Comm, RankFailed
-from .order import by_destination, global_time_order
 from .plan import assign
 from .progress import Progress
+from .runs import RunStore
+from .windows import by_destination, choose_cuts, time_window, window_count, window_rows
+
+DEFAULT_MEMORY = 2 << 30      # bytes per rank
 
 
 class Sink(Protocol):
@@ -25,7 +28,9 @@ class Sink(Protocol):
 
     ``prepare``, ``write``, ``commit`` and ``discard`` are called on every rank
     and may use collectives; they guard their own local work (``comm.guard``
-    then ``comm.check``).  ``destinations`` is local only.
+    then ``comm.check``).  ``destinations`` is local only.  ``write`` is
+    called once per window of the global order, in order; a sink whose
+    ``windows`` attribute is False gets everything in one window.
 
     * ``"time"``: rank r receives the r-th slice of the global time order;
     * ``"destination"``: rows go to the rank :meth:`destinations` names.
@@ -46,6 +51,8 @@ class RunStats:
 
     units: int = 0
     bytes_read: int = 0
+    windows: int = 1
+    spilled_bytes: int = 0
     rows_decoded: dict[str, int] = field(default_factory=dict)
     rows_written: dict[str, int] = field(default_factory=dict)
 
@@ -78,55 +85,79 @@ def read_plan(comm: Comm, reader):
 
 
 def decode_share(comm: Comm, reader, units, defs: Definitions, schema: Schema,
-                 progress: Progress, stats: RunStats) -> dict[str, Table]:
-    """Decode this rank's units into one table per schema table (unsorted)."""
+                 progress: Progress, stats: RunStats, store: RunStore | None = None):
+    """Decode this rank's units: into sorted runs of ``store``, or (no store) whole tables."""
     mine = assign(units, comm.size)[comm.rank]
     parts: dict[str, list[Table]] = {name: [] for name in schema}
+    rows = dict.fromkeys(schema, 0)
     with comm.guard():
         for unit in mine:
             for chunk in reader.decode(unit, defs):
                 for name, table in chunk.items():
-                    parts[name].append(table)
+                    rows[name] += len(table)
+                    if store is not None:
+                        store.add(name, table)
+                    else:
+                        parts[name].append(table)
             stats.units += 1
             stats.bytes_read += unit.size
             progress.advance(unit.size)
     comm.check()
-    tables = {name: Table.concat(parts[name], schema[name]) for name in schema}
-    stats.rows_decoded = {name: len(t) for name, t in tables.items()}
-    return tables
+    stats.rows_decoded = rows
+    if store is not None:
+        return store
+    return {name: Table.concat(parts[name], schema[name]) for name in schema}
 
 
 def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = None,
-        progress: Progress | None = None) -> RunStats:
-    """Decode the trace at ``path`` on all ranks, merge, and write through ``sink``."""
+        progress: Progress | None = None, memory: int = DEFAULT_MEMORY,
+        spill_dir: str | os.PathLike | None = None) -> RunStats:
+    """Decode the trace at ``path`` on all ranks, merge, and write through ``sink``.
+
+    ``memory`` is the budget per rank in bytes: decoded rows beyond half of it
+    are spilled to ``spill_dir`` (default: the system's temporary folder), and
+    the merge runs in as many windows of the global order as the budget needs.
+    """
     stats = RunStats()
     reader = open_on_all_ranks(comm, path, format)
     units, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
     progress = progress or Progress(comm, enabled=False)
     progress.start("decode", sum(u.size for u in units))
+    store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}")
     try:
         sink.prepare(comm, defs, schema)
-        tables = decode_share(comm, reader, units, defs, schema, progress, stats)
-        progress.phase("merge")
-        merged = {}
-        for name, table in tables.items():
-            if sink.mode == "time":
-                merged[name] = global_time_order(comm, table, schema[name])
-            else:
-                dest = None
-                with comm.guard():
-                    dest = sink.destinations(comm, name, table)
-                comm.check()
-                merged[name] = by_destination(comm, table, dest, schema[name])
-            tables[name] = None   # let the unsorted copy go
-        progress.phase("write")
-        sink.write(comm, merged)
-        stats.rows_written = {name: len(t) for name, t in merged.items()}
+        decode_share(comm, reader, units, defs, schema, progress, stats, store)
+        windows = window_count(comm, store.total_bytes(), memory)
+        if windows > 1 and not getattr(sink, "windows", False):
+            windows = 1     # this sink must see all rows at once
+        stats.windows = windows
+        stats.spilled_bytes = store.spilled_bytes
+        progress.phase("merge+write" if windows == 1 else f"merge+write ({windows} windows)")
+        pieces = windows * comm.size if sink.mode == "time" else windows
+        cuts = {name: choose_cuts(comm, store.runs[name], pieces) for name in schema}
+        written = dict.fromkeys(schema, 0)
+        for w in range(windows):
+            merged = {}
+            for name in schema:
+                if sink.mode == "time":
+                    merged[name] = time_window(comm, store.runs[name], cuts[name], w, schema[name])
+                else:
+                    rows = window_rows(store.runs[name], cuts[name], w, schema[name])
+                    dest = None
+                    with comm.guard():
+                        dest = sink.destinations(comm, name, rows)
+                    comm.check()
+                    merged[name] = by_destination(comm, rows, dest, schema[name])
+                written[name] += len(merged[name])
+            sink.write(comm, merged)
+            del merged
+        stats.rows_written = written
         sink.commit(comm)
     except RankFailed:
         sink.discard(comm)
         raise
     finally:
+        store.close()
         progress.done()
     return stats

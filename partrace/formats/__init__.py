@@ -57,7 +57,11 @@ def get(name: str):
         if name not in targets:
             raise UsageError(f"unknown format {name!r}; known: {', '.join(targets)}")
         mod, attr = targets[name].split(":")
-        _loaded[name] = getattr(importlib.import_module(mod), attr)
+        try:
+            _loaded[name] = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as exc:
+            raise UsageError(f"format {name!r} cannot be loaded from {targets[name]}: {exc}") \
+                from exc
     return _loaded[name]
 
 
@@ -70,8 +74,8 @@ def detect(path: str | os.PathLike) -> str:
     for name in available():
         try:
             fmt = get(name)
-        except (ImportError, AttributeError) as exc:   # a broken plugin must not hide the others
-            broken.append(f"{name} ({type(exc).__name__}: {exc})")
+        except UsageError as exc:   # a broken plugin must not hide the others
+            broken.append(str(exc))
             continue
         tried.append(name)
         if fmt.sniff(p):

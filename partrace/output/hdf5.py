@@ -43,16 +43,19 @@ def h5_dtype(col: Column):
     return dt.base if dt.subdtype else dt   # a sub-array column is an (n, k) dataset
 
 
-def _write_values(ds, col: Column, values: np.ndarray) -> None:
+def _write_values(ds, col: Column, values: np.ndarray, start: int) -> None:
+    n = len(values)
     if col.dtype != BYTES:
-        ds[...] = values
+        ds[start:start + n] = values
         return
-    out = np.empty(len(values), dtype=h5py.vlen_dtype(np.uint8))
+    out = np.empty(n, dtype=h5py.vlen_dtype(np.uint8))
     for i, b in enumerate(values):
         out[i] = np.frombuffer(b, dtype=np.uint8)
     # h5py's high-level write turns equal-length byte strings into a 2-D array
     # and refuses it; the low-level write takes the vlen array as it is.
-    ds.id.write(h5py.h5s.create_simple((len(out),)), h5py.h5s.ALL, out)
+    fspace = ds.id.get_space()
+    fspace.select_hyperslab((start,), (n,))
+    ds.id.write(h5py.h5s.create_simple((n,)), fspace, out)
 
 
 def _column_attrs(ds, col: Column) -> None:
@@ -68,48 +71,68 @@ def _table_attrs(group, columns: list[Column], rows: int) -> None:
     group.attrs["rows"] = rows
 
 
+def _tail(col: Column) -> tuple:
+    dt = col.numpy_dtype()
+    return dt.shape if dt.subdtype else ()
+
+
+def create_table(parent: h5py.Group, name: str, columns: list[Column], expected_rows: int,
+                 compression: str | None = None) -> h5py.Group:
+    """An empty, appendable table: resizable chunked column datasets."""
+    group = parent.require_group(name)
+    chunk = int(min(CHUNK_ROWS, max(16, 1 << max(0, int(expected_rows) - 1).bit_length())))
+    for col in columns:
+        tail = _tail(col)
+        ds = group.create_dataset(col.name, shape=(0,) + tail, maxshape=(None,) + tail,
+                                  chunks=(chunk,) + tail, dtype=h5_dtype(col),
+                                  compression=compression)
+        _column_attrs(ds, col)
+    _table_attrs(group, columns, 0)
+    return group
+
+
+def append_rows(group: h5py.Group, table: Table, columns: list[Column]) -> None:
+    """Append a table's rows to a table made by create_table."""
+    n = len(table)
+    if not n:
+        return
+    start = int(group.attrs["rows"])
+    for col in columns:
+        ds = group[col.name]
+        ds.resize(start + n, axis=0)
+        _write_values(ds, col, np.asarray(table[col.name]), start)
+    group.attrs["rows"] = start + n
+
+
 def write_table(parent: h5py.Group, name: str, table: Table, columns: list[Column],
                 compression: str | None = None) -> h5py.Group:
-    """Write one table as a group of column datasets."""
-    group = parent.require_group(name)
-    n = len(table)
-    for col in columns:
-        values = np.asarray(table[col.name])
-        shape = values.shape if col.is_object else (n,) + values.shape[1:]
-        kw = {}
-        if n:
-            kw["chunks"] = (min(n, CHUNK_ROWS),) + shape[1:]
-            if compression:
-                kw["compression"] = compression
-        ds = group.create_dataset(col.name, shape=shape, dtype=h5_dtype(col), **kw)
-        if n:
-            _write_values(ds, col, values)
-        _column_attrs(ds, col)
-    _table_attrs(group, columns, n)
+    """Write one whole table as a group of column datasets."""
+    group = create_table(parent, name, columns, len(table), compression)
+    append_rows(group, table, columns)
     return group
 
 
 def link_shards(parent: h5py.Group, name: str, columns: list[Column],
-                shards: list[tuple[str, int, tuple]]) -> h5py.Group:
-    """A table made of virtual datasets over per-rank shard files.
+                blocks: list[tuple[str, int, int]], shard_rows: dict[str, int]) -> h5py.Group:
+    """A table made of virtual datasets over blocks of per-rank shard files.
 
-    ``shards``: (relative file name, rows, row shape per column name) in
-    global order; shards with no rows are left out.
+    ``blocks``: (relative shard file name, first row in the shard, rows), in
+    global order; ``shard_rows``: each shard's row count for this table.
     """
     group = parent.require_group(name)
-    total = sum(rows for _, rows, _ in shards)
+    total = sum(rows for _, _, rows in blocks)
     for col in columns:
-        tail = shards[0][2][col.name] if shards else ()
-        dtype = h5_dtype(col)
+        tail, dtype = _tail(col), h5_dtype(col)
         if total == 0:
             ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=dtype)
         else:
             layout = h5py.VirtualLayout(shape=(total,) + tail, dtype=dtype)
             at = 0
-            for fname, rows, _ in shards:
+            for fname, start, rows in blocks:
                 if rows:
-                    layout[at:at + rows] = h5py.VirtualSource(
-                        fname, f"{name}/{col.name}", shape=(rows,) + tail)
+                    src = h5py.VirtualSource(fname, f"{name}/{col.name}",
+                                             shape=(shard_rows[fname],) + tail)
+                    layout[at:at + rows] = src[start:start + rows]
                     at += rows
             ds = group.create_virtual_dataset(col.name, layout)
         _column_attrs(ds, col)

@@ -24,6 +24,7 @@ from .staging import Staging
 
 class HDF5Sink:
     mode = "time"
+    windows = True      # write() appends window after window
 
     def __init__(self, path, source: str = "", overwrite: bool = False,
                  compression: str | None = None, collective: bool | None = None):
@@ -34,6 +35,8 @@ class HDF5Sink:
         self.collective = h5py.get_config().mpi if collective is None else collective
         self.parts_name = self.final.name + ".parts"
         self.staging: Staging | None = None
+        self._file: h5py.File | None = None
+        self.blocks: list[list[dict[str, int]]] = []   # per window: rows per rank per table
 
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
@@ -52,64 +55,82 @@ class HDF5Sink:
     def destinations(self, comm, name, table):  # pragma: no cover - mode is "time"
         raise NotImplementedError("HDF5 output is in global time order")
 
-    def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        counts = {name: len(t) for name, t in tables.items()}
-        everyone = comm.allgather(counts)
-        if not comm.parallel:
-            with comm.guard():
-                with h5py.File(self.staging.path(self.final.name), "w") as f:
-                    hdf5.write_header(f, self.defs, self.source, self.schema)
-                    for name, table in tables.items():
-                        hdf5.write_table(f, name, table, self.schema[name], self.compression)
-            comm.check()
-        elif self.collective:
-            self._write_collective(comm, tables, everyone)
-        else:
-            self._write_shards(comm, tables, everyone)
+    def _file_name(self, comm: Comm) -> str:
+        if comm.parallel and not self.collective:
+            return f"{self.parts_name}/rank-{comm.rank:05d}.h5"
+        return self.final.name
 
-    def _write_shards(self, comm: Comm, tables, everyone) -> None:
-        shard = f"{self.parts_name}/rank-{comm.rank:05d}.h5"
+    def write(self, comm: Comm, tables: dict[str, Table]) -> None:
+        """Append one window: every rank its slice of the global order."""
+        counts = {name: len(t) for name, t in tables.items()}
+        self.blocks.append(comm.allgather(counts))
+        if self.collective and comm.parallel:
+            return self._write_collective(comm, tables, self.blocks[-1])
         with comm.guard():
-            with h5py.File(self.staging.path(shard), "w") as f:
-                f.attrs["layout"] = hdf5.LAYOUT + "-shard"
-                for name, table in tables.items():
-                    hdf5.write_table(f, name, table, self.schema[name], self.compression)
+            if self._file is None:
+                self._file = h5py.File(self.staging.path(self._file_name(comm)), "w")
+                if comm.parallel:
+                    self._file.attrs["layout"] = hdf5.LAYOUT + "-shard"
+                else:
+                    hdf5.write_header(self._file, self.defs, self.source, self.schema)
+                for name, columns in self.schema.items():
+                    hdf5.create_table(self._file, name, columns, counts[name], self.compression)
+            for name, table in tables.items():
+                hdf5.append_rows(self._file[name], table, self.schema[name])
         comm.check()
-        shapes = {name: {c: np.asarray(t[c]).shape[1:] for c in t.names}
-                  for name, t in tables.items()}
-        with comm.guard():
-            if comm.rank == 0:
-                with h5py.File(self.staging.path(self.final.name), "w") as f:
-                    hdf5.write_header(f, self.defs, self.source, self.schema)
-                    for name in self.schema:
-                        shards = [(f"./{self.parts_name}/rank-{r:05d}.h5", everyone[r][name],
-                                   shapes[name]) for r in range(comm.size)]
-                        hdf5.link_shards(f, name, self.schema[name], shards)
-        comm.check()
+
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _write_index(self, comm: Comm) -> None:
+        """Rank 0: the top file, whose tables are virtual datasets over the shards."""
+        shard = [f"./{self.parts_name}/rank-{r:05d}.h5" for r in range(comm.size)]
+        with h5py.File(self.staging.path(self.final.name), "w") as f:
+            hdf5.write_header(f, self.defs, self.source, self.schema)
+            for name, columns in self.schema.items():
+                blocks, done = [], [0] * comm.size
+                for window in self.blocks:
+                    for r in range(comm.size):
+                        rows = window[r][name]
+                        blocks.append((shard[r], done[r], rows))
+                        done[r] += rows
+                hdf5.link_shards(f, name, columns, blocks, dict(zip(shard, done)))
 
     def _write_collective(self, comm: Comm, tables, everyone) -> None:  # pragma: no cover
-        # Needs h5py built against parallel HDF5; not available from PyPI wheels.
+        # Needs h5py built against parallel HDF5 (not the PyPI wheels): untested here.
         path = self.staging.path(self.final.name)
-        with comm.guard():
-            if comm.rank == 0:
-                with h5py.File(path, "w") as f:
-                    hdf5.write_header(f, self.defs, self.source, self.schema)
-        comm.check()
-        with h5py.File(path, "a", driver="mpio", comm=comm._c) as f:
-            for name, table in tables.items():
-                total = sum(e[name] for e in everyone)
-                start = sum(e[name] for e in everyone[:comm.rank])
-                group = f.require_group(name)
-                for col in self.schema[name]:
-                    values = np.asarray(table[col.name])
-                    ds = group.create_dataset(col.name, shape=(total,) + values.shape[1:],
-                                              dtype=hdf5.h5_dtype(col))
-                    with ds.collective:
-                        ds[start:start + len(values)] = values
-                    hdf5._column_attrs(ds, col)
-                hdf5._table_attrs(group, self.schema[name], total)
+        if self._file is None:
+            with comm.guard():
+                if comm.rank == 0:
+                    with h5py.File(path, "w") as f:
+                        hdf5.write_header(f, self.defs, self.source, self.schema)
+            comm.check()
+            self._file = h5py.File(path, "a", driver="mpio", comm=comm._c)
+            for name, columns in self.schema.items():
+                hdf5.create_table(self._file, name, columns, 1 << 16, None)
+        for name, table in tables.items():
+            group = self._file[name]
+            base = int(group.attrs["rows"])
+            total = sum(e[name] for e in everyone)
+            start = base + sum(e[name] for e in everyone[:comm.rank])
+            for col in self.schema[name]:
+                ds = group[col.name]
+                ds.resize(base + total, axis=0)
+                with ds.collective:
+                    ds[start:start + len(table)] = np.asarray(table[col.name])
+            group.attrs["rows"] = base + total
 
     def commit(self, comm: Comm) -> None:
+        with comm.guard():
+            self._close()
+        comm.check()
+        if comm.parallel and not self.collective:
+            with comm.guard():
+                if comm.rank == 0:
+                    self._write_index(comm)
+            comm.check()
         with comm.guard():
             if comm.rank == 0:
                 names = [self.final.name]
@@ -123,6 +144,10 @@ class HDF5Sink:
         comm.check()
 
     def discard(self, comm: Comm) -> None:
+        try:
+            self._close()
+        except Exception:  # noqa: BLE001 - the file is being thrown away
+            self._file = None
         comm.barrier()
         if comm.rank == 0 and self.staging is not None:
             self.staging.discard()

@@ -7,6 +7,7 @@ from ..model import Definitions, Schema, Table
 
 class MemorySink:
     mode = "time"
+    windows = True      # write() appends window after window
 
     def __init__(self):
         self.defs: Definitions | None = None
@@ -20,12 +21,11 @@ class MemorySink:
         raise NotImplementedError
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        if comm.parallel:   # rank 0 keeps everything (small traces only)
-            gathered = comm.gather(tables)
-            if comm.rank == 0:
-                tables = {n: Table.concat([g[n] for g in gathered], self.schema[n])
-                          for n in self.schema}
-        self.tables = tables
+        """Append one window (rank 0 keeps everything: for small traces)."""
+        parts = comm.gather(tables) if comm.parallel else [tables]
+        if comm.rank == 0:
+            self.tables = {n: Table.concat([self.tables.get(n, Table({}))] + [g[n] for g in parts],
+                                           self.schema[n]) for n in self.schema}
 
     def commit(self, comm: Comm) -> None:
         pass

@@ -61,3 +61,22 @@ def test_missing_input_is_one_clear_line(tmp_path):
     assert r.returncode == 2
     assert "no such file or directory" in r.stderr
     assert not (tmp_path / "o.h5").exists()
+
+
+def test_a_tiny_memory_budget_gives_the_same_output(synth_trace, tmp_path):
+    """Windows and spilling (budget far below the trace) change nothing in the output."""
+    trace = synth_trace(locations=6, events=40000, units=4)
+    ref = tmp_path / "ref.h5"
+    assert run_cli(["merge", str(trace), "-o", str(ref), "--format", "synth", "-q"]
+                   ).returncode == 0
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    for n in (None, 3):
+        out = tmp_path / f"budget-{n}.h5"
+        r = run_cli(["merge", str(trace), "-o", str(out), "--format", "synth", "--memory", "1M",
+                     "--tmpdir", str(spill)], nranks=n)
+        assert r.returncode == 0, r.stderr
+        windows = int(r.stderr.split(" window(s)")[0].rsplit(" ", 1)[1])
+        assert windows >= 8 and "MB spilled" in r.stderr, r.stderr
+        assert_same_content(ref, out)
+        assert list(spill.iterdir()) == []          # spill files are cleaned up

@@ -2,7 +2,9 @@
 import numpy as np
 
 from partrace.engine.mpi import serial
-from partrace.engine.order import _lower_bound, global_time_order, key_order, sort_by_key
+from partrace.engine.order import key_order, lower_bound, sort_by_key
+from partrace.engine.runs import Run
+from partrace.engine.windows import choose_cuts, time_window
 from partrace.engine.plan import assign
 from partrace.formats.base import Unit
 from partrace.model import Table, column
@@ -27,6 +29,9 @@ def test_sorted_input_is_recognised_and_kept():
 
 def test_lower_bound_on_composite_keys():
     t = sort_by_key(table([1, 2, 2, 2, 3], [1, 1, 2, 2, 1], [0, 1, 0, 1, 2]))
+
+    def _lower_bound(t, key):
+        return lower_bound(t["time"], t["location"], t["seq"], key)
     assert _lower_bound(t, (2, 2, 1)) == 3
     assert _lower_bound(t, (2, 2, 5)) == 4
     assert _lower_bound(t, (2, 0, 0)) == 1
@@ -34,12 +39,18 @@ def test_lower_bound_on_composite_keys():
     assert _lower_bound(t, (9, 0, 0)) == 5
 
 
-def test_serial_global_order_equals_lexsort():
+def test_windows_of_sorted_runs_give_the_global_order():
     rng = np.random.default_rng(1)
     n = 5000
     t = table(rng.integers(0, 50, n), rng.integers(1, 6, n), np.arange(n))
     schema = [column("time"), column("location"), column("seq")]
-    got = global_time_order(serial(), t, schema)
+    runs = [Run(dict(sort_by_key(t.take(slice(a, a + 700))).columns)) for a in range(0, n, 700)]
+    windows = 4
+    cuts = choose_cuts(serial(), runs, windows)
+    assert len(cuts) == windows - 1
+    parts = [time_window(serial(), runs, cuts, w, schema) for w in range(windows)]
+    assert all(len(p) > n / windows / 2 for p in parts)      # roughly balanced
+    got = Table.concat(parts, schema)
     perm = np.lexsort((t["seq"], t["location"], t["time"]))
     for c in ("time", "location", "seq"):
         assert np.array_equal(got[c], t[c][perm])

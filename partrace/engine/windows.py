@@ -1,0 +1,127 @@
+"""The global order, one window at a time.
+
+Every rank offers weighted samples of its sorted runs; all ranks pick the
+same cut keys from them.  In time mode the key space is cut into W x P
+pieces: window w is pieces w*P .. w*P+P-1 and rank r receives piece w*P+r,
+so rank r's rows of window w follow rank r-1's and precede rank r+1's.  In
+destination mode the key space is cut into W windows and each window's rows
+go to the rank the sink names.  W is chosen so that one window fits the
+memory budget; with W = 1 this is the classic sample sort.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..model import Column, Table
+from .mpi import Comm
+from .order import Key, sort_by_key
+from .runs import Run
+
+SAMPLES_PER_RANK = 4096
+BEFORE_ALL = None       # stands for the key before every key
+AFTER_ALL = ...         # stands for the key after every key
+
+
+def _weighted_samples(runs: list[Run]) -> list[tuple[Key, int]]:
+    total = sum(r.n for r in runs)
+    if not total:
+        return []
+    stride = max(1, math.ceil(total / SAMPLES_PER_RANK))
+    out = []
+    for run in runs:
+        idx = np.arange(0, run.n, stride)
+        weights = np.minimum(stride, run.n - idx)
+        out += list(zip(run.keys(idx), weights.tolist()))
+    return out
+
+
+def choose_cuts(comm: Comm, runs: list[Run], pieces: int) -> list[Key]:
+    """pieces-1 keys cutting all ranks' rows into pieces of nearly equal size."""
+    if pieces <= 1:
+        return []
+    everyone = comm.allgather(_weighted_samples(runs))
+    samples = sorted(s for mine in everyone for s in mine)
+    if not samples:
+        return []
+    total = sum(w for _, w in samples)
+    cuts, acc, j = [], 0, 1
+    for key, w in samples:
+        acc += w
+        while j < pieces and acc >= total * j / pieces:
+            cuts.append(key)
+            j += 1
+    while len(cuts) < pieces - 1:
+        cuts.append(cuts[-1] if cuts else samples[-1][0])
+    return cuts
+
+
+def _bound(run: Run, key) -> int:
+    if key is BEFORE_ALL:
+        return 0
+    if key is AFTER_ALL:
+        return run.n
+    return run.lower_bound(key)
+
+
+def _cut(cuts: list[Key], j: int):
+    """Cut j-1 / j boundary: j <= 0 is the very start, j > len(cuts) the very end."""
+    if j <= 0:
+        return BEFORE_ALL
+    if j > len(cuts):
+        return AFTER_ALL
+    return cuts[j - 1]
+
+
+def _gather(runs: list[Run], bounds: list, schema: list[Column]) -> tuple[Table, np.ndarray]:
+    """Rows between consecutive bounds, grouped by bound interval (= destination)."""
+    pos = [[_bound(run, b) for b in bounds] for run in runs]
+    counts = np.array([sum(p[i + 1] - p[i] for p in pos) for i in range(len(bounds) - 1)],
+                      dtype=np.int64)
+    cols = {}
+    for c in schema:
+        parts = [run.columns[c.name][p[i]:p[i + 1]] for i in range(len(bounds) - 1)
+                 for run, p in zip(runs, pos) if p[i + 1] > p[i]]
+        cols[c.name] = (np.concatenate(parts).astype(c.element_dtype(), copy=False) if parts
+                        else np.empty(0, c.numpy_dtype()))
+    return Table(cols), counts
+
+
+def exchange_rows(comm: Comm, table: Table, counts: np.ndarray, schema: list[Column]) -> Table:
+    """Send contiguous row blocks (counts[r] rows to rank r); returns received rows."""
+    if comm.size == 1:
+        return table
+    return Table({c.name: comm.alltoallv(table[c.name], counts) for c in schema})
+
+
+def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
+                schema: list[Column]) -> Table:
+    """Rank r's rows of window w in time mode, sorted by key."""
+    p = comm.size
+    bounds = [_cut(cuts, w * p + r) for r in range(p + 1)]
+    table, counts = _gather(runs, bounds, schema)
+    return sort_by_key(exchange_rows(comm, table, counts, schema))
+
+
+def window_rows(runs: list[Run], cuts: list[Key], w: int, schema: list[Column]) -> Table:
+    """This rank's rows of window w in destination mode (not exchanged yet)."""
+    table, _ = _gather(runs, [_cut(cuts, w), _cut(cuts, w + 1)], schema)
+    return table
+
+
+def by_destination(comm: Comm, table: Table, dest: np.ndarray, schema: list[Column]) -> Table:
+    """Send every row to rank dest[i]; each rank's rows come back sorted by key."""
+    if comm.size > 1:
+        perm = np.argsort(dest, kind="stable")
+        table = table.take(perm)
+        counts = np.bincount(dest, minlength=comm.size).astype(np.int64)
+        table = exchange_rows(comm, table, counts, schema)
+    return sort_by_key(table)
+
+
+def window_count(comm: Comm, local_bytes: int, memory_bytes: int) -> int:
+    """Windows needed so that one window's rows on a rank take about a quarter of the budget."""
+    total = comm.allreduce_sum(int(local_bytes))
+    per_window = max(1, memory_bytes // 4) * comm.size
+    return max(1, math.ceil(total / per_window))
