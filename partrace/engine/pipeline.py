@@ -122,6 +122,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     reader = open_on_all_ranks(comm, path, format)
     units, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
+    # text decodes to ~10x its size in columns: keep one chunk well inside the budget
+    reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // 40)))
     progress = progress or Progress(comm, enabled=False)
     progress.start("decode", sum(u.size for u in units))
     store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}")

@@ -2,9 +2,9 @@
 
 A rank's decoded rows are a list of runs per table.  While the rank's runs
 fit in its in-memory share of the budget they stay as numpy arrays; after
-that each new run is written to the spill folder (one .npy per column) and
-read back through memory maps, so a rank's memory does not grow with the
-trace.  Reading a window later touches only the rows it needs.
+that each new run is written to the spill folder (one raw file per column)
+and read back a window at a time, so a rank's memory does not grow with the
+trace.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def row_bytes(columns: list[Column]) -> int:
 
 
 class Run:
-    """One sorted run of one table (arrays in memory, or memory maps of spilled files)."""
+    """One sorted run of one table, in memory."""
 
     __slots__ = ("columns", "n")
 
@@ -38,15 +38,77 @@ class Run:
         self.n = len(columns["time"])
 
     def rows(self, a: int, b: int) -> Table:
-        return Table({k: np.asarray(v[a:b]) for k, v in self.columns.items()})
+        return Table({k: v[a:b] for k, v in self.columns.items()})
 
-    def keys(self, idx: np.ndarray) -> list[tuple[int, int, int]]:
+    def samples(self, stride: int) -> list[tuple[tuple[int, int, int], int]]:
+        """Every stride-th key with the number of rows it stands for."""
+        idx = np.arange(0, self.n, stride)
         c = self.columns
-        return list(zip(np.asarray(c["time"][idx]).tolist(), np.asarray(c["location"][idx]).tolist(),
-                        np.asarray(c["seq"][idx]).tolist()))
+        keys = zip(c["time"][idx].tolist(), c["location"][idx].tolist(), c["seq"][idx].tolist())
+        return list(zip(keys, np.minimum(stride, self.n - idx).tolist()))
 
     def lower_bound(self, key) -> int:
         return lower_bound(self.columns["time"], self.columns["location"], self.columns["seq"], key)
+
+
+class SpilledRun:
+    """A sorted run on disk: one raw file per column, read by explicit reads.
+
+    Explicit reads (not memory maps) keep the file pages out of the process's
+    resident memory.  Every STRIDE-th key stays in memory as a sparse index,
+    so a search reads one block of keys.
+    """
+
+    STRIDE = 4096
+
+    def __init__(self, folder: Path, table: Table):
+        self.folder, self.n = folder, len(table)
+        self.layout = {}
+        self.objects = {}
+        for col, values in table.columns.items():
+            if values.dtype == object:      # str/bytes cells: kept (they live in small side tables)
+                self.objects[col] = values
+            else:
+                np.ascontiguousarray(values).tofile(folder / f"{col}.bin")
+                self.layout[col] = (values.dtype, values.shape[1:])
+        idx = np.arange(0, self.n, self.STRIDE)
+        self.index = tuple(np.asarray(table[c][idx]) for c in ("time", "location", "seq"))
+
+    def _read(self, col: str, a: int, b: int) -> np.ndarray:
+        if col in self.objects:
+            return self.objects[col][a:b]
+        dtype, tail = self.layout[col]
+        row = dtype.itemsize * int(np.prod(tail, dtype=np.int64))
+        with open(self.folder / f"{col}.bin", "rb") as fh:
+            fh.seek(a * row)
+            data = fh.read(max(b - a, 0) * row)
+        return np.frombuffer(data, dtype=dtype).reshape((-1,) + tail).copy()
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.layout) + [c for c in self.objects if c not in self.layout]
+
+    def column(self, col: str, a: int, b: int) -> np.ndarray:
+        return self._read(col, a, b)
+
+    def rows(self, a: int, b: int) -> Table:
+        return Table({c: self._read(c, a, b) for c in self.names})
+
+    def samples(self, stride: int) -> list[tuple[tuple[int, int, int], int]]:
+        """Keys of the sparse index (no reads), at least ``stride`` rows apart."""
+        step = max(1, stride // self.STRIDE)
+        rows = np.arange(0, self.n, self.STRIDE)[::step]
+        keys = zip(*(k[::step].tolist() for k in self.index))
+        return list(zip(keys, np.minimum(step * self.STRIDE, self.n - rows).tolist()))
+
+    def lower_bound(self, key) -> int:
+        j = lower_bound(*self.index, key)           # first sampled row >= key
+        if j == 0:
+            return 0
+        a = (j - 1) * self.STRIDE + 1               # sampled row j-1 is < key
+        b = min(j * self.STRIDE, self.n)
+        block = [self._read(c, a, b) for c in ("time", "location", "seq")]
+        return a + lower_bound(*block, key)
 
 
 class RunStore:
@@ -77,22 +139,13 @@ class RunStore:
             self.runs[name].append(self._spill(name, table))
             self.spilled_bytes += size
 
-    def _spill(self, name: str, table: Table) -> Run:
+    def _spill(self, name: str, table: Table) -> SpilledRun:
         if self.spill_dir is None:
             self.spill_dir = Path(tempfile.mkdtemp(prefix=f"partrace-spill-{self.tag}-",
                                                    dir=self.spill_root))
         d = self.spill_dir / f"{name.replace('/', '__')}-{len(self.runs[name]):06d}"
         d.mkdir()
-        cols = {}
-        for col, values in table.columns.items():
-            path = d / f"{col}.npy"
-            if values.dtype == object:      # str/bytes cells cannot be memory-mapped
-                np.save(path, values, allow_pickle=True)
-                cols[col] = values          # kept: object columns live in small side tables
-            else:
-                np.save(path, values)
-                cols[col] = np.load(path, mmap_mode="r")
-        return Run(cols)
+        return SpilledRun(d, table)
 
     def total_bytes(self) -> int:
         return sum(self.rows[n] * row_bytes(self.schema[n]) for n in self.schema)

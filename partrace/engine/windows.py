@@ -29,12 +29,7 @@ def _weighted_samples(runs: list[Run]) -> list[tuple[Key, int]]:
     if not total:
         return []
     stride = max(1, math.ceil(total / SAMPLES_PER_RANK))
-    out = []
-    for run in runs:
-        idx = np.arange(0, run.n, stride)
-        weights = np.minimum(stride, run.n - idx)
-        out += list(zip(run.keys(idx), weights.tolist()))
-    return out
+    return [s for run in runs for s in run.samples(stride)]
 
 
 def choose_cuts(comm: Comm, runs: list[Run], pieces: int) -> list[Key]:
@@ -74,6 +69,10 @@ def _cut(cuts: list[Key], j: int):
     return cuts[j - 1]
 
 
+def _column(run, name: str, a: int, b: int) -> np.ndarray:
+    return run.columns[name][a:b] if isinstance(run, Run) else run.column(name, a, b)
+
+
 def _gather(runs: list[Run], bounds: list, schema: list[Column]) -> tuple[Table, np.ndarray]:
     """Rows between consecutive bounds, grouped by bound interval (= destination)."""
     pos = [[_bound(run, b) for b in bounds] for run in runs]
@@ -81,7 +80,7 @@ def _gather(runs: list[Run], bounds: list, schema: list[Column]) -> tuple[Table,
                       dtype=np.int64)
     cols = {}
     for c in schema:
-        parts = [run.columns[c.name][p[i]:p[i + 1]] for i in range(len(bounds) - 1)
+        parts = [_column(run, c.name, p[i], p[i + 1]) for i in range(len(bounds) - 1)
                  for run, p in zip(runs, pos) if p[i + 1] > p[i]]
         cols[c.name] = (np.concatenate(parts).astype(c.element_dtype(), copy=False) if parts
                         else np.empty(0, c.numpy_dtype()))

@@ -33,6 +33,9 @@ class TraceReader(ABC):
     """An opened trace.  Construction must be cheap (no event decoding)."""
 
     format_name: ClassVar[str] = ""
+    #: About how many input bytes one decoded chunk covers.  The engine sets
+    #: it from the memory budget; readers that chunk by bytes honour it.
+    chunk_bytes: int = 32 << 20
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

@@ -124,7 +124,8 @@ class OTFReader(TraceReader):
     def source_files(self) -> list[Path]:
         return sorted(p for p in self.path.parent.glob(self.stub.name + ".*") if p.is_file())
 
-    def decode(self, unit: Unit, defs: Definitions, chunk: int = CHUNK) -> Iterator[dict[str, Table]]:
+    def decode(self, unit: Unit, defs: Definitions, chunk: int | None = None) -> Iterator[dict[str, Table]]:
+        chunk = chunk or self.chunk_bytes
         tps = int(defs.attrs["ticks_per_second"])
         seqs = {t: _Seq() for t in SCHEMA}
         if unit.key == MARKER_KEY:
