@@ -9,12 +9,16 @@ Measured in one run, warm page cache:
   merge->h5   `partrace merge TRACE -o X.h5` under mpiexec -n N (whole command)
   merge->otf  `partrace merge TRACE -o X.otf --streams M` under mpiexec -n N
 and printed as one table: seconds, MB/s, rows/s (rows of every table the
-format decodes: events, samples, ...), ratio to the raw read.
+format decodes: events, samples, ...), ratio to the raw read, peak resident
+memory per rank (as the merge reports it), and parallel efficiency
+t(1 rank) / (N x t(N ranks)).
 The merge figures include process start-up and imports, as a user sees them.
 """
 from __future__ import annotations
 
 import argparse
+import re
+import resource
 import os
 import shutil
 import subprocess
@@ -53,16 +57,18 @@ def mpiexec() -> str:
     return str(here) if here.exists() else (shutil.which("mpiexec") or "mpiexec")
 
 
-def run_merge(path, out, nranks, extra, fmt) -> float:
+def run_merge(path, out, nranks, extra, fmt) -> tuple[float, float]:
+    """Wall seconds of the whole command, and the peak memory per rank it reported (MiB)."""
     cmd = [mpiexec(), "-n", str(nranks), sys.executable, "-m", "partrace", "merge", str(path),
-           "-o", str(out), "-q", *extra] + (["--format", fmt] if fmt else [])
+           "-o", str(out), *extra] + (["--format", fmt] if fmt else [])
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ,
                        "PYTHONPATH": str(ROOT)})
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"merge failed ({' '.join(cmd)}):\n{r.stderr}")
-    return dt
+    m = re.search(r"peak memory ([\d,]+) MiB", r.stderr)
+    return dt, float(m.group(1).replace(",", "")) if m else float("nan")
 
 
 def main(argv=None) -> int:
@@ -72,6 +78,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--streams", type=int, default=4, help="OTF output streams (0: skip)")
     ap.add_argument("--repeat", type=int, default=2, help="best of N for read and decode")
+    ap.add_argument("--memory", help="--memory budget passed to merge (default: partrace's)")
+    ap.add_argument("--tmpdir", help="where the outputs go (default: system temp)")
     args = ap.parse_args(argv)
     ranks = [int(x) for x in args.ranks.split(",")]
 
@@ -83,25 +91,30 @@ def main(argv=None) -> int:
                key=lambda r: r[0])
     t_dec, rows = best[0], best[1]
 
-    results = [("read", 1, t_read), ("decode", 1, t_dec)]
-    with tempfile.TemporaryDirectory(prefix="partrace-bench-") as tmp:
+    decode_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    results = [("read", 1, t_read, float("nan")), ("decode", 1, t_dec, decode_peak)]
+    extra = ["--memory", args.memory] if args.memory else []
+    with tempfile.TemporaryDirectory(prefix="partrace-bench-", dir=args.tmpdir) as tmp:
         for n in ranks:
-            results.append(("merge->h5", n, run_merge(args.trace, Path(tmp) / f"o{n}.h5", n,
-                                                      [], args.format)))
+            results.append(("merge->h5", n, *run_merge(args.trace, Path(tmp) / f"o{n}.h5", n,
+                                                       extra, args.format)))
         if args.streams:
             for n in ranks:
-                results.append(("merge->otf", n, run_merge(
-                    args.trace, Path(tmp) / f"o{n}.otf", n, ["--streams", str(args.streams)],
-                    args.format)))
+                results.append(("merge->otf", n, *run_merge(
+                    args.trace, Path(tmp) / f"o{n}.otf", n,
+                    extra + ["--streams", str(args.streams)], args.format)))
 
     print(f"trace: {args.trace}  ({nbytes / 1e6:,.1f} MB in {len(files)} files, "
           f"{rows:,} rows)  cpus: {os.cpu_count()}")
-    print(f"| {'phase':<10} | {'ranks':>5} | {'seconds':>8} | {'MB/s':>8} | {'Mrows/s':>9} "
-          f"| {'x read':>7} |")
-    print(f"|{'-' * 12}|{'-' * 7}|{'-' * 10}|{'-' * 10}|{'-' * 11}|{'-' * 9}|")
-    for phase, n, dt in results:
+    print("| phase      | ranks |  seconds |     MB/s |  Mrows/s |  x read | peak MiB/rank "
+          "| efficiency |")
+    print("|------------|-------|----------|----------|----------|---------|---------------"
+          "|------------|")
+    one = {phase: dt for phase, n, dt, _ in results if n == 1}
+    for phase, n, dt, peak in results:
+        eff = one[phase] / (n * dt) if phase in one else float("nan")
         print(f"| {phase:<10} | {n:>5} | {dt:>8.3f} | {nbytes / dt / 1e6:>8.1f} | "
-              f"{rows / dt / 1e6:>9.2f} | {t_read / dt:>7.3f} |")
+              f"{rows / dt / 1e6:>8.2f} | {t_read / dt:>7.3f} | {peak:>13,.0f} | {eff:>10.2f} |")
     return 0
 
 
