@@ -4,6 +4,10 @@ Rows go to the rank that owns their output stream (streams are dealt to
 ranks in contiguous blocks); each rank writes its streams' files; rank 0
 writes the master file, the definitions and the marker file.  The OTF
 writer itself (partrace.formats.otf.writer) knows no MPI.
+
+A stream that receives no events is left out of the master file: the
+OTF library's reader wants an events file for every stream listed (its own
+writer lists only the streams it wrote).
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.mpi import Comm
-from ..errors import UsageError
+from ..errors import PartraceError, UsageError
 from ..model import Definitions, Schema, Table
 from .staging import Staging
 
@@ -25,6 +29,7 @@ MARKER_REF = 3          # keyvalues.ref_table of a marker's key-values
 
 class OTFSink:
     mode = "destination"
+    windows = False     # the OTF writer writes a stream's files in one go
 
     def __init__(self, path, streams: int | None = None, overwrite: bool = False):
         self.final = Path(path)
@@ -77,12 +82,14 @@ class OTFSink:
         comm.check()
 
     def _lookup(self, locations: np.ndarray, what: np.ndarray, table: str) -> np.ndarray:
-        i = np.searchsorted(self._locs, locations)
-        i = np.minimum(i, len(self._locs) - 1)
+        """`what` (owner rank or stream) of each row's location."""
+        if not len(self._locs):
+            raise PartraceError(f"{table}: the trace defines no location to make an OTF process of")
+        i = np.minimum(np.searchsorted(self._locs, locations), len(self._locs) - 1)
         bad = self._locs[i] != locations
-        if bad.any():
+        if bad.any():   # a reader must define every location its rows name
             loc = int(locations[np.flatnonzero(bad)[0]])
-            raise UsageError(f"{table}: location {loc} is not a process of the OTF output map")
+            raise PartraceError(f"{table}: location {loc} is not in the trace's locations table")
         return what[i]
 
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
@@ -99,6 +106,7 @@ class OTFSink:
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
         from ..formats.otf import writer
         stub = self.staging.path(self.name)
+        written = set()
         with comm.guard():
             per_stream: dict[int, dict[str, Table]] = {}
             for name, table in tables.items():
@@ -113,13 +121,22 @@ class OTFSink:
                 for part in np.split(order, bounds):
                     per_stream.setdefault(int(stream[part[0]]), {})[name] = rows.take(part)
             for s in sorted(per_stream):
-                writer.write_stream(stub, s, per_stream[s], self.defs)
+                paths = writer.write_stream(stub, s, per_stream[s], self.defs, self.schema)
+                if any(p.name.endswith(".events") for p in paths):
+                    written.add(s)
+        comm.check()
+        gathered = comm.gather(sorted(written))
+        with comm.guard():
             if comm.rank == 0:
+                written = {s for w in gathered for s in w}
+                streams = self.map
+                if written:     # a trace with no events at all keeps every stream listed
+                    streams = {s: ps for s, ps in streams.items() if s in written}
                 kv = tables.get(KEYVALUES)
                 if kv is not None and "ref_table" in kv:
                     kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_REF))
-                writer.write_global(stub, self.defs, self.map, markers=tables.get(MARKERS),
-                                    keyvalues=kv)
+                writer.write_global(stub, self.defs, streams, markers=tables.get(MARKERS),
+                                    keyvalues=kv, schema=self.schema)
         comm.check()
 
     def commit(self, comm: Comm) -> None:

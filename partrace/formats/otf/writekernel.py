@@ -1,8 +1,10 @@
 """The numba formatter of one .events/.snaps/.stats file in OTF short format.
 
 Rows are already in output order.  Per row: the record's grammar code, ticks,
-process, its numeric fields, and optional pre-rendered bytes (key-value lines,
-the one quoted string) taken from a side blob -- those are rare.
+process, its numeric fields, optional pre-rendered bytes (key-value lines,
+the one quoted string) taken from a side blob -- those are rare -- and
+numeric key-value pairs (kv_on/kv_val, one column per key, with the rendered
+'K<key>Y<type>V' prefix of each) written in front of the record.
 """
 from __future__ import annotations
 
@@ -56,7 +58,8 @@ def _put(out, o, src, a, b):
 
 @njit(cache=True)
 def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
-                kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0, final):
+                kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0, final,
+                kv_on, kv_val, kv_pre, kv_prel):
     """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
 
     Returns (bytes written, index of an out-of-order row or -1, time, process).
@@ -86,6 +89,12 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
         else:
             return o, i, t, p
         o = _put(out, o, blob, pre_a[i], pre_b[i])
+        for j in range(kv_on.shape[1]):
+            if kv_on[i, j]:
+                o = _put(out, o, kv_pre[j], 0, kv_prel[j])
+                o = _hex(out, o, kv_val[i, j])
+                out[o] = 10
+                o += 1
         r = rec[i]
         o = _put(out, o, kw[r], 0, kwl[r])
         for j in range(nf[r]):

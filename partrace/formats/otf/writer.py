@@ -5,9 +5,15 @@ Knows no reader: it takes Definitions and Tables.  The global files
 independent calls, so one rank can write the globals while the owners of the
 streams write theirs.
 
-Rows of kinds OTF has no record for (Kind.EVENT, Kind.SAMPLE, Kind.MARKER in
-events ...) are written as NoOp records ('N'); their key-value rows stay in
-front of them.  Inline snapshots read from an .events file are written to .snaps.
+An OTF input is written back as it was read: its own definitions (verbatim),
+ticks, key-value and text rows; rows of kinds OTF has no record for become
+NoOp records ('N').  Inline snapshots read from an .events file are written
+to .snaps.
+
+Any other input is written by the rules of ``generic`` (definitions
+synthesized from the model's tables, process tokens >= 1, ns ticks, the
+format's own columns as key-value pairs, sample tables as counters); see its
+docstring for what goes where and what is left out.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import PartraceError
-from ...model import Definitions, Kind, Table
+from ...model import Definitions, Kind, Schema, Table
 from . import grammar as G
 
 FILE_OF_TABLE = {"events": "events", "snapshots": "snaps", "statistics": "stats"}
@@ -69,39 +75,30 @@ def format_record(rec: G.Rec, vals: dict) -> str:
     return "".join(out) + "\n"
 
 
-def _def_records(defs: Definitions) -> list[dict]:
+def is_otf(defs: Definitions) -> bool:
+    return defs.format == "otf" and defs.source is not None
+
+
+def _def_records(defs: Definitions, schema: Schema | None) -> list[dict]:
     """The definition records to write: OTF's own, or synthesized from the tables."""
-    if defs.format == "otf" and defs.source is not None:
+    if is_otf(defs):
         return defs.source
-    tps = 10**9   # non-OTF rows are written with their ns times as ticks
-    recs = [{"type": "DefVersion", "fields": {"version": [1, 12, 4, "salmon"]}},
-            {"type": "DefUniqueId", "fields": {"uid": 0}},
-            {"type": "DefCreator", "fields": {"creator": f"partrace (from {defs.format})"}},
-            {"type": "DefTimerResolution", "fields": {"ticks_per_second": tps}}]
-    loc = defs.tables["locations"]
-    for i, n, p in zip(loc["id"].tolist(), loc["name"].tolist(), loc["parent"].tolist()):
-        recs.append({"type": "DefProcess", "fields": {"token": i, "name": str(n), "parent": p}})
-    reg = defs.tables["regions"]
-    for g in sorted(set(reg["group"].tolist())):
-        recs.append({"type": "DefFunctionGroup", "fields": {"token": g, "name": f"group {g}"}})
-    for i, n, g in zip(reg["id"].tolist(), reg["name"].tolist(), reg["group"].tolist()):
-        recs.append({"type": "DefFunction", "fields": {"token": i, "group": g, "name": str(n)}})
-    for r in recs:
-        r.setdefault("where", 0)
-        r.setdefault("kv", [])
-    return recs
+    from .generic import definition_records
+    return definition_records(defs, schema or {"events": []})
 
 
-def write_master(stub: Path, streams: dict[int, list[int]]) -> Path:
+def write_master(stub: Path, streams: dict[int, list[int]], shift: int = 0) -> Path:
+    """NAME.otf; `shift` turns location ids into process tokens."""
     path = Path(f"{stub}.otf")
-    path.write_text("".join(f"{s:x}:" + ",".join(f"{p:x}" for p in ps) + "\n" for s, ps in streams.items()))
+    path.write_text("".join(f"{s:x}:" + ",".join(f"{p + shift:x}" for p in ps) + "\n"
+                            for s, ps in streams.items()))
     return path
 
 
-def write_definitions(stub: Path, defs: Definitions) -> list[Path]:
+def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = None) -> list[Path]:
     """NAME.0.def (and NAME.<s>.def for local definitions of the source), verbatim for OTF input."""
     by_file: dict[int, list[str]] = {}
-    for r in _def_records(defs):
+    for r in _def_records(defs, schema):
         if r.get("where") == "marker":
             continue
         lines = by_file.setdefault(int(r.get("where", 0)), [])
@@ -141,10 +138,16 @@ def write_markers(stub: Path, defs: Definitions, markers: Table | None,
 
 
 def write_global(stub: str | Path, defs: Definitions, streams: dict[int, list[int]],
-                 markers: Table | None = None, keyvalues: Table | None = None) -> list[Path]:
-    """Master file, definitions and marker file (one rank)."""
+                 markers: Table | None = None, keyvalues: Table | None = None,
+                 schema: Schema | None = None) -> list[Path]:
+    """Master file, definitions and marker file (one rank).
+
+    `streams` maps stream ids to location ids; `schema` (the trace's tables)
+    is needed for a non-OTF input, whose definitions are synthesized.
+    """
+    from .generic import token_shift
     stub = Path(stub)
-    out = [write_master(stub, streams)] + write_definitions(stub, defs)
+    out = [write_master(stub, streams, token_shift(defs))] + write_definitions(stub, defs, schema)
     m = write_markers(stub, defs, markers, keyvalues)
     return out + ([m] if m else [])
 
@@ -167,16 +170,18 @@ def _side(tab: Table | None, ref_table: int, kv: bool = True) -> dict[tuple[int,
     return out
 
 
-def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: Definitions) -> list[Path]:
+def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: Definitions,
+                 schema: Schema | None = None) -> list[Path]:
     """NAME.<s>.events/.snaps/.stats from the rows of the stream's processes.
 
     Each table's rows must be sorted by (time, location, seq).  `keyvalues` and
     `text` rows refer to their records by (ref_table, location, ref_seq).
+    A non-OTF input needs `schema` (see ``generic``).
     """
-    from .writekernel import WTables, format_rows
+    if not is_otf(defs):
+        return _write_generic(Path(stub), stream, tables, defs, schema or {n: [] for n in tables})
     stub = Path(stub)
     use_ticks = defs.format == "otf"
-    wt = WTables()
     paths = []
     for tname, suffix in FILE_OF_TABLE.items():
         tab = tables.get(tname)
@@ -213,22 +218,57 @@ def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: 
                 for i, items in zip(rows.tolist(), d.values()):
                     data = render(items).encode("utf-8", "surrogateescape")
                     a[i] = len(blob); blob += data; b[i] = len(blob)
-        blob_a = np.frombuffer(bytes(blob) or b"\0", np.uint8)
         path = Path(f"{stub}.{stream:x}.{suffix}")
-        t, p = np.uint64(0), -1
-        with open(path, "wb") as fh:
-            for lo in range(0, n, ROWS_PER_PASS):
-                hi = min(n, lo + ROWS_PER_PASS)
-                extra = int((pre_b[lo:hi] - pre_a[lo:hi]).sum() + (str_b[lo:hi] - str_a[lo:hi]).sum())
-                out = np.empty((hi - lo) * 400 + extra + 64, np.uint8)
-                o, bad, t, p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], vals[lo:hi], pre_a[lo:hi],
-                                           pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob_a, wt.kw, wt.kwl,
-                                           wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, t, p, hi == n)
-                if bad >= 0:
-                    raise PartraceError(f"{path}: rows not sorted by time at row {lo + bad}")
-                fh.write(out[:o].tobytes())
+        _format_file(path, rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, np.frombuffer(bytes(blob), np.uint8))
         paths.append(path)
     return paths
+
+
+def _write_generic(stub: Path, stream: int, tables: dict[str, Table], defs: Definitions,
+                   schema: Schema) -> list[Path]:
+    """The .events file of one stream of a non-OTF input (events and sample counters)."""
+    from .generic import kv_prefixes, layout, stream_rows
+    lay = layout(defs, {"events": [], **schema})
+    rows = stream_rows(tables, lay, _record_codes)
+    if rows is None:
+        return []
+    n = len(rows.rec)
+    none = np.zeros(n, np.int64)
+    pre = kv_prefixes(lay)
+    kv_pre = np.zeros((max(len(pre), 1), 32), np.uint8)
+    for j, p in enumerate(pre):
+        kv_pre[j, :len(p)] = np.frombuffer(p, np.uint8)
+    path = Path(f"{stub}.{stream:x}.events")
+    _format_file(path, rows.rec, rows.ticks, rows.proc, rows.vals, rows.pre_a, rows.pre_b, none, none, rows.blob,
+                 rows.kv_on, rows.kv_val, kv_pre, np.array([len(p) for p in pre] or [0], np.int64))
+    return [path]
+
+
+def _format_file(path: Path, rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
+                 kv_on=None, kv_val=None, kv_pre=None, kv_prel=None) -> None:
+    """Format rows in passes of ROWS_PER_PASS into one file."""
+    from .writekernel import WTables, format_rows
+    wt = WTables()
+    n = len(rec)
+    if kv_on is None:
+        kv_on, kv_val = np.zeros((n, 0), bool), np.zeros((n, 0), np.uint64)
+        kv_pre, kv_prel = np.zeros((1, 32), np.uint8), np.zeros(1, np.int64)
+    blob = blob if len(blob) else np.zeros(1, np.uint8)
+    kv_line = int(kv_prel.max()) + 17 if kv_on.shape[1] else 0
+    t, p = np.uint64(0), -1
+    with open(path, "wb") as fh:
+        for lo in range(0, n, ROWS_PER_PASS):
+            hi = min(n, lo + ROWS_PER_PASS)
+            extra = int((pre_b[lo:hi] - pre_a[lo:hi]).sum() + (str_b[lo:hi] - str_a[lo:hi]).sum())
+            extra += int(kv_on[lo:hi].sum()) * kv_line
+            out = np.empty((hi - lo) * 400 + extra + 64, np.uint8)
+            o, bad, t, p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], vals[lo:hi], pre_a[lo:hi],
+                                       pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
+                                       wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, t, p, hi == n,
+                                       kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel)
+            if bad >= 0:
+                raise PartraceError(f"{path}: rows not sorted by time at row {lo + bad}")
+            fh.write(out[:o].tobytes())
 
 
 def _unquoted(items: list[str]) -> str:

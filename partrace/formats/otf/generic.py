@@ -1,0 +1,342 @@
+"""OTF records for a trace of another format, from the generic model only.
+
+The writer knows no reader: everything here is derived from model tables,
+model.DEFINITION_TABLES, column names and dtypes.  The rules:
+
+Definitions
+  locations -> DefProcess (token = id + shift, the shift making every token
+  >= 1, since OTF has no process 0; parent likewise, 0 = none); regions ->
+  DefFunction; region_groups -> DefFunctionGroup (a group used by a region
+  but not defined is "group N"; regions of group 0 go to a "default" group);
+  communicators + communicator_members -> DefProcessGroup; collectives ->
+  DefCollectiveOperation (the model's type codes are OTF's); counters ->
+  DefCounterGroup + DefCounter; files -> DefFileGroup + DefFile; one
+  DefKeyValue per extra column; timer resolution 1e9 (rows carry ns);
+  DefUniqueId = CRC-32 of all other definition lines (deterministic).
+events
+  A kind with an OTF record gets it (ENTER/LEAVE -> E/L, SEND/RECV -> S/R,
+  COLLECTIVE -> COP, COUNTER -> CNT, FILE_* and RMA_* their records, ...).
+  Kinds OTF has no record for (EVENT, SAMPLE, MARKER in events, ...) become
+  NoOp records carrying their fields as key-values: a point event has no
+  value with the meaning of a counter, and OTF markers are global, not
+  per-process records.  Location columns (location, peer, origin, root) are
+  shifted into process tokens.
+extra columns
+  Every numeric events column the row's record has no field for (the
+  format's own columns, and common ones such as ticks) is a key-value pair in
+  front of the record when it is non-zero (absent reads back as 0); the KV
+  type follows the dtype (floats as OTF_FLOAT/OTF_DOUBLE bits).  A uint8
+  sub-array column is a byte array (100 bytes per pair, as
+  OTF_KeyValueList_appendByteArray).  Text (object) columns are dropped.
+other tables
+  A table with a column naming an events row (EVENT_REF_COLUMNS: DUMPI's
+  per-call argument tables, ovni's jumbo payloads) holds the arguments of
+  events already written and is left out.  Any other table is a sample
+  table: each numeric 1-D column other than the keys is a counter
+  "TABLE.COLUMN" (ids after the format's own counters; one counter group per
+  table), written as CNT records at the row's time on the row's location;
+  integers as signed 64-bit, floats as doubles (the DefCounter properties say
+  which).  Text and sub-array columns of sample tables are dropped.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...model import KEY_COLUMNS, Definitions, Kind, Schema, Table
+from . import grammar as G
+
+FILE_TABLES = ("events", "snapshots", "statistics", "markers", "keyvalues", "text")
+EVENT_REF_COLUMNS = ("call", "event_seq", "ref_seq")
+LOCATION_COLUMNS = ("peer", "origin", "root")
+ROW_COLUMNS = ("time", "location", "seq", "kind")
+KV_TYPE = {"i1": 1, "u1": 2, "i2": 3, "u2": 4, "i4": 5, "u4": 6, "i8": 7, "u8": 8, "f4": 9, "f8": 10, "b1": 2}
+BYTE_ARRAY, MAX_ARRAY = 11, 100
+COUNTER_ABS_POINT = 1 | 4                      # OTF_COUNTER_TYPE_ABS | OTF_COUNTER_SCOPE_POINT
+VARTYPE_SIGNED8, VARTYPE_DOUBLE = 32, 288
+TICKS_PER_SECOND = 10**9
+
+
+@dataclass
+class KVColumn:
+    name: str
+    key: int
+    type: int
+    width: int          # 0: scalar; k: uint8 sub-array of k bytes
+
+
+@dataclass
+class Layout:
+    """What the output of one non-OTF trace looks like (the same on every rank)."""
+
+    shift: int
+    kv: list[KVColumn] = field(default_factory=list)
+    # sample table -> [(column, counter id, properties)]
+    counters: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
+    counter_groups: dict[str, int] = field(default_factory=dict)
+
+    def token(self, ids) -> np.ndarray:
+        return np.asarray(ids, np.int64) + self.shift
+
+
+def token_shift(defs: Definitions) -> int:
+    ids = defs.tables["locations"]["id"]
+    return 0 if defs.format == "otf" or not len(ids) or int(ids.min()) >= 1 else 1 - int(ids.min())
+
+
+def _ids(defs: Definitions, table: str, col: str = "id") -> list[int]:
+    t = defs.tables.get(table)
+    return [int(x) for x in t[col]] if t is not None and len(t) else []
+
+
+def layout(defs: Definitions, schema: Schema) -> Layout:
+    lay = Layout(token_shift(defs))
+    key = 1
+    for c in schema["events"]:
+        if c.name in ROW_COLUMNS or c.is_object:
+            continue
+        dt = np.dtype(c.dtype)
+        if dt.subdtype is not None:
+            if dt.base != np.uint8 or len(dt.shape) != 1:
+                continue
+            lay.kv.append(KVColumn(c.name, key, BYTE_ARRAY, int(dt.shape[0])))
+        else:
+            lay.kv.append(KVColumn(c.name, key, KV_TYPE[dt.str[1:]], 0))
+        key += 1
+    counter_id = max(_ids(defs, "counters") + [0]) + 1
+    group_id = max(_ids(defs, "counters", "group") + [0]) + 2     # +1 is the default group
+    for name, cols in schema.items():
+        if name in FILE_TABLES or any(c.name in EVENT_REF_COLUMNS for c in cols):
+            continue
+        mine = []
+        for c in cols:
+            if c.name in KEY_COLUMNS or c.is_object or np.dtype(c.dtype).subdtype is not None:
+                continue
+            props = COUNTER_ABS_POINT | (VARTYPE_DOUBLE if np.dtype(c.dtype).kind == "f" else VARTYPE_SIGNED8)
+            mine.append((c.name, counter_id, props))
+            counter_id += 1
+        if mine:
+            lay.counters[name] = mine
+            lay.counter_groups[name] = group_id
+            group_id += 1
+    return lay
+
+
+# -- definitions ----------------------------------------------------------------------------
+
+def _rec(typ: str, **fields) -> dict:
+    return {"type": typ, "fields": fields, "where": 0, "kv": []}
+
+
+def _names(defs: Definitions, table: str) -> dict[int, str]:
+    t = defs.tables.get(table)
+    return {} if t is None else {int(i): str(n) for i, n in zip(t["id"].tolist(), t["name"].tolist())}
+
+
+def definition_records(defs: Definitions, schema: Schema) -> list[dict]:
+    """The definition records of a non-OTF trace (see the module docstring)."""
+    from .writer import format_record
+    lay = layout(defs, schema)
+    recs = [_rec("DefCreator", creator=f"partrace (from {defs.format})"),
+            _rec("DefTimerResolution", ticks_per_second=TICKS_PER_SECOND)]
+    for c in lay.kv:
+        recs.append(_rec("DefKeyValue", key=c.key, type=c.type, name=c.name,
+                         description=f"events column {c.name} of the {defs.format} trace"))
+    loc = defs.tables["locations"]
+    for i, n, p in zip(loc["id"].tolist(), loc["name"].tolist(), loc["parent"].tolist()):
+        recs.append(_rec("DefProcess", token=i + lay.shift, name=str(n), parent=p + lay.shift if p else 0))
+    members: dict[int, list[int]] = {}
+    cm = defs.tables.get("communicator_members")
+    if cm is not None:
+        for c, m in zip(cm["comm"].tolist(), cm["location"].tolist()):
+            members.setdefault(int(c), []).append(int(m) + lay.shift)
+    for i, n in _names(defs, "communicators").items():
+        recs.append(_rec("DefProcessGroup", token=i, members=members.get(i, []), name=n))
+    reg = defs.tables["regions"]
+    groups = _names(defs, "region_groups")
+    used = sorted(set(reg["group"].tolist()))
+    default = max(list(groups) + used + [0]) + 1
+    for g in sorted(set(groups) | {g for g in used if g}):
+        recs.append(_rec("DefFunctionGroup", token=g, name=groups.get(g, f"group {g}")))
+    if 0 in used:
+        recs.append(_rec("DefFunctionGroup", token=default, name="default"))
+    for i, n, g in zip(reg["id"].tolist(), reg["name"].tolist(), reg["group"].tolist()):
+        recs.append(_rec("DefFunction", token=i, group=g or default, name=str(n)))
+    col = defs.tables.get("collectives")
+    if col is not None:
+        for i, n, t in zip(col["id"].tolist(), col["name"].tolist(), col["type"].tolist()):
+            recs.append(_rec("DefCollectiveOperation", token=i, name=str(n), type=t))
+    recs += _counter_records(defs, lay)
+    files = _names(defs, "files")
+    if files:
+        recs.append(_rec("DefFileGroup", token=1, name="files"))
+        recs += [_rec("DefFile", token=i, name=n, group=1) for i, n in files.items()]
+    text = "".join(format_record(G.BY_NAME[r["type"]], r["fields"]) for r in recs)
+    head = [_rec("DefVersion", version=[1, 12, 4, "salmon"]),
+            _rec("DefUniqueId", uid=zlib.crc32(text.encode("utf-8", "surrogateescape")))]
+    return head + recs
+
+
+def _counter_records(defs: Definitions, lay: Layout) -> list[dict]:
+    recs = []
+    cnt = defs.tables.get("counters")
+    if cnt is not None and len(cnt):
+        gids = sorted(set(cnt["group"].tolist()))
+        default = max(gids) + 1
+        recs += [_rec("DefCounterGroup", token=g, name=f"group {g}") for g in gids if g]
+        if 0 in gids:
+            recs.append(_rec("DefCounterGroup", token=default, name="default"))
+        for i, n, u, g in zip(cnt["id"].tolist(), cnt["name"].tolist(), cnt["unit"].tolist(), cnt["group"].tolist()):
+            recs.append(_rec("DefCounter", token=i, group=g or default, name=str(n), properties=COUNTER_ABS_POINT,
+                             unit=str(u)))
+    for table, cols in lay.counters.items():
+        recs.append(_rec("DefCounterGroup", token=lay.counter_groups[table], name=table))
+        for c, cid, props in cols:
+            recs.append(_rec("DefCounter", token=cid, group=lay.counter_groups[table], name=f"{table}.{c}",
+                             properties=props, unit=""))
+    return recs
+
+
+# -- records --------------------------------------------------------------------------------
+
+@dataclass
+class Rows:
+    """One stream's rows in output order, as the formatter wants them."""
+
+    rec: np.ndarray           # grammar code per row
+    ticks: np.ndarray         # uint64
+    proc: np.ndarray          # process token
+    vals: np.ndarray          # (n, 8) uint64 record fields
+    kv_on: np.ndarray         # (n, m) bool
+    kv_val: np.ndarray        # (n, m) uint64
+    blob: np.ndarray          # uint8: rendered byte-array KV lines
+    pre_a: np.ndarray         # their span in blob per row
+    pre_b: np.ndarray
+
+
+def _raw_bits(a: np.ndarray) -> np.ndarray:
+    """Values as OTF writes them: floats as their IEEE bits, integers two's complement."""
+    if a.dtype == np.float32:
+        return a.view(np.uint32).astype(np.uint64)
+    if a.dtype == np.float64:
+        return a.view(np.uint64)
+    if a.dtype.kind == "i":
+        bits = a.dtype.itemsize * 8
+        return (a.astype(np.int64).view(np.uint64) & np.uint64((1 << bits) - 1)) if bits < 64 else a.view(np.uint64)
+    return a.astype(np.uint64)
+
+
+_CARRIES = {}
+
+
+def _carried(rec: np.ndarray, name: str) -> np.ndarray:
+    """Which rows' records have a field for column `name`."""
+    if name not in _CARRIES:
+        _CARRIES[name] = np.array([any(f.col == name for f in r.fields) for r in G.STREAM_RECORDS])
+    return _CARRIES[name][rec]
+
+
+def event_rows(tab: Table, lay: Layout, record_codes) -> Rows:
+    n = len(tab)
+    rec = record_codes(tab, "events")
+    vals = np.zeros((n, 8), np.uint64)
+    for r in np.unique(rec).tolist():
+        sel = np.flatnonzero(rec == r)
+        for j, f in enumerate(G.STREAM_RECORDS[r].fields):
+            if f.ftype == G.HEX and f.col in tab:
+                v = tab[f.col][sel].astype(np.int64)
+                if f.col in LOCATION_COLUMNS:
+                    v = v + lay.shift
+                vals[sel, j] = v.view(np.uint64)
+    scalars = [c for c in lay.kv if not c.width]
+    kv_on = np.zeros((n, len(scalars)), bool)
+    kv_val = np.zeros((n, len(scalars)), np.uint64)
+    for j, c in enumerate(scalars):
+        raw = _raw_bits(np.asarray(tab[c.name]))
+        kv_val[:, j] = raw
+        kv_on[:, j] = (raw != 0) & ~_carried(rec, c.name)
+    return Rows(rec, tab["time"].astype(np.uint64), lay.token(tab["location"]), vals, kv_on, kv_val,
+                *_byte_arrays(tab, lay, n))
+
+
+HEX2 = np.array([list(f"{i:02x}".encode()) for i in range(256)], np.uint8)
+
+
+def _byte_arrays(tab: Table, lay: Layout, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Byte-array KV lines, vectorized: (blob, start, end) per row (empty where all bytes are 0)."""
+    mats, masks = [], []
+    for c in (c for c in lay.kv if c.width):
+        a = np.asarray(tab[c.name]).reshape(n, c.width)
+        on = a.any(axis=1)
+        for lo in range(0, c.width, MAX_ARRAY):
+            head = np.frombuffer(f"K{c.key:x}Y{BYTE_ARRAY:x}V".encode(), np.uint8)
+            tail = np.frombuffer(f"L{c.width - lo:x}\n".encode(), np.uint8)
+            line = np.hstack([np.broadcast_to(head, (n, len(head))), HEX2[a[:, lo:lo + MAX_ARRAY]].reshape(n, -1),
+                              np.broadcast_to(tail, (n, len(tail)))])
+            mats.append(line)
+            masks.append(np.broadcast_to(on[:, None], line.shape))
+    if not mats:
+        return np.zeros(0, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    full, keep = np.hstack(mats), np.hstack(masks)
+    end = np.cumsum(keep.sum(axis=1))
+    return full[keep], end - keep.sum(axis=1), end
+
+
+def counter_rows(name: str, tab: Table, lay: Layout) -> tuple[Rows, np.ndarray, np.ndarray]:
+    """CNT rows of one sample table: one per row and column; also (time, location) and a sub-order."""
+    cols = lay.counters[name]
+    n, k = len(tab), len(cols)
+    code = G.STREAM_RECORDS.index(G.BY_NAME["Counter"])
+    vals = np.zeros((n, k, 8), np.uint64)
+    for j, (c, cid, props) in enumerate(cols):
+        a = np.asarray(tab[c])
+        vals[:, j, 0] = cid
+        vals[:, j, 1] = (a.astype(np.float64).view(np.uint64) if a.dtype.kind == "f"
+                         else a.astype(np.int64).view(np.uint64))
+    rep = lambda a: np.repeat(np.asarray(a), k)
+    rows = Rows(np.full(n * k, code, np.int64), rep(tab["time"]).astype(np.uint64), lay.token(rep(tab["location"])),
+                vals.reshape(n * k, 8), np.zeros((n * k, 0), bool), np.zeros((n * k, 0), np.uint64),
+                np.zeros(0, np.uint8), np.zeros(n * k, np.int64), np.zeros(n * k, np.int64))
+    return rows, rep(tab["seq"]), np.tile(np.arange(k), n)
+
+
+def merge(parts: list[tuple[Rows, np.ndarray, np.ndarray]], m: int) -> Rows:
+    """Rows of several tables in (time, location, table, seq, column) order."""
+    keys = [np.concatenate([p[0].ticks for p in parts]), np.concatenate([p[0].proc for p in parts]),
+            np.concatenate([np.full(len(p[0].rec), i) for i, p in enumerate(parts)]),
+            np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])]
+    order = np.lexsort(keys[::-1])
+
+    def cat(get, width=None):
+        arrs = [get(p[0]) for p in parts]
+        if width is not None:
+            arrs = [a if a.shape[1] == width else np.zeros((len(a), width), a.dtype) for a in arrs]
+        return np.concatenate(arrs)[order]
+    base = np.cumsum([0] + [len(p[0].blob) for p in parts])
+    return Rows(cat(lambda r: r.rec), cat(lambda r: r.ticks), cat(lambda r: r.proc), cat(lambda r: r.vals),
+                cat(lambda r: r.kv_on, m), cat(lambda r: r.kv_val, m), np.concatenate([p[0].blob for p in parts]),
+                np.concatenate([p[0].pre_a + b for p, b in zip(parts, base)])[order],
+                np.concatenate([p[0].pre_b + b for p, b in zip(parts, base)])[order])
+
+
+def stream_rows(tables: dict[str, Table], lay: Layout, record_codes) -> Rows | None:
+    """All records of one stream's .events file: events plus counters of sample tables."""
+    m = sum(1 for c in lay.kv if not c.width)
+    parts = []
+    ev = tables.get("events")
+    if ev is not None and len(ev):
+        parts.append((event_rows(ev, lay, record_codes), ev["seq"].astype(np.int64), np.zeros(len(ev), np.int64)))
+    for name in lay.counters:
+        tab = tables.get(name)
+        if tab is not None and len(tab):
+            parts.append(counter_rows(name, tab, lay))
+    if not parts:
+        return None
+    return merge(parts, m)
+
+
+def kv_prefixes(lay: Layout) -> list[bytes]:
+    """'K<key>Y<type>V' of each scalar key-value column, in kv_val column order."""
+    return [f"K{c.key:x}Y{c.type:x}V".encode() for c in lay.kv if not c.width]
