@@ -116,10 +116,10 @@ def test_header_footer_sizes(trace):
         assert src[rank]["username"] == h["username"]
         assert len(src[rank]["meshcrd"]) == int(h["meshdim"])
         mine = {names.get(f, "MPI_ALL_FUNCTIONS"): (c, i) for loc, f, c, i in zip(
-            foot["location"], foot["function"], foot["calls"], foot["ignored"]) if loc == rank}
+            foot["location"], foot["function"], foot["calls"], foot["ignored"]) if loc == rank + 1}
         theirs = {k: v for k, v in ref["footer"].items() if v != (0, 0)}
         assert mine == theirs
-        sel = sizes["location"] == rank
+        sel = sizes["location"] == rank + 1
         assert list(zip(sizes["datatype"][sel], sizes["size"][sel])) == \
             [(d, s) for d, _n, s in ref["sizes"]]
 
@@ -140,7 +140,7 @@ def test_calls_times_and_threads(trace):
         assert list(ev["cpu_time"][leave]) == [c["cpu_out"] for c in calls]
         assert list(ev["thread"][enter]) == [c["thread"] for c in calls]
         assert list(ev["call"][enter]) == list(range(len(calls)))
-        assert (ev["location"] == rank).all()
+        assert (ev["location"] == rank + 1).all()          # location = world rank + 1
         assert list(ev["seq"]) == list(range(len(ev)))
 
 
@@ -217,9 +217,12 @@ def test_message_and_collective_rows(trace):
                     peer = ints(a["status"].split("source=")[1])[0]
                 if peer is not None and peer >= 0:
                     want.append((i, peer))
-            got = [(ev["call"][r], ev["peer"][r]) for r in rows
+            got = [(ev["call"][r], ev["peer_rank"][r]) for r in rows
                    if ref["calls"][ev["call"][r]]["name"] in names]
             assert got == want
+            # all on MPI_COMM_WORLD: the peer location is the world rank + 1
+            assert [ev["peer"][r] for r in rows if ref["calls"][ev["call"][r]]["name"] in names] \
+                == [p + 1 for _c, p in want]
         coll = ev["kind"] == Kind.COLLECTIVE
         n_coll = sum(c["name"] in {"MPI_Barrier", "MPI_Bcast", "MPI_Reduce", "MPI_Allreduce",
                                    "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv",

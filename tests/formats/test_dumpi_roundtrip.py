@@ -293,7 +293,7 @@ def test_generator_script(tmp_path):
         assert (ev["kind"] == Kind.ENTER).sum() == 52
         assert (np.diff(ev["time"]) >= 0).all()
         sends = ev["kind"] == Kind.SEND
-        assert (ev["peer"][sends] == (u.info[1] + 1) % 3).all() and sends.sum() == 10
+        assert (ev["peer"][sends] == (u.info[1] + 1) % 3 + 1).all() and sends.sum() == 10
         assert (ev["size"][sends] == 64).all()
 
 

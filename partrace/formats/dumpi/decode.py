@@ -1,4 +1,4 @@
-"""Decode one rank file into tables (numba walk + numpy assembly)."""
+"""Decode one rank file into tables, chunk by chunk (numba walk + numpy assembly)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,30 +7,37 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import Kind, Table, conform
+from ...model import Table, conform
 from . import scan
 from .functable import FUNCTIONS
 from .layout import RankFile, read_rank_file
-from .tables import COLLECTIVES, SCALAR_DTYPES, SIDE_ARG_ID, table_name
+from .tables import SCALAR_DTYPES, SIDE_ARG_ID, table_name
 
 _TABLE = scan.compile_table()
-SENDS = {0: 0, 3: 0, 4: 0, 5: 0, 8: 0, 9: 0, 10: 0, 11: 0}   # count, datatype, dest, tag, comm
+CHUNK_CALLS = 1 << 17     # calls per chunk: bounds memory (~0.5 GB peak), fastest measured
 
 
 class Walk:
-    """Raw result of walking one rank's stream (numpy arrays only)."""
+    """Raw result of walking (part of) one rank's stream (numpy arrays only).
 
-    def __init__(self, data, rf: RankFile):
+    At most ``limit`` calls from byte ``pos`` (default: the whole stream);
+    ``end`` is where the next chunk starts.  Call indices are chunk-local.
+    """
+
+    def __init__(self, data, rf: RankFile, pos: int | None = None, limit: int | None = None):
         buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
         start, count, ops = _TABLE
         offs = np.array([rf.cpu_offset, rf.wall_offset], np.int64)
-        args = (buf, rf.stream_start, rf.stream_end, offs, start, count, ops)
+        pos = rf.stream_start if pos is None else pos
+        limit = np.iinfo(np.int64).max if limit is None else limit
+        args = (buf, pos, rf.stream_end, limit, offs, start, count, ops)
         z = lambda *shape, dt=np.int64: np.zeros(shape, dt)     # noqa: E731
         empty = [z(0), z(0, dt=np.int16), z(0, dt=np.uint8), z(0, dt=np.uint16), z(0, 4),
                  z(0, dt=np.uint8), z(1, scan.MAXARGS)] + [z(0)] * 5 + [z(0)] * 6 + [
                  z(0), z(0), z(0), z(0, 5), z(0), z(0), z(0, 2, dt=np.uint64)]
         err, at, n = scan.walk(*args, False, *empty)
         self._check(err, at, rf, buf)
+        self.end = int(at)
         nc, ne, ns, nt, npf = (int(x) for x in n)
         self.off, self.func = z(nc), z(nc, dt=np.int16)
         self.mask, self.thread = z(nc, dt=np.uint8), z(nc, dt=np.uint16)
@@ -64,99 +71,16 @@ class Walk:
         return t_in, t_out, np.where(cpu, t[:, 0], 0), np.where(cpu, t[:, 1], 0)
 
 
-def _bytes(count, dtype, sizes: np.ndarray):
-    """count x datatype size; the count itself when the size is unknown."""
-    known = (dtype >= 0) & (dtype < len(sizes))
-    sz = sizes[np.where(known, dtype, 0)] if len(sizes) else np.zeros(len(dtype), np.int64)
-    return np.where(known, count * sz, count).astype(np.int64)
-
-
-def _slot(fid: int, name: str) -> int:
-    return [a[0] for a in FUNCTIONS[fid][2]].index(name)
-
-
-def events(w: Walk, rank: int, sizes: np.ndarray) -> dict[str, np.ndarray]:
-    """ENTER/LEAVE per call plus SEND, RECV and COLLECTIVE rows."""
-    n = len(w.func)
-    t_in, t_out, c_in, c_out = w.enter_leave()
-    calls = np.arange(n)
-    parts = [dict(call=calls, order=np.zeros(n, np.int8), kind=np.full(n, int(Kind.ENTER), np.uint8),
-                  time=t_in, cpu_time=c_in),
-             dict(call=calls, order=np.full(n, 3, np.int8), kind=np.full(n, int(Kind.LEAVE), np.uint8),
-                  time=t_out, cpu_time=c_out)]
-    stat_first = _first_status(w)
-
-    def add(sel, kind, order, **cols):
-        idx = calls[sel]
-        at_in = order == 1
-        parts.append(dict(call=idx, order=np.full(len(idx), order, np.int8),
-                          kind=np.full(len(idx), int(kind), np.uint8), time=(t_in if at_in else t_out)[idx],
-                          cpu_time=(c_in if at_in else c_out)[idx],
-                          **{k: c(idx) if callable(c) else c[idx] for k, c in cols.items()}))
-
-    v = w.vals
-    # sends: (count, datatype, dest, tag, comm) slots by name, per function
-    for fid, names in [(f, ("count", "datatype", "dest", "tag", "comm")) for f in SENDS] + [
-            (33, ("sendcount", "sendtype", "dest", "sendtag", "comm")),
-            (34, ("count", "datatype", "dest", "sendtag", "comm"))]:
-        s = [_slot(fid, x) for x in names]
-        sel = (w.func == fid) & (v[:, s[2]] >= 0)
-        add(sel, Kind.SEND, 1, peer=v[:, s[2]], tag=v[:, s[3]], comm=v[:, s[4]],
-            size=lambda i, s=s: _bytes(v[i, s[0]], v[i, s[1]], sizes))
-    for fid, names in [(1, ("count", "datatype", "source", "tag", "comm", "status")),
-                       (33, ("recvcount", "recvtype", "source", "recvtag", "comm", "status")),
-                       (34, ("count", "datatype", "source", "recvtag", "comm", "status"))]:
-        s = [_slot(fid, x) for x in names]
-        has = (v[:, s[5]] >= 1) & (stat_first >= 0)
-        st = w.t[3][np.where(has, stat_first, 0)] if len(w.t[3]) else np.zeros((n, 5), np.int64)
-        peer = np.where(has, st[:, 1], v[:, s[2]])
-        sel = (w.func == fid) & (peer >= 0)
-        add(sel, Kind.RECV, 2, peer=peer, tag=np.where(has, st[:, 4], v[:, s[3]]),
-            comm=v[:, s[4]], size=lambda i, s=s, has=has, st=st: np.where(
-                has[i], st[i, 0], _bytes(v[i, s[0]], v[i, s[1]], sizes)))
-    for fid in COLLECTIVES:
-        sel = w.func == fid
-        if not sel.any():
-            continue
-        names = [a[0] for a in FUNCTIONS[fid][2]]
-        col = lambda x: v[sel, names.index(x)] if x in names else None   # noqa: E731
-        m = int(sel.sum())
-        sent = recv = np.zeros(m, np.int64)
-        if col("count") is not None:
-            sent = recv = _bytes(col("count"), col("datatype"), sizes)
-        if col("sendcount") is not None:
-            sent = _bytes(col("sendcount"), col("sendtype"), sizes)
-        if col("recvcount") is not None:
-            recv = _bytes(col("recvcount"), col("recvtype"), sizes)
-        root = col("root") if col("root") is not None else np.full(m, -1)
-        full = lambda a: (lambda i: a)                                  # noqa: E731
-        add(sel, Kind.COLLECTIVE, 1, comm=full(col("comm")), root=full(root), size=full(sent),
-            received=full(recv), collop=full(np.full(m, fid + 1)),
-            duration=lambda i: t_out[i] - t_in[i])
-    # place rows without a sort: per call ENTER, extras (by order), LEAVE
-    extra = parts[2:]
-    ecall = np.concatenate([p["call"] for p in extra]) if extra else np.zeros(0, np.int64)
-    eorder = np.concatenate([p["order"] for p in extra]) if extra else np.zeros(0, np.int8)
-    cnt = np.bincount(ecall, minlength=n)
-    start = np.concatenate([[0], np.cumsum(2 + cnt)[:-1]]).astype(np.int64)
-    srt = np.argsort(ecall * 4 + eorder, kind="stable")
-    first = np.searchsorted(ecall[srt], ecall[srt])
-    epos = np.empty(len(ecall), np.int64)
-    epos[srt] = start[ecall[srt]] + 1 + (np.arange(len(srt)) - first)
-    pos = [start, start + 1 + cnt, epos]
-    total = 2 * n + len(ecall)
-    out = {}
-    for k in set().union(*parts) - {"order"}:
-        fill = -1 if k in ("peer", "root") else 0     # -1 = none for rank-valued columns
-        vals = [p[k] if k in p else np.full(len(p["call"]), fill) for p in parts]
-        dst = np.full(total, fill, np.result_type(*vals))
-        dst[pos[0]], dst[pos[1]] = vals[0], vals[1]
-        if extra:
-            dst[pos[2]] = np.concatenate(vals[2:])
-        out[k] = dst
-    out["region"] = w.func[out["call"]].astype(np.int64) + 1
-    out["thread"] = w.thread[out["call"]]
-    out["location"] = np.full(total, rank, np.int64)
+def slot_arrays(w: Walk, call: int, k: int, nested: bool = False) -> list:
+    """One call's array argument as a list (a list of lists for ranges)."""
+    sel = (w.e[0] == call) & (w.e[1] == k)
+    if not nested:
+        return [int(x) for x in w.e[4][sel]]
+    out: list[list[int]] = []
+    for i0, x in zip(w.e[2][sel], w.e[4][sel]):
+        while len(out) <= i0:
+            out.append([])
+        out[i0].append(int(x))
     return out
 
 
@@ -250,25 +174,64 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray) -> dict[str, dict]:
     return out
 
 
-def decode_rank(path: Path, rank: int, schema: dict) -> Iterator[dict[str, Table]]:
-    """All tables of one rank file, as one chunk."""
+def decode_rank(path: Path, rank: int, schema: dict, defs,
+                chunk_calls: int | None = None) -> Iterator[dict[str, Table]]:
+    """All tables of one rank file, in chunks of at most ``chunk_calls`` calls.
+
+    ``call`` and every table's ``seq`` continue across chunks; requests posted
+    in one chunk and completed in a later one are carried by the tracker.
+    """
+    from .comms import CommMap
+    from .events import chunk_events
+    from .requests import RequestTracker
     rf = read_rank_file(path)                      # small records, read by seeking
     if rf.version < (0, 6, 9):
         # older writers had other layouts (Init argc twice, statuses without tag,
         # Type_struct / Cart_get arrays); the table holds the current ones only
         raise TraceError.at_byte(path, rf.index["header"], f"DUMPI version "
                                  f"{'.'.join(map(str, rf.version))} predates 0.6.9; not supported")
-    w = Walk(np.memmap(path, np.uint8, mode="r"), rf)
+    location = rank + 1
+    chunk_calls = chunk_calls or CHUNK_CALLS
+    buf = np.memmap(path, np.uint8, mode="r") if rf.size else np.zeros(0, np.uint8)
     sizes = np.array(rf.datatype_sizes, np.int64)
-    t_in = w.enter_leave()[0]
-    ev = events(w, rank, sizes)
-    ev["seq"] = np.arange(len(ev["time"]), dtype=np.int64)
-    chunk = {"events": ev}
-    chunk.update(function_tables(w, rank, t_in))
-    chunk.update(side_tables(w, rank, t_in))
-    for name in chunk:
-        if name not in schema:
-            fname = name.split("/", 1)[1]
-            raise TraceError(path, None, f"{fname} records found, but the footers of all "
-                             f"ranks count no recorded {fname} calls")
-    yield {name: conform(Table(cols), schema[name]) for name, cols in chunk.items()}
+    comms = CommMap(defs.tables, location)
+    tracker = RequestTracker()
+    seq: dict[str, int] = {}
+    pos, base = rf.stream_start, 0
+    while True:
+        w = Walk(buf, rf, pos, chunk_calls)
+        t_in = w.enter_leave()[0]
+        status_first = _first_status(w)
+        done, post, starts = tracker.chunk(w, base, status_first)
+        chunk = {"events": chunk_events(w, base, location, sizes, comms, done, post, starts,
+                                        status_first)}
+        chunk.update(function_tables(w, location, t_in))
+        chunk.update(side_tables(w, location, t_in))
+        chunk["requests"] = _requests(w, base, location, done, post)
+        for name, cols in chunk.items():
+            if name not in schema:
+                fname = name.split("/", 1)[1]
+                raise TraceError(path, None, f"{fname} records found, but the footers of all "
+                                 f"ranks count no recorded {fname} calls")
+            n = len(cols["time"])
+            cols["seq"] = np.arange(seq.get(name, 0), seq.get(name, 0) + n, dtype=np.int64)
+            seq[name] = seq.get(name, 0) + n
+            if name != "events":                  # events made theirs global already
+                cols["call"] = cols["call"] + base
+        yield {name: conform(Table(cols), schema[name]) for name, cols in chunk.items()}
+        pos, base = w.end, base + len(w.func)
+        if pos >= rf.stream_end:
+            return
+
+
+def _requests(w: Walk, base: int, location: int, done: dict, post: dict) -> dict:
+    """One row per completed request element, linked to its post (global post/init calls;
+    ``call`` still chunk-local here)."""
+    t_out = w.enter_leave()[1]
+    c = done["call"]
+    return dict(time=t_out[c], location=np.full(len(c), location, np.int64), call=c,
+                region=w.func[c].astype(np.int64) + 1, index=done["elem"],
+                request=done["req"], post_call=post["call"],
+                post_region=np.where(post["call"] >= 0, post["fid"] + 1, 0),
+                init_call=post["init"],
+                receive=post["recv"].astype(np.uint8))

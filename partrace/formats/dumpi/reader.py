@@ -55,10 +55,11 @@ class DumpiReader(TraceReader):
         return {r: read_rank_file(f) for r, f in self.files.items()}
 
     def read_definitions(self) -> Definitions:
+        from .comms import communicator_tables
         from .functable import FUNCTIONS
         rfs = self.rank_files()
         ranks = sorted(rfs)
-        locs = conform(Table({"id": np.array(ranks, np.int64),
+        locs = conform(Table({"id": np.array(ranks, np.int64) + 1,    # 0 = none in peer/root
                       "name": np.array([f"rank {r}" for r in ranks] + [None], object)[:-1],
                       "parent": np.zeros(len(ranks), np.int64)}), LOCATION_COLUMNS)
         fids = [f for f, _n, _a in FUNCTIONS if f not in (290, 293)]   # all but footer total, end
@@ -85,14 +86,17 @@ class DumpiReader(TraceReader):
             "recorded_functions": present,
             "perf_labels": first.perf_labels,
         }
-        tables = {"locations": locs, "regions": regions, **_rank_tables(rfs, ranks)}
+        tables = {"locations": locs, "regions": regions, **_mpi_tables(),
+                  **communicator_tables(self, rfs, _needs_scan(calls - ignored)),
+                  **_rank_tables(rfs, ranks)}
         source = {"metafile": self.meta, "ranks": {r: rfs[r].summary() for r in ranks}}
         return Definitions("dumpi", tables, attrs, source)
 
     def schema(self, defs: Definitions) -> Schema:
         from .functable import FUNCTIONS
-        from .tables import events_columns, function_columns, side_columns, table_name
-        out = {"events": events_columns()}
+        from .tables import (events_columns, function_columns, requests_columns, side_columns,
+                             table_name)
+        out = {"events": events_columns(), "requests": requests_columns()}
         wanted = set(defs.attrs["recorded_functions"])
         for _f, name, args in FUNCTIONS:
             if args is not None and name in wanted:
@@ -103,7 +107,30 @@ class DumpiReader(TraceReader):
     def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
         from .decode import decode_rank
         path, rank = unit.info
-        yield from decode_rank(Path(path), rank, self.schema(defs))
+        yield from decode_rank(Path(path), rank, self.schema(defs), defs)
+
+
+def _needs_scan(recorded: np.ndarray) -> bool:
+    """Whether any rank recorded a communicator or group call (then comms.py walks)."""
+    from .comms import TRIGGER
+    return bool(recorded[:, sorted(TRIGGER)].sum())
+
+
+def _mpi_tables() -> dict[str, Table]:
+    """region_groups (1 = MPI) and collectives (id = region id, OTF collective type)."""
+    from ...model import DEFINITION_TABLES
+    from .events import COLL_TYPE
+    from .functable import FUNCTIONS
+    fids = sorted(COLL_TYPE)
+    names = np.empty(len(fids), object)
+    names[:] = [FUNCTIONS[f][1] for f in fids]
+    group = np.empty(1, object)
+    group[0] = "MPI"
+    return {"region_groups": conform(Table({"id": np.ones(1, np.int64), "name": group}),
+                                     DEFINITION_TABLES["region_groups"]),
+            "collectives": conform(Table({"id": np.array(fids, np.int64) + 1, "name": names,
+                                          "type": np.array([COLL_TYPE[f] for f in fids])}),
+                                   DEFINITION_TABLES["collectives"])}
 
 
 def _masks(rfs: dict[int, RankFile]) -> set[int]:
@@ -122,23 +149,23 @@ def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]
     def obj(xs):
         return np.array(list(xs) + [None], object)[:-1]
 
-    hdr = Table({"location": np.array(ranks, np.int64),
+    hdr = Table({"location": np.array(ranks, np.int64) + 1,
                  "version": obj(".".join(map(str, rfs[r].version)) for r in ranks),
                  "starttime": np.array([rfs[r].starttime for r in ranks], np.int64),
                  "hostname": obj(rfs[r].hostname for r in ranks),
                  "username": obj(rfs[r].username for r in ranks),
                  "cpu_offset": np.array([rfs[r].cpu_offset for r in ranks], np.int64),
                  "wall_offset": np.array([rfs[r].wall_offset for r in ranks], np.int64)})
-    foot = [(r, f, rfs[r].calls[f], rfs[r].ignored[f]) for r in ranks for f in range(291)
+    foot = [(r + 1, f, rfs[r].calls[f], rfs[r].ignored[f]) for r in ranks for f in range(291)
             if rfs[r].calls[f] or rfs[r].ignored[f]]
     footer = Table({k: np.array([x[i] for x in foot], np.int64) for i, k in
                     enumerate(("location", "function", "calls", "ignored"))})
-    sizes = [(r, d, s) for r in ranks for d, s in enumerate(rfs[r].datatype_sizes)]
+    sizes = [(r + 1, d, s) for r in ranks for d, s in enumerate(rfs[r].datatype_sizes)]
     dts = Table({k: np.array([x[i] for x in sizes], np.int64) for i, k in
                  enumerate(("location", "datatype", "size"))})
-    perf = [(r, i, n) for r in ranks for i, n in enumerate(rfs[r].perf_labels)]
-    addr = [(r, a, n) for r in ranks for a, n in rfs[r].addresses]
-    kv = [(r, k, v) for r in ranks for k, v in rfs[r].keyvals]
+    perf = [(r + 1, i, n) for r in ranks for i, n in enumerate(rfs[r].perf_labels)]
+    addr = [(r + 1, a, n) for r in ranks for a, n in rfs[r].addresses]
+    kv = [(r + 1, k, v) for r in ranks for k, v in rfs[r].keyvals]
     return {
         "rank_headers": hdr, "footer": footer, "datatype_sizes": dts,
         "perf_labels": Table({"location": np.array([x[0] for x in perf], np.int64),

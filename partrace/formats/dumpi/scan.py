@@ -1,7 +1,8 @@
 """The one compiled loop: walk a rank's call stream once per pass.
 
 Records carry no length, so the walk interprets the function table (compiled
-into small integer arrays by :func:`compile_table`).  Pass 1 counts, pass 2
+into small integer arrays by :func:`compile_table`).  A chunk is at most
+``limit`` records from a byte offset; pass 1 counts, pass 2
 fills preallocated numpy arrays: per call the preamble and up to MAXARGS
 scalar slots (array/string/status slots hold their element count, -1 = not
 recorded), plus flat element, string, status and perf-counter arrays keyed by
@@ -62,20 +63,21 @@ def _u64(b, p):
 
 
 @njit(cache=True)
-def walk(b, pos, end, offs, fstart, fcount, ops, fill,
+def walk(b, pos, end, limit, offs, fstart, fcount, ops, fill,
          c_off, c_func, c_mask, c_thread, c_times, c_perfn, vals,
          e_call, e_slot, e_i0, e_i1, e_val,
          s_call, s_slot, s_i0, s_i1, s_start, s_len,
          t_call, t_slot, t_i0, t_val,
          p_call, p_i, p_val):
-    """Walk records from pos to end.  Returns (error, error offset, counts[5])."""
+    """Walk at most ``limit`` records from pos.  Returns (error, offset, counts[5]);
+    offset is where the walk stopped (the next record) or the bad record."""
     n = 0
     ne = 0
     ns = 0
     nt = 0
     npf = 0
     counts = np.zeros(5, np.int64)
-    while pos < end:
+    while pos < end and n < limit:
         rec = pos
         if pos + 3 > end:
             return E_TRUNC, rec, counts
@@ -232,6 +234,6 @@ def walk(b, pos, end, offs, fstart, fcount, ops, fill,
     counts[2] = ns
     counts[3] = nt
     counts[4] = npf
-    if pos != end:
+    if pos > end or (n < limit and pos != end):
         return E_TRUNC, pos, counts
     return OK, pos, counts

@@ -18,7 +18,6 @@ from .functable import FUNCTIONS
 
 SCALAR_DTYPES = {"i32": "int32", "u16": "uint16", "u8": "uint8", "i64": "int64"}
 RAGGED = ("status", "a32", "a16", "a8", "aa32", "str2", "str3", "argv")
-COLLECTIVES = {52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 65, 66, 67, 155, 156}
 
 # every name of an argument stored in a side table, numbered for the `arg` column
 SIDE_ARGS = sorted({n for _, _, a in FUNCTIONS if a
@@ -57,20 +56,48 @@ def function_columns(args) -> list[Column]:
 
 def events_columns() -> list[Column]:
     return [
-        column("time"), column("location", description="MPI rank"), column("seq"),
+        column("time"), column("location", description="MPI world rank + 1"), column("seq"),
         column("kind"), column("region", enum=REGION_ENUM),
         Column("thread", "uint16", "DUMPI thread id"),
         Column("call", "int64", "index of the call in its rank file"),
         Column("cpu_time", "int64", "CPU time at entry (ENTER) / exit (other rows); "
                "0 = not recorded", "ns"),
-        column("peer", description="SEND: dest, RECV: source (rank in comm); -1 = none"),
-        column("tag", enum=C.TAG), column("comm", enum=C.COMM),
-        column("size", description="bytes (count x datatype size; count when the "
-               "datatype size is unknown)"),
+        column("peer", description="SEND: dest, RECV: source, as a location (world rank + 1); "
+               "0 = none or communicator membership not known"),
+        Column("peer_rank", "int64", "SEND: dest, RECV: source, rank in comm as recorded; "
+               "-1 = none", enum=C.SOURCE),
+        column("tag", enum=C.TAG),
+        column("comm", description="communicator id (definitions communicators); 0 = none "
+               "or handle not known"),
+        Column("comm_handle", "int64", "communicator handle as recorded (per rank)",
+               enum=C.COMM),
+        column("size", description="bytes sent (SEND, COLLECTIVE) / received (RECV): "
+               "count x datatype size, summed over count arrays; 0 when the size is not known"),
         column("received", description="COLLECTIVE: bytes received by this rank"),
-        column("root", description="COLLECTIVE: root rank in comm; -1 = none"),
-        column("collop", description="COLLECTIVE: the MPI function (region id)"),
+        column("root", description="COLLECTIVE: root as a location; 0 = none / not known"),
+        Column("root_rank", "int64", "COLLECTIVE: root rank in comm as recorded; -1 = none"),
+        column("collop", description="COLLECTIVE: id in definitions collectives "
+               "(= region id of the MPI function)"),
         column("duration", description="COLLECTIVE: exit - entry", unit="ns"),
+        Column("request", "int64", "request handle of a posted SEND / a completed RECV "
+               "(table requests); 0 = none", enum=C.REQUEST),
+    ]
+
+
+def requests_columns() -> list[Column]:
+    return [
+        column("time", description="exit wall time of the completing call"),
+        column("location"), column("seq"),
+        Column("call", "int64", "the completing call (Wait, Test, Waitall, ...)"),
+        column("region", description="MPI function of the completing call", enum=REGION_ENUM),
+        Column("index", "int64", "position of the request in the call's requests array"),
+        Column("request", "int64", "request handle", enum=C.REQUEST),
+        Column("post_call", "int64", "call that posted it (Isend, Irecv, Start, ...); -1 = "
+               "not found in the trace"),
+        Column("post_region", "int64", "MPI function of the post; 0 = not found",
+               enum=REGION_ENUM),
+        Column("init_call", "int64", "persistent request: the *_init call; -1 = none"),
+        Column("receive", "uint8", "1 = a receive (its RECV row is at the completing call)"),
     ]
 
 

@@ -1,0 +1,215 @@
+"""The events table of one chunk: ENTER/LEAVE per call, plus message and collective rows.
+
+Between a call's ENTER and LEAVE, in this order:
+  SEND (entry time)  Send/Bsend/Ssend/Rsend, Isend family, Sendrecv(_replace),
+                     Start/Startall of a persistent send;
+  COLLECTIVE (entry) the 16 MPI-2 collectives;
+  RECV (exit time)   Recv, Sendrecv(_replace), and every receive completed by
+                     Wait/Test*/Waitall/... (see requests.py), in element order.
+``peer``/``root`` are locations (world rank + 1; 0 = none or not known), the
+comm-local ranks as recorded stay in ``peer_rank``/``root_rank`` (-1 = none).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...model import Kind
+from .functable import FUNCTIONS
+from .requests import SEND_POSTS, slot
+
+BLOCKING_SENDS = (0, 3, 4, 5)
+COLL_TYPE = {52: 1, 53: 2, 56: 2, 57: 2, 54: 3, 55: 3, 62: 3,
+             58: 4, 59: 4, 60: 4, 61: 4, 65: 4, 66: 4, 67: 4, 155: 4, 156: 4}
+FILL = {"peer_rank": -1, "root_rank": -1}          # rank-valued own columns: -1 = none
+
+
+def nbytes(count, dtype, sizes: np.ndarray) -> np.ndarray:
+    """count x datatype size; 0 when the size is not known (count stays in calls/)."""
+    count = np.asarray(count, np.int64)
+    dtype = np.asarray(dtype, np.int64)
+    known = (dtype >= 0) & (dtype < len(sizes))
+    sz = sizes[np.where(known, dtype, 0)] if len(sizes) else np.zeros(len(dtype), np.int64)
+    known &= sz >= 0
+    return np.where(known, np.maximum(count, 0) * sz, 0).astype(np.int64)
+
+
+def array_rows(w, fid: int, name: str) -> np.ndarray:
+    """Rows of w.e holding argument ``name`` of calls of ``fid`` (in call, index order)."""
+    ec, es = w.e[0], w.e[1]
+    return np.nonzero((w.func[ec] == fid) & (es == slot(fid, name)))[0]
+
+
+def array_sum(w, fid: int, name: str, weight=None) -> np.ndarray:
+    """Per call of the chunk, the sum of the elements of an int array argument."""
+    r = array_rows(w, fid, name)
+    x = w.e[4][r] if weight is None else w.e[4][r] * weight
+    return np.bincount(w.e[0][r], weights=x, minlength=len(w.func)).astype(np.int64)
+
+
+class EventRows:
+    """Collects the rows of one chunk, then places them call by call."""
+
+    def __init__(self, w, t_in, t_out, c_in, c_out):
+        self.w, self.t = w, (t_in, t_out, c_in, c_out)
+        n = len(w.func)
+        calls = np.arange(n)
+        self.parts = [dict(call=calls, order=np.zeros(n, np.int8),
+                           kind=np.full(n, int(Kind.ENTER), np.uint8), time=t_in, cpu_time=c_in),
+                      dict(call=calls, order=np.full(n, 3, np.int8),
+                           kind=np.full(n, int(Kind.LEAVE), np.uint8), time=t_out,
+                           cpu_time=c_out)]
+
+    def add(self, calls, kind, **cols):
+        """Rows for the given calls: SEND/COLLECTIVE at entry, RECV at exit."""
+        t_in, t_out, c_in, c_out = self.t
+        entry = kind != Kind.RECV
+        calls = np.asarray(calls, np.int64)
+        self.parts.append(dict(call=calls, order=np.full(len(calls), 1 if entry else 2, np.int8),
+                               kind=np.full(len(calls), int(kind), np.uint8),
+                               time=(t_in if entry else t_out)[calls],
+                               cpu_time=(c_in if entry else c_out)[calls], **cols))
+
+    def place(self) -> dict[str, np.ndarray]:
+        """Per call: ENTER, extras (SEND, COLLECTIVE, RECV, each in added order), LEAVE."""
+        n = len(self.w.func)
+        parts, extra = self.parts, self.parts[2:]
+        ecall = np.concatenate([p["call"] for p in extra]) if extra else np.zeros(0, np.int64)
+        eorder = np.concatenate([p["order"] for p in extra]) if extra else np.zeros(0, np.int8)
+        cnt = np.bincount(ecall, minlength=n)
+        start = np.concatenate([[0], np.cumsum(2 + cnt)[:-1]]).astype(np.int64)
+        srt = np.argsort(ecall * 4 + eorder, kind="stable")
+        first = np.searchsorted(ecall[srt], ecall[srt])
+        epos = np.empty(len(ecall), np.int64)
+        epos[srt] = start[ecall[srt]] + 1 + (np.arange(len(srt)) - first)
+        total = 2 * n + len(ecall)
+        out = {}
+        for k in sorted(set().union(*parts) - {"order"}):
+            fill = FILL.get(k, 0)
+            vals = [np.asarray(p[k]) if k in p else np.full(len(p["call"]), fill) for p in parts]
+            dst = np.full(total, fill, np.result_type(*vals))
+            dst[start], dst[start + 1 + cnt] = vals[0], vals[1]
+            if extra:
+                dst[epos] = np.concatenate(vals[2:])
+            out[k] = dst
+        out["region"] = self.w.func[out["call"]].astype(np.int64) + 1
+        out["thread"] = self.w.thread[out["call"]]
+        return out
+
+
+def chunk_events(w, base, location, sizes, comms, done, post, starts, status_first):
+    """Events of one chunk (``call`` global); see the module docstring."""
+    t_in, t_out, c_in, c_out = w.enter_leave()
+    rows = EventRows(w, t_in, t_out, c_in, c_out)
+    v, func = w.vals, w.func
+    st = w.t[3]
+
+    def msg(calls, kind, handle, rank, **cols):
+        comm = comms.comm(handle, calls + base)
+        rows.add(calls, kind, comm=comm, comm_handle=handle, peer_rank=rank,
+                 peer=comms.location_of(comm, rank), **cols)
+
+    # sends, posted or blocking, in call order of their functions
+    for fid, names in [(f, ("count", "datatype", "dest", "tag", "comm")) for f in
+                       BLOCKING_SENDS + SEND_POSTS] + [
+            (33, ("sendcount", "sendtype", "dest", "sendtag", "comm")),
+            (34, ("count", "datatype", "dest", "sendtag", "comm"))]:
+        s = [slot(fid, x) for x in names]
+        c = np.nonzero((func == fid) & (v[:, s[2]] >= 0))[0]
+        req = v[c, slot(fid, "request")] if fid in SEND_POSTS else np.zeros(len(c), np.int64)
+        msg(c, Kind.SEND, v[c, s[4]], v[c, s[2]], tag=v[c, s[3]],
+            size=nbytes(v[c, s[0]], v[c, s[1]], sizes), request=req)
+    sk = starts["recv"] == 0                      # persistent sends, at their Start
+    sc = starts["call"][sk] - base
+    ok = starts["peer"][sk] >= 0
+    msg(sc[ok], Kind.SEND, starts["comm"][sk][ok], starts["peer"][sk][ok],
+        tag=starts["tag"][sk][ok], size=nbytes(starts["count"][sk][ok],
+                                               starts["datatype"][sk][ok], sizes),
+        request=starts["req"][sk][ok])
+    _collectives(w, base, rows, sizes, comms)
+    # blocking receives: the status when recorded, else the arguments
+    for fid, names in [(1, ("count", "datatype", "source", "tag", "comm", "status")),
+                       (33, ("recvcount", "recvtype", "source", "recvtag", "comm", "status")),
+                       (34, ("count", "datatype", "source", "recvtag", "comm", "status"))]:
+        s = [slot(fid, x) for x in names]
+        c = np.nonzero(func == fid)[0]
+        has = (v[c, s[5]] >= 1) & (status_first[c] >= 0)
+        srow = st[np.where(has, status_first[c], 0)] if len(st) else np.zeros((len(c), 5), np.int64)
+        peer = np.where(has, srow[:, 1], v[c, s[2]])
+        keep = peer >= 0
+        c, has, srow, peer = c[keep], has[keep], srow[keep], peer[keep]
+        msg(c, Kind.RECV, v[c, s[4]], peer, tag=np.where(has, srow[:, 4], v[c, s[3]]),
+            size=np.where(has, srow[:, 0], nbytes(v[c, s[0]], v[c, s[1]], sizes)))
+    # receives completed by Wait/Test*: status of the completion, else the post's arguments
+    recv = (post["recv"] == 1)
+    has = done["status"] >= 0
+    srow = st[np.where(has, done["status"], 0)] if len(st) else np.zeros((len(has), 5), np.int64)
+    recv &= ~(has & (srow[:, 2] != 0))           # cancelled: no message
+    peer = np.where(has, srow[:, 1], post["peer"])
+    recv &= peer >= 0
+    msg(done["call"][recv], Kind.RECV, post["comm"][recv], peer[recv],
+        tag=np.where(has, srow[:, 4], post["tag"])[recv],
+        size=np.where(has, srow[:, 0], nbytes(post["count"], post["datatype"], sizes))[recv],
+        request=done["req"][recv])
+    out = rows.place()
+    out["call"] = out["call"] + base
+    out["location"] = np.full(len(out["call"]), location, np.int64)
+    return out
+
+
+def _collectives(w, base, rows, sizes, comms) -> None:
+    """COLLECTIVE rows: bytes sent/received by this rank, from scalars or count arrays."""
+    t_in, t_out = rows.t[0], rows.t[1]
+    for fid in COLL_TYPE:
+        c = np.nonzero(w.func == fid)[0]
+        if not len(c):
+            continue
+        names = [a[0] for a in FUNCTIONS[fid][2]]
+
+        def col(x, default=0):
+            return w.vals[c, names.index(x)] if x in names else np.full(len(c), default)
+
+        handle = col("comm")
+        comm = comms.comm(handle, c + base)
+        sent = recv = nbytes(col("count"), col("datatype"), sizes)
+        if "sendcount" in names:
+            sent = nbytes(col("sendcount"), col("sendtype"), sizes)
+        if "recvcount" in names:
+            recv = nbytes(col("recvcount"), col("recvtype"), sizes)
+        if "sendcounts" in names and fid != 155:
+            sent = array_sum(w, fid, "sendcounts")[c] * nbytes(1, col("sendtype"), sizes)
+        if "recvcounts" in names and fid not in (66, 155):
+            recv = array_sum(w, fid, "recvcounts")[c] * nbytes(1, col("recvtype"), sizes)
+        if fid == 155:                            # Alltoallw: a datatype per peer
+            sent, recv = (_weighted(w, fid, cn, tn, sizes)[c] for cn, tn in
+                          (("sendcounts", "sendtypes"), ("recvcounts", "recvtypes")))
+        if fid == 66:                             # Reduce_scatter: all in, own block out
+            one = nbytes(1, col("datatype"), sizes)
+            sent = array_sum(w, fid, "recvcounts")[c] * one
+            recv = _own_block(w, fid, c, comms.my_rank(comm)) * one
+        root = col("root", -1) if "root" in names else np.full(len(c), -1)
+        rows.add(c, Kind.COLLECTIVE, comm=comm, comm_handle=handle, root_rank=root,
+                 root=comms.location_of(comm, root), size=sent, received=recv,
+                 collop=np.full(len(c), fid + 1), duration=t_out[c] - t_in[c])
+
+
+def _weighted(w, fid, counts, types, sizes) -> np.ndarray:
+    """Per call: sum of counts[i] x size(types[i]) (the arrays pair up element by element)."""
+    rc, rt = array_rows(w, fid, counts), array_rows(w, fid, types)
+    ec, e0, ev = w.e[0], w.e[2], w.e[4]
+    if len(rc) != len(rt) or not (np.array_equal(ec[rc], ec[rt])
+                                  and np.array_equal(e0[rc], e0[rt])):
+        return np.zeros(len(w.func), np.int64)
+    b = nbytes(ev[rc], ev[rt], sizes)
+    return np.bincount(ec[rc], weights=b, minlength=len(w.func)).astype(np.int64)
+
+
+def _own_block(w, fid, calls, my_rank) -> np.ndarray:
+    """recvcounts[my rank in comm] per call; 0 when the rank is not known."""
+    r = array_rows(w, fid, "recvcounts")
+    ec, e0, ev = w.e[0], w.e[2], w.e[4]
+    want = np.full(len(w.func), -2, np.int64)
+    want[calls] = my_rank
+    hit = r[e0[r] == want[ec[r]]]
+    out = np.zeros(len(w.func), np.int64)
+    out[ec[hit]] = ev[hit]
+    return out[calls]

@@ -1,0 +1,205 @@
+"""Request tracking: pair each nonblocking post with the call that completes it.
+
+DUMPI records a request as a per-process handle (libdumpi hashes the MPI
+handle; 1 = MPI_REQUEST_NULL), which MPI reuses once a request is freed, and
+MPICH even gives several finished sends the same handle.  So a completion
+element (Wait/Test request, Waitall/Testall requests[i], Waitany/Testany
+requests[index], Waitsome/Testsome requests[indices[j]]) is paired with the
+latest *post* of its handle before the completing call that no earlier
+completion claimed.  Posts are Isend/Ibsend/Issend/Irsend/Irecv, and Start /
+Startall of a persistent request, whose arguments come from the latest
+*_init of that handle.  Tests with flag 0, Waitany/Waitsome with index /
+outcount MPI_UNDEFINED and null handles complete nothing.
+
+All of it is numpy over the chunk's flat arrays (sort by (handle, call),
+search).  Posts not yet completed (the latest CARRY per handle) and the latest
+init per handle are carried to the next chunk.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .functable import FUNCTIONS
+
+SEND_POSTS = (8, 9, 10, 11)
+RECV_POST = 12
+SEND_INITS = (26, 27, 28, 29)
+RECV_INIT = 30
+START, STARTALL = 31, 32
+REQUEST_NULL = 1
+FIELDS = ("req", "call", "recv", "peer", "tag", "comm", "count", "datatype", "fid", "init")
+
+
+def slot(fid: int, name: str) -> int:
+    return [a[0] for a in FUNCTIONS[fid][2]].index(name)
+
+
+def _empty() -> dict[str, np.ndarray]:
+    return {k: np.zeros(0, np.int64) for k in FIELDS}
+
+
+def _cat(parts: list[dict]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([p[k] for p in parts]).astype(np.int64) for k in FIELDS}
+
+
+CARRY = 64      # unclaimed posts carried per handle (shared finished-send handles)
+
+
+def _latest(rec: dict[str, np.ndarray], keep: np.ndarray, k: int = 1) -> dict[str, np.ndarray]:
+    """Of the kept records, the last ``k`` (by call) per handle, sorted by (handle, call)."""
+    idx = np.nonzero(keep)[0]
+    idx = idx[np.lexsort((rec["call"][idx], rec["req"][idx]))]
+    req = rec["req"][idx]
+    group_end = np.searchsorted(req, req, "right")
+    idx = idx[group_end - np.arange(len(idx)) <= k]
+    return {key: v[idx] for key, v in rec.items()}
+
+
+def _before(keys_req, keys_call, req, call) -> np.ndarray:
+    """Index of the last (req, call') with call' < call among sorted keys; -1 = none."""
+    if not len(keys_req):
+        return np.full(len(req), -1, np.int64)
+    allreq, inv = np.unique(np.concatenate([keys_req, req]), return_inverse=True)
+    big = np.int64(1) << 40
+    kk = inv[:len(keys_req)] * big + keys_call
+    q = inv[len(keys_req):] * big + call
+    pos = np.searchsorted(kk, q, "left") - 1
+    ok = pos >= 0
+    ok[ok] = keys_req[pos[ok]] == req[ok]
+    return np.where(ok, pos, -1)
+
+
+def _claim(m: np.ndarray, preq: np.ndarray, creq: np.ndarray) -> np.ndarray:
+    """Each post completes once: the first completion (in call, element order) takes the
+    latest post of its handle; a later one of the same handle takes the next older
+    unclaimed post (MPICH gives finished sends one shared handle), else none (-1)."""
+    m = m.copy()
+    used = np.zeros(len(preq), bool)
+    todo = np.nonzero(m >= 0)[0]
+    while len(todo):
+        first = np.unique(m[todo], return_index=True)[1]
+        win = todo[first]
+        win = win[~used[m[win]]]
+        used[m[win]] = True
+        lose = np.setdiff1d(todo, win)
+        m[lose] -= 1                              # next older post of the same handle?
+        ok = (m[lose] >= 0)
+        ok[ok] = preq[m[lose][ok]] == creq[lose][ok]
+        m[lose[~ok]] = -1
+        todo = lose[ok]
+    return m
+
+
+class RequestTracker:
+    """State of one rank's requests across the chunks of its file."""
+
+    def __init__(self):
+        self.pending = _empty()      # posts not yet completed (latest per handle)
+        self.inits = _empty()        # persistent templates (latest per handle)
+
+    # -- gathering -----------------------------------------------------------------
+    @staticmethod
+    def _records(w, base, fids, recv) -> dict[str, np.ndarray]:
+        parts = []
+        for fid in fids:
+            c = np.nonzero(w.func == fid)[0]
+            v = w.vals[c]
+            peer = slot(fid, "source" if recv else "dest")
+            parts.append(dict(req=v[:, slot(fid, "request")], call=c + base,
+                              recv=np.full(len(c), int(recv)), peer=v[:, peer],
+                              tag=v[:, slot(fid, "tag")], comm=v[:, slot(fid, "comm")],
+                              count=v[:, slot(fid, "count")], datatype=v[:, slot(fid, "datatype")],
+                              fid=np.full(len(c), fid), init=np.full(len(c), -1)))
+        return _cat(parts) if parts else _empty()
+
+    def _starts(self, w, base, inits) -> dict[str, np.ndarray]:
+        c1 = np.nonzero(w.func == START)[0]
+        ec, es = w.e[0], w.e[1]
+        sel = np.nonzero((w.func[ec] == STARTALL) & (es == slot(STARTALL, "requests")))[0]
+        call = np.concatenate([c1, ec[sel]])
+        req = np.concatenate([w.vals[c1, 0], w.e[4][sel]])
+        fid = np.concatenate([np.full(len(c1), START), np.full(len(sel), STARTALL)])
+        order = np.lexsort((inits["call"], inits["req"]))
+        ini = {k: v[order] for k, v in inits.items()}
+        t = _before(ini["req"], ini["call"], req, call + base)
+        ok = t >= 0                                # Start of a handle with no init: no post
+        t = t[ok]
+        out = {k: ini[k][t] for k in ("req", "recv", "peer", "tag", "comm", "count", "datatype")}
+        out.update(call=call[ok] + base, fid=fid[ok], init=ini["call"][t])
+        return out
+
+    @staticmethod
+    def completions(w, status_first) -> dict[str, np.ndarray]:
+        """Every completed element: local call, element index, handle, status row (-1)."""
+        ec, es, e0, ev = w.e[0], w.e[1], w.e[2], w.e[4]
+        func, vals = w.func, w.vals
+        parts = []
+
+        def add(call, elem, req, srow):
+            parts.append((call, elem, req, srow))
+
+        def status(call, j, fid, name):
+            n = vals[call, slot(fid, name)]
+            return np.where(n > j, status_first[call] + j, -1)
+
+        for fid, flag in ((13, None), (14, "flag")):
+            c = np.nonzero(func == fid)[0]
+            if flag:
+                c = c[vals[c, slot(fid, flag)] != 0]
+            add(c, np.zeros(len(c), np.int64), vals[c, 0], status(c, 0, fid, "status"))
+        for fid in (16, 17, 18, 19, 20, 21):
+            rs = slot(fid, "requests")
+            sel = np.nonzero((func[ec] == fid) & (es == rs))[0]
+            if not len(sel):
+                continue
+            call, elem, req = ec[sel], e0[sel], ev[sel]
+            if fid in (16, 17):                    # requests[index]
+                done = elem == vals[call, slot(fid, "index")]
+                if fid == 17:
+                    done &= vals[call, slot(fid, "flag")] != 0
+                s = status(call, 0, fid, "status")
+            elif fid in (18, 19):                  # all of them
+                done = np.ones(len(sel), bool) if fid == 18 else vals[call, slot(fid, "flag")] != 0
+                s = status(call, elem, fid, "statuses")
+            else:                                  # requests[indices[j]]
+                first = np.full(len(func), -1, np.int64)
+                first[call[::-1]] = sel[::-1]
+                isel = np.nonzero((func[ec] == fid) & (es == slot(fid, "indices")))[0]
+                ic, j, ix = ec[isel], e0[isel], ev[isel]
+                n = vals[ic, slot(fid, "count")]
+                ok = (first[ic] >= 0) & (ix >= 0) & (ix < n)
+                ic, j, ix = ic[ok], j[ok], ix[ok]
+                add(ic, ix, ev[first[ic] + ix], status(ic, j, fid, "statuses"))
+                continue
+            add(call[done], elem[done], req[done], s[done])
+        call, elem, req, srow = (np.concatenate([p[i] for p in parts]).astype(np.int64)
+                                 for i in range(4))
+        real = req > REQUEST_NULL
+        order = np.lexsort((elem[real], call[real]))
+        return {k: v[real][order] for k, v in
+                dict(call=call, elem=elem, req=req, status=srow).items()}
+
+    # -- one chunk -------------------------------------------------------------------
+    def chunk(self, w, base: int, status_first: np.ndarray):
+        """(completed elements, their posts field by field (call -1 = no post), the
+        chunk's Start activations) for this chunk's calls."""
+        inits = self._records(w, base, SEND_INITS, False)
+        inits = _cat([inits, self._records(w, base, (RECV_INIT,), True)])
+        all_inits = _cat([self.inits, inits])
+        starts = self._starts(w, base, all_inits)
+        posts = _cat([self.pending, self._records(w, base, SEND_POSTS, False),
+                      self._records(w, base, (RECV_POST,), True), starts])
+        done = self.completions(w, status_first)
+        order = np.lexsort((posts["call"], posts["req"]))
+        posts = {k: v[order] for k, v in posts.items()}
+        m = _before(posts["req"], posts["call"], done["req"], done["call"] + base)
+        m = _claim(m, posts["req"], done["req"])
+        claimed = m >= 0
+        used = np.zeros(len(posts["req"]), bool)
+        used[m[claimed]] = True
+        self.pending = _latest(posts, ~used, CARRY)
+        self.inits = _latest(all_inits, np.ones(len(all_inits["req"]), bool))
+        post = {k: np.where(claimed, v[np.maximum(m, 0)], -1 if k in ("call", "init") else 0)
+                for k, v in posts.items()} if len(posts["req"]) else {
+                k: np.full(len(m), -1 if k in ("call", "init") else 0) for k in FIELDS}
+        return done, post, starts
