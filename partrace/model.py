@@ -115,7 +115,7 @@ KIND_ENUM = {k.name: int(k) for k in Kind}
 # Columns with one meaning across formats.  Formats use the subset they need.
 COMMON_COLUMNS: dict[str, Column] = {c.name: c for c in [
     _c("time", "int64", "time of the record", "ns"),
-    _c("location", "int64", "location id (OTF process, DUMPI rank, ovni thread, ...)"),
+    _c("location", "int64", "location id, >= 1 (OTF process, DUMPI world rank + 1, ovni thread, ...)"),
     _c("seq", "int64", "position among the records of this location in this table"),
     _c("kind", KIND_DTYPE, "record kind", enum=KIND_ENUM),
     _c("region", "int64", "function / region id (regions/id); 0 = none"),

@@ -4,8 +4,8 @@ The writer knows no reader: everything here is derived from model tables,
 model.DEFINITION_TABLES, column names and dtypes.  The rules:
 
 Definitions
-  locations -> DefProcess (token = id + shift, the shift making every token
-  >= 1, since OTF has no process 0; parent likewise, 0 = none); regions ->
+  locations -> DefProcess (token = location id, which the model keeps >= 1
+  as OTF needs; parent 0 = none); regions ->
   DefFunction; region_groups -> DefFunctionGroup (a group used by a region
   but not defined is "group N"; regions of group 0 go to a "default" group);
   communicators + communicator_members -> DefProcessGroup; collectives ->
@@ -19,8 +19,7 @@ events
   Kinds OTF has no record for (EVENT, SAMPLE, MARKER in events, ...) become
   NoOp records carrying their fields as key-values: a point event has no
   value with the meaning of a counter, and OTF markers are global, not
-  per-process records.  Location columns (location, peer, origin, root) are
-  shifted into process tokens.
+  per-process records.
 extra columns
   Every numeric events column the row's record has no field for (the
   format's own columns, and common ones such as ticks) is a key-value pair in
@@ -45,12 +44,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import PartraceError
 from ...model import KEY_COLUMNS, Definitions, Kind, Schema, Table
 from . import grammar as G
 
 FILE_TABLES = ("events", "snapshots", "statistics", "markers", "keyvalues", "text")
 EVENT_REF_COLUMNS = ("call", "event_seq", "ref_seq")
-LOCATION_COLUMNS = ("peer", "origin", "root")
 ROW_COLUMNS = ("time", "location", "seq", "kind")
 KV_TYPE = {"i1": 1, "u1": 2, "i2": 3, "u2": 4, "i4": 5, "u4": 6, "i8": 7, "u8": 8, "f4": 9, "f8": 10, "b1": 2}
 BYTE_ARRAY, MAX_ARRAY = 11, 100
@@ -71,19 +70,19 @@ class KVColumn:
 class Layout:
     """What the output of one non-OTF trace looks like (the same on every rank)."""
 
-    shift: int
     kv: list[KVColumn] = field(default_factory=list)
     # sample table -> [(column, counter id, properties)]
     counters: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
     counter_groups: dict[str, int] = field(default_factory=dict)
 
-    def token(self, ids) -> np.ndarray:
-        return np.asarray(ids, np.int64) + self.shift
 
 
-def token_shift(defs: Definitions) -> int:
+def check_location_ids(defs: Definitions) -> None:
+    """OTF has no process 0: the model's location ids are >= 1 (a reader bug otherwise)."""
     ids = defs.tables["locations"]["id"]
-    return 0 if defs.format == "otf" or not len(ids) or int(ids.min()) >= 1 else 1 - int(ids.min())
+    if len(ids) and int(ids.min()) < 1:
+        raise PartraceError(f"{defs.format} trace: location id {int(ids.min())} < 1 cannot be an "
+                            "OTF process")
 
 
 def _ids(defs: Definitions, table: str, col: str = "id") -> list[int]:
@@ -92,7 +91,8 @@ def _ids(defs: Definitions, table: str, col: str = "id") -> list[int]:
 
 
 def layout(defs: Definitions, schema: Schema) -> Layout:
-    lay = Layout(token_shift(defs))
+    check_location_ids(defs)
+    lay = Layout()
     key = 1
     for c in schema["events"]:
         if c.name in ROW_COLUMNS or c.is_object:
@@ -146,12 +146,12 @@ def definition_records(defs: Definitions, schema: Schema) -> list[dict]:
                          description=f"events column {c.name} of the {defs.format} trace"))
     loc = defs.tables["locations"]
     for i, n, p in zip(loc["id"].tolist(), loc["name"].tolist(), loc["parent"].tolist()):
-        recs.append(_rec("DefProcess", token=i + lay.shift, name=str(n), parent=p + lay.shift if p else 0))
+        recs.append(_rec("DefProcess", token=i, name=str(n), parent=p))
     members: dict[int, list[int]] = {}
     cm = defs.tables.get("communicator_members")
     if cm is not None:
         for c, m in zip(cm["comm"].tolist(), cm["location"].tolist()):
-            members.setdefault(int(c), []).append(int(m) + lay.shift)
+            members.setdefault(int(c), []).append(int(m))
     for i, n in _names(defs, "communicators").items():
         recs.append(_rec("DefProcessGroup", token=i, members=members.get(i, []), name=n))
     reg = defs.tables["regions"]
@@ -246,10 +246,7 @@ def event_rows(tab: Table, lay: Layout, record_codes) -> Rows:
         sel = np.flatnonzero(rec == r)
         for j, f in enumerate(G.STREAM_RECORDS[r].fields):
             if f.ftype == G.HEX and f.col in tab:
-                v = tab[f.col][sel].astype(np.int64)
-                if f.col in LOCATION_COLUMNS:
-                    v = v + lay.shift
-                vals[sel, j] = v.view(np.uint64)
+                vals[sel, j] = tab[f.col][sel].astype(np.int64).view(np.uint64)
     scalars = [c for c in lay.kv if not c.width]
     kv_on = np.zeros((n, len(scalars)), bool)
     kv_val = np.zeros((n, len(scalars)), np.uint64)
@@ -257,7 +254,7 @@ def event_rows(tab: Table, lay: Layout, record_codes) -> Rows:
         raw = _raw_bits(np.asarray(tab[c.name]))
         kv_val[:, j] = raw
         kv_on[:, j] = (raw != 0) & ~_carried(rec, c.name)
-    return Rows(rec, tab["time"].astype(np.uint64), lay.token(tab["location"]), vals, kv_on, kv_val,
+    return Rows(rec, tab["time"].astype(np.uint64), tab["location"].astype(np.int64), vals, kv_on, kv_val,
                 *_byte_arrays(tab, lay, n))
 
 
@@ -296,7 +293,7 @@ def counter_rows(name: str, tab: Table, lay: Layout) -> tuple[Rows, np.ndarray, 
         vals[:, j, 1] = (a.astype(np.float64).view(np.uint64) if a.dtype.kind == "f"
                          else a.astype(np.int64).view(np.uint64))
     rep = lambda a: np.repeat(np.asarray(a), k)
-    rows = Rows(np.full(n * k, code, np.int64), rep(tab["time"]).astype(np.uint64), lay.token(rep(tab["location"])),
+    rows = Rows(np.full(n * k, code, np.int64), rep(tab["time"]).astype(np.uint64), rep(tab["location"]).astype(np.int64),
                 vals.reshape(n * k, 8), np.zeros((n * k, 0), bool), np.zeros((n * k, 0), np.uint64),
                 np.zeros(0, np.uint8), np.zeros(n * k, np.int64), np.zeros(n * k, np.int64))
     return rows, rep(tab["seq"]), np.tile(np.arange(k), n)

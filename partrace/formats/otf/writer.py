@@ -87,10 +87,10 @@ def _def_records(defs: Definitions, schema: Schema | None) -> list[dict]:
     return definition_records(defs, schema or {"events": []})
 
 
-def write_master(stub: Path, streams: dict[int, list[int]], shift: int = 0) -> Path:
-    """NAME.otf; `shift` turns location ids into process tokens."""
+def write_master(stub: Path, streams: dict[int, list[int]]) -> Path:
+    """NAME.otf: the process -> stream map."""
     path = Path(f"{stub}.otf")
-    path.write_text("".join(f"{s:x}:" + ",".join(f"{p + shift:x}" for p in ps) + "\n"
+    path.write_text("".join(f"{s:x}:" + ",".join(f"{p:x}" for p in ps) + "\n"
                             for s, ps in streams.items()))
     return path
 
@@ -145,9 +145,8 @@ def write_global(stub: str | Path, defs: Definitions, streams: dict[int, list[in
     `streams` maps stream ids to location ids; `schema` (the trace's tables)
     is needed for a non-OTF input, whose definitions are synthesized.
     """
-    from .generic import token_shift
     stub = Path(stub)
-    out = [write_master(stub, streams, token_shift(defs))] + write_definitions(stub, defs, schema)
+    out = [write_master(stub, streams)] + write_definitions(stub, defs, schema)
     m = write_markers(stub, defs, markers, keyvalues)
     return out + ([m] if m else [])
 
