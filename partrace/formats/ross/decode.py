@@ -88,6 +88,20 @@ def _model_columns(buf, sel, sizes, width, code, mdt, path) -> dict:
     return cols
 
 
+def with_receives(cols: dict, npe: int, nkp: int) -> dict:
+    """Each event-trace record as a message: its SEND row, then its RECV row.
+
+    The RECV row is on the destination LP at the receive time, with the source
+    LP as peer; it repeats the record's fields, so either row alone is whole.
+    """
+    out = {k: np.repeat(v, 2, axis=0) for k, v in cols.items()}
+    out["location"][1::2] = L.lp_location(cols["dest_lp"], npe, nkp)
+    out["peer"][1::2] = L.lp_location(cols["src_lp"], npe, nkp)
+    out["kind"][1::2] = Kind.RECV
+    out["time"][1::2] = to_ns(cols["recv_vts"])
+    return out
+
+
 def decode_region(info: dict, defs: Definitions, schema: dict) -> dict[str, Table]:
     path, kind = Path(info["path"]), info["kind"]
     buf = open_bytes(path)
@@ -116,13 +130,15 @@ def decode_region(info: dict, defs: Definitions, schema: dict) -> dict[str, Tabl
             cols["kind"] = np.full(len(sel), Kind.SEND, np.uint8)
         else:
             cols["location"] = L.lp_location(hdr["lp_id"], npe, nkp)
-        keys = raw_keys(buf, sel, code)
-        pk, pc = info["prefix"].get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
-        cols["seq"] = seq_numbers(keys, _lookup(pk, pc, keys))
         size_field = L.MODEL_SIZE_FIELD[code]
         if size_field is not None:
             cols.update(_model_columns(buf, sel, hdr[size_field].astype(np.int64),
                                        defs.attrs["model_data_width"].get(table, 0), code,
                                        model_dtype(defs, table), path))
+        if code == L.EVTRACE:
+            cols = with_receives(cols, npe, nkp)
+        keys = raw_keys(buf, sel, code)     # for EVTRACE: src, dest of each record, interleaved
+        pk, pc = info["prefix"].get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
+        cols["seq"] = seq_numbers(keys, _lookup(pk, pc, keys))
         out[table] = conform(Table(cols), schema[table])
     return out

@@ -21,7 +21,7 @@ MODE = {"gvt": "GVT-based engine sampling", "rt": "real-time engine sampling",
         "model": "model sampling at GVT / real time"}
 
 TIME_MEANING = {
-    "events": "send_vts: virtual send time (float32) x 1e9",
+    "events": "SEND rows: send_vts, RECV rows: recv_vts (virtual times, float32) x 1e9",
     "gvt": "virtual_time = GVT of the sampling round x 1e9",
     "rt": "real_time = cycle counter / clock-rate, seconds x 1e9",
     "vt": "virtual_time = GVT when the VT-sampling event ran x 1e9",

@@ -33,7 +33,9 @@ def raw_keys(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
         return (u32_at(buf, starts + 24) << 32) | u32_at(buf, starts + 28)
     if code in (L.LP, L.MODEL_GVT, L.MODEL_RT):
         return u32_at(buf, starts + 32)
-    return u32_at(buf, starts)          # VT model lp_id (low half), evtrace src_lp
+    if code == L.EVTRACE:   # one SEND row on the source LP, one RECV row on the destination LP
+        return np.stack([u32_at(buf, starts), u32_at(buf, starts + 4)], 1).ravel()
+    return u32_at(buf, starts)          # VT model lp_id (low half)
 
 
 def ids(buf: np.ndarray, starts: np.ndarray, code: int):
