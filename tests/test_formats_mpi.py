@@ -1,8 +1,9 @@
-"""Every binary fixture merged to HDF5 gives the same data on 1, 2 and 4 ranks."""
+"""The ovni and ROSS fixtures merged to HDF5 give the same data on 1, 2 and 4 ranks
+(DUMPI: tests/formats/test_dumpi_mpi.py; OTF: tests/test_cli_otf.py)."""
 import pytest
 
-from tests.conftest import DATA, run_cli
-from tests.support.compare import assert_same_content
+from tests.conftest import DATA
+from tests.support.compare import merge_on_rank_counts
 
 pytestmark = pytest.mark.mpi
 
@@ -17,11 +18,4 @@ TRACES = [
 
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: p.parent.name)
 def test_same_hdf5_for_any_rank_count(tmp_path, trace):
-    outs = []
-    for n in (None, 2, 4):
-        out = tmp_path / f"o{n}.h5"
-        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n)
-        assert r.returncode == 0, r.stderr
-        outs.append(out)
-    for out in outs[1:]:
-        assert_same_content(outs[0], out)
+    merge_on_rank_counts(trace, tmp_path)

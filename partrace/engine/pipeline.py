@@ -28,7 +28,7 @@ class Sink(Protocol):
 
     ``prepare``, ``write``, ``commit`` and ``discard`` are called on every rank
     and may use collectives; they guard their own local work (``comm.guard``
-    then ``comm.check``).  ``destinations`` is local only.  ``write`` is
+    then ``comm.check``).  ``destinations`` (destination mode only) is local.  ``write`` is
     called once per window of the global order, in order; a sink whose
     ``windows`` attribute is False gets everything in one window.
 

@@ -52,8 +52,6 @@ class HDF5Sink:
                     self.staging.path(self.parts_name).mkdir()
         comm.check()
 
-    def destinations(self, comm, name, table):  # pragma: no cover - mode is "time"
-        raise NotImplementedError("HDF5 output is in global time order")
 
     def _file_name(self, comm: Comm) -> str:
         if comm.parallel and not self.collective:

@@ -17,8 +17,6 @@ class MemorySink:
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
 
-    def destinations(self, comm, name, table):  # pragma: no cover - mode is "time"
-        raise NotImplementedError
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
         """Append one window (rank 0 keeps everything: for small traces)."""

@@ -35,3 +35,18 @@ def assert_same_content(a, b) -> None:
                     else np.array_equal(va, vb), (key, col)
         else:
             assert str(ca[key]) == str(cb[key]), key
+
+
+def merge_on_rank_counts(trace, tmp_path, ranks=(None, 2, 4), extra=()):
+    """Merge ``trace`` to HDF5 once per rank count; check every output has the same
+    content and return the first (None = a plain process, no launcher)."""
+    from tests.conftest import run_cli
+    outs = []
+    for n in ranks:
+        out = tmp_path / f"o{n}.h5"
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q", *extra], nranks=n)
+        assert r.returncode == 0, r.stderr
+        outs.append(out)
+    for out in outs[1:]:
+        assert_same_content(outs[0], out)
+    return outs[0]
