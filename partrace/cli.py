@@ -137,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
             comm.abort(2)
         return 2
+    except BrokenPipeError:       # output piped into `head` and the like: stop quietly
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         if comm.parallel:
             comm.abort(130)
