@@ -2,7 +2,9 @@
 
 Rows go to the rank that owns their output stream (streams are dealt to
 ranks in contiguous blocks); each rank writes its streams' files; rank 0
-writes the master file, the definitions and the marker file.  The OTF
+writes the master file, the definitions and the marker file, so it also
+receives the rows that are markers: the marker table, its key-values, and
+the point events of a non-OTF input (formats.otf.generic.point_events).  The OTF
 writer itself (partrace.formats.otf.writer) knows no MPI.
 
 A stream that receives no events is left out of the master file: the
@@ -23,7 +25,7 @@ from ..errors import PartraceError, UsageError
 from ..model import Definitions, Schema, Table
 from .staging import Staging
 
-MARKERS, KEYVALUES = "markers", "keyvalues"
+EVENTS, MARKERS, KEYVALUES = "events", "markers", "keyvalues"
 MARKER_REF = 3          # keyvalues.ref_table of a marker's key-values
 
 
@@ -58,7 +60,9 @@ class OTFSink:
 
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        from ..formats.otf.writer import is_otf
         self.defs, self.schema = defs, schema
+        self.points = not is_otf(defs)      # point events of a non-OTF input are markers
         self.map = self._stream_map(defs)
         streams = sorted(self.map)
         # contiguous blocks of streams per rank, so that a rank writes neighbours
@@ -99,14 +103,22 @@ class OTFSink:
         sel = np.ones(len(table), dtype=bool)
         if name == KEYVALUES and "ref_table" in table:
             sel = table["ref_table"] != MARKER_REF
+        if name == EVENTS and self.points:
+            sel = ~self._point_events(table)
         if sel.any():
             dest[sel] = self._lookup(table["location"][sel], self._rank_of, name)
         return dest
+
+    @staticmethod
+    def _point_events(table: Table) -> np.ndarray:
+        from ..formats.otf.generic import point_events
+        return point_events(table)
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
         from ..formats.otf import writer
         stub = self.staging.path(self.name)
         written = set()
+        points = None
         with comm.guard():
             per_stream: dict[int, dict[str, Table]] = {}
             for name, table in tables.items():
@@ -115,6 +127,12 @@ class OTFSink:
                 rows = table
                 if name == KEYVALUES and "ref_table" in table:
                     rows = table.take(np.flatnonzero(table["ref_table"] != MARKER_REF))
+                if name == EVENTS and self.points:
+                    point = self._point_events(table)
+                    points = table.take(np.flatnonzero(point))      # only rank 0 receives any
+                    rows = table.take(np.flatnonzero(~point))
+                if not len(rows):
+                    continue
                 stream = self._lookup(rows["location"], self._stream_of, name)
                 order = np.argsort(stream, kind="stable")    # keeps (time, location, seq) order
                 bounds = np.flatnonzero(np.diff(stream[order])) + 1
@@ -136,7 +154,7 @@ class OTFSink:
                 if kv is not None and "ref_table" in kv:
                     kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_REF))
                 writer.write_global(stub, self.defs, streams, markers=tables.get(MARKERS),
-                                    keyvalues=kv, schema=self.schema)
+                                    keyvalues=kv, schema=self.schema, points=points)
         comm.check()
 
     def commit(self, comm: Comm) -> None:

@@ -16,10 +16,18 @@ Definitions
 events
   A kind with an OTF record gets it (ENTER/LEAVE -> E/L, SEND/RECV -> S/R,
   COLLECTIVE -> COP, COUNTER -> CNT, FILE_* and RMA_* their records, ...).
-  Kinds OTF has no record for (EVENT, SAMPLE, MARKER in events, ...) become
-  NoOp records carrying their fields as key-values: a point event has no
-  value with the meaning of a counter, and OTF markers are global, not
-  per-process records.
+  A point event (EVENT) with a region is a marker (below).  Other kinds OTF
+  has no record for (EVENT with region 0, SAMPLE, MARKER in events, ...)
+  become NoOp records carrying their fields as key-values: a point event has
+  no value with the meaning of a counter.
+point events
+  An EVENT row with region != 0 is a marker spot in NAME.0.marker (written
+  by one rank: OTF's marker file is global): marker id = region id, one
+  DefMarker per region used (the region's name, type 3 = hint), the row's
+  time and location, text = "column=value ..." of its non-zero extra
+  columns (decimal; byte arrays as hex without trailing zero bytes), and
+  those columns also as key-value lines before the spot, as for events.
+  Spots are in (time, location, seq) order.
 extra columns
   Every numeric events column the row's record has no field for (the
   format's own columns, and common ones such as ticks) is a key-value pair in
@@ -323,6 +331,8 @@ def stream_rows(tables: dict[str, Table], lay: Layout, record_codes) -> Rows | N
     m = sum(1 for c in lay.kv if not c.width)
     parts = []
     ev = tables.get("events")
+    if ev is not None and point_events(ev).any():       # they are markers of the marker file
+        ev = ev.take(np.flatnonzero(~point_events(ev)))
     if ev is not None and len(ev):
         parts.append((event_rows(ev, lay, record_codes), ev["seq"].astype(np.int64), np.zeros(len(ev), np.int64)))
     for name in lay.counters:
@@ -337,3 +347,90 @@ def stream_rows(tables: dict[str, Table], lay: Layout, record_codes) -> Rows | N
 def kv_prefixes(lay: Layout) -> list[bytes]:
     """'K<key>Y<type>V' of each scalar key-value column, in kv_val column order."""
     return [f"K{c.key:x}Y{c.type:x}V".encode() for c in lay.kv if not c.width]
+
+
+# -- point events as markers -------------------------------------------------------------------
+
+MARKER_TYPE_HINT = 3                           # OTF_MARKER_TYPE_HINT
+MARKER_BLOCK = 1 << 16
+HEXC = np.frombuffer(b"0123456789abcdef", np.uint8)
+
+
+def point_events(tab: Table) -> np.ndarray:
+    """Rows written as marker spots: EVENT rows with a region."""
+    if "kind" not in tab or "region" not in tab:
+        return np.zeros(len(tab), bool)
+    return (tab["kind"] == int(Kind.EVENT)) & (tab["region"] != 0)
+
+
+def _const(text: str, n: int) -> np.ndarray:
+    b = np.frombuffer(text.encode("utf-8", "surrogateescape"), np.uint8)
+    return np.broadcast_to(b, (n, len(b)))
+
+
+def _hex_mat(v: np.ndarray) -> np.ndarray:
+    """(n, 16) hex digits of uint64 values, leading zeros as NUL bytes (dropped at the end)."""
+    nib = ((v.astype(np.uint64)[:, None] >> np.arange(60, -1, -4, dtype=np.uint64)) & np.uint64(15)).astype(np.uint8)
+    lead = np.cumsum(nib != 0, axis=1) == 0
+    lead[:, -1] = False
+    return np.where(lead, np.uint8(0), HEXC[nib])
+
+
+def _str_mat(a: np.ndarray) -> np.ndarray:
+    """(n, w) bytes of a fixed-width bytes array (NUL padded)."""
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint8).reshape(len(a), a.dtype.itemsize)
+
+
+def marker_lines(defs: Definitions, schema: Schema, rows: Table) -> bytes:
+    """The DefMarker lines and marker spots of the point events `rows` (see the module docstring)."""
+    from .writer import format_record
+    rows = rows.take(np.flatnonzero(point_events(rows)))
+    n = len(rows)
+    if not n:
+        return b""
+    rows = rows.take(np.lexsort((rows["seq"], rows["location"], rows["time"])))
+    names = _names(defs, "regions")
+    used = np.unique(rows["region"]).tolist()
+    head = "".join(format_record(G.BY_NAME["DefMarker"], {"token": r, "name": names.get(r, f"region {r}"),
+                                                           "type": MARKER_TYPE_HINT}) for r in used)
+    lay = layout(defs, {"events": [], **schema})
+    # a few hundred bytes of temporaries per row: in blocks
+    body = [_spots(rows.take(np.arange(lo, min(n, lo + MARKER_BLOCK))), lay) for lo in range(0, n, MARKER_BLOCK)]
+    return head.encode("utf-8", "surrogateescape") + b"".join(body)
+
+
+def _spots(rows: Table, lay: Layout) -> bytes:
+    """Key-value lines and marker spot of each row, vectorized (NUL bytes are padding, dropped)."""
+    n = len(rows)
+    kv, text = [], []
+    for c in (c for c in lay.kv if c.name != "region" and c.name in rows):    # region is the marker id
+        a = np.asarray(rows[c.name])
+        if c.width:
+            a = a.reshape(n, c.width)
+            on = a.any(axis=1)
+            for lo in range(0, c.width, MAX_ARRAY):
+                chunk = a[:, lo:lo + MAX_ARRAY]
+                kv.append(np.where(on[:, None], np.hstack([
+                    _const(f"K{c.key:x}Y{BYTE_ARRAY:x}V", n), HEX2[chunk].reshape(n, -1),
+                    _const(f"L{c.width - lo:x}\n", n)]), np.uint8(0)))
+            last = np.where(on, c.width - np.argmax(a[:, ::-1] != 0, axis=1), 0)   # bytes up to the last non-zero
+            digits = HEX2[a].reshape(n, -1)
+            value = np.where(np.arange(2 * c.width) < 2 * last[:, None], digits, np.uint8(0))
+        else:
+            raw = _raw_bits(a)
+            on = raw != 0
+            kv.append(np.where(on[:, None], np.hstack([_const(f"K{c.key:x}Y{c.type:x}V", n), _hex_mat(raw),
+                                                       _const("\n", n)]), np.uint8(0)))
+            value = _str_mat(a.astype("S"))
+        text.append((on, np.hstack([_const(f"{c.name}=", n), value])))
+    parts = kv + [_const("MS", n), _hex_mat(rows["region"]), _const("T", n), _hex_mat(rows["time"]),
+                  _const("P", n), _hex_mat(rows["location"]), _const('V"', n)]
+    seen = np.zeros(n, bool)
+    for on, piece in text:
+        sep = np.where(seen & on, np.uint8(32), np.uint8(0))[:, None]
+        parts.append(np.where(on[:, None], np.hstack([sep, piece]), np.uint8(0)))
+        seen |= on
+    parts.append(_const('"\n', n))
+    body = np.hstack(parts).ravel()
+    return body[body != 0].tobytes()

@@ -12,8 +12,8 @@ to .snaps.
 
 Any other input is written by the rules of ``generic`` (definitions
 synthesized from the model's tables, process tokens >= 1, ns ticks, the
-format's own columns as key-value pairs, sample tables as counters); see its
-docstring for what goes where and what is left out.
+format's own columns as key-value pairs, sample tables as counters, point
+events as markers); see its docstring for what goes where and what is left out.
 """
 from __future__ import annotations
 
@@ -113,8 +113,16 @@ def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = Non
 
 
 def write_markers(stub: Path, defs: Definitions, markers: Table | None,
-                  keyvalues: Table | None = None) -> Path | None:
-    """NAME.0.marker: marker definitions, then the marker rows in (time, location, seq) order."""
+                  keyvalues: Table | None = None, points: Table | None = None,
+                  schema: Schema | None = None) -> Path | None:
+    """NAME.0.marker: marker definitions, then the marker rows in (time, location, seq) order.
+
+    `points`: events rows of a non-OTF input, whose point events are markers (see ``generic``).
+    """
+    generic = b""
+    if points is not None and len(points) and not is_otf(defs):
+        from .generic import marker_lines
+        generic = marker_lines(defs, schema or {"events": []}, points)
     lines = []
     for r in (defs.source or []) if defs.format == "otf" else []:
         if r.get("where") == "marker":
@@ -130,24 +138,25 @@ def write_markers(stub: Path, defs: Definitions, markers: Table | None,
             lines += kvs.get((loc, seq), [])
             lines.append(format_record(mk, {"marker": int(markers["marker"][i]), "ticks": int(ticks[i]),
                                             "location": loc, "text": str(markers["text"][i])}))
-    if not lines:
+    if not lines and not generic:
         return None
     p = Path(f"{stub}.0.marker")
-    p.write_text("".join(lines))
+    p.write_bytes(generic + "".join(lines).encode("utf-8", "surrogateescape"))
     return p
 
 
 def write_global(stub: str | Path, defs: Definitions, streams: dict[int, list[int]],
                  markers: Table | None = None, keyvalues: Table | None = None,
-                 schema: Schema | None = None) -> list[Path]:
+                 schema: Schema | None = None, points: Table | None = None) -> list[Path]:
     """Master file, definitions and marker file (one rank).
 
     `streams` maps stream ids to location ids; `schema` (the trace's tables)
-    is needed for a non-OTF input, whose definitions are synthesized.
+    is needed for a non-OTF input, whose definitions are synthesized; its
+    point events (`points`, events rows) are written as markers.
     """
     stub = Path(stub)
     out = [write_master(stub, streams)] + write_definitions(stub, defs, schema)
-    m = write_markers(stub, defs, markers, keyvalues)
+    m = write_markers(stub, defs, markers, keyvalues, points, schema)
     return out + ([m] if m else [])
 
 

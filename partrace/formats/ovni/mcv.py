@@ -5,6 +5,10 @@ event's MCV, its payload signature (``+`` marks a jumbo event) and a short
 name.  The second field says how partrace reads the event: ``<`` enters and
 ``>`` leaves a region (an enter is always followed by its leave in the table),
 ``.`` is a point event.  Imported only by ``read_definitions``/``decode``.
+
+Region ids: the enter/leave regions are 1..R in table order; each point
+event's MCV is a region of its own after them (R+1.. in table order), so a
+writer can give point events a name (OTF writes them as markers).
 """
 from __future__ import annotations
 
@@ -427,17 +431,20 @@ def code(mcv: str) -> int:
 
 @lru_cache(maxsize=1)
 def parse() -> list[dict]:
-    """One dict per known MCV, with its region id (0 for point events)."""
-    rows, region = [], 0
-    for line in EVENTS.splitlines():
+    """One dict per known MCV, with its region id (enter/leave regions first, then point events)."""
+    lines = EVENTS.splitlines()
+    rows, region, point = [], 0, sum(1 for line in lines if line[4] == "<")
+    for line in lines:
         mcv, kind, sig, name = line[:3], line[4], line[6:36].strip(), line[37:].strip()
         if kind == "<":
             region += 1
+        elif kind == ".":
+            point += 1
         model, mver = MODELS[mcv[0]]
         rows.append({"code": code(mcv), "mcv": mcv, "model": model,
                      "category": CATEGORIES[mcv[0]].get(mcv[1], ""), "value": mcv[2],
                      "signature": "" if sig == "-" else sig, "name": name,
-                     "kind": kind, "region": region if kind in "<>" else 0,
+                     "kind": kind, "region": region if kind in "<>" else point,
                      "jumbo": sig.startswith("+")})
     return rows
 

@@ -32,7 +32,8 @@ def _u1(name: str, description: str) -> Column:
 EVENT_COLUMNS = [
     column("time", description="event clock plus its loom's clock offset"),
     column("location"), column("seq"), column("kind"),
-    column("region", description="enter/leave region of a known model (regions/id); 0 = none"),
+    column("region", description="region of a known model's MCV (regions/id): the region entered/left, "
+           "or the point event's own; 0 = unknown MCV"),
     column("ticks", description="raw event clock as written in the stream", unit="ns"),
     Column("loom", "int64", "location id of the thread's loom"),
     Column("process", "int64", "pid of the thread's process"),
@@ -123,10 +124,13 @@ class OvniReader(TraceReader):
 
         rows = mcv.parse()
         model_ids = {c: i + 1 for i, c in enumerate(mcv.MODELS)}
+        # enter/leave regions, then one region per point event (ids follow, see mcv.parse)
         enters = [r for r in rows if r["kind"] == "<"]
-        regions = _table(REGION_COLUMNS, id=[r["region"] for r in enters],
-                         name=[f"{r['model']}: {r['name']}" for r in enters],
-                         group=[model_ids[r["mcv"][0]] for r in enters])
+        points = [r for r in rows if r["kind"] == "."]
+        regions = _table(REGION_COLUMNS, id=[r["region"] for r in enters + points],
+                         name=[f"{r['model']}: {r['name']}" for r in enters]
+                         + [f"{r['model']}: {r['name']} ({r['mcv']})" for r in points],
+                         group=[model_ids[r["mcv"][0]] for r in enters + points])
         kinds = {"<": Kind.ENTER, ">": Kind.LEAVE, ".": Kind.EVENT}
         mcv_table = _table(MCV_COLUMNS, **{k: [r[k] for r in rows] for k in (
             "code", "mcv", "model", "category", "value", "signature", "region")},
@@ -265,7 +269,7 @@ MCV_COLUMNS = [
     Column("signature", STR, "payload fields ('+' = jumbo)"),
     Column("description", STR, "what the event means"),
     column("kind", description="kind given to events with this MCV"),
-    column("region", description="region entered/left (regions/id); 0 = none"),
+    column("region", description="region entered/left, or the point event's own (regions/id)"),
 ]
 MODEL_COLUMNS = [Column("id", "int64", "model id (regions/group)"),
                  Column("code", STR, "model character"), Column("name", STR, "model name"),
