@@ -18,6 +18,7 @@ class _Counts:
         self.rows: dict[str, int] = {}
         self.span: dict[str, tuple[int, int]] = {}
         self.events: dict[tuple[int, int], int] = {}
+        self.regions: dict[int, int] = {}
 
     def add(self, name: str, t) -> None:
         self.rows[name] = self.rows.get(name, 0) + len(t)
@@ -31,6 +32,9 @@ class _Counts:
             uniq, counts = np.unique(pairs, axis=0, return_counts=True)
             for (loc, k), c in zip(uniq.tolist(), counts.tolist()):
                 self.events[(loc, k)] = self.events.get((loc, k), 0) + c
+            regs, counts = np.unique(t["region"], return_counts=True)
+            for r, c in zip(regs.tolist(), counts.tolist()):
+                self.regions[r] = self.regions.get(r, 0) + c
 
 
 def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
@@ -43,10 +47,11 @@ def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
         counts.rows[name] = 0
     decode_share(comm, reader, units, defs, schema, Progress(comm, enabled=False), RunStats(),
                  store=counts)
-    parts = comm.gather({"rows": counts.rows, "span": counts.span, "events": counts.events})
+    parts = comm.gather({"rows": counts.rows, "span": counts.span, "events": counts.events,
+                         "regions": counts.regions})
     if comm.rank != 0:
         return None
-    rows, span, per = {}, {}, {}
+    rows, span, per, per_region = {}, {}, {}, {}
     for p in parts:
         for n, r in p["rows"].items():
             rows[n] = rows.get(n, 0) + r
@@ -55,6 +60,8 @@ def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
             span[n] = (min(lo, a), max(hi, b))
         for key, c in p["events"].items():
             per[key] = per.get(key, 0) + c
+        for r, c in p["regions"].items():
+            per_region[r] = per_region.get(r, 0) + c
     by_kind: dict[str, int] = {}
     by_loc: dict[int, dict[str, int]] = {}
     for (loc, k), c in sorted(per.items()):
@@ -74,8 +81,22 @@ def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
         "rows": rows,
         "time_span_ns": {n: {"first": a, "last": b, "duration": b - a} for n, (a, b) in span.items()},
         "events_per_kind": by_kind,
+        "events_per_region_group": _per_group(per_region, defs),
         "events_per_location": {str(k): v for k, v in by_loc.items()},
     }
+
+
+def _per_group(per_region: dict[int, int], defs) -> dict[str, int]:
+    """Event rows per region group (ovni: per model; DUMPI: MPI; ...); "none" = no region."""
+    regions, groups = defs.tables.get("regions"), defs.tables.get("region_groups")
+    group_of = dict(zip(regions["id"].tolist(), regions["group"].tolist())) if regions else {}
+    name_of = dict(zip(groups["id"].tolist(), groups["name"].tolist())) if groups else {}
+    out: dict[str, int] = {}
+    for r, c in sorted(per_region.items()):
+        g = group_of.get(r, 0) if r else 0
+        name = "none" if not r else str(name_of.get(g, f"group {g}"))
+        out[name] = out.get(name, 0) + c
+    return out
 
 
 def render(report: dict, as_json: bool = False) -> str:
@@ -96,6 +117,9 @@ def render(report: dict, as_json: bool = False) -> str:
     lines.append("rows:       " + ", ".join(f"{n} {c:,}" for n, c in report["rows"].items()))
     lines.append("events per kind:")
     lines += [f"  {k:<20} {c:>12,}" for k, c in report["events_per_kind"].items()]
+    if set(report["events_per_region_group"]) - {"none"}:
+        lines.append("events per region group:")
+        lines += [f"  {k:<20} {c:>12,}" for k, c in report["events_per_region_group"].items()]
     lines.append("events per location:")
     for loc, kinds in report["events_per_location"].items():
         lines.append(f"  {loc:>12}: " + ", ".join(f"{k} {c}" for k, c in kinds.items()))

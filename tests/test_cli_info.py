@@ -50,3 +50,19 @@ def test_info_text_names_format_and_kinds():
     assert r.returncode == 0, r.stderr
     assert "format:     otf" in r.stdout
     assert "ENTER" in r.stdout and "time span:" in r.stdout
+
+
+def test_info_counts_ovni_events_per_model_like_ovnidump():
+    trace = DATA / "ovni" / "v3-mpisim-small"
+    model_names = {"O": "ovni", "M": "mpi", "6": "nanos6"}
+    expected = {}
+    for line in (trace / "ovnidump.txt").read_text().splitlines():
+        if line.strip():
+            model = model_names[line.split()[1][0]]
+            expected[model] = expected.get(model, 0) + 1
+    r = run_cli(["info", str(trace / "ovni"), "--json"], nranks=2)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["events_per_region_group"] == expected
+    assert info["facts"]["looms"] == 1 and info["facts"]["threads"] == 6
+    assert info["definitions"]["cpus"] == 6

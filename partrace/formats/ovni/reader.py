@@ -163,7 +163,9 @@ class OvniReader(TraceReader):
         source = {"metadata": docs, "clock_offsets_txt": offsets_text,
                   "streams": [{"loom": s.loom, "pid": s.pid, "tid": s.tid, "layout": s.version,
                                "path": layout.relpath(s.obs)} for s in streams]}
-        return Definitions("ovni", {"locations": locations, "regions": regions, "mcv": mcv_table,
+        groups = Table({"id": models["id"], "name": models["name"]})   # a region's group is its model
+        return Definitions("ovni", {"locations": locations, "regions": regions,
+                                    "region_groups": groups, "mcv": mcv_table,
                                     "models": models, "processes": processes, "cpus": cpu_table},
                            attrs, source)
 
