@@ -6,41 +6,137 @@ a total order that no rank count, chunking or window choice can change.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ..model import Table
 
 Key = tuple[int, int, int]
 
+# A k-way merge costs O(n log k): with more than one run per MAX_RUN_FRACTION rows
+# (rows in nearly random order) lexsort is cheaper.
+MAX_RUN_FRACTION = 8
+
 
 def key_order(table: Table) -> np.ndarray:
-    """Permutation sorting the table by (time, location, seq)."""
-    if _is_key_sorted(table):
-        return np.arange(len(table))
-    return np.lexsort((table["seq"], table["location"], table["time"]))
+    """Permutation sorting the table by (time, location, seq), stable for equal keys."""
+    order = _order(table)
+    return np.arange(len(table)) if order is None else order
 
 
-def _is_key_sorted(table: Table) -> bool:
+def _order(table: Table, starts: np.ndarray | None = None) -> np.ndarray | None:
+    """key_order, or None when the rows are already in key order.
+
+    Readers emit rows sorted per location and windows are concatenations of
+    sorted runs, so the rows are cut into their ascending runs and those are
+    merged; only rows in (nearly) random order are lexsorted.
+    """
     t, loc, seq = table["time"], table["location"], table["seq"]
-    if len(t) < 2:
-        return True
-    dt = np.diff(t)
-    if (dt < 0).any():
-        return False
-    tie = dt == 0
-    if not tie.any():
-        return True
-    dl = np.diff(loc)[tie]
-    if (dl < 0).any():
-        return False
-    return not (np.diff(seq)[tie][dl == 0] <= 0).any()
+    starts = run_starts(t, loc, seq) if starts is None else _descents(t, loc, seq, starts)
+    if len(starts) <= 2:
+        return None
+    if len(starts) > 64 and len(starts) * MAX_RUN_FRACTION > len(t):
+        return np.lexsort((seq, loc, t))
+    return merge_runs(np.ascontiguousarray(t, np.int64), np.ascontiguousarray(loc, np.int64),
+                      np.ascontiguousarray(seq, np.int64), starts)
 
 
-def sort_by_key(table: Table) -> Table:
-    if _is_key_sorted(table):
-        return table
-    return table.take(np.lexsort((table["seq"], table["location"], table["time"])))
+def run_starts(t, loc, seq) -> np.ndarray:
+    """Offsets of the ascending runs of the key, and the row count at the end."""
+    n = len(t)
+    if n < 2:
+        return np.array([0, n], np.int64)
+    return _run_starts(np.ascontiguousarray(t, np.int64), np.ascontiguousarray(loc, np.int64),
+                       np.ascontiguousarray(seq, np.int64))
 
 
+def _descents(t, loc, seq, starts: np.ndarray) -> np.ndarray:
+    """Of the given run offsets, those where the key goes down (runs that need merging)."""
+    inner = starts[1:-1]
+    inner = inner[(inner > 0) & (inner < len(t))]
+    a, b = inner - 1, inner
+    down = (t[b] < t[a]) | ((t[b] == t[a]) & ((loc[b] < loc[a])
+                                             | ((loc[b] == loc[a]) & (seq[b] < seq[a]))))
+    return np.concatenate(([0], inner[down], [len(t)])).astype(np.int64)
+
+
+@njit(cache=True)
+def _run_starts(t, loc, seq):
+    # one pass, no temporaries: this runs on every decoded chunk
+    n = len(t)
+    out = np.empty(n + 1, np.int64)
+    out[0] = 0
+    k = 1
+    for i in range(1, n):
+        if t[i] > t[i - 1]:
+            continue
+        if t[i] == t[i - 1] and (loc[i] > loc[i - 1]
+                                 or (loc[i] == loc[i - 1] and seq[i] >= seq[i - 1])):
+            continue
+        out[k] = i
+        k += 1
+    out[k] = n
+    return out[:k + 1].copy()
+
+
+def sort_by_key(table: Table, starts: np.ndarray | None = None) -> Table:
+    """The table in key order; ``starts``: known offsets of sorted runs (and the length)."""
+    order = _order(table, starts)
+    return table if order is None else table.take(order)
+
+
+@njit(cache=True)
+def _before(t, loc, seq, i, j):
+    """Row i comes before row j: by key, then by position (a stable merge)."""
+    if t[i] != t[j]:
+        return t[i] < t[j]
+    if loc[i] != loc[j]:
+        return loc[i] < loc[j]
+    if seq[i] != seq[j]:
+        return seq[i] < seq[j]
+    return i < j
+
+
+@njit(cache=True)
+def _sift_down(heap, size, at, pos, t, loc, seq):
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            return
+        if child + 1 < size and _before(t, loc, seq, pos[heap[child + 1]], pos[heap[child]]):
+            child += 1
+        if not _before(t, loc, seq, pos[heap[child]], pos[heap[at]]):
+            return
+        heap[at], heap[child] = heap[child], heap[at]
+        at = child
+
+
+@njit(cache=True)
+def merge_runs(t, loc, seq, starts):
+    """Permutation merging the ascending runs rows[starts[r]:starts[r+1]] by key.
+
+    A binary heap of runs, ordered by each run's current row; equal keys keep
+    their input order, so the result equals np.lexsort((seq, loc, t)).
+    """
+    k = len(starts) - 1
+    pos = starts[:-1].copy()
+    heap = np.empty(k, np.int64)
+    size = 0
+    for r in range(k):
+        if starts[r] < starts[r + 1]:
+            heap[size] = r
+            size += 1
+    for at in range(size // 2 - 1, -1, -1):
+        _sift_down(heap, size, at, pos, t, loc, seq)
+    out = np.empty(len(t), np.int64)
+    for i in range(len(t)):
+        r = heap[0]
+        out[i] = pos[r]
+        pos[r] += 1
+        if pos[r] == starts[r + 1]:
+            size -= 1
+            heap[0] = heap[size]
+        _sift_down(heap, size, 0, pos, t, loc, seq)
+    return out
 def lower_bound(time, location, seq, key: Key) -> int:
     """First row whose key is >= key, in rows sorted by key (arrays or memory maps)."""
     lo = int(np.searchsorted(time, key[0], side="left"))

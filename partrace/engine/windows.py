@@ -73,18 +73,29 @@ def _column(run, name: str, a: int, b: int) -> np.ndarray:
     return run.columns[name][a:b] if isinstance(run, Run) else run.column(name, a, b)
 
 
-def _gather(runs: list[Run], bounds: list, schema: list[Column]) -> tuple[Table, np.ndarray]:
-    """Rows between consecutive bounds, grouped by bound interval (= destination)."""
+def _gather(runs: list[Run], bounds: list, schema: list[Column]
+            ) -> tuple[Table, np.ndarray, np.ndarray]:
+    """Rows between consecutive bounds, grouped by bound interval (= destination).
+
+    Also returns where each run's part starts in the result (and the row
+    count): every part is sorted, so the parts of one interval merge cheaply.
+    """
     pos = [[_bound(run, b) for b in bounds] for run in runs]
     counts = np.array([sum(p[i + 1] - p[i] for p in pos) for i in range(len(bounds) - 1)],
                       dtype=np.int64)
+    spans = [(run, p[i], p[i + 1]) for i in range(len(bounds) - 1)
+             for run, p in zip(runs, pos) if p[i + 1] > p[i]]
+    starts = np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64)
     cols = {}
     for c in schema:
-        parts = [_column(run, c.name, p[i], p[i + 1]) for i in range(len(bounds) - 1)
-                 for run, p in zip(runs, pos) if p[i + 1] > p[i]]
-        cols[c.name] = (np.concatenate(parts).astype(c.element_dtype(), copy=False) if parts
-                        else np.empty(0, c.numpy_dtype()))
-    return Table(cols), counts
+        parts = [_column(run, c.name, a, b) for run, a, b in spans]
+        if not parts:
+            cols[c.name] = np.empty(0, c.numpy_dtype())
+            continue
+        # one part stays a view of its run: no copy
+        values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        cols[c.name] = values.astype(c.element_dtype(), copy=False)
+    return Table(cols), counts, starts
 
 
 def exchange_rows(comm: Comm, table: Table, counts: np.ndarray, schema: list[Column]) -> Table:
@@ -99,13 +110,15 @@ def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
     """Rank r's rows of window w in time mode, sorted by key."""
     p = comm.size
     bounds = [_cut(cuts, w * p + r) for r in range(p + 1)]
-    table, counts = _gather(runs, bounds, schema)
+    table, counts, starts = _gather(runs, bounds, schema)
+    if comm.size == 1:
+        return sort_by_key(table, starts)
     return sort_by_key(exchange_rows(comm, table, counts, schema))
 
 
 def window_rows(runs: list[Run], cuts: list[Key], w: int, schema: list[Column]) -> Table:
     """This rank's rows of window w in destination mode (not exchanged yet)."""
-    table, _ = _gather(runs, [_cut(cuts, w), _cut(cuts, w + 1)], schema)
+    table, _, _ = _gather(runs, [_cut(cuts, w), _cut(cuts, w + 1)], schema)
     return table
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from partrace.engine.mpi import serial
-from partrace.engine.order import key_order, lower_bound, sort_by_key
+from partrace.engine.order import key_order, lower_bound, merge_runs, run_starts, sort_by_key
 from partrace.engine.runs import Run
 from partrace.engine.windows import choose_cuts, time_window
 from partrace.engine.plan import assign
@@ -64,3 +64,45 @@ def test_plan_balances_bytes_and_is_deterministic():
     assert loads == [96, 100, 100] or max(loads) - min(loads) <= 100
     assert sorted(u.key for share in a for u in share) == [u.key for u in units]
     assert assign(units[:2], 4)[2:] == [[], []]
+
+
+def _sorted_runs(rng, n, runs):
+    """Random keys with many ties, cut into `runs` pieces each sorted by key."""
+    t = table(rng.integers(0, 6, n), rng.integers(1, 4, n), rng.integers(0, 3, n))
+    cuts = np.sort(rng.integers(0, n + 1, runs - 1))
+    pieces = [sort_by_key(t.take(slice(a, b))) for a, b in zip(np.r_[0, cuts], np.r_[cuts, n])]
+    return Table.concat(pieces, [column("time"), column("location"), column("seq")])
+
+
+def test_merge_of_sorted_runs_equals_lexsort_with_ties():
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        n = int(rng.integers(0, 400))
+        t = _sorted_runs(rng, n, int(rng.integers(1, 12)))
+        want = np.lexsort((t["seq"], t["location"], t["time"]))    # stable: equal keys keep order
+        starts = run_starts(t["time"], t["location"], t["seq"])
+        assert np.array_equal(merge_runs(t["time"], t["location"], t["seq"], starts), want)
+        assert np.array_equal(key_order(t), want)
+
+
+def test_run_starts_cut_where_the_key_goes_down():
+    t = table([1, 2, 2, 2, 1, 1, 5, 5], [1, 1, 1, 2, 3, 3, 2, 1], [0, 4, 4, 0, 1, 0, 0, 0])
+    assert run_starts(t["time"], t["location"], t["seq"]).tolist() == [0, 4, 5, 7, 8]
+
+
+def test_known_run_offsets_give_the_same_order():
+    rng = np.random.default_rng(3)
+    parts = [sort_by_key(table(rng.integers(0, 40, m), rng.integers(1, 5, m), np.arange(m)))
+             for m in (0, 50, 1, 300, 70)]
+    t = Table.concat(parts, [column("time"), column("location"), column("seq")])
+    starts = np.cumsum([0] + [len(p) for p in parts])
+    got = sort_by_key(t, starts)
+    want = t.take(np.lexsort((t["seq"], t["location"], t["time"])))
+    for c in ("time", "location", "seq"):
+        assert np.array_equal(got[c], want[c])
+
+
+def test_random_rows_fall_back_to_lexsort():
+    rng = np.random.default_rng(5)
+    t = table(rng.integers(0, 1000, 5000), rng.integers(1, 9, 5000), np.arange(5000))
+    assert np.array_equal(key_order(t), np.lexsort((t["seq"], t["location"], t["time"])))
