@@ -83,6 +83,18 @@ def _hexval(c):
 
 
 @njit(cache=True)
+def _hex_run(buf, i, end):
+    """Value of the hex digits from i (the first 16 of them) and where they stop."""
+    v = np.uint64(0)
+    s = i
+    while i < end and _hexval(buf[i]) >= 0:
+        if i - s < 16:
+            v = v * np.uint64(16) + np.uint64(_hexval(buf[i]))
+        i += 1
+    return v, i
+
+
+@njit(cache=True)
 def parse(buf, final, kwb, kwl, kwrec, nf, ftype, fopt, ftag, ftagl,
           time0, proc0, line0, have_time0, have_proc0,
           o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen):
@@ -122,12 +134,9 @@ def parse(buf, final, kwb, kwl, kwrec, nf, ftype, fopt, ftag, ftagl,
             continue
         c = buf[i]
         if _hexval(c) >= 0:      # time line
-            v = np.uint64(0)
-            k = 0
-            while i < end and _hexval(buf[i]) >= 0:
-                v = v * np.uint64(16) + np.uint64(_hexval(buf[i]))
-                i += 1
-                k += 1
+            s = i
+            v, i = _hex_run(buf, i, end)
+            k = i - s
             while i < end and buf[i] == 32:
                 i += 1
             if i != end:
@@ -139,13 +148,9 @@ def parse(buf, final, kwb, kwl, kwrec, nf, ftype, fopt, ftag, ftagl,
             pos = end + 1
             continue
         if c == 42:              # '*' process line
-            i += 1
-            v = np.uint64(0)
-            k = 0
-            while i < end and _hexval(buf[i]) >= 0:
-                v = v * np.uint64(16) + np.uint64(_hexval(buf[i]))
-                i += 1
-                k += 1
+            s = i + 1
+            v, i = _hex_run(buf, s, end)
+            k = i - s
             while i < end and buf[i] == 32:
                 i += 1
             if i != end or k == 0 or k > 16:
@@ -222,12 +227,8 @@ def parse(buf, final, kwb, kwl, kwrec, nf, ftype, fopt, ftag, ftagl,
                 o_slen[n] = i - s
                 i += 1
             else:
-                v = np.uint64(0)
                 s = i
-                while i < end and _hexval(buf[i]) >= 0:
-                    if i - s < 16:
-                        v = v * np.uint64(16) + np.uint64(_hexval(buf[i]))
-                    i += 1
+                v, i = _hex_run(buf, i, end)
                 k = i - s
                 if k == 0:
                     return n, pos, t, p, line, have_t, have_p, 3, line, rec, j, i
