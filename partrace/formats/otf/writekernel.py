@@ -57,6 +57,21 @@ def _put(out, o, src, a, b):
 
 
 @njit(cache=True)
+def _process_line(out, o, p):
+    out[o] = 42                      # '*'
+    o = _hex(out, o + 1, np.uint64(p))
+    out[o] = 10
+    return o + 1
+
+
+@njit(cache=True)
+def _time_line(out, o, t):
+    o = _hex(out, o, t)
+    out[o] = 10
+    return o + 1
+
+
+@njit(cache=True)
 def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
                 kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0, final,
                 kv_on, kv_val, kv_pre, kv_prel):
@@ -72,18 +87,10 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
         pi = proc[i]
         if ti == t and ti > 0:
             if pi != p:
-                out[o] = 42
-                o = _hex(out, o + 1, np.uint64(pi))
-                out[o] = 10
-                o += 1
+                o = _process_line(out, o, pi)
                 p = pi
-        elif ti > t or ti == 0:
-            o = _hex(out, o, ti)
-            out[o] = 10
-            out[o + 1] = 42
-            o = _hex(out, o + 2, np.uint64(pi))
-            out[o] = 10
-            o += 1
+        elif ti > t or ti == 0:     # the library writes the process again after a time
+            o = _process_line(out, _time_line(out, o, ti), pi)
             t = ti
             p = pi
         else:
@@ -113,10 +120,5 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
         o += 1
     if final and p >= 0:
         # OTF_WBuffer_close: the last time and process once more
-        o = _hex(out, o, t)
-        out[o] = 10
-        out[o + 1] = 42
-        o = _hex(out, o + 2, np.uint64(p))
-        out[o] = 10
-        o += 1
+        o = _process_line(out, _time_line(out, o, t), p)
     return o, -1, t, p
