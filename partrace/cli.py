@@ -5,7 +5,9 @@ Runs as a plain process or under ``mpiexec``/``srun``.  Imports stay lazy:
 only the format and writer it uses.
 
 Exit status: 0 success, 2 bad input or usage (one line on stderr naming the
-file and where), 3 internal error, 130 interrupted.
+file and where), 3 internal error, 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM, as Slurm sends at a time limit or `scancel`).  An interrupted or
+failed run removes its spill files and its unpublished output.
 """
 from __future__ import annotations
 
@@ -120,11 +122,22 @@ def cmd_info(comm, args) -> int:
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that cleanup (``finally``) runs."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    import signal
     from .engine.mpi import RankFailed, world
     from .errors import PartraceError
+    from .output.staging import discard_live
     comm = world()
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(comm, args)
     except RankFailed as exc:     # every rank knows; rank 0 speaks
@@ -133,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except PartraceError as exc:  # raised on this rank alone
         print(f"partrace: error: {exc}", file=sys.stderr)
+        discard_live()
         if comm.parallel:
             sys.stderr.flush()
             comm.abort(2)
@@ -141,10 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        code = 143 if isinstance(exc, Terminated) else 130
+        discard_live()
         if comm.parallel:
-            comm.abort(130)
-        return 130
+            if code == 143:     # the launcher signalled every rank: let them clean up first
+                import time
+                time.sleep(1.0)
+            comm.abort(code)
+        return code
     except Exception as exc:      # a bug: say so, end the whole job
         import os
         import traceback
@@ -152,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"partrace: internal error on rank {comm.rank}: {type(exc).__name__}: {exc} "
               f"(set PARTRACE_DEBUG=1 for a traceback)", file=sys.stderr)
+        discard_live()
         if comm.parallel:
             sys.stderr.flush()
             comm.abort(3)

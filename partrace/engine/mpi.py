@@ -142,10 +142,25 @@ class Comm:
 
     def check(self) -> None:
         """Collective: raise the lowest failing rank's error on every rank."""
+        self._wait_for_all()
         errors = self.allgather(self._error)
         for r, e in enumerate(errors):
             if e is not None:
                 raise RankFailed(e, r)
+
+    def _wait_for_all(self, pause: float = 0.0005) -> None:
+        """Wait at a non-blocking barrier, sleeping between tests.
+
+        Ranks that finish early wait here for the slowest: polling keeps them
+        off the CPU (oversubscribed nodes) and lets Python run a SIGTERM
+        handler, so a killed job cleans up instead of hanging in a collective.
+        """
+        if self._c is None:
+            return
+        import time
+        request = self._c.Ibarrier()
+        while not request.Test():
+            time.sleep(pause)
 
     def abort(self, code: int = 1) -> None:
         if self._c is not None and self.size > 1:

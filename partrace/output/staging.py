@@ -12,6 +12,15 @@ from pathlib import Path
 
 from ..errors import UsageError
 
+_live: set[Path] = set()    # staging folders this process made and has not yet published
+
+
+def discard_live() -> None:
+    """Remove this process's unpublished staging folders (interrupted or crashed run)."""
+    for folder in list(_live):
+        shutil.rmtree(folder, ignore_errors=True)
+        _live.discard(folder)
+
 
 class Staging:
     def __init__(self, final: Path, run_id: str):
@@ -28,6 +37,7 @@ class Staging:
 
     def create(self) -> None:
         self.dir.mkdir()
+        _live.add(self.dir)
 
     def path(self, name: str) -> Path:
         return self.dir / name
@@ -41,7 +51,8 @@ class Staging:
             elif dst.exists() or dst.is_symlink():
                 dst.unlink()
             os.replace(src, dst)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.discard()
 
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        _live.discard(self.dir)

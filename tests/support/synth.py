@@ -55,6 +55,10 @@ class SynthReader(TraceReader):
         if os.environ.get("PARTRACE_TEST_FAIL_DECODE") == unit.key:
             from partrace.errors import TraceError
             raise TraceError(self.path, f"unit {unit.key}", f"injected failure in unit {unit.key}")
+        if os.environ.get("PARTRACE_TEST_HOLD_DECODE") == unit.key:   # to be killed mid-run
+            import time
+            Path(f"{self.path}.held").touch()
+            time.sleep(120)
         s = spec(self.path)
         schema = self.schema(defs)
         for loc in unit.info:
