@@ -14,7 +14,9 @@ from .layout import RankFile, read_rank_file
 from .tables import SCALAR_DTYPES, SIDE_ARG_ID, table_name
 
 _TABLE = scan.compile_table()
-CHUNK_CALLS = 1 << 17     # calls per chunk: bounds memory (~0.5 GB peak), fastest measured
+# most calls per chunk (~0.5 GB peak decoding alone): bigger chunks give event columns
+# of 4 MB and more, which numpy backs with huge pages (fewer page faults: fastest measured)
+CHUNK_CALLS = 1 << 18
 
 
 class Walk:
@@ -50,6 +52,7 @@ class Walk:
                                self.times, self.perfn, self.vals, *self.e, *self.s, *self.t, *self.p)
         self._check(err, at, rf, buf)
         self.buf = buf
+        self._times = self._groups = self._efunc = None
 
     @staticmethod
     def _check(err, at, rf, buf):
@@ -63,12 +66,31 @@ class Walk:
 
     def enter_leave(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(wall enter, wall leave, cpu enter, cpu leave) ns; wall falls back to cpu, then 0."""
-        wall = (self.mask & 0x08) != 0
-        cpu = (self.mask & 0x04) != 0
-        t = self.times
-        t_in = np.where(wall, t[:, 2], np.where(cpu, t[:, 0], 0))
-        t_out = np.where(wall, t[:, 3], np.where(cpu, t[:, 1], 0))
-        return t_in, t_out, np.where(cpu, t[:, 0], 0), np.where(cpu, t[:, 1], 0)
+        if self._times is None:
+            wall = (self.mask & 0x08) != 0
+            cpu = (self.mask & 0x04) != 0
+            t = self.times
+            self._times = (np.where(wall, t[:, 2], np.where(cpu, t[:, 0], 0)),
+                           np.where(wall, t[:, 3], np.where(cpu, t[:, 1], 0)),
+                           np.where(cpu, t[:, 0], 0), np.where(cpu, t[:, 1], 0))
+        return self._times
+
+    def calls_of(self, fid: int) -> np.ndarray:
+        """Chunk-local indices of the calls of ``fid``, ascending (one sort per chunk
+        instead of a scan of all calls per function)."""
+        if self._groups is None:
+            order = np.argsort(self.func, kind="stable")
+            ends = np.cumsum(np.bincount(self.func, minlength=len(FUNCTIONS)))
+            self._groups = (order, ends)
+        order, ends = self._groups
+        return order[(ends[fid - 1] if fid else 0):ends[fid]]
+
+    @property
+    def efunc(self) -> np.ndarray:
+        """The function of each array element's call."""
+        if self._efunc is None:
+            self._efunc = self.func[self.e[0]]
+        return self._efunc
 
 
 def slot_arrays(w: Walk, call: int, k: int, nested: bool = False) -> list:
@@ -98,11 +120,8 @@ def _first_status(w: Walk) -> np.ndarray:
 def function_tables(w: Walk, rank: int, t_in: np.ndarray) -> dict[str, dict]:
     """One column dict per MPI function present."""
     out = {}
-    order = np.argsort(w.func, kind="stable")
-    fids, starts = np.unique(w.func[order], return_index=True)
-    bounds = list(starts[1:]) + [len(order)]
-    for fid, a, b in zip(fids, starts, bounds):
-        idx = order[a:b]
+    for fid in np.flatnonzero(np.bincount(w.func, minlength=len(FUNCTIONS))).tolist():
+        idx = w.calls_of(fid)
         _id, name, args = FUNCTIONS[fid]
         cols = dict(time=t_in[idx], location=np.full(len(idx), rank, np.int64),
                     seq=np.arange(len(idx), dtype=np.int64), call=idx, thread=w.thread[idx])
@@ -174,9 +193,10 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray) -> dict[str, dict]:
     return out
 
 
-def decode_rank(path: Path, rank: int, schema: dict, defs,
-                chunk_calls: int | None = None) -> Iterator[dict[str, Table]]:
-    """All tables of one rank file, in chunks of at most ``chunk_calls`` calls.
+def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | None = None,
+                chunk_bytes: int | None = None) -> Iterator[dict[str, Table]]:
+    """All tables of one rank file, in chunks of at most ``chunk_calls`` calls (default:
+    about ``chunk_bytes`` of the stream, at most CHUNK_CALLS).
 
     ``call`` and every table's ``seq`` continue across chunks; requests posted
     in one chunk and completed in a later one are carried by the tracker.
@@ -191,7 +211,10 @@ def decode_rank(path: Path, rank: int, schema: dict, defs,
         raise TraceError.at_byte(path, rf.index["header"], f"DUMPI version "
                                  f"{'.'.join(map(str, rf.version))} predates 0.6.9; not supported")
     location = rank + 1
-    chunk_calls = chunk_calls or CHUNK_CALLS
+    if not chunk_calls:
+        recorded = rf.calls[290] - rf.ignored[290]          # footer totals: an estimate
+        per_call = (rf.stream_end - rf.stream_start) / recorded if recorded > 0 else 40
+        chunk_calls = int(min(CHUNK_CALLS, max(1024, (chunk_bytes or 32 << 20) // per_call)))
     buf = np.memmap(path, np.uint8, mode="r") if rf.size else np.zeros(0, np.uint8)
     sizes = np.array(rf.datatype_sizes, np.int64)
     comms = CommMap(defs.tables, location)

@@ -36,7 +36,7 @@ def nbytes(count, dtype, sizes: np.ndarray) -> np.ndarray:
 def array_rows(w, fid: int, name: str) -> np.ndarray:
     """Rows of w.e holding argument ``name`` of calls of ``fid`` (in call, index order)."""
     ec, es = w.e[0], w.e[1]
-    return np.nonzero((w.func[ec] == fid) & (es == slot(fid, name)))[0]
+    return np.nonzero((w.efunc == fid) & (es == slot(fid, name)))[0]
 
 
 def array_sum(w, fid: int, name: str, weight=None) -> np.ndarray:
@@ -82,17 +82,24 @@ class EventRows:
         epos = np.empty(len(ecall), np.int64)
         epos[srt] = start[ecall[srt]] + 1 + (np.arange(len(srt)) - first)
         total = 2 * n + len(ecall)
-        out = {}
-        for k in sorted(set().union(*parts) - {"order"}):
-            fill = FILL.get(k, 0)
-            vals = [np.asarray(p[k]) if k in p else np.full(len(p["call"]), fill) for p in parts]
-            dst = np.full(total, fill, np.result_type(*vals))
-            dst[start], dst[start + 1 + cnt] = vals[0], vals[1]
-            if extra:
-                dst[epos] = np.concatenate(vals[2:])
+        # destination rows of each part: a column is filled, then scattered part by part
+        cuts = np.cumsum([len(p["call"]) for p in extra])[:-1]
+        dests = [start, start + 1 + cnt] + np.split(epos, cuts)
+        # a call's rows are contiguous: its own columns are repeats, not scatters
+        per_call = 2 + cnt
+        out = {"call": np.repeat(np.arange(n, dtype=np.int64), per_call),
+               "region": np.repeat(self.w.func.astype(np.int64) + 1, per_call),
+               "thread": np.repeat(self.w.thread, per_call)}
+        for k in sorted(set().union(*parts) - {"order", "call"}):
+            have = [(np.asarray(p[k]), d) for p, d in zip(parts, dests) if k in p]
+            if len(have) == len(parts):           # every row gets a value
+                dst = np.empty(total, np.result_type(*[v.dtype for v, _d in have]))
+            else:
+                dtypes = [v.dtype for v, _d in have] + [np.int64]
+                dst = np.full(total, FILL.get(k, 0), np.result_type(*dtypes))
+            for v, d in have:
+                dst[d] = v
             out[k] = dst
-        out["region"] = self.w.func[out["call"]].astype(np.int64) + 1
-        out["thread"] = self.w.thread[out["call"]]
         return out
 
 
@@ -100,7 +107,7 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     """Events of one chunk (``call`` global); see the module docstring."""
     t_in, t_out, c_in, c_out = w.enter_leave()
     rows = EventRows(w, t_in, t_out, c_in, c_out)
-    v, func = w.vals, w.func
+    v = w.vals
     st = w.t[3]
 
     def msg(calls, kind, handle, rank, **cols):
@@ -114,7 +121,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
             (33, ("sendcount", "sendtype", "dest", "sendtag", "comm")),
             (34, ("count", "datatype", "dest", "sendtag", "comm"))]:
         s = [slot(fid, x) for x in names]
-        c = np.nonzero((func == fid) & (v[:, s[2]] >= 0))[0]
+        c = w.calls_of(fid)
+        c = c[v[c, s[2]] >= 0]
         req = v[c, slot(fid, "request")] if fid in SEND_POSTS else np.zeros(len(c), np.int64)
         msg(c, Kind.SEND, v[c, s[4]], v[c, s[2]], tag=v[c, s[3]],
             size=nbytes(v[c, s[0]], v[c, s[1]], sizes), request=req)
@@ -131,7 +139,7 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
                        (33, ("recvcount", "recvtype", "source", "recvtag", "comm", "status")),
                        (34, ("count", "datatype", "source", "recvtag", "comm", "status"))]:
         s = [slot(fid, x) for x in names]
-        c = np.nonzero(func == fid)[0]
+        c = w.calls_of(fid)
         has = (v[c, s[5]] >= 1) & (status_first[c] >= 0)
         srow = st[np.where(has, status_first[c], 0)] if len(st) else np.zeros((len(c), 5), np.int64)
         peer = np.where(has, srow[:, 1], v[c, s[2]])
@@ -151,7 +159,7 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
         size=np.where(has, srow[:, 0], nbytes(post["count"], post["datatype"], sizes))[recv],
         request=done["req"][recv])
     out = rows.place()
-    out["call"] = out["call"] + base
+    out["call"] += base
     out["location"] = np.full(len(out["call"]), location, np.int64)
     return out
 
@@ -160,7 +168,7 @@ def _collectives(w, base, rows, sizes, comms) -> None:
     """COLLECTIVE rows: bytes sent/received by this rank, from scalars or count arrays."""
     t_in, t_out = rows.t[0], rows.t[1]
     for fid in COLL_TYPE:
-        c = np.nonzero(w.func == fid)[0]
+        c = w.calls_of(fid)
         if not len(c):
             continue
         names = [a[0] for a in FUNCTIONS[fid][2]]

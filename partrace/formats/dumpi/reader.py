@@ -107,7 +107,8 @@ class DumpiReader(TraceReader):
     def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
         from .decode import decode_rank
         path, rank = unit.info
-        yield from decode_rank(Path(path), rank, self.schema(defs), defs)
+        yield from decode_rank(Path(path), rank, self.schema(defs), defs,
+                               chunk_bytes=self.chunk_bytes)
 
 
 def _needs_scan(recorded: np.ndarray) -> bool:

@@ -39,7 +39,8 @@ def _empty() -> dict[str, np.ndarray]:
 
 
 def _cat(parts: list[dict]) -> dict[str, np.ndarray]:
-    return {k: np.concatenate([p[k] for p in parts]).astype(np.int64) for k in FIELDS}
+    return {k: np.concatenate([p[k] for p in parts]).astype(np.int64, copy=False)
+            for k in FIELDS}
 
 
 CARRY = 64      # unclaimed posts carried per handle (shared finished-send handles)
@@ -57,37 +58,16 @@ def _latest(rec: dict[str, np.ndarray], keep: np.ndarray, k: int = 1) -> dict[st
 
 def _before(keys_req, keys_call, req, call) -> np.ndarray:
     """Index of the last (req, call') with call' < call among sorted keys; -1 = none."""
-    if not len(keys_req):
-        return np.full(len(req), -1, np.int64)
-    allreq, inv = np.unique(np.concatenate([keys_req, req]), return_inverse=True)
-    big = np.int64(1) << 40
-    kk = inv[:len(keys_req)] * big + keys_call
-    q = inv[len(keys_req):] * big + call
-    pos = np.searchsorted(kk, q, "left") - 1
-    ok = pos >= 0
-    ok[ok] = keys_req[pos[ok]] == req[ok]
-    return np.where(ok, pos, -1)
+    from .kernels import before
+    return before(*(np.ascontiguousarray(x, np.int64) for x in (keys_req, keys_call, req, call)))
 
 
 def _claim(m: np.ndarray, preq: np.ndarray, creq: np.ndarray) -> np.ndarray:
     """Each post completes once: the first completion (in call, element order) takes the
     latest post of its handle; a later one of the same handle takes the next older
     unclaimed post (MPICH gives finished sends one shared handle), else none (-1)."""
-    m = m.copy()
-    used = np.zeros(len(preq), bool)
-    todo = np.nonzero(m >= 0)[0]
-    while len(todo):
-        first = np.unique(m[todo], return_index=True)[1]
-        win = todo[first]
-        win = win[~used[m[win]]]
-        used[m[win]] = True
-        lose = np.setdiff1d(todo, win)
-        m[lose] -= 1                              # next older post of the same handle?
-        ok = (m[lose] >= 0)
-        ok[ok] = preq[m[lose][ok]] == creq[lose][ok]
-        m[lose[~ok]] = -1
-        todo = lose[ok]
-    return m
+    from .kernels import claim
+    return claim(*(np.ascontiguousarray(x, np.int64) for x in (m, preq, creq)))
 
 
 class RequestTracker:
@@ -102,20 +82,18 @@ class RequestTracker:
     def _records(w, base, fids, recv) -> dict[str, np.ndarray]:
         parts = []
         for fid in fids:
-            c = np.nonzero(w.func == fid)[0]
-            v = w.vals[c]
-            peer = slot(fid, "source" if recv else "dest")
-            parts.append(dict(req=v[:, slot(fid, "request")], call=c + base,
-                              recv=np.full(len(c), int(recv)), peer=v[:, peer],
-                              tag=v[:, slot(fid, "tag")], comm=v[:, slot(fid, "comm")],
-                              count=v[:, slot(fid, "count")], datatype=v[:, slot(fid, "datatype")],
+            c = w.calls_of(fid)
+            arg = {k: w.vals[c, slot(fid, name)] for k, name in (
+                ("req", "request"), ("peer", "source" if recv else "dest"), ("tag", "tag"),
+                ("comm", "comm"), ("count", "count"), ("datatype", "datatype"))}
+            parts.append(dict(arg, call=c + base, recv=np.full(len(c), int(recv)),
                               fid=np.full(len(c), fid), init=np.full(len(c), -1)))
         return _cat(parts) if parts else _empty()
 
     def _starts(self, w, base, inits) -> dict[str, np.ndarray]:
-        c1 = np.nonzero(w.func == START)[0]
+        c1 = w.calls_of(START)
         ec, es = w.e[0], w.e[1]
-        sel = np.nonzero((w.func[ec] == STARTALL) & (es == slot(STARTALL, "requests")))[0]
+        sel = np.nonzero((w.efunc == STARTALL) & (es == slot(STARTALL, "requests")))[0]
         call = np.concatenate([c1, ec[sel]])
         req = np.concatenate([w.vals[c1, 0], w.e[4][sel]])
         fid = np.concatenate([np.full(len(c1), START), np.full(len(sel), STARTALL)])
@@ -143,13 +121,13 @@ class RequestTracker:
             return np.where(n > j, status_first[call] + j, -1)
 
         for fid, flag in ((13, None), (14, "flag")):
-            c = np.nonzero(func == fid)[0]
+            c = w.calls_of(fid)
             if flag:
                 c = c[vals[c, slot(fid, flag)] != 0]
             add(c, np.zeros(len(c), np.int64), vals[c, 0], status(c, 0, fid, "status"))
         for fid in (16, 17, 18, 19, 20, 21):
             rs = slot(fid, "requests")
-            sel = np.nonzero((func[ec] == fid) & (es == rs))[0]
+            sel = np.nonzero((w.efunc == fid) & (es == rs))[0]
             if not len(sel):
                 continue
             call, elem, req = ec[sel], e0[sel], ev[sel]
@@ -164,7 +142,7 @@ class RequestTracker:
             else:                                  # requests[indices[j]]
                 first = np.full(len(func), -1, np.int64)
                 first[call[::-1]] = sel[::-1]
-                isel = np.nonzero((func[ec] == fid) & (es == slot(fid, "indices")))[0]
+                isel = np.nonzero((w.efunc == fid) & (es == slot(fid, "indices")))[0]
                 ic, j, ix = ec[isel], e0[isel], ev[isel]
                 n = vals[ic, slot(fid, "count")]
                 ok = (first[ic] >= 0) & (ix >= 0) & (ix < n)

@@ -21,7 +21,7 @@ from ...model import (LOCATION_COLUMNS, REGION_COLUMNS, BYTES, STR, Column, Defi
 from ..base import TraceReader, Unit
 from . import layout
 
-CHUNK = 1 << 18          # events per decoded chunk (bounds the gather temporaries)
+CHUNK = 1 << 22          # most events per decoded chunk (else chunk_bytes of stream decide)
 NO_CPU = -1
 
 
@@ -189,25 +189,21 @@ class OvniReader(TraceReader):
                           f"left by a crashed program); dropped its {len(buf) - end} bytes, "
                           f"kept the {len(offs)} whole events before it", stacklevel=2)
 
-        known, known_kind, known_region = mcv.lookup()
+        codes, kinds, regions = mcv.lookup()
+        known = scan.mcv_hash(codes), kinds, regions
         set_cpu = np.array([mcv.code(m) for m in mcv.SET_CPU], np.int64)
         clear_cpu = np.array([mcv.code(m) for m in mcv.CLEAR_CPU], np.int64)
         offset = int(defs.attrs.get("clock_offsets", {}).get(info["loom"], 0))
         loc = info["location"]
         cpu_carry, jseq = NO_CPU, 0
         schema = self.schema(defs)
-        for lo in range(0, max(len(offs), 1), CHUNK):
-            o = offs[lo:lo + CHUNK]
+        # bigger chunks are faster (fewer, larger arrays; the kernel is one pass either way)
+        step = max(1, min(CHUNK, self.chunk_bytes * len(offs) // max(end - scan.HEADER, 1)))
+        for lo in range(0, max(len(offs), 1), step):
+            o = offs[lo:lo + step]
             n = len(o)
-            g = scan.gather(buf, o, big)
-            codes = (g["model"].astype(np.int64) << 16 | g["category"].astype(np.int64) << 8
-                     | g["value"].astype(np.int64))
-            pos = np.minimum(np.searchsorted(known, codes), len(known) - 1)
-            hit = known[pos] == codes
-            g["kind"] = np.where(hit, known_kind[pos], np.uint8(Kind.EVENT))
-            g["region"] = np.where(hit, known_region[pos], 0)
-            g["cpu"], cpu_carry = _cpu(codes, g, set_cpu, clear_cpu, cpu_carry, big, scan.i32)
-            g["time"] = g["ticks"].astype(np.int64) + offset
+            g, j, cpu_carry = scan.events(buf, o, big, offset, known, set_cpu, clear_cpu,
+                                       cpu_carry, Kind.EVENT)
             g["location"] = np.full(n, loc, np.int64)
             g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
             g["loom"] = np.full(n, info["loom_id"], np.int64)
@@ -215,7 +211,6 @@ class OvniReader(TraceReader):
             g["thread"] = np.full(n, info["tid"], np.int64)
             events = conform(Table({c.name: g[c.name] for c in EVENT_COLUMNS}), EVENT_COLUMNS)
 
-            j = np.flatnonzero(g["flags"] & scan.JUMBO)
             size, data = scan.jumbo_data(buf, o[j], g["payload"][j], big)
             jumbo = conform(Table({
                 "time": g["time"][j], "location": g["location"][j],
@@ -224,24 +219,6 @@ class OvniReader(TraceReader):
                 "size": size, "data": data}), schema["jumbo"])
             jseq += len(j)
             yield {"events": events, "jumbo": jumbo}
-
-
-def _cpu(codes, g, set_cpu, clear_cpu, carry, big, i32):
-    """The CPU of each event, carried forward from OHx/OAs (set) and OHe (clears after)."""
-    n = len(codes)
-    setter = np.flatnonzero(np.isin(codes, set_cpu) & (g["payload_size"] >= 4))
-    clear = np.flatnonzero(np.isin(codes, clear_cpu)) + 1
-    clear = clear[clear < n]
-    vals = np.full(n, NO_CPU, np.int32)
-    mark = np.full(n, -1, np.int64)
-    mark[clear] = clear
-    vals[setter] = i32(g["payload"][setter], 0, big)
-    mark[setter] = setter
-    np.maximum.accumulate(mark, out=mark)
-    cpu = np.where(mark >= 0, vals[np.maximum(mark, 0)], np.int32(carry)).astype(np.int32)
-    if n and np.isin(codes[-1], clear_cpu):
-        return cpu, NO_CPU
-    return cpu, (int(cpu[-1]) if n else carry)
 
 
 def _key(s: layout.Stream) -> str:

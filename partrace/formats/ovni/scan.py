@@ -5,7 +5,8 @@ then events back to back.  Event: 1 byte flags (high nibble, 0x10 = jumbo) |
 payload-size code (low nibble: 0 = none, n = n + 1 bytes), 3 bytes MCV, u64
 clock, payload; a jumbo event's 4-byte payload is a u32 length N followed by N
 bytes of jumbo data.  Sizes vary, so finding boundaries is one compiled loop
-(:func:`boundaries`); everything after it is numpy gathers.
+(:func:`boundaries`); a second one (:func:`events`) fills every per-event
+column of a chunk in one pass.
 """
 from __future__ import annotations
 
@@ -19,15 +20,24 @@ from ...errors import TraceError
 HEADER = 8
 EV_HEADER = 12
 JUMBO = 0x10
+ONE_PASS = 1 << 25      # most event offsets reserved before the count is known (256 MB)
 
 # scan status codes
 OK, TRUNCATED, BAD_FLAGS, BAD_JUMBO = 0, 1, 2, 3
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _uint(buf, o, nbytes, big):
+    """Unsigned integer of ``nbytes`` bytes at ``o`` (unrolled by the compiler)."""
+    v = np.uint64(0)
+    for k in range(nbytes):
+        v |= np.uint64(buf[o + k]) << np.uint64(8 * (nbytes - 1 - k) if big else 8 * k)
+    return v
+
+
 @numba.njit(cache=True, nogil=True)
 def _walk(buf, start, big, out):
-    """Event offsets into ``out`` (if it is long enough); returns (count, end, status).
-
+    """Event offsets into ``out`` (as many as fit); returns (count, end, status).
     ``end`` is the offset after the last whole event; on a bad event it is the
     offset of that event.
     """
@@ -47,13 +57,7 @@ def _walk(buf, start, big, out):
                 return count, pos, BAD_JUMBO
             if pos + 16 > n:
                 return count, pos, TRUNCATED
-            if big:
-                jl = (np.int64(buf[pos + 12]) << 24 | np.int64(buf[pos + 13]) << 16
-                      | np.int64(buf[pos + 14]) << 8 | np.int64(buf[pos + 15]))
-            else:
-                jl = (np.int64(buf[pos + 15]) << 24 | np.int64(buf[pos + 14]) << 16
-                      | np.int64(buf[pos + 13]) << 8 | np.int64(buf[pos + 12]))
-            size = 16 + jl
+            size = 16 + np.int64(_uint(buf, pos + 12, 4, big))
         elif flags != 0:
             return count, pos, BAD_FLAGS
         if pos + size > n:
@@ -67,10 +71,14 @@ def _walk(buf, start, big, out):
 
 def boundaries(buf: np.ndarray, big: bool) -> tuple[np.ndarray, int, int]:
     """Offsets of all whole events after the header, the end offset and a status."""
-    count, end, status = _walk(buf, HEADER, big, np.empty(0, np.int64))
-    offs = np.empty(count, np.int64)
-    _walk(buf, HEADER, big, offs)
-    return offs, end, status
+    # one pass into room for the smallest events (pages never written cost nothing);
+    # a second one only for streams too big to reserve that much
+    offs = np.empty(min(max(len(buf) - HEADER, 0) // EV_HEADER + 1, ONE_PASS), np.int64)
+    count, end, status = _walk(buf, HEADER, big, offs)
+    if count > len(offs):
+        offs = np.empty(count, np.int64)
+        _walk(buf, HEADER, big, offs)
+    return offs[:count], end, status
 
 
 def open_stream(path: Path) -> tuple[np.ndarray, bool]:
@@ -89,36 +97,95 @@ def open_stream(path: Path) -> tuple[np.ndarray, bool]:
     raise TraceError.at_byte(path, 4, f"expected stream version 1, got bytes {ver.hex()}")
 
 
-_ARANGE16 = np.arange(16)
-ROW = 28          # the longest normal event: its bytes are gathered as one row
+def mcv_hash(codes: np.ndarray) -> np.ndarray:
+    """Open-addressing table of (code, index) for :func:`_find` (faster than a search)."""
+    size = 1 << max(4, int(2 * len(codes)).bit_length())
+    table = np.full((size, 2), -1, np.int64)
+    for i, c in enumerate(codes.tolist()):
+        h = (c * 0x9E3779B1) & (size - 1)
+        while table[h, 0] >= 0:
+            h = (h + 1) & (size - 1)
+        table[h] = c, i
+    return table
 
 
-def rows(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
-    """The first 28 bytes at each offset as an (n, 28) array (zeros past the end)."""
-    out = np.zeros((len(offs), ROW), np.uint8)
-    last = len(buf) - ROW
-    inner = offs <= last
-    if last >= 0:
-        # overlapping 28-byte windows, one per byte: a row gather is one short copy
-        win = np.lib.stride_tricks.sliding_window_view(buf, ROW)
-        out[inner] = win[offs[inner]]
-    for i in np.flatnonzero(~inner):          # the few events within 28 bytes of the end
-        o = int(offs[i])
-        out[i, :len(buf) - o] = buf[o:]
-    return out
+@numba.njit(cache=True, nogil=True, inline="always")
+def _find(table, code):
+    """Index of ``code`` in the hashed codes, -1 if absent."""
+    mask = table.shape[0] - 1
+    h = (code * 0x9E3779B1) & mask
+    while table[h, 0] >= 0:
+        if table[h, 0] == code:
+            return table[h, 1]
+        h = (h + 1) & mask
+    return -1
 
 
-def gather(buf: np.ndarray, offs: np.ndarray, big: bool) -> dict[str, np.ndarray]:
-    """The fields of the events starting at ``offs`` (all vectorized)."""
-    r = rows(buf, offs)
-    first = r[:, 0]
-    code = first & 0x0F
-    psize = np.where(code > 0, code + 1, 0).astype(np.uint8)
-    clock = np.ascontiguousarray(r[:, 4:12]).view(">u8" if big else "<u8").ravel().astype(np.uint64)
-    payload = r[:, 12:] * (_ARANGE16[None, :] < psize[:, None])
-    return {"flags": first & 0xF0, "model": r[:, 1].copy(), "category": r[:, 2].copy(),
-            "value": r[:, 3].copy(), "ticks": clock, "payload_size": psize,
-            "payload": payload.astype(np.uint8, copy=False)}
+@numba.njit(cache=True, nogil=True)
+def _fill(buf, offs, big, offset, table, known_kind, known_region, set_cpu, clear_cpu,
+          carry, other_kind, flags, model, category, value, psize, payload, ticks, time,
+          kind, region, cpu, jumbo):
+    """One pass over the events at ``offs``: every per-event column, and the CPU carried
+    forward from OHx/OAs (set, payload i32) and OHe (clears for the next event).
+    Returns the CPU carry for the next chunk and the number of jumbo events, whose
+    indices go to ``jumbo``."""
+    cur = carry
+    nj = 0
+    clear_next = False
+    for i in range(offs.shape[0]):
+        o = offs[i]
+        b = buf[o]
+        code = b & 0x0F
+        ps = code + 1 if code else 0
+        flags[i] = b & 0xF0
+        if b & JUMBO:
+            jumbo[nj] = i
+            nj += 1
+        m, c, v = buf[o + 1], buf[o + 2], buf[o + 3]
+        model[i], category[i], value[i] = m, c, v
+        psize[i] = ps
+        for k in range(ps):
+            payload[i, k] = buf[o + 12 + k]
+        t = _uint(buf, o + 4, 8, big)
+        ticks[i] = t
+        time[i] = np.int64(t) + offset
+        mcv = np.int64(m) << 16 | np.int64(c) << 8 | np.int64(v)
+        p = _find(table, mcv)
+        if p >= 0:
+            kind[i], region[i] = known_kind[p], known_region[p]
+        else:
+            kind[i], region[i] = other_kind, 0
+        if clear_next:
+            cur = -1
+        if ps >= 4:
+            for k in range(set_cpu.shape[0]):
+                if set_cpu[k] == mcv:
+                    u = np.int64(_uint(buf, o + 12, 4, big))
+                    cur = np.int32(u - (np.int64(1) << 32) if u >= (np.int64(1) << 31) else u)
+        cpu[i] = cur
+        clear_next = False
+        for k in range(clear_cpu.shape[0]):
+            if clear_cpu[k] == mcv:
+                clear_next = True
+    return -1 if clear_next else cur, nj
+
+
+def events(buf: np.ndarray, offs: np.ndarray, big: bool, offset: int, lookup, set_cpu,
+           clear_cpu, carry: int, other_kind: int):
+    """(per-event columns, indices of the jumbo events, CPU carry for the next chunk) of
+    the events at ``offs``, in one compiled pass; ``lookup`` is (mcv_hash(codes), kinds,
+    regions) of mcv.lookup()."""
+    n = len(offs)
+    u1 = [np.empty(n, np.uint8) for _ in range(5)]
+    g = dict(zip(("flags", "model", "category", "value", "payload_size"), u1))
+    g.update(payload=np.zeros((n, 16), np.uint8), ticks=np.empty(n, np.uint64),
+             time=np.empty(n, np.int64), kind=np.empty(n, np.uint8),
+             region=np.empty(n, np.int64), cpu=np.empty(n, np.int32))
+    jumbo = np.empty(n, np.int64)
+    carry, nj = _fill(buf, offs, big, np.int64(offset), *lookup, set_cpu, clear_cpu,
+                      np.int32(carry), np.uint8(other_kind), *u1, g["payload"], g["ticks"],
+                      g["time"], g["kind"], g["region"], g["cpu"], jumbo)
+    return g, jumbo[:nj], int(carry)
 
 
 def jumbo_data(buf: np.ndarray, offs: np.ndarray, payload: np.ndarray,
@@ -129,8 +196,3 @@ def jumbo_data(buf: np.ndarray, offs: np.ndarray, payload: np.ndarray,
     for i, (o, n) in enumerate(zip(offs.tolist(), lens.tolist())):
         data[i] = bytes(buf[o + 16:o + 16 + n])
     return lens.astype(np.uint64), data
-
-
-def i32(payload: np.ndarray, at: int, big: bool) -> np.ndarray:
-    """The signed 32-bit field at byte ``at`` of each payload."""
-    return np.ascontiguousarray(payload[:, at:at + 4]).view(">i4" if big else "<i4").ravel()

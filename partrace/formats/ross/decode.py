@@ -7,38 +7,46 @@ import numpy as np
 
 from ...errors import TraceError
 from ...model import Definitions, Kind, Table, conform
+from . import kernels
 from . import layouts as L
-from .scan import _lookup, hop_checked, open_bytes, raw_keys
+from .scan import _lookup, hop_checked, open_bytes, raw_keys, small_keys
 
 NS = 1e9          # one second of real time, and one unit of virtual time, is 1e9 key ticks
-I64_MAX = np.iinfo(np.int64).max
 
 
 def to_ns(x: np.ndarray) -> np.ndarray:
-    """Seconds (or virtual-time units) -> int64 ordering key; inf/NaN/huge clamp to int64 max."""
-    v = np.asarray(x, np.float64) * NS
-    ok = np.isfinite(v) & (np.abs(v) < 9.2e18)
-    out = np.full(len(v), I64_MAX, np.int64)
-    out[ok] = np.rint(v[ok]).astype(np.int64)
-    out[~ok & (v < 0)] = np.iinfo(np.int64).min
+    """Seconds (or virtual-time units) -> int64 ordering key; inf/NaN/huge clamp to int64 max
+    (-inf and huge negative values to int64 min)."""
+    x = np.asarray(x)
+    out = np.empty(len(x), np.int64)
+    kernels.to_ns(x if x.dtype.kind == "f" else x.astype(np.float64), NS, out)
     return out
 
 
-def gather(buf: np.ndarray, starts: np.ndarray, dtype: np.dtype, skip: int = 0) -> np.ndarray:
-    """Fixed-size records at byte offsets starts+skip, viewed as a structured array."""
-    idx = (starts + skip)[:, None] + np.arange(dtype.itemsize)
-    return np.ascontiguousarray(buf[idx]).view(dtype).ravel()
+def gather(buf: np.ndarray, starts: np.ndarray, dtype: np.dtype, skip: int = 0,
+           keep: np.ndarray | None = None) -> np.ndarray:
+    """Fixed-size records at byte offsets starts+skip, viewed as a structured array
+    (zeros where ``keep`` is False)."""
+    out = np.empty((len(starts), dtype.itemsize), np.uint8)
+    keep = np.ones(len(starts), bool) if keep is None else keep
+    kernels.copy_records(buf, starts + skip, dtype.itemsize, keep, out)
+    return out.view(dtype).ravel()
 
 
-def seq_numbers(keys: np.ndarray, before: np.ndarray) -> np.ndarray:
-    """Position of each record among earlier records with the same key."""
+def seq_numbers(keys: np.ndarray, prefix_keys: np.ndarray,
+                prefix_counts: np.ndarray) -> np.ndarray:
+    """Per record: records of its key before the region (prefix) + earlier in the region."""
+    if small_keys(keys):                          # LP ids: one counting pass, no sort
+        out = np.empty(len(keys), np.int64)
+        kernels.dense_seq(keys, prefix_keys, prefix_counts, int(keys.max()) + 1, out)
+        return out
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     first = np.r_[True, sk[1:] != sk[:-1]] if len(sk) else np.empty(0, bool)
     group_start = np.maximum.accumulate(np.where(first, np.arange(len(sk)), 0))
     rank = np.empty(len(keys), np.int64)
     rank[order] = np.arange(len(sk)) - group_start
-    return before + rank
+    return _lookup(prefix_keys, prefix_counts, keys) + rank
 
 
 def time_source(kind: str, code: int) -> str:
@@ -73,32 +81,32 @@ def _model_columns(buf, sel, sizes, width, code, mdt, path) -> dict:
             i = int(np.argmax(bad))
             raise TraceError.at_byte(path, int(sel[i]), f"model data size {int(sizes[i])} but the "
                                      f"scan found only {width} (file changed since scan?)")
-        data = np.zeros((n, width), np.uint8)
-        m = sizes == width
-        data[m] = buf[(sel[m] + hsize)[:, None] + np.arange(width)]
+        data = np.empty((n, width), np.uint8)
+        kernels.copy_records(buf, sel + hsize, width, sizes == width, data)
         cols["model_data"] = data
     if mdt is not None:
-        m = sizes == mdt.itemsize
-        rec = gather(buf, sel[m], mdt, hsize)
+        rec = gather(buf, sel, mdt, hsize, keep=sizes == mdt.itemsize)
         for name in mdt.names:
-            base, shape = mdt.fields[name][0].base, mdt.fields[name][0].shape
-            col = np.zeros((n,) + shape, base)
-            col[m] = rec[name]
-            cols["model_" + name] = col
+            cols["model_" + name] = rec[name]
     return cols
 
 
-def with_receives(cols: dict, npe: int, nkp: int) -> dict:
+def with_receives(cols: dict) -> dict:
     """Each event-trace record as a message: its SEND row, then its RECV row.
 
     The RECV row is on the destination LP at the receive time, with the source
     LP as peer; it repeats the record's fields, so either row alone is whole.
     """
-    out = {k: np.repeat(v, 2, axis=0) for k, v in cols.items()}
-    out["location"][1::2] = L.lp_location(cols["dest_lp"], npe, nkp)
-    out["peer"][1::2] = L.lp_location(cols["src_lp"], npe, nkp)
-    out["kind"][1::2] = Kind.RECV
-    out["time"][1::2] = to_ns(cols["recv_vts"])
+    recv = {"location": cols["peer"], "peer": cols["location"],
+            "kind": np.full(len(cols["kind"]), Kind.RECV, np.uint8),
+            "time": to_ns(cols["recv_vts"])}
+    out = {}
+    for k, v in cols.items():
+        if k in recv:                       # SEND value, RECV value, interleaved
+            out[k] = np.empty(2 * len(v), v.dtype)
+            out[k][0::2], out[k][1::2] = v, recv[k]
+        else:
+            out[k] = np.repeat(v, 2, axis=0)
     return out
 
 
@@ -136,9 +144,9 @@ def decode_region(info: dict, defs: Definitions, schema: dict) -> dict[str, Tabl
                                        defs.attrs["model_data_width"].get(table, 0), code,
                                        model_dtype(defs, table), path))
         if code == L.EVTRACE:
-            cols = with_receives(cols, npe, nkp)
+            cols = with_receives(cols)
         keys = raw_keys(buf, sel, code)     # for EVTRACE: src, dest of each record, interleaved
         pk, pc = info["prefix"].get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
-        cols["seq"] = seq_numbers(keys, _lookup(pk, pc, keys))
+        cols["seq"] = seq_numbers(keys, pk, pc)
         out[table] = conform(Table(cols), schema[table])
     return out

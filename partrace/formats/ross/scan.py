@@ -17,12 +17,14 @@ import numpy as np
 from ...errors import TraceError
 from . import layouts as L
 from .hop import ERROR_TEXT, OK, hop_range
+from .kernels import u32s
 
 
 def u32_at(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
     """Little-endian u32 at each byte offset (vectorised gather)."""
-    idx = offs[:, None] + np.arange(4)
-    return np.ascontiguousarray(buf[idx]).view("<u4").ravel().astype(np.int64)
+    out = np.empty(len(offs), np.int64)
+    u32s(buf, np.ascontiguousarray(offs, np.int64), out)
+    return out
 
 
 def raw_keys(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
@@ -78,6 +80,29 @@ def _lookup(keys: np.ndarray, counts: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(keys[i] == q, counts[i], 0)
 
 
+def small_keys(keys: np.ndarray) -> bool:
+    """Keys dense enough to count with bincount instead of sorting (LP ids, sizes)."""
+    return bool(len(keys)) and keys.min() >= 0 and keys.max() < 4 * len(keys) + 4096
+
+
+def key_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(keys, return_counts=True), by counting when the keys are small."""
+    if not small_keys(keys):
+        return np.unique(keys, return_counts=True)
+    c = np.bincount(keys)
+    u = np.flatnonzero(c)
+    return u, c[u]
+
+
+def first_index(keys: np.ndarray) -> np.ndarray:
+    """np.unique(keys, return_index=True)[1]: the first row of each key, by key."""
+    if not small_keys(keys):
+        return np.unique(keys, return_index=True)[1]
+    first = np.full(int(keys.max()) + 1, -1, np.int64)
+    first[keys[::-1]] = np.arange(len(keys) - 1, -1, -1)     # the last write wins
+    return first[first >= 0]
+
+
 def first_rows(m: np.ndarray) -> np.ndarray:
     """Rows of (lp, pe, kp) with the first occurrence of each lp, sorted by lp."""
     return m[np.unique(m[:, 0], return_index=True)[1]]
@@ -109,12 +134,14 @@ def scan_file(path: Path, kind: str, region_size: int) -> FileScan:
         end = min((k + 1) * region_size, len(buf))
         starts, codes, nxt = hop_checked(path, buf, pos, end, family)
         prefix = {}
-        for code in np.unique(codes).tolist():
+        for code in key_counts(codes.astype(np.int64))[0].tolist():
             sel = starts[codes == code]
-            u, c = np.unique(raw_keys(buf, sel, code), return_counts=True)
+            u, c = key_counts(raw_keys(buf, sel, code))
             rk, rc = running.get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
             prefix[code] = (u, _lookup(rk, rc, u))
-            allk = np.union1d(rk, u)
+            allk = np.concatenate([rk, u])                    # union of two sorted sets
+            allk.sort(kind="stable")
+            allk = allk[np.r_[True, allk[1:] != allk[:-1]]] if len(allk) else allk
             running[code] = (allk, _lookup(rk, rc, allk) + _lookup(u, c, allk))
             fs.counts[code] = fs.counts.get(code, 0) + len(sel)
             pe, kp, lp = ids(buf, sel, code)
@@ -122,11 +149,11 @@ def scan_file(path: Path, kind: str, region_size: int) -> FileScan:
                 if arr is not None and len(arr):
                     setattr(fs, attr, max(getattr(fs, attr), int(arr.max())))
             if pe is not None and lp is not None:
-                first = np.unique(lp, return_index=True)[1]      # ROSS LPs never migrate
+                first = first_index(lp)                           # ROSS LPs never migrate
                 maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
             ms = model_sizes(buf, sel, code)
             if ms is not None:
-                fs.sizes.setdefault(code, set()).update(np.unique(ms).tolist())
+                fs.sizes.setdefault(code, set()).update(key_counts(ms)[0].tolist())
         if len(starts):
             fs.regions.append((k, pos, nxt, prefix))
         pos = nxt

@@ -1,0 +1,56 @@
+"""Compiled loops of request tracking (numba): each replaces a chain of numpy passes."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def before(kreq, kcall, req, call):
+    """Index of the last key (kreq, kcall) < (req, call) with kreq == req among keys
+    sorted by (kreq, kcall); -1 = none (binary search per query)."""
+    n = kreq.shape[0]
+    out = np.empty(req.shape[0], np.int64)
+    for i in range(req.shape[0]):
+        r, c = req[i], call[i]
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if kreq[mid] < r or (kreq[mid] == r and kcall[mid] < c):
+                lo = mid + 1
+            else:
+                hi = mid
+        out[i] = lo - 1 if lo > 0 and kreq[lo - 1] == r else -1
+    return out
+
+
+@njit(cache=True)
+def claim(m, preq, creq):
+    """See requests._claim: in rounds, the first completion (in order) aiming at an
+    unclaimed post takes it; every other one aims at the next older post of its
+    handle, or gives up (-1)."""
+    m = m.copy()
+    used = np.zeros(preq.shape[0], np.bool_)
+    aimed = np.full(preq.shape[0], -1, np.int64)      # last round a post was aimed at
+    todo = np.nonzero(m >= 0)[0]
+    rnd = 0
+    while todo.shape[0]:
+        nxt = np.empty(todo.shape[0], np.int64)
+        k = 0
+        for i in todo:
+            t = m[i]
+            if aimed[t] != rnd:
+                aimed[t] = rnd
+                if not used[t]:
+                    used[t] = True
+                    continue
+            t -= 1
+            if t >= 0 and preq[t] == creq[i]:
+                m[i] = t
+                nxt[k] = i
+                k += 1
+            else:
+                m[i] = -1
+        todo = nxt[:k]
+        rnd += 1
+    return m
