@@ -175,6 +175,11 @@ class Table:
     def take(self, index) -> "Table":
         return Table({k: v[index] for k, v in self.columns.items()})
 
+    def column_once(self, name: str) -> np.ndarray:
+        """A column read once: a lazily built table (the engine's merged windows)
+        builds it without keeping it, so column-at-a-time writers stay small."""
+        return self.columns[name]
+
     @staticmethod
     def empty(schema: Iterable[Column]) -> "Table":
         return Table({c.name: np.empty(0, c.numpy_dtype()) for c in schema})

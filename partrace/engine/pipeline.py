@@ -18,9 +18,16 @@ from .mpi import Comm, RankFailed
 from .plan import assign
 from .progress import Progress
 from .runs import RunStore
-from .windows import by_destination, choose_cuts, time_window, window_count, window_rows
+from .windows import (by_destination, choose_cuts, next_window_keys, time_window, window_count,
+                      window_rows)
 
 DEFAULT_MEMORY = 2 << 30      # bytes per rank
+# Share of the budget for decoded rows kept in memory (the rest spills).  A sink
+# that reads each merged column once (``columnwise``) holds only the window's
+# order and one column besides them, so it leaves more of the budget to rows;
+# then the process's measured resident memory must stay within that share too.
+KEEP = 0.5
+COLUMNWISE_KEEP = 0.8
 
 
 class Sink(Protocol):
@@ -34,6 +41,11 @@ class Sink(Protocol):
 
     * ``"time"``: rank r receives the r-th slice of the global time order;
     * ``"destination"``: rows go to the rank :meth:`destinations` names.
+
+    Optional attributes: ``columnwise`` (True: ``write`` reads each column of
+    a window once, by :meth:`Table.column_once`, so more of the budget can
+    hold rows); ``next_keys`` (if present, set before each ``write`` to the
+    key, per table, that every row of later windows is >= (None: no later rows)).
     """
 
     mode: str
@@ -115,22 +127,29 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     """Decode the trace at ``path`` on all ranks, merge, and write through ``sink``.
 
     ``memory`` is the budget per rank in bytes: decoded rows beyond half of it
-    are spilled to ``spill_dir`` (default: the system's temporary folder), and
+    (three quarters for a columnwise sink) are spilled to ``spill_dir``
+    (default: the system's temporary folder), and
     the merge runs in as many windows of the global order as the budget needs.
     """
     stats = RunStats()
     reader = open_on_all_ranks(comm, path, format)
     units, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
-    # text decodes to ~10x its size in columns: keep one chunk well inside the budget
-    reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // 40)))
+    # a columnwise sink keeps 3/4 of the budget for rows and gives decoding and
+    # each window 1/8 (else 1/2, 1/4 and 1/4)
+    lean = getattr(sink, "columnwise", False)
+    share = 8 if lean else 4
+    # text decodes to ~10x its size in columns: keep one chunk well inside its share
+    reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // (10 * share))))
     progress = progress or Progress(comm, enabled=False)
     progress.start("decode", sum(u.size for u in units))
-    store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}")
+    store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}",
+                     keep_fraction=COLUMNWISE_KEEP if lean else KEEP,
+                     resident_fraction=COLUMNWISE_KEEP if lean else None)
     try:
         sink.prepare(comm, defs, schema)
         decode_share(comm, reader, units, defs, schema, progress, stats, store)
-        windows = window_count(comm, store.total_bytes(), memory)
+        windows = window_count(comm, store.total_bytes(), memory // share)
         if windows > 1 and not getattr(sink, "windows", False):
             windows = 1     # this sink must see all rows at once
         stats.windows = windows
@@ -140,6 +159,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         cuts = {name: choose_cuts(comm, store.runs[name], pieces) for name in schema}
         written = dict.fromkeys(schema, 0)
         for w in range(windows):
+            if hasattr(sink, "next_keys"):  # lets a sink write out rows no later window precedes
+                sink.next_keys = next_window_keys(cuts, w, windows, pieces // windows)
             merged = {}
             for name in schema:
                 if sink.mode == "time":

@@ -111,13 +111,31 @@ class SpilledRun:
         return a + lower_bound(*block, key)
 
 
+def resident_bytes() -> int | None:
+    """This process's resident memory now (Linux), else None."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class RunStore:
-    """The sorted runs of every table on this rank, within a memory budget."""
+    """The sorted runs of every table on this rank, within a memory budget.
+
+    A run stays in memory while the runs' bytes fit ``keep_fraction`` of the
+    budget and, with ``resident_fraction``, while the whole process (libraries,
+    decoder state, allocator slack) stays resident within that share of it.
+    """
 
     def __init__(self, schema: dict[str, list[Column]], memory_bytes: int,
-                 spill_root: str | os.PathLike | None = None, tag: str = ""):
+                 spill_root: str | os.PathLike | None = None, tag: str = "",
+                 keep_fraction: float = 0.5, resident_fraction: float | None = None):
         self.schema = schema
-        self.keep_bytes = memory_bytes // 2     # the rest is for windows, exchange, output
+        # the rest of the budget is for decoding, windows, exchange, output
+        self.keep_bytes = int(memory_bytes * keep_fraction)
+        self.resident_limit = (None if resident_fraction is None
+                               else int(memory_bytes * resident_fraction))
         self.in_memory = 0
         self.spill_root = spill_root
         self.tag = tag
@@ -132,12 +150,19 @@ class RunStore:
         table = sort_by_key(table)
         size = len(table) * row_bytes(self.schema[name])
         self.rows[name] += len(table)
-        if self.in_memory + size <= self.keep_bytes:
+        if self.in_memory + size <= self.keep_bytes and self._resident_fits():
             self.in_memory += size
             self.runs[name].append(Run(dict(table.columns)))
         else:
             self.runs[name].append(self._spill(name, table))
             self.spilled_bytes += size
+
+    def _resident_fits(self) -> bool:
+        """The process, this run included (it is in memory already), is within its share."""
+        if self.resident_limit is None:
+            return True
+        now = resident_bytes()
+        return now is None or now <= self.resident_limit
 
     def _spill(self, name: str, table: Table) -> SpilledRun:
         if self.spill_dir is None:

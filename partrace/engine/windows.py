@@ -14,9 +14,10 @@ import math
 
 import numpy as np
 
-from ..model import Column, Table
+from ..model import KEY_COLUMNS, Column, Table
+from .merged import ordered
 from .mpi import Comm
-from .order import Key, sort_by_key
+from .order import Key, merge_order
 from .runs import Run
 
 SAMPLES_PER_RANK = 4096
@@ -73,67 +74,88 @@ def _column(run, name: str, a: int, b: int) -> np.ndarray:
     return run.columns[name][a:b] if isinstance(run, Run) else run.column(name, a, b)
 
 
-def _gather(runs: list[Run], bounds: list, schema: list[Column]
-            ) -> tuple[Table, np.ndarray, np.ndarray]:
-    """Rows between consecutive bounds, grouped by bound interval (= destination).
-
-    Also returns where each run's part starts in the result (and the row
-    count): every part is sorted, so the parts of one interval merge cheaply.
-    """
+def _spans(runs: list[Run], bounds: list) -> tuple[list[tuple[Run, int, int]], np.ndarray]:
+    """The (run, first, end) row ranges between consecutive bounds, grouped by
+    bound interval (= destination), and the row count of each interval."""
     pos = [[_bound(run, b) for b in bounds] for run in runs]
     counts = np.array([sum(p[i + 1] - p[i] for p in pos) for i in range(len(bounds) - 1)],
                       dtype=np.int64)
     spans = [(run, p[i], p[i + 1]) for i in range(len(bounds) - 1)
              for run, p in zip(runs, pos) if p[i + 1] > p[i]]
-    starts = np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64)
-    cols = {}
-    for c in schema:
-        parts = [_column(run, c.name, a, b) for run, a, b in spans]
-        if not parts:
-            cols[c.name] = np.empty(0, c.numpy_dtype())
-            continue
-        # one part stays a view of its run: no copy
-        values = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        cols[c.name] = values.astype(c.element_dtype(), copy=False)
-    return Table(cols), counts, starts
+    return spans, counts
 
 
-def exchange_rows(comm: Comm, table: Table, counts: np.ndarray, schema: list[Column]) -> Table:
-    """Send contiguous row blocks (counts[r] rows to rank r); returns received rows."""
-    if comm.size == 1:
-        return table
-    return Table({c.name: comm.alltoallv(table[c.name], counts) for c in schema})
+def _gather_column(spans, col: Column) -> np.ndarray:
+    """One column of the spans' rows, in span order (one span: a view of its run)."""
+    parts = [_column(run, col.name, a, b) for run, a, b in spans]
+    if not parts:
+        return np.empty(0, col.numpy_dtype())
+    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return values.astype(col.element_dtype(), copy=False)
+
+
+def _gather(runs: list[Run], bounds: list, schema: list[Column]) -> tuple[Table, np.ndarray]:
+    """All columns of the rows between consecutive bounds, grouped by interval."""
+    spans, counts = _spans(runs, bounds)
+    return Table({c.name: _gather_column(spans, c) for c in schema}), counts
+
+
+def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column]) -> Table:
+    """Send contiguous row blocks (counts[r] rows to rank r) of the columns ``column(col)``
+    makes, one column at a time (each is dropped once sent); returns the received rows."""
+    return Table({c.name: comm.alltoallv(column(c), counts) for c in schema})
+
+
+def _sorted_lazily(table: Table, schema: list[Column]) -> Table:
+    """The table in key order, each column taken in that order when read."""
+    order = merge_order(table)
+    return ordered(len(table), [c.name for c in schema], table.column_once, order)
 
 
 def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
                 schema: list[Column]) -> Table:
-    """Rank r's rows of window w in time mode, sorted by key."""
+    """Rank r's rows of window w in time mode, sorted by key (columns built on read)."""
     p = comm.size
     bounds = [_cut(cuts, w * p + r) for r in range(p + 1)]
-    table, counts, starts = _gather(runs, bounds, schema)
-    if comm.size == 1:
-        return sort_by_key(table, starts)
-    return sort_by_key(exchange_rows(comm, table, counts, schema))
+    spans, counts = _spans(runs, bounds)
+    cols = {c.name: c for c in schema}
+    if p == 1:
+        # the order from the keys alone; every column is gathered when read
+        keys = Table({k: _gather_column(spans, cols[k]) for k in KEY_COLUMNS})
+        order = merge_order(keys, np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64))
+        del keys
+        return ordered(int(counts.sum()), list(cols),
+                       lambda name: _gather_column(spans, cols[name]), order)
+    got = exchange_columns(comm, lambda c: _gather_column(spans, c), counts, schema)
+    return _sorted_lazily(got, schema)
 
 
 def window_rows(runs: list[Run], cuts: list[Key], w: int, schema: list[Column]) -> Table:
     """This rank's rows of window w in destination mode (not exchanged yet)."""
-    table, _, _ = _gather(runs, [_cut(cuts, w), _cut(cuts, w + 1)], schema)
+    table, _ = _gather(runs, [_cut(cuts, w), _cut(cuts, w + 1)], schema)
     return table
 
 
-def by_destination(comm: Comm, table: Table, dest: np.ndarray, schema: list[Column]) -> Table:
+def by_destination(comm: Comm, rows: Table, dest: np.ndarray, schema: list[Column]) -> Table:
     """Send every row to rank dest[i]; each rank's rows come back sorted by key."""
     if comm.size > 1:
         perm = np.argsort(dest, kind="stable")
-        table = table.take(perm)
         counts = np.bincount(dest, minlength=comm.size).astype(np.int64)
-        table = exchange_rows(comm, table, counts, schema)
-    return sort_by_key(table)
+        mine = rows
+        rows = exchange_columns(comm, lambda c: np.take(mine[c.name], perm, axis=0), counts,
+                                schema)
+    return _sorted_lazily(rows, schema)
 
 
-def window_count(comm: Comm, local_bytes: int, memory_bytes: int) -> int:
-    """Windows needed so that one window's rows on a rank take about a quarter of the budget."""
+def next_window_keys(cuts: dict[str, list[Key]], w: int, windows: int, pieces_per_window: int
+                     ) -> dict[str, Key | None]:
+    """Per table, the key every row of windows after w is >= (None: no rows after w)."""
+    j = (w + 1) * pieces_per_window - 1
+    return {name: c[j] if w + 1 < windows and j < len(c) else None for name, c in cuts.items()}
+
+
+def window_count(comm: Comm, local_bytes: int, window_bytes: int) -> int:
+    """Windows needed so that one window's rows on a rank take about ``window_bytes``."""
     total = comm.allreduce_sum(int(local_bytes))
-    per_window = max(1, memory_bytes // 4) * comm.size
+    per_window = max(1, window_bytes) * comm.size
     return max(1, math.ceil(total / per_window))

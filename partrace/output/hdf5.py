@@ -97,10 +97,10 @@ def append_rows(group: h5py.Group, table: Table, columns: list[Column]) -> None:
     if not n:
         return
     start = int(group.attrs["rows"])
-    for col in columns:
+    for col in columns:     # one column at a time: a merged window builds each on read
         ds = group[col.name]
         ds.resize(start + n, axis=0)
-        _write_values(ds, col, np.asarray(table[col.name]), start)
+        _write_values(ds, col, np.asarray(table.column_once(col.name)), start)
     group.attrs["rows"] = start + n
 
 

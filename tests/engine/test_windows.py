@@ -1,0 +1,100 @@
+"""Merged windows: the order by time then ties, columns built on read, where windows start."""
+import pickle
+
+import numpy as np
+
+from partrace.engine.merged import MergedTable
+from partrace.engine.mpi import serial
+from partrace.engine.order import SMALL_TIE, merge_order, sort_by_key, time_order
+from partrace.engine.runs import Run
+from partrace.engine.windows import choose_cuts, next_window_keys, time_window
+from partrace.model import STR, Column, Table, column
+
+
+def _lexsort(t):
+    return np.lexsort((t["seq"], t["location"], t["time"]))
+
+
+def test_time_order_equals_lexsort_for_small_and_large_groups_of_equal_time():
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        n = int(rng.integers(0, 3000))
+        spread = int(rng.choice([1, 3, 40, 400, 10**6]))   # one big tie group .. no ties
+        t = {"time": rng.integers(0, spread, n), "location": rng.integers(1, 4, n),
+             "seq": rng.integers(0, 3, n)}                  # repeated whole keys too
+        got = time_order(t["time"], t["location"], t["seq"])
+        assert np.array_equal(got, _lexsort(t)), (trial, spread)
+
+
+def test_groups_on_both_sides_of_the_small_tie_limit():
+    sizes = [1, SMALL_TIE - 1, SMALL_TIE, SMALL_TIE + 1, 3 * SMALL_TIE, 2]
+    time = np.repeat(np.arange(len(sizes))[::-1], sizes)
+    rng = np.random.default_rng(2)
+    n = len(time)
+    t = {"time": time, "location": rng.integers(1, 5, n), "seq": rng.integers(0, 9, n)}
+    assert np.array_equal(time_order(t["time"], t["location"], t["seq"]), _lexsort(t))
+
+
+def test_many_sorted_runs_merge_like_lexsort():
+    rng = np.random.default_rng(4)
+    parts = [sort_by_key(Table({"time": rng.integers(0, 500, m), "location": rng.integers(1, 9, m),
+                                "seq": np.arange(m)})) for m in rng.integers(0, 200, 40)]
+    t = Table.concat(parts, [column("time"), column("location"), column("seq")])
+    starts = np.cumsum([0] + [len(p) for p in parts])
+    assert np.array_equal(merge_order(t, starts), _lexsort(t))
+
+
+def _runs(rng, n, schema, size=300):
+    t = Table({"time": rng.integers(0, 200, n), "location": rng.integers(1, 6, n),
+               "seq": np.arange(n), "payload": rng.integers(0, 255, (n, 3)).astype(np.uint8),
+               "text": np.array([f"r{i}" for i in range(n)], dtype=object)})
+    runs = [Run(dict(sort_by_key(t.take(slice(a, a + size))).columns)) for a in range(0, n, size)]
+    return t, runs
+
+
+SCHEMA = [column("time"), column("location"), column("seq"), Column("payload", ("u1", 3), "bytes"),
+          Column("text", STR, "text")]
+
+
+def test_a_merged_window_builds_every_column_on_read_in_key_order():
+    rng = np.random.default_rng(9)
+    t, runs = _runs(rng, 2000, SCHEMA)
+    cuts = choose_cuts(serial(), runs, 3)
+    parts = [time_window(serial(), runs, cuts, w, SCHEMA) for w in range(3)]
+    assert all(isinstance(p, MergedTable) for p in parts)
+    perm = _lexsort(t)
+    for name in t.names:
+        once = np.concatenate([p.column_once(name) for p in parts])
+        kept = Table.concat(parts, SCHEMA)[name]
+        want = t[name][perm]
+        assert np.array_equal(once, want) and np.array_equal(kept, want), name
+    first = time_window(serial(), runs, cuts, 0, SCHEMA)
+    assert first.column_once("seq") is not first.column_once("seq")    # built each time, not kept
+    assert first["seq"] is first["seq"]                                  # kept once read
+    assert first.take(np.arange(2)).names == t.names
+    back = pickle.loads(pickle.dumps(first))               # as gathered by another rank
+    assert type(back) is Table and np.array_equal(back["payload"], first["payload"])
+
+
+def test_one_sorted_run_is_written_from_its_own_memory():
+    rng = np.random.default_rng(3)
+    t, runs = _runs(rng, 500, SCHEMA, size=500)
+    window = time_window(serial(), runs, [], 0, SCHEMA)
+    assert np.shares_memory(window.column_once("payload"), runs[0].columns["payload"])
+
+
+def test_next_window_keys_bound_the_rows_of_later_windows():
+    rng = np.random.default_rng(5)
+    t, runs = _runs(rng, 3000, SCHEMA)
+    windows = 4
+    cuts = {"events": choose_cuts(serial(), runs, windows), "empty": []}
+    parts = [time_window(serial(), runs, cuts["events"], w, SCHEMA) for w in range(windows)]
+    keys = [list(zip(p["time"].tolist(), p["location"].tolist(), p["seq"].tolist())) for p in parts]
+    for w in range(windows):
+        nxt = next_window_keys(cuts, w, windows, 1)
+        assert nxt["empty"] is None
+        if w == windows - 1:
+            assert nxt["events"] is None
+            continue
+        assert all(k < nxt["events"] for k in keys[w])
+        assert all(k >= nxt["events"] for later in keys[w + 1:] for k in later)
