@@ -3,9 +3,21 @@
 Rows go to the rank that owns their output stream (streams are dealt to
 ranks in contiguous blocks); each rank writes its streams' files; rank 0
 writes the master file, the definitions and the marker file, so it also
-receives the rows that are markers: the marker table, its key-values, and
-the point events of a non-OTF input (formats.otf.generic.point_events).  The OTF
-writer itself (partrace.formats.otf.writer) knows no MPI.
+receives the marker table and its key-values.  The point events of a
+non-OTF input (formats.otf.generic.point_events) are marker spots too: each
+rank renders those of its own rows and rank 0 merges the rendered spots in
+order into the marker file.  The OTF writer itself
+(partrace.formats.otf.writer) knows no MPI.
+
+Rows arrive window by window of the global order and are appended to the
+files (the writer carries each file's state across windows, so the bytes do
+not depend on the windows).  Where one file takes rows of several tables
+(events with their key-values, a non-OTF input's events with its sample
+counters), rows are appended only up to the horizon: the earliest time a
+later window can still bring in any of those tables (told by the pipeline
+through ``next_keys``, else the latest time seen of each table).  Rows at or
+after it wait for the next window.  The master file and the definitions are
+written at commit, once the streams that got events are known.
 
 A stream that receives no events is left out of the master file: the
 OTF library's reader wants an events file for every stream listed (its own
@@ -27,13 +39,14 @@ from .staging import Staging
 
 EVENTS, MARKERS, KEYVALUES = "events", "markers", "keyvalues"
 MARKER_REF = 3          # keyvalues.ref_table of a marker's key-values
+NEVER = -(1 << 63)      # a horizon before every row: hold them all
 
 
 class OTFSink:
     mode = "destination"
-    windows = False     # the OTF writer writes a stream's files in one go
+    windows = True      # write() appends window after window
 
-    def __init__(self, path, streams: int | None = None, overwrite: bool = False):
+    def __init__(self, path, streams: int | None = None, overwrite: bool = False, compress: bool = False):
         self.final = Path(path)
         if self.final.suffix != ".otf":
             raise UsageError(f"{path}: an OTF output is named NAME.otf")
@@ -41,6 +54,8 @@ class OTFSink:
         if streams is not None and streams < 0:
             raise UsageError("--streams must be 0 (one per process) or more")
         self.overwrite = overwrite
+        self.compress = compress        # zlib: every file but the master file is NAME....z
+        self.next_keys: dict | None = None    # optional: set by the pipeline before each write()
         self.name = self.final.name[:-len(".otf")]
         self.staging: Staging | None = None
 
@@ -64,6 +79,14 @@ class OTFSink:
         self.defs, self.schema = defs, schema
         self.points = not is_otf(defs)      # point events of a non-OTF input are markers
         self.map = self._stream_map(defs)
+        self.used, self.hold = [], []
+        with comm.guard():
+            self.used, self.hold = self._written_tables(defs, schema)
+        comm.check()
+        self.held: dict[str, Table | None] = {}
+        self.seen: dict[str, int] = {}
+        self.writers = {}
+        self.markers = None
         streams = sorted(self.map)
         # contiguous blocks of streams per rank, so that a rank writes neighbours
         self.owner = {s: i * comm.size // len(streams) for i, s in enumerate(streams)}
@@ -97,14 +120,14 @@ class OTFSink:
         return what[i]
 
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
+        if name not in self.used:       # not written: stays where it is
+            return np.full(len(table), comm.rank, dtype=np.int64)
         if name == MARKERS:
             return np.zeros(len(table), dtype=np.int64)
         dest = np.zeros(len(table), dtype=np.int64)
         sel = np.ones(len(table), dtype=bool)
         if name == KEYVALUES and "ref_table" in table:
             sel = table["ref_table"] != MARKER_REF
-        if name == EVENTS and self.points:
-            sel = ~self._point_events(table)
         if sel.any():
             dest[sel] = self._lookup(table["location"][sel], self._rank_of, name)
         return dest
@@ -114,34 +137,113 @@ class OTFSink:
         from ..formats.otf.generic import point_events
         return point_events(table)
 
+    # -- windows -----------------------------------------------------------
+    def _written_tables(self, defs: Definitions, schema: Schema) -> tuple[list[str], list[str]]:
+        """The tables that reach the files, and those of them whose rows share a file with rows
+        of another table (or re-sort at equal times): rows of the latter are written only once
+        no later window can bring rows before them."""
+        from ..formats.otf.generic import layout
+        from ..formats.otf.writer import FILE_OF_TABLE, is_otf
+        if is_otf(defs):
+            used = [n for n in schema if n in (*FILE_OF_TABLE, MARKERS, KEYVALUES, "text")]
+            return used, used
+        counters = list(layout(defs, {"events": [], **schema}).counters)
+        return [EVENTS] + counters, ([EVENTS] + counters if counters else [])
+
+    def _horizon(self, comm: Comm, tables: dict[str, Table]) -> int | None:
+        """Rows before this time can be written now (None: every row)."""
+        if not self.hold:
+            return None
+        if self.next_keys is not None:       # the pipeline says where each table's next window starts
+            times = [k[0] for n, k in self.next_keys.items() if n in self.hold and k not in (None, ...)]
+            return min(times) if times else None
+        # else: a later window holds no row of a table before the latest time seen of that table
+        local = {n: int(tables[n]["time"].max()) for n in self.hold if n in tables and len(tables[n])}
+        for seen in comm.allgather(local):
+            for n, t in seen.items():
+                self.seen[n] = max(self.seen.get(n, t), t)
+        if len(self.seen) < len(self.hold):
+            return NEVER
+        return min(self.seen.values())
+
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
+        """One window: append the rows no later window can precede, keep the others."""
+        with comm.guard():
+            tables = {name: t for name, t in tables.items() if name in self.used}
+            for name, table in tables.items():
+                old = self.held.get(name)
+                if old is not None and len(old):
+                    table = Table.concat([old, table], self.schema[name])
+                self.held[name] = table
+        comm.check()
+        horizon = self._horizon(comm, tables)
+        now = {}
+        with comm.guard():
+            for name, table in self.held.items():
+                if horizon is None or name not in self.hold:
+                    now[name], self.held[name] = table, None
+                else:
+                    cut = int(np.searchsorted(table["time"], horizon, side="left"))
+                    now[name], self.held[name] = table.take(np.arange(cut)), table.take(np.arange(cut, len(table)))
+        comm.check()
+        self._append(comm, now)
+
+    def _append(self, comm: Comm, tables: dict[str, Table]) -> None:
+        """Append rows to this rank's streams; the marker file (rank 0) gets every rank's spots."""
         from ..formats.otf import writer
+        from ..formats.otf.generic import marker_spots, merge_spots
         stub = self.staging.path(self.name)
-        written = set()
-        points = None
+        spots = None
         with comm.guard():
             per_stream: dict[int, dict[str, Table]] = {}
             for name, table in tables.items():
-                if name == MARKERS or not len(table):
+                if table is None or name == MARKERS or not len(table):
                     continue
-                rows = table
+                rows = None                     # indices of the rows for the streams (None: all)
                 if name == KEYVALUES and "ref_table" in table:
-                    rows = table.take(np.flatnonzero(table["ref_table"] != MARKER_REF))
+                    rows = np.flatnonzero(table["ref_table"] != MARKER_REF)
                 if name == EVENTS and self.points:
+                    # point events are marker spots: rendered here, in parallel, and sent to rank 0
                     point = self._point_events(table)
-                    points = table.take(np.flatnonzero(point))      # only rank 0 receives any
-                    rows = table.take(np.flatnonzero(~point))
-                if not len(rows):
+                    spots = marker_spots(self.defs, self.schema, table.take(np.flatnonzero(point)))
+                    rows = np.flatnonzero(~point)
+                loc = table["location"] if rows is None else table["location"][rows]
+                if not len(loc):
                     continue
-                stream = self._lookup(rows["location"], self._stream_of, name)
+                stream = self._lookup(loc, self._stream_of, name)
                 order = np.argsort(stream, kind="stable")    # keeps (time, location, seq) order
                 bounds = np.flatnonzero(np.diff(stream[order])) + 1
                 for part in np.split(order, bounds):
-                    per_stream.setdefault(int(stream[part[0]]), {})[name] = rows.take(part)
+                    per_stream.setdefault(int(stream[part[0]]), {})[name] = \
+                        table.take(part if rows is None else rows[part])
             for s in sorted(per_stream):
-                paths = writer.write_stream(stub, s, per_stream[s], self.defs, self.schema)
-                if any(p.name.endswith(".events") for p in paths):
+                if s not in self.writers:
+                    self.writers[s] = writer.StreamWriter(stub, s, self.defs, self.schema, self.compress)
+                self.writers[s].append(per_stream[s])
+        comm.check()
+        everyone = comm.gather(spots) if self.points else None
+        with comm.guard():
+            if comm.rank == 0:
+                if self.markers is None:
+                    self.markers = writer.MarkerFile(stub, self.defs, self.schema, self.compress,
+                                                     body=self.staging.path(f".{self.name}.marker-body"))
+                kv = tables.get(KEYVALUES)
+                if kv is not None and "ref_table" in kv:
+                    kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_REF))
+                spots = merge_spots([p for p in everyone if p is not None]) if everyone else None
+                self.markers.append(tables.get(MARKERS), kv, spots=spots)
+        comm.check()
+
+    def commit(self, comm: Comm) -> None:
+        from ..formats.otf import writer
+        self._append(comm, self.held)       # the rows held after the last window
+        self.held = {}
+        written = set()
+        with comm.guard():
+            for s, w in sorted(self.writers.items()):
+                if w.has_events:
                     written.add(s)
+                w.close()
         comm.check()
         gathered = comm.gather(sorted(written))
         with comm.guard():
@@ -150,17 +252,10 @@ class OTFSink:
                 streams = self.map
                 if written:     # a trace with no events at all keeps every stream listed
                     streams = {s: ps for s, ps in streams.items() if s in written}
-                kv = tables.get(KEYVALUES)
-                if kv is not None and "ref_table" in kv:
-                    kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_REF))
-                writer.write_global(stub, self.defs, streams, markers=tables.get(MARKERS),
-                                    keyvalues=kv, schema=self.schema, points=points)
-        comm.check()
-
-    def commit(self, comm: Comm) -> None:
-        comm.barrier()
-        with comm.guard():
-            if comm.rank == 0:
+                stub = self.staging.path(self.name)
+                writer.write_master(stub, streams)
+                writer.write_definitions(stub, self.defs, self.schema, self.compress)
+                self.markers.close()
                 if self.overwrite:
                     for old in self._existing_outputs():
                         old.unlink()

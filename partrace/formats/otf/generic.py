@@ -21,8 +21,9 @@ events
   become NoOp records carrying their fields as key-values: a point event has
   no value with the meaning of a counter.
 point events
-  An EVENT row with region != 0 is a marker spot in NAME.0.marker (written
-  by one rank: OTF's marker file is global): marker id = region id, one
+  An EVENT row with region != 0 is a marker spot in NAME.0.marker (OTF's
+  global marker file; spots rendered on every rank, merged in order by one,
+  see marker_spots/merge_spots): marker id = region id, one
   DefMarker per region used (the region's name, type 3 = hint), the row's
   time and location, text = "column=value ..." of its non-zero extra
   columns (decimal; byte arrays as hex without trailing zero bytes), and
@@ -382,29 +383,124 @@ def _str_mat(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint8).reshape(len(a), a.dtype.itemsize)
 
 
-def marker_lines(defs: Definitions, schema: Schema, rows: Table) -> bytes:
-    """The DefMarker lines and marker spots of the point events `rows` (see the module docstring)."""
+def marker_defs(defs: Definitions, regions: list[int]) -> str:
+    """The DefMarker lines of the regions point events use (see the module docstring)."""
     from .writer import format_record
+    names = _names(defs, "regions")
+    return "".join(format_record(G.BY_NAME["DefMarker"], {"token": r, "name": names.get(r, f"region {r}"),
+                                                          "type": MARKER_TYPE_HINT}) for r in regions)
+
+
+@dataclass
+class Spots:
+    """Rendered marker spots in (time, location, seq) order: row i is bytes ends[i-1]:ends[i] of
+    the blocks of `data` laid end to end (blocks, not one array: no copy of a window's spots)."""
+
+    time: np.ndarray
+    location: np.ndarray
+    seq: np.ndarray
+    ends: np.ndarray
+    data: list[np.ndarray]    # uint8 blocks
+    regions: np.ndarray       # the marker ids used (sorted, unique)
+
+
+def marker_spots(defs: Definitions, schema: Schema, rows: Table) -> Spots:
+    """The marker spots of the point events among `rows`."""
     rows = rows.take(np.flatnonzero(point_events(rows)))
     n = len(rows)
-    if not n:
-        return b""
     rows = rows.take(np.lexsort((rows["seq"], rows["location"], rows["time"])))
-    names = _names(defs, "regions")
-    used = np.unique(rows["region"]).tolist()
-    head = "".join(format_record(G.BY_NAME["DefMarker"], {"token": r, "name": names.get(r, f"region {r}"),
-                                                           "type": MARKER_TYPE_HINT}) for r in used)
+    if not n:
+        return no_spots()
+    keys = [np.asarray(rows[c], np.int64) for c in ("time", "location", "seq")]
     lay = layout(defs, {"events": [], **schema})
-    # a few hundred bytes of temporaries per row: in blocks
-    body = [_spots(rows.take(np.arange(lo, min(n, lo + MARKER_BLOCK))), lay) for lo in range(0, n, MARKER_BLOCK)]
-    return head.encode("utf-8", "surrogateescape") + b"".join(body)
+    cols = [c for c in lay.kv if c.name != "region" and c.name in rows]     # region is the marker id
+    # integer and byte-array columns (all formats so far): numba; else numpy.  A few hundred bytes
+    # of temporaries per row: in blocks
+    fast = all(np.asarray(rows[c.name]).dtype.kind in "iu" and len(c.name.encode("utf-8", "surrogateescape")) < 32
+               for c in cols)
+    spots = _spots_kernel if fast else _spots
+    blocks = [spots(rows.take(np.arange(lo, min(n, lo + MARKER_BLOCK))), cols) for lo in range(0, n, MARKER_BLOCK)]
+    ends = np.cumsum(np.concatenate([np.diff(e, prepend=0) for _, e in blocks]))
+    return Spots(*keys, ends, [d for d, _ in blocks], np.unique(np.asarray(rows["region"], np.int64)))
 
 
-def _spots(rows: Table, lay: Layout) -> bytes:
-    """Key-value lines and marker spot of each row, vectorized (NUL bytes are padding, dropped)."""
+def no_spots() -> Spots:
+    z = np.zeros(0, np.int64)
+    return Spots(z, z, z, z, [], z)
+
+
+def merge_spots(parts: list[Spots]) -> Spots:
+    """Spots of disjoint row sets (one per rank) in one (time, location, seq) order."""
+    from .writekernel import copy_segments
+    parts = [p for p in parts if len(p.ends)]
+    if len(parts) <= 1:
+        return parts[0] if parts else no_spots()
+
+    def cat(get):
+        return np.concatenate([get(p) for p in parts])
+    time, loc, seq = cat(lambda p: p.time), cat(lambda p: p.location), cat(lambda p: p.seq)
+    sizes = [int(p.ends[-1]) for p in parts]
+    base = np.cumsum([0] + sizes[:-1])
+    ends = cat(lambda p: p.ends) + np.repeat(base, [len(p.ends) for p in parts])
+    starts = ends - cat(lambda p: np.diff(p.ends, prepend=0))
+    order = np.lexsort((seq, loc, time))
+    data = np.empty(sum(sizes), np.uint8)
+    copy_segments(np.concatenate([b for p in parts for b in p.data]), starts[order], ends[order], data)
+    return Spots(time[order], loc[order], seq[order], np.cumsum((ends - starts)[order]), [data],
+                 np.unique(cat(lambda p: p.regions)))
+
+
+def _pad32(text: str) -> np.ndarray:
+    """text as 32 bytes, NUL padded (callers keep texts shorter)."""
+    b = np.zeros(32, np.uint8)
+    raw = text.encode("utf-8", "surrogateescape")
+    b[:len(raw)] = np.frombuffer(raw, np.uint8)
+    return b
+
+
+def _spots_kernel(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.ndarray]:
+    """_spots for integer and byte-array columns, with the numba formatter."""
+    from .writekernel import format_spots
+    n = len(rows)
+    scalar = [c for c in cols if not c.width]
+    arrays = [c for c in cols if c.width]
+    raws = np.zeros((n, max(1, len(scalar))), np.uint64)
+    values = np.zeros_like(raws)
+    signed = np.zeros(raws.shape[1], np.bool_)
+    for j, c in enumerate(scalar):
+        a = np.asarray(rows[c.name])
+        raws[:, j] = _raw_bits(a)
+        signed[j] = a.dtype.kind == "i"
+        values[:, j] = a.astype(np.int64).view(np.uint64) if signed[j] else a.astype(np.uint64)
+    offsets = np.cumsum([0] + [c.width for c in arrays])
+    arr = np.zeros((n, max(1, int(offsets[-1]))), np.uint8)
+    for c, at in zip(arrays, offsets):
+        arr[:, at:at + c.width] = np.asarray(rows[c.name]).reshape(n, c.width)
+    kind = np.array([1 if c.width else 0 for c in cols], np.int64)
+    col = np.array([offsets[arrays.index(c)] if c.width else scalar.index(c) for c in cols], np.int64)
+    width = np.array([c.width for c in cols], np.int64)
+    kv_pre = np.array([_pad32(f"K{c.key:x}Y{(BYTE_ARRAY if c.width else c.type):x}V") for c in cols]
+                      ).reshape(len(cols), 32)
+    name_pre = np.array([_pad32(f"{c.name}=") for c in cols]).reshape(len(cols), 32)
+    kv_prel = np.array([len(f"K{c.key:x}Y{(BYTE_ARRAY if c.width else c.type):x}V") for c in cols], np.int64)
+    name_prel = np.array([len(f"{c.name}=".encode("utf-8", "surrogateescape")) for c in cols], np.int64)
+    # bound per row: key-value lines and text of every column, and the spot itself
+    per_row = 64 + sum(kv_prel[j] + 18 + name_prel[j] + 22 if not c.width else
+                       -(-c.width // MAX_ARRAY) * (kv_prel[j] + 20) + 2 * c.width + name_prel[j] + 2 * c.width + 1
+                       for j, c in enumerate(cols))
+    out = np.empty(n * int(per_row), np.uint8)
+    ends = np.zeros(n, np.int64)
+    o = format_spots(rows["region"], rows["time"], rows["location"], kind, col, raws, values, signed, arr,
+                     width, kv_pre, kv_prel, name_pre, name_prel, out, ends)
+    return out[:o].copy(), ends
+
+
+def _spots(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.ndarray]:
+    """Key-value lines and marker spot of each row, vectorized (NUL bytes are padding, dropped);
+    also the end of each row's bytes."""
     n = len(rows)
     kv, text = [], []
-    for c in (c for c in lay.kv if c.name != "region" and c.name in rows):    # region is the marker id
+    for c in cols:
         a = np.asarray(rows[c.name])
         if c.width:
             a = a.reshape(n, c.width)
@@ -432,5 +528,6 @@ def _spots(rows: Table, lay: Layout) -> bytes:
         parts.append(np.where(on[:, None], np.hstack([sep, piece]), np.uint8(0)))
         seen |= on
     parts.append(_const('"\n', n))
-    body = np.hstack(parts).ravel()
-    return body[body != 0].tobytes()
+    body = np.hstack(parts)
+    keep = body != 0
+    return body[keep], np.cumsum(keep.sum(axis=1))

@@ -73,11 +73,12 @@ def _time_line(out, o, t):
 
 @njit(cache=True)
 def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
-                kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0, final,
+                kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0,
                 kv_on, kv_val, kv_pre, kv_prel):
     """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
 
-    Returns (bytes written, index of an out-of-order row or -1, time, process).
+    Returns (bytes written, index of an out-of-order row or -1, time, process):
+    the state to carry to the next call on the same file.
     """
     o = 0
     t = np.uint64(t0)
@@ -118,7 +119,120 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
             o = _hex(out, o, v)
         out[o] = 10
         o += 1
-    if final and p >= 0:
-        # OTF_WBuffer_close: the last time and process once more
-        o = _process_line(out, _time_line(out, o, t), p)
     return o, -1, t, p
+
+
+@njit(cache=True)
+def _decimal(out, o, v, signed):
+    # as numpy's str() of the integer
+    if signed and np.int64(v) < 0:
+        out[o] = 45                  # '-'
+        o += 1
+        v = ~v + np.uint64(1)        # the magnitude (two's complement)
+    digits = np.empty(20, np.uint8)
+    k = 0
+    while True:
+        digits[k] = 48 + v % np.uint64(10)
+        v //= np.uint64(10)
+        k += 1
+        if v == 0:
+            break
+    for j in range(k - 1, -1, -1):
+        out[o] = digits[j]
+        o += 1
+    return o
+
+
+@njit(cache=True)
+def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, width, kv_pre, kv_prel,
+                 name_pre, name_prel, out, ends):
+    """Marker spots of point events (see generic.marker_spots), one per row, into out.
+
+    Column j (in key-value order) is scalar column col[j] of `scalars` (raw
+    bits, the key-value; `values`: the value for the text, int64 bits where
+    `signed`) when kind[j] == 0, else a byte array of width[j] bytes from
+    column col[j] of `arrays`.  ends[i]: end of row i.
+    """
+    HB = 100                         # bytes per byte-array key-value line (MAX_ARRAY)
+    o = 0
+    for i in range(region.shape[0]):
+        for j in range(kind.shape[0]):
+            c = col[j]
+            if kind[j] == 0:
+                if scalars[i, c] != 0:
+                    o = _put(out, o, kv_pre[j], 0, kv_prel[j])
+                    o = _hex(out, o, scalars[i, c])
+                    out[o] = 10
+                    o += 1
+            else:
+                on = False
+                for b in range(width[j]):
+                    if arrays[i, c + b] != 0:
+                        on = True
+                        break
+                if on:
+                    for lo in range(0, width[j], HB):
+                        o = _put(out, o, kv_pre[j], 0, kv_prel[j])
+                        for b in range(lo, min(width[j], lo + HB)):
+                            v = arrays[i, c + b]
+                            out[o] = HEXD[v >> 4]
+                            out[o + 1] = HEXD[v & 15]
+                            o += 2
+                        out[o] = 76          # 'L'
+                        o = _hex(out, o + 1, np.uint64(width[j] - lo))
+                        out[o] = 10
+                        o += 1
+        out[o] = 77                  # 'M'
+        out[o + 1] = 83              # 'S'
+        o = _hex(out, o + 2, np.uint64(region[i]))
+        out[o] = 84                  # 'T'
+        o = _hex(out, o + 1, np.uint64(time[i]))
+        out[o] = 80                  # 'P'
+        o = _hex(out, o + 1, np.uint64(loc[i]))
+        out[o] = 86                  # 'V'
+        out[o + 1] = 34
+        o += 2
+        first = True
+        for j in range(kind.shape[0]):
+            c = col[j]
+            if kind[j] == 0:
+                if scalars[i, c] == 0:
+                    continue
+                if not first:
+                    out[o] = 32
+                    o += 1
+                o = _put(out, o, name_pre[j], 0, name_prel[j])
+                o = _decimal(out, o, values[i, c], signed[c])
+            else:
+                last = 0
+                for b in range(width[j]):
+                    if arrays[i, c + b] != 0:
+                        last = b + 1
+                if last == 0:
+                    continue
+                if not first:
+                    out[o] = 32
+                    o += 1
+                o = _put(out, o, name_pre[j], 0, name_prel[j])
+                for b in range(last):
+                    v = arrays[i, c + b]
+                    out[o] = HEXD[v >> 4]
+                    out[o + 1] = HEXD[v & 15]
+                    o += 2
+            first = False
+        out[o] = 34
+        out[o + 1] = 10
+        o += 2
+        ends[i] = o
+    return o
+
+
+@njit(cache=True)
+def copy_segments(src, starts, ends, out):
+    """out = src[starts[0]:ends[0]] + src[starts[1]:ends[1]] + ..."""
+    o = 0
+    for i in range(starts.shape[0]):
+        for k in range(starts[i], ends[i]):
+            out[o] = src[k]
+            o += 1
+    return o

@@ -17,6 +17,9 @@ events as markers); see its docstring for what goes where and what is left out.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +30,69 @@ from . import grammar as G
 
 FILE_OF_TABLE = {"events": "events", "snapshots": "snaps", "statistics": "stats"}
 STRING_FIELD_RECS = {r.name for r in G.STREAM_RECORDS if r.fields and r.fields[0].ftype == G.STRING}
-ROWS_PER_PASS = 1 << 20
+ROWS_PER_PASS = 1 << 18     # rows formatted per pass (~400 bytes of buffer each)
+ZLEVEL = 4                  # otfcompress's default level
+ZBLOCK = 1 << 20            # text bytes between full flushes (OTF_WStream's buffer size)
+COPY_BLOCK = 8 << 20
+
+
+class OutFile:
+    """One output file written piece by piece: plain, or one zlib stream.
+
+    A compressed file is one zlib stream as the OTF library writes it: a
+    full flush after every ZBLOCK bytes of text (OTF flushes its 1 MiB write
+    buffer so; readers seek to these points), a last full flush at close and
+    no end-of-stream block.  The flush points are counted in text bytes, so
+    the file does not depend on how the text was cut into pieces.  The OS
+    file is opened per piece (append), so a writer of thousands of streams
+    holds no file handles between pieces (one compressobj each, ~260 KiB).
+    """
+
+    def __init__(self, path: str | Path, compress: bool = False):
+        self.path = Path(f"{path}.z" if compress else path)
+        self._z = zlib.compressobj(ZLEVEL) if compress else None
+        self._room = ZBLOCK          # text bytes until the next flush point
+        self._created = False
+
+    def write(self, data: bytes) -> None:
+        if self._z is None:
+            return self._raw(data)
+        out, view = [], memoryview(data)
+        while len(view) >= self._room:
+            out += [self._z.compress(view[:self._room]), self._z.flush(zlib.Z_FULL_FLUSH)]
+            view, self._room = view[self._room:], ZBLOCK
+        out.append(self._z.compress(view))
+        self._room -= len(view)
+        self._raw(b"".join(out))
+
+    def _raw(self, data: bytes) -> None:
+        if data or not self._created:
+            with open(self.path, "ab" if self._created else "wb") as fh:
+                fh.write(data)
+            self._created = True
+
+    def write_file(self, path: Path) -> None:
+        """Append the bytes of the file at `path` (plain output: copied by the kernel)."""
+        with open(path, "rb") as src:
+            if self._z is not None:
+                while block := src.read(COPY_BLOCK):
+                    self.write(block)
+                return
+            self._raw(b"")
+            with open(self.path, "r+b") as dst:     # not "ab": copy_file_range refuses O_APPEND
+                dst.seek(0, os.SEEK_END)
+                try:                                # Linux: no copy through user space
+                    while os.copy_file_range(src.fileno(), dst.fileno(), COPY_BLOCK):
+                        pass
+                except (AttributeError, OSError):
+                    shutil.copyfileobj(src, dst, COPY_BLOCK)
+
+    def close(self) -> Path:
+        if self._z is not None:
+            self._raw(self._z.flush(zlib.Z_FULL_FLUSH))
+            self._z = None
+        self._raw(b"")
+        return self.path
 
 
 def stream_map(process_order: list[int], m: int) -> dict[int, list[int]]:
@@ -95,7 +160,8 @@ def write_master(stub: Path, streams: dict[int, list[int]]) -> Path:
     return path
 
 
-def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = None) -> list[Path]:
+def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = None,
+                      compress: bool = False) -> list[Path]:
     """NAME.0.def (and NAME.<s>.def for local definitions of the source), verbatim for OTF input."""
     by_file: dict[int, list[str]] = {}
     for r in _def_records(defs, schema):
@@ -106,48 +172,99 @@ def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = Non
         lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
     paths = []
     for s, lines in sorted(by_file.items()):
-        p = Path(f"{stub}.{s:x}.def")
-        p.write_text("".join(lines))
-        paths.append(p)
+        out = OutFile(f"{stub}.{s:x}.def", compress)
+        out.write("".join(lines).encode("utf-8", "surrogateescape"))
+        paths.append(out.close())
     return paths
+
+
+class MarkerFile:
+    """NAME.0.marker, appended window by window: marker definitions, then the spots in order.
+
+    A non-OTF input's marker definitions (one DefMarker per region its point
+    events use) are known only at the end, so the spots go to the side file
+    `body` (in the output's folder) and close() copies them after the definitions.
+    """
+
+    def __init__(self, stub: str | Path, defs: Definitions, schema: Schema | None = None,
+                 compress: bool = False, body: str | Path | None = None):
+        self.stub, self.defs, self.compress = Path(stub), defs, compress
+        self.schema = schema or {"events": []}
+        self.body = Path(body or f"{stub}.0.marker.body")
+        self._spots = OutFile(self.body)
+        self._used = np.zeros(0, np.int64)
+        self._any = False
+
+    def append(self, markers: Table | None = None, keyvalues: Table | None = None,
+               points: Table | None = None, spots=None) -> None:
+        """Spots of one window: the point events among `points` (events rows of a non-OTF
+        input, see ``generic``) or those already rendered (`spots`, generic.Spots), then marker
+        rows (their key-values: `keyvalues`, ref_table 3)."""
+        if points is not None and len(points) and not is_otf(self.defs):
+            from .generic import marker_spots
+            spots = marker_spots(self.defs, self.schema, points)
+        if spots is not None and len(spots.ends):
+            self._used = np.union1d(self._used, spots.regions)
+            for block in spots.data:
+                self._spots.write(memoryview(block))
+            self._any = True
+        if markers is not None and len(markers):
+            self._spots.write(_marker_table_spots(markers, keyvalues))
+            self._any = True
+
+    def _head(self) -> bytes:
+        lines = []
+        if len(self._used):
+            from .generic import marker_defs
+            lines.append(marker_defs(self.defs, self._used.tolist()))
+        for r in (self.defs.source or []) if self.defs.format == "otf" else []:
+            if r.get("where") == "marker":
+                lines += [_kv_line(*kv) for kv in r.get("kv", [])]
+                lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
+        return "".join(lines).encode("utf-8", "surrogateescape")
+
+    def close(self) -> Path | None:
+        head = self._head()
+        self._spots.close()
+        try:
+            if not head and not self._any:
+                return None
+            out = OutFile(f"{self.stub}.0.marker", self.compress)
+            out.write(head)
+            out.write_file(self.body)
+            return out.close()
+        finally:
+            self.body.unlink()
+
+
+def _marker_table_spots(markers: Table, keyvalues: Table | None) -> bytes:
+    """MarkerSpot lines of marker rows in (time, location, seq) order, each after its key-values."""
+    kvs = _side(keyvalues, 3)
+    ticks = markers["ticks"] if "ticks" in markers else markers["time"]
+    order = np.lexsort((markers["seq"], markers["location"], markers["time"]))
+    mk = G.BY_NAME["MarkerSpot"]
+    lines = []
+    for i in order.tolist():
+        loc, seq = int(markers["location"][i]), int(markers["seq"][i])
+        lines += kvs.get((loc, seq), [])
+        lines.append(format_record(mk, {"marker": int(markers["marker"][i]), "ticks": int(ticks[i]),
+                                        "location": loc, "text": str(markers["text"][i])}))
+    return "".join(lines).encode("utf-8", "surrogateescape")
 
 
 def write_markers(stub: Path, defs: Definitions, markers: Table | None,
                   keyvalues: Table | None = None, points: Table | None = None,
-                  schema: Schema | None = None) -> Path | None:
-    """NAME.0.marker: marker definitions, then the marker rows in (time, location, seq) order.
-
-    `points`: events rows of a non-OTF input, whose point events are markers (see ``generic``).
-    """
-    generic = b""
-    if points is not None and len(points) and not is_otf(defs):
-        from .generic import marker_lines
-        generic = marker_lines(defs, schema or {"events": []}, points)
-    lines = []
-    for r in (defs.source or []) if defs.format == "otf" else []:
-        if r.get("where") == "marker":
-            lines += [_kv_line(*kv) for kv in r.get("kv", [])]
-            lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
-    if markers is not None and len(markers):
-        kvs = _side(keyvalues, 3)
-        ticks = markers["ticks"] if "ticks" in markers else markers["time"]
-        order = np.lexsort((markers["seq"], markers["location"], markers["time"]))
-        mk = G.BY_NAME["MarkerSpot"]
-        for i in order.tolist():
-            loc, seq = int(markers["location"][i]), int(markers["seq"][i])
-            lines += kvs.get((loc, seq), [])
-            lines.append(format_record(mk, {"marker": int(markers["marker"][i]), "ticks": int(ticks[i]),
-                                            "location": loc, "text": str(markers["text"][i])}))
-    if not lines and not generic:
-        return None
-    p = Path(f"{stub}.0.marker")
-    p.write_bytes(generic + "".join(lines).encode("utf-8", "surrogateescape"))
-    return p
+                  schema: Schema | None = None, compress: bool = False) -> Path | None:
+    """NAME.0.marker in one go (see MarkerFile)."""
+    mf = MarkerFile(stub, defs, schema, compress)
+    mf.append(markers, keyvalues, points)
+    return mf.close()
 
 
 def write_global(stub: str | Path, defs: Definitions, streams: dict[int, list[int]],
                  markers: Table | None = None, keyvalues: Table | None = None,
-                 schema: Schema | None = None, points: Table | None = None) -> list[Path]:
+                 schema: Schema | None = None, points: Table | None = None,
+                 compress: bool = False) -> list[Path]:
     """Master file, definitions and marker file (one rank).
 
     `streams` maps stream ids to location ids; `schema` (the trace's tables)
@@ -155,8 +272,8 @@ def write_global(stub: str | Path, defs: Definitions, streams: dict[int, list[in
     point events (`points`, events rows) are written as markers.
     """
     stub = Path(stub)
-    out = [write_master(stub, streams)] + write_definitions(stub, defs, schema)
-    m = write_markers(stub, defs, markers, keyvalues, points, schema)
+    out = [write_master(stub, streams)] + write_definitions(stub, defs, schema, compress)
+    m = write_markers(stub, defs, markers, keyvalues, points, schema, compress)
     return out + ([m] if m else [])
 
 
@@ -178,105 +295,159 @@ def _side(tab: Table | None, ref_table: int, kv: bool = True) -> dict[tuple[int,
     return out
 
 
-def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: Definitions,
-                 schema: Schema | None = None) -> list[Path]:
-    """NAME.<s>.events/.snaps/.stats from the rows of the stream's processes.
+class StreamWriter:
+    """NAME.<s>.events/.snaps/.stats of one stream, appended window by window.
 
-    Each table's rows must be sorted by (time, location, seq).  `keyvalues` and
-    `text` rows refer to their records by (ref_table, location, ref_seq).
+    Each append's rows follow the previous append's in every file's order;
+    the short format's current time and process carry over between appends,
+    so the files are the same however the rows were cut into appends.
     A non-OTF input needs `schema` (see ``generic``).
     """
-    if not is_otf(defs):
-        return _write_generic(Path(stub), stream, tables, defs, schema or {n: [] for n in tables})
-    stub = Path(stub)
-    use_ticks = defs.format == "otf"
-    paths = []
-    for tname, suffix in FILE_OF_TABLE.items():
-        tab = tables.get(tname)
-        if tab is None or not len(tab):
-            continue
-        code = G.TABLE_CODE[tname]
-        kvs = _side(tables.get("keyvalues"), code)
-        texts = _side(tables.get("text"), code, kv=False)
-        ticks = (tab["ticks"] if use_ticks and "ticks" in tab else tab["time"]).astype(np.uint64)
-        if use_ticks and "src_order" in tab:
-            # OTF input: equal ticks keep their source order (reproduces the input layout byte for byte)
-            order = np.lexsort((tab["src_order"], ticks))
-            tab, ticks = tab.take(order), ticks[order]
-        elif np.any(ticks[1:] < ticks[:-1]):
-            # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
-            order = np.argsort(ticks, kind="stable")
-            tab, ticks = tab.take(order), ticks[order]
-        n = len(tab)
-        rec = _record_codes(tab, tname)
-        vals = np.zeros((n, 8), np.uint64)
-        for r in np.unique(rec).tolist():
-            sel = np.flatnonzero(rec == r)
-            for j, f in enumerate(G.STREAM_RECORDS[r].fields):
-                if f.ftype == G.HEX and f.col in tab:
-                    vals[sel, j] = tab[f.col][sel].astype(np.uint64)
-        proc = tab["location"].astype(np.int64)
-        # rare side data: KV lines before the record, the record's string
-        blob = bytearray()
-        pre_a = np.zeros(n, np.int64); pre_b = np.zeros(n, np.int64)
-        str_a = np.zeros(n, np.int64); str_b = np.zeros(n, np.int64)
-        for d, a, b, render in ((kvs, pre_a, pre_b, "".join), (texts, str_a, str_b, _unquoted)):
-            if d:
-                rows = _row_lookup(tab, list(d), tname)
-                for i, items in zip(rows.tolist(), d.values()):
-                    data = render(items).encode("utf-8", "surrogateescape")
-                    a[i] = len(blob); blob += data; b[i] = len(blob)
-        path = Path(f"{stub}.{stream:x}.{suffix}")
-        _format_file(path, rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, np.frombuffer(bytes(blob), np.uint8))
-        paths.append(path)
-    return paths
+
+    def __init__(self, stub: str | Path, stream: int, defs: Definitions, schema: Schema | None = None,
+                 compress: bool = False):
+        self.stub, self.stream, self.defs, self.compress = Path(stub), stream, defs, compress
+        self.schema = schema
+        self.files: dict[str, _FileState] = {}
+        self._layout = None
+
+    @property
+    def has_events(self) -> bool:
+        return "events" in self.files
+
+    def _file(self, suffix: str) -> "_FileState":
+        if suffix not in self.files:
+            self.files[suffix] = _FileState(OutFile(f"{self.stub}.{self.stream:x}.{suffix}", self.compress))
+        return self.files[suffix]
+
+    def append(self, tables: dict[str, Table]) -> None:
+        """Rows of the stream's processes, each table sorted by (time, location, seq);
+        `keyvalues` and `text` rows refer to their records by (ref_table, location, ref_seq)."""
+        if not is_otf(self.defs):
+            return self._append_generic(tables)
+        use_ticks = self.defs.format == "otf"
+        for tname, suffix in FILE_OF_TABLE.items():
+            tab = tables.get(tname)
+            if tab is None or not len(tab):
+                continue
+            code = G.TABLE_CODE[tname]
+            kvs = _side(tables.get("keyvalues"), code)
+            texts = _side(tables.get("text"), code, kv=False)
+            ticks = (tab["ticks"] if use_ticks and "ticks" in tab else tab["time"]).astype(np.uint64)
+            if use_ticks and "src_order" in tab:
+                # OTF input: equal ticks keep their source order (reproduces the input layout byte for byte)
+                order = np.lexsort((tab["src_order"], ticks))
+                tab, ticks = tab.take(order), ticks[order]
+            elif np.any(ticks[1:] < ticks[:-1]):
+                # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
+                order = np.argsort(ticks, kind="stable")
+                tab, ticks = tab.take(order), ticks[order]
+            n = len(tab)
+            rec = _record_codes(tab, tname)
+            vals = np.zeros((n, 8), np.uint64)
+            for r in np.unique(rec).tolist():
+                sel = np.flatnonzero(rec == r)
+                for j, f in enumerate(G.STREAM_RECORDS[r].fields):
+                    if f.ftype == G.HEX and f.col in tab:
+                        vals[sel, j] = tab[f.col][sel].astype(np.uint64)
+            proc = tab["location"].astype(np.int64)
+            # rare side data: KV lines before the record, the record's string
+            blob = bytearray()
+            pre_a = np.zeros(n, np.int64); pre_b = np.zeros(n, np.int64)
+            str_a = np.zeros(n, np.int64); str_b = np.zeros(n, np.int64)
+            for d, a, b, render in ((kvs, pre_a, pre_b, "".join), (texts, str_a, str_b, _unquoted)):
+                if d:
+                    rows = _row_lookup(tab, list(d), tname)
+                    for i, items in zip(rows.tolist(), d.values()):
+                        data = render(items).encode("utf-8", "surrogateescape")
+                        a[i] = len(blob); blob += data; b[i] = len(blob)
+            self._file(suffix).format(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b,
+                                      np.frombuffer(bytes(blob), np.uint8))
+
+    def _append_generic(self, tables: dict[str, Table]) -> None:
+        """The .events file of a non-OTF input (events and sample counters)."""
+        from .generic import layout
+        if self._layout is None:
+            self._layout = layout(self.defs, {"events": [], **(self.schema or {n: [] for n in tables})})
+        lay = self._layout
+        # in blocks of about ROWS_PER_PASS events, cut at a time (rows of other tables at that
+        # time follow in the next block): the formatter's input is ~200 bytes per row
+        ev = tables.get("events")
+        times = ev["time"] if ev is not None and len(ev) > ROWS_PER_PASS else np.zeros(0, np.int64)
+        cuts = np.unique(times[ROWS_PER_PASS::ROWS_PER_PASS])
+        if len(cuts) == 0:
+            return self._format_generic(tables, lay)
+        bounds = {name: np.concatenate([[0], np.searchsorted(t["time"], cuts), [len(t)]])
+                  for name, t in tables.items() if t is not None}
+        for k in range(len(cuts) + 1):
+            self._format_generic({name: t.take(np.arange(bounds[name][k], bounds[name][k + 1]))
+                                  for name, t in tables.items() if t is not None}, lay)
+
+    def _format_generic(self, tables: dict[str, Table], lay) -> None:
+        from .generic import kv_prefixes, stream_rows
+        rows = stream_rows(tables, lay, _record_codes)
+        if rows is None:
+            return
+        none = np.zeros(len(rows.rec), np.int64)
+        pre = kv_prefixes(lay)
+        kv_pre = np.zeros((max(len(pre), 1), 32), np.uint8)
+        for j, p in enumerate(pre):
+            kv_pre[j, :len(p)] = np.frombuffer(p, np.uint8)
+        self._file("events").format(rows.rec, rows.ticks, rows.proc, rows.vals, rows.pre_a, rows.pre_b, none,
+                                    none, rows.blob, rows.kv_on, rows.kv_val, kv_pre,
+                                    np.array([len(p) for p in pre] or [0], np.int64))
+
+    def close(self) -> list[Path]:
+        """Finish every file; returns their paths (events, snaps, stats order)."""
+        return [self.files[s].close() for s in FILE_OF_TABLE.values() if s in self.files]
 
 
-def _write_generic(stub: Path, stream: int, tables: dict[str, Table], defs: Definitions,
-                   schema: Schema) -> list[Path]:
-    """The .events file of one stream of a non-OTF input (events and sample counters)."""
-    from .generic import kv_prefixes, layout, stream_rows
-    lay = layout(defs, {"events": [], **schema})
-    rows = stream_rows(tables, lay, _record_codes)
-    if rows is None:
-        return []
-    n = len(rows.rec)
-    none = np.zeros(n, np.int64)
-    pre = kv_prefixes(lay)
-    kv_pre = np.zeros((max(len(pre), 1), 32), np.uint8)
-    for j, p in enumerate(pre):
-        kv_pre[j, :len(p)] = np.frombuffer(p, np.uint8)
-    path = Path(f"{stub}.{stream:x}.events")
-    _format_file(path, rows.rec, rows.ticks, rows.proc, rows.vals, rows.pre_a, rows.pre_b, none, none, rows.blob,
-                 rows.kv_on, rows.kv_val, kv_pre, np.array([len(p) for p in pre] or [0], np.int64))
-    return [path]
+def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: Definitions,
+                 schema: Schema | None = None, compress: bool = False) -> list[Path]:
+    """NAME.<s>.events/.snaps/.stats from all rows of the stream's processes (see StreamWriter)."""
+    w = StreamWriter(stub, stream, defs, schema or {n: [] for n in tables}, compress)
+    w.append(tables)
+    return w.close()
 
 
-def _format_file(path: Path, rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
-                 kv_on=None, kv_val=None, kv_pre=None, kv_prel=None) -> None:
-    """Format rows in passes of ROWS_PER_PASS into one file."""
-    from .writekernel import WTables, format_rows
-    wt = WTables()
-    n = len(rec)
-    if kv_on is None:
-        kv_on, kv_val = np.zeros((n, 0), bool), np.zeros((n, 0), np.uint64)
-        kv_pre, kv_prel = np.zeros((1, 32), np.uint8), np.zeros(1, np.int64)
-    blob = blob if len(blob) else np.zeros(1, np.uint8)
-    kv_line = int(kv_prel.max()) + 17 if kv_on.shape[1] else 0
-    t, p = np.uint64(0), -1
-    with open(path, "wb") as fh:
+class _FileState:
+    """One .events/.snaps/.stats file and the short format's state between appends."""
+
+    def __init__(self, out: OutFile):
+        self.out = out
+        self.t, self.p = np.uint64(0), -1      # current time and process (-1: none yet)
+        self.rows = 0
+
+    def format(self, rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
+               kv_on=None, kv_val=None, kv_pre=None, kv_prel=None) -> None:
+        """Format rows in passes of ROWS_PER_PASS."""
+        from .writekernel import WTables, format_rows
+        wt = WTables()
+        n = len(rec)
+        if kv_on is None:
+            kv_on, kv_val = np.zeros((n, 0), bool), np.zeros((n, 0), np.uint64)
+            kv_pre, kv_prel = np.zeros((1, 32), np.uint8), np.zeros(1, np.int64)
+        blob = blob if len(blob) else np.zeros(1, np.uint8)
+        kv_line = int(kv_prel.max()) + 17 if kv_on.shape[1] else 0
         for lo in range(0, n, ROWS_PER_PASS):
             hi = min(n, lo + ROWS_PER_PASS)
             extra = int((pre_b[lo:hi] - pre_a[lo:hi]).sum() + (str_b[lo:hi] - str_a[lo:hi]).sum())
             extra += int(kv_on[lo:hi].sum()) * kv_line
             out = np.empty((hi - lo) * 400 + extra + 64, np.uint8)
-            o, bad, t, p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], vals[lo:hi], pre_a[lo:hi],
-                                       pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
-                                       wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, t, p, hi == n,
-                                       kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel)
+            o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], vals[lo:hi], pre_a[lo:hi],
+                                                 pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
+                                                 wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, self.t, self.p,
+                                                 kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel)
             if bad >= 0:
-                raise PartraceError(f"{path}: rows not sorted by time at row {lo + bad}")
-            fh.write(out[:o].tobytes())
+                raise PartraceError(f"{self.out.path}: rows not sorted by time at row {self.rows + lo + bad}")
+            self.out.write(out[:o].tobytes())
+        self.rows += n
+
+    def close(self) -> Path:
+        if self.p >= 0:
+            # OTF_WBuffer_close: the last time and process once more
+            self.out.write(f"{int(self.t):x}\n*{int(self.p):x}\n".encode())
+        return self.out.close()
 
 
 def _unquoted(items: list[str]) -> str:
