@@ -102,6 +102,8 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
           comm=None):
     """Merge ``trace`` into ``output`` (.h5 or .otf), as ``partrace merge`` does.
 
+    ``compression``: "gzip" or "lzf" for HDF5 columns, "zlib" for OTF files.
+
     ``comm`` defaults to the world communicator when launched under MPI.
     """
     from .engine.mpi import world

@@ -31,7 +31,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streams", type=int, metavar="M",
                    help="OTF output: number of streams (0 = one per process; "
                         "default: the input's layout, or one per location)")
-    p.add_argument("--compress", choices=["gzip", "lzf"], help="HDF5 output: compress columns")
+    p.add_argument("--compress", choices=["gzip", "lzf", "zlib"],
+                   help="HDF5 output: compress columns (gzip, lzf); OTF output: zlib "
+                        "(NAME.x.events.z files, as the OTF library writes them)")
     p.add_argument("--memory", type=_size, default="2G", metavar="SIZE",
                    help="memory budget per rank, e.g. 512M, 4G (default 2G): decoded rows "
                         "beyond half of it are spilled to --tmpdir and the merge runs in "

@@ -150,3 +150,25 @@ def test_missing_stream_file(tmp_path):
     r = run_cli(["merge", str(trace), "-o", str(tmp_path / "o.h5")], nranks=2, timeout=60)
     assert r.returncode == 2 and "ring8.otf" in r.stderr and "5" in r.stderr, r.stderr
     assert not (tmp_path / "o.h5").exists()
+
+
+@pytest.mark.parametrize("nranks", [None, 2])
+def test_zlib_output_is_the_plain_output_compressed(tmp_path, nranks):
+    ok(run_cli(["merge", str(RING8), "-o", str(tmp_path / "p.otf"), "--streams", "2"], nranks))
+    ok(run_cli(["merge", str(RING8), "-o", str(tmp_path / "z.otf"), "--streams", "2",
+                "--compress", "zlib"], nranks))
+    import zlib
+    plain = sorted(p.name[2:] for p in tmp_path.glob("p.*") if p.name != "p.otf")
+    packed = sorted(p.name[2:-2] for p in tmp_path.glob("z.*.z"))
+    assert packed == plain and plain
+    for name in plain:      # OTF ends its zlib files with a full flush, no end-of-stream block
+        text = zlib.decompressobj().decompress((tmp_path / f"z.{name}.z").read_bytes())
+        assert text == (tmp_path / f"p.{name}").read_bytes(), name
+
+
+def test_compression_of_the_other_output_kind_is_refused(tmp_path):
+    r = run_cli(["merge", str(RING8), "-o", str(tmp_path / "x.h5"), "--compress", "zlib"])
+    assert r.returncode == 2 and "--compress zlib applies to OTF output" in r.stderr
+    r = run_cli(["merge", str(RING8), "-o", str(tmp_path / "x.otf"), "--compress", "gzip"])
+    assert r.returncode == 2 and "applies to HDF5 output" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -26,7 +26,11 @@ def make_sink(path, *, to: str | None = None, source: str = "", overwrite: bool 
     if kind == "hdf5":
         if streams is not None:
             raise UsageError("--streams applies to OTF output only")
+        if compression == "zlib":
+            raise UsageError("--compress zlib applies to OTF output; HDF5 takes gzip or lzf")
         from .hdf5_sink import HDF5Sink
         return HDF5Sink(path, source=source, overwrite=overwrite, compression=compression)
+    if compression not in (None, "zlib"):
+        raise UsageError(f"--compress {compression} applies to HDF5 output; OTF takes zlib")
     from .otf_sink import OTFSink
-    return OTFSink(path, streams=streams, overwrite=overwrite)
+    return OTFSink(path, streams=streams, overwrite=overwrite, compress=compression == "zlib")
