@@ -17,9 +17,9 @@ from ..model import Definitions, Schema, Table
 from .mpi import Comm, RankFailed
 from .plan import assign
 from .progress import Progress
-from .runs import RunStore
-from .windows import (by_destination, choose_cuts, next_window_keys, time_window, window_count,
-                      window_rows)
+from .runs import RunStore, row_bytes
+from .windows import (by_destination, choose_cuts, choose_shared_cuts, next_window_keys,
+                      time_window, window_count, window_rows)
 
 DEFAULT_MEMORY = 2 << 30      # bytes per rank
 # Share of the budget for decoded rows kept in memory (the rest spills).  A sink
@@ -127,7 +127,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     """Decode the trace at ``path`` on all ranks, merge, and write through ``sink``.
 
     ``memory`` is the budget per rank in bytes: decoded rows beyond half of it
-    (three quarters for a columnwise sink) are spilled to ``spill_dir``
+    (four fifths for a columnwise sink) are spilled to ``spill_dir``
     (default: the system's temporary folder), and
     the merge runs in as many windows of the global order as the budget needs.
     """
@@ -135,7 +135,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     reader = open_on_all_ranks(comm, path, format)
     units, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
-    # a columnwise sink keeps 3/4 of the budget for rows and gives decoding and
+    # a columnwise sink keeps 4/5 of the budget for rows and gives decoding and
     # each window 1/8 (else 1/2, 1/4 and 1/4)
     lean = getattr(sink, "columnwise", False)
     share = 8 if lean else 4
@@ -145,7 +145,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     progress.start("decode", sum(u.size for u in units))
     store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}",
                      keep_fraction=COLUMNWISE_KEEP if lean else KEEP,
-                     resident_fraction=COLUMNWISE_KEEP if lean else None)
+                     resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
     try:
         sink.prepare(comm, defs, schema)
         decode_share(comm, reader, units, defs, schema, progress, stats, store)
@@ -156,7 +156,12 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         stats.spilled_bytes = store.spilled_bytes
         progress.phase("merge+write" if windows == 1 else f"merge+write ({windows} windows)")
         pieces = windows * comm.size if sink.mode == "time" else windows
-        cuts = {name: choose_cuts(comm, store.runs[name], pieces) for name in schema}
+        if sink.mode == "time":     # each table balanced over the ranks on its own
+            cuts = {name: choose_cuts(comm, store.runs[name], pieces) for name in schema}
+        else:                       # one window of the key space for all tables
+            shared = choose_shared_cuts(comm, store.runs,
+                                        {name: row_bytes(schema[name]) for name in schema}, pieces)
+            cuts = dict.fromkeys(schema, shared)
         written = dict.fromkeys(schema, 0)
         for w in range(windows):
             if hasattr(sink, "next_keys"):  # lets a sink write out rows no later window precedes

@@ -37,7 +37,22 @@ def choose_cuts(comm: Comm, runs: list[Run], pieces: int) -> list[Key]:
     """pieces-1 keys cutting all ranks' rows into pieces of nearly equal size."""
     if pieces <= 1:
         return []
-    everyone = comm.allgather(_weighted_samples(runs))
+    return _cuts_from(comm.allgather(_weighted_samples(runs)), pieces)
+
+
+def choose_shared_cuts(comm: Comm, runs: dict[str, list[Run]], row_bytes: dict[str, int],
+                       pieces: int) -> list[Key]:
+    """pieces-1 keys cutting the rows of all tables together into pieces of
+    nearly equal bytes.  A sink that writes several tables into one file
+    (OTF) needs every table's window to end at the same key, or a sparse
+    table would hold the others' rows back until its own window ends."""
+    if pieces <= 1:
+        return []
+    mine = [(key, w * row_bytes[name]) for name in runs for key, w in _weighted_samples(runs[name])]
+    return _cuts_from(comm.allgather(mine), pieces)
+
+
+def _cuts_from(everyone: list[list[tuple[Key, int]]], pieces: int) -> list[Key]:
     samples = sorted(s for mine in everyone for s in mine)
     if not samples:
         return []

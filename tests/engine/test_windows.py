@@ -7,7 +7,7 @@ from partrace.engine.merged import MergedTable
 from partrace.engine.mpi import serial
 from partrace.engine.order import SMALL_TIE, merge_order, sort_by_key, time_order
 from partrace.engine.runs import Run
-from partrace.engine.windows import choose_cuts, next_window_keys, time_window
+from partrace.engine.windows import choose_cuts, choose_shared_cuts, next_window_keys, time_window
 from partrace.model import STR, Column, Table, column
 
 
@@ -98,3 +98,20 @@ def test_next_window_keys_bound_the_rows_of_later_windows():
             continue
         assert all(k < nxt["events"] for k in keys[w])
         assert all(k >= nxt["events"] for later in keys[w + 1:] for k in later)
+
+
+def test_shared_cuts_split_all_tables_together_by_bytes():
+    rng = np.random.default_rng(11)
+    dense, dense_runs = _runs(rng, 6000, SCHEMA)
+    sparse, sparse_runs = _runs(rng, 60, SCHEMA, size=60)
+    runs, row = {"dense": dense_runs, "sparse": sparse_runs}, {"dense": 8, "sparse": 800}
+    pieces = 4
+    cuts = choose_shared_cuts(serial(), runs, row, pieces)
+    assert len(cuts) == pieces - 1 and cuts == sorted(cuts)
+    # bytes of both tables below each cut, counted from the rows themselves
+    keys = {n: list(zip(t["time"].tolist(), t["location"].tolist(), t["seq"].tolist()))
+            for n, t in (("dense", dense), ("sparse", sparse))}
+    total = sum(len(keys[n]) * row[n] for n in keys)
+    for j, cut in enumerate(cuts, 1):
+        below = sum(sum(k < cut for k in keys[n]) * row[n] for n in keys)
+        assert abs(below - total * j / pieces) < 0.05 * total, (j, below, total)
