@@ -124,22 +124,40 @@ def cmd_info(comm, args) -> int:
     return 0
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so that cleanup (``finally``) runs."""
+def _terminate_on_sigterm(comm) -> None:
+    """On SIGTERM, remove what this rank made and end the job (exit 143).
 
+    The cleanup runs in the handler itself: an exception raised from a
+    handler can land in a weakref or GC callback (h5py makes many), where
+    Python prints and ignores it, and the run would go on.
+    """
+    import signal
 
-def _on_sigterm(signum, frame):
-    raise Terminated()
+    def handler(signum, frame):
+        import os
+        from .engine.runs import discard_spills
+        from .output.staging import discard_live
+        discard_spills()
+        discard_live()
+        print(f"partrace: terminated on rank {comm.rank}: spill files and unfinished output "
+              f"removed", file=sys.stderr)
+        sys.stderr.flush()
+        if comm.parallel:   # the launcher signalled every rank: let them clean up first
+            import time
+            time.sleep(1.0)
+            comm.abort(143)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import signal
     from .engine.mpi import RankFailed, world
     from .errors import PartraceError
     from .output.staging import discard_live
     comm = world()
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    _terminate_on_sigterm(comm)
     try:
         return args.func(comm, args)
     except RankFailed as exc:     # every rank knows; rank 0 speaks
@@ -157,15 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt as exc:
-        code = 143 if isinstance(exc, Terminated) else 130
+    except KeyboardInterrupt:
         discard_live()
         if comm.parallel:
-            if code == 143:     # the launcher signalled every rank: let them clean up first
-                import time
-                time.sleep(1.0)
-            comm.abort(code)
-        return code
+            comm.abort(130)
+        return 130
     except Exception as exc:      # a bug: say so, end the whole job
         import os
         import traceback

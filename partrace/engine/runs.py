@@ -18,6 +18,15 @@ import numpy as np
 from ..model import Column, Table
 from .order import lower_bound, sort_by_key
 
+_live_spills: set[Path] = set()     # spill folders of this process not yet removed
+
+
+def discard_spills() -> None:
+    """Remove this process's spill folders (a run killed before its cleanup ran)."""
+    for folder in list(_live_spills):
+        shutil.rmtree(folder, ignore_errors=True)
+        _live_spills.discard(folder)
+
 OBJECT_ROW_BYTES = 48   # estimate for a str/bytes cell (pointer + small object)
 
 
@@ -168,6 +177,7 @@ class RunStore:
         if self.spill_dir is None:
             self.spill_dir = Path(tempfile.mkdtemp(prefix=f"partrace-spill-{self.tag}-",
                                                    dir=self.spill_root))
+            _live_spills.add(self.spill_dir)
         d = self.spill_dir / f"{name.replace('/', '__')}-{len(self.runs[name]):06d}"
         d.mkdir()
         return SpilledRun(d, table)
@@ -179,4 +189,5 @@ class RunStore:
         self.runs = {name: [] for name in self.schema}
         if self.spill_dir is not None:
             shutil.rmtree(self.spill_dir, ignore_errors=True)
+            _live_spills.discard(self.spill_dir)
             self.spill_dir = None
