@@ -27,7 +27,7 @@ DEFAULT_MEMORY = 2 << 30      # bytes per rank
 # order and one column besides them, so it leaves more of the budget to rows;
 # then the process's measured resident memory must stay within that share too.
 KEEP = 0.5
-COLUMNWISE_KEEP = 0.8
+COLUMNWISE_KEEP = 0.7
 
 
 class Sink(Protocol):
@@ -127,7 +127,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     """Decode the trace at ``path`` on all ranks, merge, and write through ``sink``.
 
     ``memory`` is the budget per rank in bytes: decoded rows beyond half of it
-    (four fifths for a columnwise sink) are spilled to ``spill_dir``
+    (seven tenths for a columnwise sink) are spilled to ``spill_dir``
     (default: the system's temporary folder), and
     the merge runs in as many windows of the global order as the budget needs.
     """
@@ -135,7 +135,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     reader = open_on_all_ranks(comm, path, format)
     units, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
-    # a columnwise sink keeps 4/5 of the budget for rows and gives decoding and
+    # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
     # each window 1/8 (else 1/2, 1/4 and 1/4)
     lean = getattr(sink, "columnwise", False)
     share = 8 if lean else 4
