@@ -65,6 +65,22 @@ def open_bytes(path: Path) -> np.ndarray:
     return np.memmap(path, np.uint8, "r").view(np.ndarray)
 
 
+def release(buf: np.ndarray, upto: int) -> None:
+    """Drop the mapped pages before byte `upto` from this process's resident set.
+
+    They stay in the page cache; without this a scan over a whole file keeps
+    every page it touched resident, which counts against the memory budget
+    (and against a batch system's RSS limit).
+    """
+    import mmap
+    m = buf
+    while m is not None and not isinstance(m, mmap.mmap):
+        m = getattr(m, "base", None)
+    n = upto - upto % mmap.PAGESIZE
+    if m is not None and n > 0:
+        m.madvise(mmap.MADV_DONTNEED, 0, n)
+
+
 def hop_checked(path: Path, buf: np.ndarray, pos: int, end: int, family: int):
     starts, codes, nxt, err, epos, val = hop_range(buf, pos, end, family)
     if err != OK:
@@ -157,5 +173,6 @@ def scan_file(path: Path, kind: str, region_size: int) -> FileScan:
         if len(starts):
             fs.regions.append((k, pos, nxt, prefix))
         pos = nxt
+        release(buf, pos)
     fs.lp_map = first_rows(np.concatenate(maps)) if maps else np.empty((0, 3), np.int64)
     return fs
