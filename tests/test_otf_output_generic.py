@@ -150,10 +150,15 @@ def test_point_events_are_markers(converted):
     """Every EVENT row with a region is a marker spot: its time, process, the region's name as marker
     name, its non-zero columns as key-values and as 'column=value' text."""
     src, outs = converted
+    _, odefs, otabs = decode_all(outs[0])
+    check_point_markers(src, odefs, otabs["markers"], otabs["keyvalues"])
+
+
+def check_point_markers(src, odefs, mk, kv):
+    """The markers `mk` (key-values `kv`) of the OTF output of trace `src` (definitions `odefs`) are
+    its point events, value by value (see test_point_events_are_markers)."""
     source = partrace.open(src)
     sdefs, sev = source.definitions, source.table("events")
-    _, odefs, otabs = decode_all(outs[0])
-    mk, kv = otabs["markers"], otabs["keyvalues"]
     point = _points(sev)
     if "ovni" in str(src):
         assert point.sum() > 0      # (unknown MCVs, as in the zoo trace, keep region 0: NoOp)

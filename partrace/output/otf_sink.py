@@ -1,12 +1,15 @@
 """Writing merged rows as an OTF trace whose processes sit on M streams.
 
 Rows go to the rank that owns their output stream (streams are dealt to
-ranks in contiguous blocks); each rank writes its streams' files; rank 0
-writes the master file, the definitions and the marker file, so it also
-receives the marker table and its key-values.  The point events of a
-non-OTF input (formats.otf.generic.point_events) are marker spots too: each
-rank renders those of its own rows and rank 0 merges the rendered spots in
-order into the marker file.  The OTF writer itself
+ranks in contiguous blocks); each rank writes its streams' files, marker
+files included: the OTF library keeps markers per stream (NAME.<s>.marker)
+and its reader reads every listed stream's marker file after NAME.0.marker.
+The point events of a non-OTF input (formats.otf.generic.point_events) are
+such per-stream marker spots.  Rank 0 writes the master file, the
+definitions and NAME.0.marker: the DefMarker lines (the marker ids used are
+gathered at commit) and, for an OTF input that had its spots there
+(otfmerge's layout, see writer.local_markers), those spots too, so then it
+also receives the marker table and its key-values.  The OTF writer itself
 (partrace.formats.otf.writer) knows no MPI.
 
 Rows arrive window by window of the global order and are appended to the
@@ -17,11 +20,12 @@ counters), rows are appended only up to the horizon: the earliest time a
 later window can still bring in any of those tables (told by the pipeline
 through ``next_keys``, else the latest time seen of each table).  Rows at or
 after it wait for the next window.  The master file and the definitions are
-written at commit, once the streams that got events are known.
+written at commit, once the streams that got events or markers are known.
 
-A stream that receives no events is left out of the master file: the
-OTF library's reader wants an events file for every stream listed (its own
-writer lists only the streams it wrote).
+A stream that receives neither is left out of the master file: the OTF
+library's reader wants an events file for every stream listed (its own
+writer lists only the streams it wrote); one with markers only gets an
+events file of one time and one process line (writer.StreamWriter.close).
 """
 from __future__ import annotations
 
@@ -75,9 +79,9 @@ class OTFSink:
 
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
-        from ..formats.otf.writer import is_otf
+        from ..formats.otf import writer
         self.defs, self.schema = defs, schema
-        self.points = not is_otf(defs)      # point events of a non-OTF input are markers
+        self.local_markers = writer.local_markers(defs)     # marker spots in their stream's marker file
         self.map = self._stream_map(defs)
         self.used, self.hold = [], []
         with comm.guard():
@@ -122,20 +126,15 @@ class OTFSink:
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
         if name not in self.used:       # not written: stays where it is
             return np.full(len(table), comm.rank, dtype=np.int64)
-        if name == MARKERS:
+        if name == MARKERS and not self.local_markers:
             return np.zeros(len(table), dtype=np.int64)
         dest = np.zeros(len(table), dtype=np.int64)
         sel = np.ones(len(table), dtype=bool)
-        if name == KEYVALUES and "ref_table" in table:
+        if name == KEYVALUES and "ref_table" in table and not self.local_markers:
             sel = table["ref_table"] != MARKER_REF
         if sel.any():
             dest[sel] = self._lookup(table["location"][sel], self._rank_of, name)
         return dest
-
-    @staticmethod
-    def _point_events(table: Table) -> np.ndarray:
-        from ..formats.otf.generic import point_events
-        return point_events(table)
 
     # -- windows -----------------------------------------------------------
     def _written_tables(self, defs: Definitions, schema: Schema) -> tuple[list[str], list[str]]:
@@ -189,24 +188,18 @@ class OTFSink:
         self._append(comm, now)
 
     def _append(self, comm: Comm, tables: dict[str, Table]) -> None:
-        """Append rows to this rank's streams; the marker file (rank 0) gets every rank's spots."""
+        """Append rows to this rank's streams; NAME.0.marker (rank 0) gets the marker rows
+        that are not local_markers."""
         from ..formats.otf import writer
-        from ..formats.otf.generic import marker_spots, merge_spots
         stub = self.staging.path(self.name)
-        spots = None
         with comm.guard():
             per_stream: dict[int, dict[str, Table]] = {}
             for name, table in tables.items():
-                if table is None or name == MARKERS or not len(table):
+                if table is None or not len(table) or (name == MARKERS and not self.local_markers):
                     continue
                 rows = None                     # indices of the rows for the streams (None: all)
-                if name == KEYVALUES and "ref_table" in table:
+                if name == KEYVALUES and "ref_table" in table and not self.local_markers:
                     rows = np.flatnonzero(table["ref_table"] != MARKER_REF)
-                if name == EVENTS and self.points:
-                    # point events are marker spots: rendered here, in parallel, and sent to rank 0
-                    point = self._point_events(table)
-                    spots = marker_spots(self.defs, self.schema, table.take(np.flatnonzero(point)))
-                    rows = np.flatnonzero(~point)
                 loc = table["location"] if rows is None else table["location"][rows]
                 if not len(loc):
                     continue
@@ -220,42 +213,41 @@ class OTFSink:
                 if s not in self.writers:
                     self.writers[s] = writer.StreamWriter(stub, s, self.defs, self.schema, self.compress)
                 self.writers[s].append(per_stream[s])
-        comm.check()
-        everyone = comm.gather(spots) if self.points else None
-        with comm.guard():
             if comm.rank == 0:
                 if self.markers is None:
-                    self.markers = writer.MarkerFile(stub, self.defs, self.schema, self.compress,
+                    self.markers = writer.MarkerFile(stub, self.defs, self.compress,
                                                      body=self.staging.path(f".{self.name}.marker-body"))
-                kv = tables.get(KEYVALUES)
-                if kv is not None and "ref_table" in kv:
-                    kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_REF))
-                spots = merge_spots([p for p in everyone if p is not None]) if everyone else None
-                self.markers.append(tables.get(MARKERS), kv, spots=spots)
+                if not self.local_markers:
+                    kv = tables.get(KEYVALUES)
+                    if kv is not None and "ref_table" in kv:
+                        kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_REF))
+                    self.markers.append(tables.get(MARKERS), kv)
         comm.check()
 
     def commit(self, comm: Comm) -> None:
         from ..formats.otf import writer
         self._append(comm, self.held)       # the rows held after the last window
         self.held = {}
-        written = set()
+        written, regions = set(), np.zeros(0, np.int64)
         with comm.guard():
             for s, w in sorted(self.writers.items()):
-                if w.has_events:
+                if w.listed:
                     written.add(s)
+                regions = np.union1d(regions, w.regions)
                 w.close()
         comm.check()
-        gathered = comm.gather(sorted(written))
+        gathered = comm.gather((sorted(written), regions))
         with comm.guard():
             if comm.rank == 0:
-                written = {s for w in gathered for s in w}
+                written = {s for w, _ in gathered for s in w}
+                regions = np.unique(np.concatenate([r for _, r in gathered]))
                 streams = self.map
                 if written:     # a trace with no events at all keeps every stream listed
                     streams = {s: ps for s, ps in streams.items() if s in written}
                 stub = self.staging.path(self.name)
                 writer.write_master(stub, streams)
                 writer.write_definitions(stub, self.defs, self.schema, self.compress)
-                self.markers.close()
+                self.markers.close(regions)
                 if self.overwrite:
                     for old in self._existing_outputs():
                         old.unlink()

@@ -53,8 +53,9 @@ def test_budgeted_output_equals_one_window_output(source, tmp_path):
     assert _merge(trace, tmp_path / "one" / "x.otf") == 1
     want = _files(tmp_path / "one" / "x.otf")
     assert "x.otf" in want and any(n.endswith(".events") for n in want)
-    if fmt == "ovni":       # its point events are marker spots
-        assert b"\nMS" in want["x.0.marker"]
+    if fmt == "ovni":       # its point events are marker spots in their streams' marker files
+        assert b"MD" in want["x.0.marker"] and b"MS" not in want["x.0.marker"]
+        assert sum(b"\nMS" in b for n, b in want.items() if re.fullmatch(r"x\.[1-9a-f]\d*\.marker", n)) > 1
     for n in (None, 3):
         out = tmp_path / f"w{n}" / "x.otf"
         assert _merge(trace, out, n, ["--memory", BUDGET]) > 3

@@ -76,8 +76,11 @@ def read_definitions(master: Path) -> Definitions:
         if local is not None:
             records += parse_records(local, _DEF_INDEX, s)
     marker = stream_file(stub, 0, "marker")
+    global_spots = 0
     if marker is not None:
-        records += [r for r in parse_records(marker, _MARKER_INDEX, "marker") if r["type"] == "DefMarker"]
+        recs = parse_records(marker, _MARKER_INDEX, "marker")
+        records += [r for r in recs if r["type"] == "DefMarker"]
+        global_spots = sum(r["type"] == "MarkerSpot" for r in recs)
     by_type: dict[str, list[dict]] = {}
     for r in records:
         by_type.setdefault(r["type"], []).append(r["fields"])
@@ -107,6 +110,9 @@ def read_definitions(master: Path) -> Definitions:
         "unique_id": one("DefUniqueId", "uid"),
         "comments": [f["comment"] for f in by_type.get("DefinitionComment", [])],
         "streams": streams,
+        # the library keeps markers per stream too (NAME.<s>.marker, read after NAME.0.marker)
+        "marker_streams": [s for s in streams if stream_file(stub, s, "marker") is not None],
+        "global_marker_spots": global_spots,
         "process_order": [p for ps in streams.values() for p in ps],
         "local_definitions": sorted({r["where"] for r in records if isinstance(r["where"], int) and r["where"]}),
     }

@@ -21,14 +21,14 @@ events
   become NoOp records carrying their fields as key-values: a point event has
   no value with the meaning of a counter.
 point events
-  An EVENT row with region != 0 is a marker spot in NAME.0.marker (OTF's
-  global marker file; spots rendered on every rank, merged in order by one,
-  see marker_spots/merge_spots): marker id = region id, one
-  DefMarker per region used (the region's name, type 3 = hint), the row's
-  time and location, text = "column=value ..." of its non-zero extra
-  columns (decimal; byte arrays as hex without trailing zero bytes), and
-  those columns also as key-value lines before the spot, as for events.
-  Spots are in (time, location, seq) order.
+  An EVENT row with region != 0 is a marker spot in the marker file of its
+  process's stream, NAME.<s>.marker (the OTF library reads NAME.0.marker,
+  then every listed stream's; see marker_spots): marker id = region id, one
+  DefMarker per region used in NAME.0.marker (the region's name, type 3 =
+  hint), the row's time and location, text = "column=value ..." of its
+  non-zero extra columns (decimal; byte arrays as hex without trailing zero
+  bytes), and those columns also as key-value lines before the spot, as for
+  events.  Spots are in (time, location, seq) order in each file.
 extra columns
   Every numeric events column the row's record has no field for (the
   format's own columns, and common ones such as ticks) is a key-value pair in
@@ -427,27 +427,6 @@ def marker_spots(defs: Definitions, schema: Schema, rows: Table) -> Spots:
 def no_spots() -> Spots:
     z = np.zeros(0, np.int64)
     return Spots(z, z, z, z, [], z)
-
-
-def merge_spots(parts: list[Spots]) -> Spots:
-    """Spots of disjoint row sets (one per rank) in one (time, location, seq) order."""
-    from .writekernel import copy_segments
-    parts = [p for p in parts if len(p.ends)]
-    if len(parts) <= 1:
-        return parts[0] if parts else no_spots()
-
-    def cat(get):
-        return np.concatenate([get(p) for p in parts])
-    time, loc, seq = cat(lambda p: p.time), cat(lambda p: p.location), cat(lambda p: p.seq)
-    sizes = [int(p.ends[-1]) for p in parts]
-    base = np.cumsum([0] + sizes[:-1])
-    ends = cat(lambda p: p.ends) + np.repeat(base, [len(p.ends) for p in parts])
-    starts = ends - cat(lambda p: np.diff(p.ends, prepend=0))
-    order = np.lexsort((seq, loc, time))
-    data = np.empty(sum(sizes), np.uint8)
-    copy_segments(np.concatenate([b for p in parts for b in p.data]), starts[order], ends[order], data)
-    return Spots(time[order], loc[order], seq[order], np.cumsum((ends - starts)[order]), [data],
-                 np.unique(cat(lambda p: p.regions)))
 
 
 def _pad32(text: str) -> np.ndarray:

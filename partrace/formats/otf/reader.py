@@ -1,4 +1,4 @@
-"""OTF v1 reader: units = streams (+ the marker file), decode with the numba kernel."""
+"""OTF v1 reader: units = streams (with their marker files) + NAME.0.marker, decode with the numba kernel."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -102,11 +102,11 @@ class OTFReader(TraceReader):
         units = []
         raw = self.path.read_bytes().split(b"\n")
         for s in sorted(self.streams):
-            files = {k: stream_file(self.stub, s, k) for k in STREAM_KINDS}
+            files = {k: stream_file(self.stub, s, k) for k in STREAM_KINDS + (MARKER_KEY,)}
             if not any(files.values()):
                 no = next(i for i, l in enumerate(raw, 1) if l.strip().startswith(f"{s:x}:".encode()))
                 raise TraceError.at_line(self.path, no, f"expected {self.stub.name}.{s:x}.events "
-                                         f"(or .snaps/.stats, plain or .z) for stream {s:x} listed here")
+                                         f"(or .snaps/.stats/.marker, plain or .z) for stream {s:x} listed here")
             units.append(Unit(f"{s:08x}", sum(file_size(p) for p in files.values()),
                               {"stream": s, "files": {k: str(p) for k, p in files.items() if p}}))
         marker = stream_file(self.stub, 0, "marker")
@@ -135,14 +135,28 @@ class OTFReader(TraceReader):
             p = unit.info["files"].get(kind)
             if p:
                 yield from _decode_stream(Path(p), kind, tps, seqs, chunk)
+        p = unit.info["files"].get(MARKER_KEY)
+        if p:
+            yield self._markers(Path(p), tps, seqs, first=int(defs.attrs.get("global_marker_spots", 0)))
 
-    def _markers(self, path: Path, tps: int, seqs) -> dict[str, Table]:
+    def _markers(self, path: Path, tps: int, seqs, first: int | None = None) -> dict[str, Table]:
+        """The spots of NAME.0.marker (seq: the order in the file), or of a stream's marker file
+        (`first`: seq per location from the number of spots in NAME.0.marker, so none repeats)."""
         from .defs import _MARKER_INDEX, parse_records
-        recs = [r for r in parse_records(path, _MARKER_INDEX, "marker") if r["type"] == "MarkerSpot"]
+        recs = parse_records(path, _MARKER_INDEX, "marker")
+        if first is not None:
+            local = next((r for r in recs if r["type"] != "MarkerSpot"), None)
+            if local is not None:    # otfmerge refuses these too ("local markers")
+                raise TraceError.at_line(path, local["line"], f"expected marker spots only, got {local['type']} "
+                                         f"(marker definitions belong in {self.stub.name}.0.marker)")
+        recs = [r for r in recs if r["type"] == "MarkerSpot"]
         n = len(recs)
         ticks = np.array([r["fields"]["ticks"] for r in recs], np.uint64)
         loc = np.array([r["fields"]["location"] for r in recs], np.int64)
-        seq = np.arange(n, dtype=np.int64)       # order in the marker file
+        if first is None:
+            seq = np.arange(n, dtype=np.int64)       # order in the marker file
+        else:
+            seq = first + seqs["markers"].assign(loc)
         time = ticks_to_ns(ticks, tps)
         markers = Table({"time": time, "location": loc, "seq": seq, "ticks": ticks,
                          "marker": np.array([r["fields"]["marker"] for r in recs], np.int64),

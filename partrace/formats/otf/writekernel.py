@@ -226,13 +226,3 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
         ends[i] = o
     return o
 
-
-@njit(cache=True)
-def copy_segments(src, starts, ends, out):
-    """out = src[starts[0]:ends[0]] + src[starts[1]:ends[1]] + ..."""
-    o = 0
-    for i in range(starts.shape[0]):
-        for k in range(starts[i], ends[i]):
-            out[o] = src[k]
-            o += 1
-    return o

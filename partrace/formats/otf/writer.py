@@ -1,14 +1,15 @@
 """OTF v1 writer (short format, as the OTF 1.12 library writes it).
 
 Knows no reader: it takes Definitions and Tables.  The global files
-(NAME.otf, NAME.0.def, NAME.0.marker) and each stream's files are written by
-independent calls, so one rank can write the globals while the owners of the
-streams write theirs.
+(NAME.otf, NAME.0.def, NAME.0.marker) and each stream's files (.events,
+.snaps, .stats, .marker) are written by independent calls, so one rank can
+write the globals while the owners of the streams write theirs.
 
 An OTF input is written back as it was read: its own definitions (verbatim),
-ticks, key-value and text rows; rows of kinds OTF has no record for become
-NoOp records ('N').  Inline snapshots read from an .events file are written
-to .snaps.
+ticks, key-value and text rows, its marker spots in NAME.0.marker or in the
+streams' marker files as it had them (local_markers); rows of kinds OTF has
+no record for become NoOp records ('N').  Inline snapshots read from an
+.events file are written to .snaps.
 
 Any other input is written by the rules of ``generic`` (definitions
 synthesized from the model's tables, process tokens >= 1, ns ticks, the
@@ -181,50 +182,44 @@ def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = Non
 class MarkerFile:
     """NAME.0.marker, appended window by window: marker definitions, then the spots in order.
 
-    A non-OTF input's marker definitions (one DefMarker per region its point
-    events use) are known only at the end, so the spots go to the side file
+    The OTF library keeps markers per stream (NAME.<s>.marker, see
+    StreamWriter); its writer (OTF_Writer_writeDefMarker) puts every DefMarker
+    into NAME.0.marker, and its reader (OTF_Reader_readMarkers) reads
+    NAME.0.marker first, then the marker file of every stream in the master
+    file.  This file holds the DefMarker lines (`regions`: the marker ids of
+    a non-OTF input's point events, see ``generic``; an OTF input's own) and
+    the spots of an OTF input that had them here (otfmerge's layout).  Those
+    definitions are known only at the end, so the spots go to the side file
     `body` (in the output's folder) and close() copies them after the definitions.
     """
 
-    def __init__(self, stub: str | Path, defs: Definitions, schema: Schema | None = None,
-                 compress: bool = False, body: str | Path | None = None):
+    def __init__(self, stub: str | Path, defs: Definitions, compress: bool = False,
+                 body: str | Path | None = None):
         self.stub, self.defs, self.compress = Path(stub), defs, compress
-        self.schema = schema or {"events": []}
         self.body = Path(body or f"{stub}.0.marker.body")
         self._spots = OutFile(self.body)
-        self._used = np.zeros(0, np.int64)
         self._any = False
 
-    def append(self, markers: Table | None = None, keyvalues: Table | None = None,
-               points: Table | None = None, spots=None) -> None:
-        """Spots of one window: the point events among `points` (events rows of a non-OTF
-        input, see ``generic``) or those already rendered (`spots`, generic.Spots), then marker
-        rows (their key-values: `keyvalues`, ref_table 3)."""
-        if points is not None and len(points) and not is_otf(self.defs):
-            from .generic import marker_spots
-            spots = marker_spots(self.defs, self.schema, points)
-        if spots is not None and len(spots.ends):
-            self._used = np.union1d(self._used, spots.regions)
-            for block in spots.data:
-                self._spots.write(memoryview(block))
-            self._any = True
+    def append(self, markers: Table | None = None, keyvalues: Table | None = None) -> None:
+        """Marker rows of one window (their key-values: `keyvalues`, ref_table 3)."""
         if markers is not None and len(markers):
             self._spots.write(_marker_table_spots(markers, keyvalues))
             self._any = True
 
-    def _head(self) -> bytes:
+    def _head(self, regions) -> bytes:
         lines = []
-        if len(self._used):
+        if len(regions):
             from .generic import marker_defs
-            lines.append(marker_defs(self.defs, self._used.tolist()))
+            lines.append(marker_defs(self.defs, [int(r) for r in regions]))
         for r in (self.defs.source or []) if self.defs.format == "otf" else []:
             if r.get("where") == "marker":
                 lines += [_kv_line(*kv) for kv in r.get("kv", [])]
                 lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
         return "".join(lines).encode("utf-8", "surrogateescape")
 
-    def close(self) -> Path | None:
-        head = self._head()
+    def close(self, regions=()) -> Path | None:
+        """Write the file: DefMarker lines (`regions`: the point events' marker ids), then the spots."""
+        head = self._head(regions)
         self._spots.close()
         try:
             if not head and not self._any:
@@ -235,6 +230,13 @@ class MarkerFile:
             return out.close()
         finally:
             self.body.unlink()
+
+
+def local_markers(defs: Definitions) -> bool:
+    """Whether marker spots go to their process's stream (NAME.<s>.marker) rather than NAME.0.marker:
+    always for a non-OTF input; for an OTF input, as it had them (otfmerge and OTF_Writer write
+    NAME.0.marker only; an input with any stream marker file gets all its spots per stream)."""
+    return not is_otf(defs) or bool(defs.attrs.get("marker_streams"))
 
 
 def _marker_table_spots(markers: Table, keyvalues: Table | None) -> bytes:
@@ -252,28 +254,22 @@ def _marker_table_spots(markers: Table, keyvalues: Table | None) -> bytes:
     return "".join(lines).encode("utf-8", "surrogateescape")
 
 
-def write_markers(stub: Path, defs: Definitions, markers: Table | None,
-                  keyvalues: Table | None = None, points: Table | None = None,
-                  schema: Schema | None = None, compress: bool = False) -> Path | None:
-    """NAME.0.marker in one go (see MarkerFile)."""
-    mf = MarkerFile(stub, defs, schema, compress)
-    mf.append(markers, keyvalues, points)
-    return mf.close()
-
-
 def write_global(stub: str | Path, defs: Definitions, streams: dict[int, list[int]],
                  markers: Table | None = None, keyvalues: Table | None = None,
-                 schema: Schema | None = None, points: Table | None = None,
-                 compress: bool = False) -> list[Path]:
-    """Master file, definitions and marker file (one rank).
+                 schema: Schema | None = None, compress: bool = False, regions=()) -> list[Path]:
+    """Master file, definitions and NAME.0.marker (one rank).
 
     `streams` maps stream ids to location ids; `schema` (the trace's tables)
-    is needed for a non-OTF input, whose definitions are synthesized; its
-    point events (`points`, events rows) are written as markers.
+    is needed for a non-OTF input, whose definitions are synthesized;
+    `regions`: the marker ids its streams' point events use (StreamWriter.regions).
+    `markers` (and their key-values) go here only if not local_markers(defs).
     """
     stub = Path(stub)
     out = [write_master(stub, streams)] + write_definitions(stub, defs, schema, compress)
-    m = write_markers(stub, defs, markers, keyvalues, points, schema, compress)
+    mf = MarkerFile(stub, defs, compress)
+    if not local_markers(defs):
+        mf.append(markers, keyvalues)
+    m = mf.close(regions)
     return out + ([m] if m else [])
 
 
@@ -296,12 +292,14 @@ def _side(tab: Table | None, ref_table: int, kv: bool = True) -> dict[tuple[int,
 
 
 class StreamWriter:
-    """NAME.<s>.events/.snaps/.stats of one stream, appended window by window.
+    """NAME.<s>.events/.snaps/.stats/.marker of one stream, appended window by window.
 
     Each append's rows follow the previous append's in every file's order;
     the short format's current time and process carry over between appends,
     so the files are the same however the rows were cut into appends.
-    A non-OTF input needs `schema` (see ``generic``).
+    A non-OTF input needs `schema` (see ``generic``); its point events are
+    marker spots in the stream's .marker file (their DefMarker lines are
+    NAME.0.marker's, see MarkerFile: `regions` lists the marker ids used).
     """
 
     def __init__(self, stub: str | Path, stream: int, defs: Definitions, schema: Schema | None = None,
@@ -309,22 +307,40 @@ class StreamWriter:
         self.stub, self.stream, self.defs, self.compress = Path(stub), stream, defs, compress
         self.schema = schema
         self.files: dict[str, _FileState] = {}
+        self.marker: OutFile | None = None
+        self._first_marker: tuple[int, int] | None = None     # (ticks, process) of the first spot
+        self.regions = np.zeros(0, np.int64)
         self._layout = None
 
     @property
-    def has_events(self) -> bool:
-        return "events" in self.files
+    def listed(self) -> bool:
+        """Whether the master file lists the stream (it has events or markers)."""
+        return "events" in self.files or self.marker is not None
 
     def _file(self, suffix: str) -> "_FileState":
         if suffix not in self.files:
             self.files[suffix] = _FileState(OutFile(f"{self.stub}.{self.stream:x}.{suffix}", self.compress))
         return self.files[suffix]
 
+    def _write_marker(self, data, ticks: int, process: int) -> None:
+        """Append spots (`ticks`, `process`: those of the first one)."""
+        if self.marker is None:
+            self.marker = OutFile(f"{self.stub}.{self.stream:x}.marker", self.compress)
+            self._first_marker = (ticks, process)
+        self.marker.write(data)
+
     def append(self, tables: dict[str, Table]) -> None:
         """Rows of the stream's processes, each table sorted by (time, location, seq);
-        `keyvalues` and `text` rows refer to their records by (ref_table, location, ref_seq)."""
+        `keyvalues` and `text` rows refer to their records by (ref_table, location, ref_seq).
+        `markers` rows (an OTF input's, if local_markers) go to the stream's marker file."""
         if not is_otf(self.defs):
             return self._append_generic(tables)
+        mk = tables.get("markers")
+        if mk is not None and len(mk):
+            first = int(np.lexsort((mk["seq"], mk["location"], mk["time"]))[0])
+            self._write_marker(_marker_table_spots(mk, tables.get("keyvalues")),
+                               int(mk["ticks"][first] if "ticks" in mk else mk["time"][first]),
+                               int(mk["location"][first]))
         use_ticks = self.defs.format == "otf"
         for tname, suffix in FILE_OF_TABLE.items():
             tab = tables.get(tname)
@@ -370,6 +386,9 @@ class StreamWriter:
         if self._layout is None:
             self._layout = layout(self.defs, {"events": [], **(self.schema or {n: [] for n in tables})})
         lay = self._layout
+        ev = tables.get("events")
+        if ev is not None and len(ev):
+            self._append_spots(ev)
         # in blocks of about ROWS_PER_PASS events, cut at a time (rows of other tables at that
         # time follow in the next block): the formatter's input is ~200 bytes per row
         ev = tables.get("events")
@@ -382,6 +401,15 @@ class StreamWriter:
         for k in range(len(cuts) + 1):
             self._format_generic({name: t.take(np.arange(bounds[name][k], bounds[name][k + 1]))
                                   for name, t in tables.items() if t is not None}, lay)
+
+    def _append_spots(self, events: Table) -> None:
+        """The point events among `events` as marker spots (see ``generic``)."""
+        from .generic import marker_spots
+        spots = marker_spots(self.defs, self.schema or {"events": []}, events)
+        if len(spots.ends):
+            self.regions = np.union1d(self.regions, spots.regions)
+            for block in spots.data:      # point events' ticks are their ns (generic: 1e9 ticks/s)
+                self._write_marker(memoryview(block), int(spots.time[0]), int(spots.location[0]))
 
     def _format_generic(self, tables: dict[str, Table], lay) -> None:
         from .generic import kv_prefixes, stream_rows
@@ -398,8 +426,15 @@ class StreamWriter:
                                     np.array([len(p) for p in pre] or [0], np.int64))
 
     def close(self) -> list[Path]:
-        """Finish every file; returns their paths (events, snaps, stats order)."""
-        return [self.files[s].close() for s in FILE_OF_TABLE.values() if s in self.files]
+        """Finish every file; returns their paths (events, snaps, stats, marker order).
+        A stream with markers only gets an events file of one time and one process line
+        (the first spot's): the library's reader opens the events file of every stream listed
+        (OTF_Heap_initEventHeap) and fails on an empty one (OTF_RBuffer_searchTime)."""
+        if self.marker is not None and "events" not in self.files:
+            events = self._file("events")
+            events.t, events.p = np.uint64(self._first_marker[0]), self._first_marker[1]
+        out = [self.files[s].close() for s in FILE_OF_TABLE.values() if s in self.files]
+        return out + ([self.marker.close()] if self.marker is not None else [])
 
 
 def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: Definitions,
