@@ -172,3 +172,11 @@ def test_compression_of_the_other_output_kind_is_refused(tmp_path):
     r = run_cli(["merge", str(RING8), "-o", str(tmp_path / "x.otf"), "--compress", "gzip"])
     assert r.returncode == 2 and "applies to HDF5 output" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", ["otf", "h5"])
+def test_a_missing_output_folder_is_one_clear_line(tmp_path, suffix):
+    out = tmp_path / "no" / "such" / f"x.{suffix}"
+    r = run_cli(["merge", str(RING8), "-o", str(out)], 2)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"partrace: error: {out.parent}: output folder does not exist"]

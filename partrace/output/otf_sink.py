@@ -66,6 +66,8 @@ class OTFSink:
     def _existing_outputs(self) -> list[Path]:
         pattern = re.compile(re.escape(self.name) + r"\.([0-9a-f]+\.(def|events|snaps|stats|marker)"
                              r"(\.z)?|otf)$")
+        if not self.final.parent.is_dir():
+            return []       # Staging.check_free says so
         return [p for p in self.final.parent.iterdir() if pattern.match(p.name)]
 
     def _stream_map(self, defs: Definitions) -> dict[int, list[int]]:
