@@ -26,7 +26,7 @@ DEFAULT_MEMORY = 2 << 30      # bytes per rank
 # that reads each merged column once (``columnwise``) holds only the window's
 # order and one column besides them, so it leaves more of the budget to rows;
 # then the process's measured resident memory must stay within that share too.
-KEEP = 0.5
+KEEP = 0.4
 COLUMNWISE_KEEP = 0.7
 
 
@@ -136,9 +136,10 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     units, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
-    # each window 1/8 (else 1/2, 1/4 and 1/4)
+    # each window 1/8 (else 2/5 for rows and 1/10 for chunks and windows: the OTF
+    # sink holds exchange copies and formatted text besides a window)
     lean = getattr(sink, "columnwise", False)
-    share = 8 if lean else 4
+    share = 8 if lean else 10
     # text decodes to ~10x its size in columns: keep one chunk well inside its share
     reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // (10 * share))))
     progress = progress or Progress(comm, enabled=False)
