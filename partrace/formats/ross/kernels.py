@@ -11,7 +11,10 @@ from numba import njit
 
 @njit(cache=True, nogil=True)
 def copy_rows(buf, starts, width, keep, out):
-    """out[i] = buf[starts[i]:starts[i] + width] where keep[i], else zeros."""
+    """out[i] = buf[starts[i]:starts[i] + width] where keep[i], else zeros.
+
+    Any element type: on the file viewed as u32 words (``starts`` and
+    ``width`` counting words) it copies about 3x faster than by bytes."""
     for i in range(starts.shape[0]):
         if keep[i]:
             s = starts[i]
@@ -22,27 +25,13 @@ def copy_rows(buf, starts, width, keep, out):
                 out[i, k] = 0
 
 
-@njit(cache=True, nogil=True)
-def copy_words(words, starts, width, keep, out):
-    """copy_rows on 4-byte words: ``words`` is the file as u32, ``starts`` and
-    ``width`` count words (about 3x faster than bytes)."""
-    for i in range(starts.shape[0]):
-        if keep[i]:
-            s = starts[i]
-            for k in range(width):
-                out[i, k] = words[s + k]
-        else:
-            for k in range(width):
-                out[i, k] = 0
-
-
 def copy_records(buf, starts, width, keep, out) -> None:
     """out[i] = the ``width`` bytes at starts[i] where keep[i], else zeros; by words when
     every start and the width are multiples of 4 (as ROSS's own records are)."""
     starts = np.ascontiguousarray(starts, np.int64)
     if width % 4 == 0 and len(buf) >= 4 and not (starts & 3).any():
-        copy_words(buf[:len(buf) // 4 * 4].view(np.uint32), starts >> 2, width // 4, keep,
-                   out.view(np.uint32))
+        copy_rows(buf[:len(buf) // 4 * 4].view(np.uint32), starts >> 2, width // 4, keep,
+                  out.view(np.uint32))
     else:
         copy_rows(buf, starts, width, keep, out)
 
