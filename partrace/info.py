@@ -40,12 +40,12 @@ class _Counts:
 def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
     """The info report on rank 0 (None on other ranks); memory does not grow with the trace."""
     reader = open_on_all_ranks(comm, path, format)
-    units, defs = read_plan(comm, reader)
+    units, mine, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
     counts = _Counts()
     for name in schema:
         counts.rows[name] = 0
-    decode_share(comm, reader, units, defs, schema, Progress(comm, enabled=False), RunStats(),
+    decode_share(comm, reader, mine, defs, schema, Progress(comm, enabled=False), RunStats(),
                  store=counts)
     parts = comm.gather({"rows": counts.rows, "span": counts.span, "events": counts.events,
                          "regions": counts.regions})

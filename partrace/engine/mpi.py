@@ -68,6 +68,19 @@ class Comm:
         from mpi4py import MPI
         return self._c.allreduce(value, op=MPI.MAX)
 
+    def reduce(self, obj, op, root: int = 0):
+        """``op``-combination of every rank's ``obj`` on ``root`` (None elsewhere).
+        ``op`` must be associative and commutative; None is its identity."""
+        if self._c is None:
+            return obj
+        return self._c.reduce(obj, op=_skip_none(op), root=root)
+
+    def exscan(self, obj, op):
+        """``op``-combination of the ``obj`` of all lower ranks (None on rank 0)."""
+        if self._c is None:
+            return None
+        return self._c.exscan(obj, op=_skip_none(op))
+
     def exscan_sum(self, value: int) -> int:
         if self._c is None:
             return 0
@@ -166,6 +179,12 @@ class Comm:
         if self._c is not None and self.size > 1:
             self._c.Abort(code)
         sys.exit(code)
+
+
+def _skip_none(op):
+    def combine(a, b):
+        return b if a is None else a if b is None else op(a, b)
+    return combine
 
 
 class RankFailed(Exception):

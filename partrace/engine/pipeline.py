@@ -15,7 +15,7 @@ import numpy as np
 
 from ..model import Definitions, Schema, Table
 from .mpi import Comm, RankFailed
-from .plan import assign
+from .plan import share_of
 from .progress import Progress
 from .runs import RunStore, row_bytes
 from .windows import (by_destination, choose_cuts, choose_shared_cuts, next_window_keys,
@@ -86,20 +86,40 @@ def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None):
 
 
 def read_plan(comm: Comm, reader):
-    """Units and definitions, read once on rank 0 and broadcast."""
-    units = defs = None
+    """Units (listed on rank 0), this rank's share of them, and the definitions.
+
+    A surveyed reader's units are surveyed by the ranks that own them, so no
+    rank reads every file; the surveys meet on rank 0 (a reduction), and an
+    ordered reader learns the survey of all units before its share (a scan).
+    """
+    units = defs = survey = None
     with comm.guard():
         if comm.rank == 0:
             units = reader.units()
-            defs = reader.read_definitions()
     comm.check()
-    return comm.bcast((units, defs))
+    units = comm.bcast(units)
+    mine = share_of(reader, units, comm.size)[comm.rank]
+    if reader.surveyed or reader.ordered:
+        local = None
+        with comm.guard():
+            for unit in mine:
+                s = reader.survey(unit)
+                local = s if local is None else reader.combine(local, s)
+        comm.check()
+        if reader.ordered:
+            reader.start_after(comm.exscan(local, reader.combine))
+        survey = comm.reduce(local, reader.combine)
+    with comm.guard():
+        if comm.rank == 0:
+            defs = reader.read_definitions(survey) if survey is not None else reader.read_definitions()
+    comm.check()
+    return units, mine, comm.bcast(defs)
 
 
-def decode_share(comm: Comm, reader, units, defs: Definitions, schema: Schema,
+def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
                  progress: Progress, stats: RunStats, store: RunStore | None = None):
-    """Decode this rank's units: into sorted runs of ``store``, or (no store) whole tables."""
-    mine = assign(units, comm.size)[comm.rank]
+    """Decode this rank's units (in key order): into sorted runs of ``store``,
+    or (no store) whole tables."""
     parts: dict[str, list[Table]] = {name: [] for name in schema}
     rows = dict.fromkeys(schema, 0)
     with comm.guard():
@@ -133,7 +153,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     """
     stats = RunStats()
     reader = open_on_all_ranks(comm, path, format)
-    units, defs = read_plan(comm, reader)
+    units, mine, defs = read_plan(comm, reader)
     schema = reader.schema(defs)
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
     # each window 1/8 (else 2/5 for rows and 1/10 for chunks and windows: the OTF
@@ -149,7 +169,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                      resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
     try:
         sink.prepare(comm, defs, schema)
-        decode_share(comm, reader, units, defs, schema, progress, stats, store)
+        decode_share(comm, reader, mine, defs, schema, progress, stats, store)
         windows = window_count(comm, store.total_bytes(), memory // share)
         if windows > 1 and not getattr(sink, "windows", False):
             windows = 1     # this sink must see all rows at once

@@ -22,3 +22,26 @@ def assign(units: list[Unit], nranks: int) -> list[list[Unit]]:
     for lst in out:
         lst.sort(key=lambda u: u.key)
     return out
+
+
+def assign_contiguous(units: list[Unit], nranks: int) -> list[list[Unit]]:
+    """Consecutive units in key order per rank, balanced by bytes.
+
+    For readers whose units continue from the ones before them: a rank then
+    needs only what precedes its first unit.  A unit goes to the rank whose
+    byte share holds the unit's middle byte (integer arithmetic: deterministic).
+    """
+    order = sorted(units, key=lambda u: u.key)
+    total = sum(max(u.size, 1) for u in order)
+    out: list[list[Unit]] = [[] for _ in range(nranks)]
+    done = 0
+    for u in order:
+        size = max(u.size, 1)
+        out[min(nranks - 1, (2 * done + size) * nranks // (2 * total))].append(u)
+        done += size
+    return out
+
+
+def share_of(reader, units: list[Unit], nranks: int) -> list[list[Unit]]:
+    """The units of each rank: contiguous for ordered readers, else balanced."""
+    return assign_contiguous(units, nranks) if reader.ordered else assign(units, nranks)

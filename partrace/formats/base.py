@@ -1,9 +1,11 @@
 """The one small interface every trace format implements.
 
 A format knows how to read (and maybe write) its files and nothing about MPI:
-the engine calls :meth:`TraceReader.units` and :meth:`TraceReader.read_definitions`
-on one rank, hands units to ranks, and calls :meth:`TraceReader.decode` on the
-rank that owns a unit.  Everything a reader returns must be picklable.
+the engine calls :meth:`TraceReader.units` on one rank, hands units to ranks,
+lets each rank :meth:`~TraceReader.survey` its units (readers that need facts
+from every unit), calls :meth:`TraceReader.read_definitions` on one rank, and
+calls :meth:`TraceReader.decode` on the rank that owns a unit.  Everything a
+reader returns must be picklable.
 """
 from __future__ import annotations
 
@@ -33,6 +35,16 @@ class TraceReader(ABC):
     """An opened trace.  Construction must be cheap (no event decoding)."""
 
     format_name: ClassVar[str] = ""
+    #: True if definitions need facts read from every unit (:meth:`survey`):
+    #: the engine reads them on the ranks that own the units, in parallel,
+    #: instead of one rank reading every file.
+    surveyed: ClassVar[bool] = False
+    #: True if decoding a unit continues from all units before it in key order
+    #: (ROSS: a location's ``seq`` runs on across byte regions).  The engine then
+    #: gives each rank a contiguous key range of units, calls
+    #: :meth:`start_after` with the survey of all units before that range, and
+    #: decodes the range in key order.  Implies ``surveyed``.
+    ordered: ClassVar[bool] = False
     #: About how many input bytes one decoded chunk covers.  The engine sets
     #: it from the memory budget; readers that chunk by bytes honour it.
     chunk_bytes: int = 32 << 20
@@ -45,8 +57,36 @@ class TraceReader(ABC):
         """The work units, sorted by key."""
 
     @abstractmethod
-    def read_definitions(self) -> Definitions:
-        """Everything the trace defines once (names, ids, clock)."""
+    def read_definitions(self, survey: Any = None) -> Definitions:
+        """Everything the trace defines once (names, ids, clock).
+
+        ``survey`` (surveyed readers) is the :meth:`combine` of the surveys of
+        all units; None means "read it yourself" (:meth:`survey_all`).
+        """
+
+    # --- surveyed readers only ---
+    def survey(self, unit: Unit) -> Any:
+        """Facts of one unit that the definitions (or later units) need."""
+        raise NotImplementedError
+
+    @staticmethod
+    def combine(a: Any, b: Any) -> Any:
+        """Two surveys in one.  Associative and commutative, so any grouping
+        over any number of ranks gives the same result."""
+        raise NotImplementedError
+
+    def start_after(self, before: Any) -> None:
+        """(ordered readers) ``before``: the survey of every unit before the
+        first one this rank decodes (None: there are none)."""
+        raise NotImplementedError
+
+    def survey_all(self) -> Any:
+        """The survey of the whole trace, read here, unit by unit."""
+        out = None
+        for unit in self.units():
+            s = self.survey(unit)
+            out = s if out is None else self.combine(out, s)
+        return out
 
     @abstractmethod
     def schema(self, defs: Definitions) -> Schema:

@@ -106,3 +106,15 @@ def test_random_rows_fall_back_to_lexsort():
     rng = np.random.default_rng(5)
     t = table(rng.integers(0, 1000, 5000), rng.integers(1, 9, 5000), np.arange(5000))
     assert np.array_equal(key_order(t), np.lexsort((t["seq"], t["location"], t["time"])))
+
+
+def test_contiguous_shares_are_consecutive_balanced_and_fixed():
+    from partrace.engine.plan import assign_contiguous
+    units = [Unit(f"u{i:03d}", s) for i, s in enumerate([5, 1, 1, 1, 8, 0, 3, 3, 3, 3, 2, 6])]
+    for n in (1, 2, 3, 5, 20):
+        shares = assign_contiguous(list(reversed(units)), n)
+        assert len(shares) == n and [u for s in shares for u in s] == units   # key order, all
+        loads = [sum(max(u.size, 1) for u in s) for s in shares]
+        if n <= 3:      # no rank holds more than its share plus one unit
+            assert max(loads) <= sum(loads) / n + 8
+    assert assign_contiguous([], 3) == [[], [], []]

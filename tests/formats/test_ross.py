@@ -212,6 +212,64 @@ def test_tiny_regions_give_the_same_tables(run, region):
                 else list(a) == list(b), (name, col)
 
 
+def _same_tables(one, other):
+    assert list(one) == list(other)
+    for name in one:
+        assert one[name].names == other[name].names
+        for col in one[name].names:
+            a, b = one[name][col], other[name][col]
+            assert a.dtype == b.dtype and np.array_equal(a, b) if a.dtype != object \
+                else list(a) == list(b), (name, col)
+
+
+def _fold(reader, surveys):
+    out = None
+    for s in surveys:
+        out = s if out is None else reader.combine(out, s)
+    return out
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("nranks", (2, 3, 7))
+def test_contiguous_shares_decoded_apart_give_the_same_tables(run, nranks):
+    """The engine's protocol on N ranks, in one process: each 'rank' surveys its contiguous
+    share of small regions, definitions come from the combined surveys, and each rank's
+    reader starts after the survey of the shares before it.  Same tables and definitions
+    as one reader decoding every unit in order."""
+    from partrace.engine.plan import assign_contiguous
+    one, defs1, _ = decode_all(DATA / run, region_size=64)
+    lister = ROSS.open(DATA / run, region_size=64)
+    shares = assign_contiguous(lister.units(), nranks)
+    assert sum(map(len, shares)) > nranks          # several regions per file
+    surveys = [_fold(lister, [lister.survey(u) for u in share]) for share in shares]
+    defs = lister.read_definitions(_fold(lister, reversed(surveys)))   # any grouping
+    assert defs.attrs == defs1.attrs and defs.source == defs1.source
+    for name, table in defs1.tables.items():
+        _same_tables({name: table}, {name: defs.tables[name]})
+    schema = lister.schema(defs)
+    parts = {t: [] for t in schema}
+    for r, share in enumerate(shares):
+        reader = ROSS.open(DATA / run, region_size=64)
+        reader.start_after(_fold(reader, surveys[:r]))
+        for unit in share:
+            for chunk in reader.decode(unit, defs):
+                for name, table in chunk.items():
+                    parts[name].append(table)
+    _same_tables(one, {t: Table.concat(parts[t], schema[t]) for t in schema})
+
+
+@pytest.mark.parametrize("run", (GVT_RUN, SEQ_RUN))
+def test_units_decoded_out_of_order_number_their_records_alike(run):
+    reader = ROSS.open(DATA / run, region_size=200)
+    defs = reader.read_definitions()
+    units = reader.units()
+    in_order = [next(reader.decode(u, defs)) for u in units]
+    fresh = ROSS.open(DATA / run, region_size=200)
+    backwards = [next(fresh.decode(u, defs)) for u in reversed(units)][::-1]
+    for a, b in zip(in_order, backwards):
+        _same_tables(a, b)
+
+
 @pytest.mark.parametrize("run", RUNS)
 def test_seq_counts_per_location_in_file_order(run):
     tables, _, _ = decode_all(DATA / run, region_size=64)

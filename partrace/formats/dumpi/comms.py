@@ -18,8 +18,9 @@ rank replays the communicator-making calls of all ranks:
 * ``communicator_handles`` (location, handle, call, comm): from just after
   ``call`` on, ``handle`` on that location means ``comm`` (0 after Comm_free).
 
-This needs the call streams of all ranks, so it walks them on the definitions
-rank, but only when some rank's footer counts a communicator or group call.
+This needs the calls of all ranks: each rank's are read where that rank file
+is surveyed (:func:`rank_ops`, only if its footer counts a communicator or
+group call), and the replay runs on the definitions rank.
 """
 from __future__ import annotations
 
@@ -52,28 +53,31 @@ class Op:
     args: dict
 
 
-def scan_ops(reader, rfs) -> dict[int, list[Op]]:
-    """Per rank, the calls of TRIGGER functions, in call order (walks the streams)."""
+def rank_ops(rf) -> list[Op]:
+    """One rank's calls of TRIGGER functions, in call order (walks its stream)."""
     from .decode import Walk, CHUNK_CALLS, slot_arrays
     from .functable import FUNCTIONS
-    out = {}
-    for rank, rf in rfs.items():
-        buf = np.memmap(rf.path, np.uint8, mode="r")
-        ops, pos, base = [], rf.stream_start, 0
-        while pos < rf.stream_end:
-            w = Walk(buf, rf, pos, CHUNK_CALLS)
-            for c in np.nonzero(np.isin(w.func, list(TRIGGER)))[0]:
-                fid = int(w.func[c])
-                args = {}
-                for k, (name, kind, _r, _c) in enumerate(FUNCTIONS[fid][2]):
-                    if kind in ("a32", "aa32"):
-                        args[name] = slot_arrays(w, c, k, nested=kind == "aa32")
-                    elif kind in ("i32", "u16", "u8", "i64"):
-                        args[name] = int(w.vals[c, k])
-                ops.append(Op(base + int(c), fid, args))
-            pos, base = w.end, base + len(w.func)
-        out[rank + 1] = ops
-    return out
+    buf = np.memmap(rf.path, np.uint8, mode="r")
+    ops, pos, base = [], rf.stream_start, 0
+    while pos < rf.stream_end:
+        w = Walk(buf, rf, pos, CHUNK_CALLS)
+        for c in np.nonzero(np.isin(w.func, list(TRIGGER)))[0]:
+            fid = int(w.func[c])
+            args = {}
+            for k, (name, kind, _r, _c) in enumerate(FUNCTIONS[fid][2]):
+                if kind in ("a32", "aa32"):
+                    args[name] = slot_arrays(w, c, k, nested=kind == "aa32")
+                elif kind in ("i32", "u16", "u8", "i64"):
+                    args[name] = int(w.vals[c, k])
+            ops.append(Op(base + int(c), fid, args))
+        pos, base = w.end, base + len(w.func)
+    return ops
+
+
+def records_comm_calls(rf) -> bool:
+    """Whether the rank's footer counts a recorded communicator or group call."""
+    recorded = np.asarray(rf.calls, np.int64) - np.asarray(rf.ignored, np.int64)
+    return bool(recorded[sorted(TRIGGER)].sum())
 
 
 class Replay:
@@ -254,11 +258,10 @@ def _subgroup(fid: int, g, a: dict):
     return tuple(v for i, v in enumerate(g) if i not in drop)
 
 
-def communicator_tables(reader, rfs, needs_scan: bool) -> dict[str, Table]:
-    locations = [r + 1 for r in sorted(rfs)]
-    rp = Replay(locations)
-    if needs_scan:
-        rp.run(scan_ops(reader, rfs))
+def communicator_tables(ops: dict[int, list[Op]]) -> dict[str, Table]:
+    """The communicator tables from every location's ops (empty: world and selves)."""
+    rp = Replay(sorted(ops))
+    rp.run(ops)
     return rp.tables()
 
 

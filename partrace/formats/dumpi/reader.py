@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -17,8 +18,18 @@ _RANK = re.compile(r"-(\d+)\.bin$")
 ALWAYS = ("MPI_Function_enter", "MPI_Function_exit")   # labels without a footer slot
 
 
+@dataclass
+class RankSurvey:
+    """What one rank file gives the definitions (read by the rank that decodes it)."""
+
+    file: RankFile
+    ops: list            # its communicator and group calls (comms.Op)
+    mask: int | None     # config mask of its first record
+
+
 class DumpiReader(TraceReader):
     format_name = "dumpi"
+    surveyed = True
 
     def __init__(self, path: str | os.PathLike):
         super().__init__(path)
@@ -51,14 +62,23 @@ class DumpiReader(TraceReader):
         return [Unit(f"{r:0{width}d}", f.stat().st_size, (str(f), r))
                 for r, f in sorted(self.files.items())]
 
-    def rank_files(self) -> dict[int, RankFile]:
-        return {r: read_rank_file(f) for r, f in self.files.items()}
+    def survey(self, unit: Unit) -> dict[int, RankSurvey]:
+        from .comms import rank_ops, records_comm_calls
+        path, rank = unit.info
+        rf = read_rank_file(Path(path))
+        return {rank: RankSurvey(rf, rank_ops(rf) if records_comm_calls(rf) else [],
+                                 _mask(rf))}
 
-    def read_definitions(self) -> Definitions:
+    @staticmethod
+    def combine(a: dict, b: dict) -> dict:
+        return {**a, **b}       # one entry per rank file: order-free
+
+    def read_definitions(self, survey: dict[int, RankSurvey] | None = None) -> Definitions:
         from .comms import communicator_tables
         from .functable import FUNCTIONS
-        rfs = self.rank_files()
-        ranks = sorted(rfs)
+        survey = self.survey_all() if survey is None else survey
+        ranks = sorted(survey)
+        rfs = {r: survey[r].file for r in ranks}
         locs = conform(Table({"id": np.array(ranks, np.int64) + 1,    # 0 = none in peer/root
                       "name": np.array([f"rank {r}" for r in ranks] + [None], object)[:-1],
                       "parent": np.zeros(len(ranks), np.int64)}), LOCATION_COLUMNS)
@@ -76,7 +96,7 @@ class DumpiReader(TraceReader):
             "version": ".".join(map(str, first.version)), "starttime": first.starttime,
             "hostname": first.hostname, "username": first.username,
             "meshdim": len(first.meshcrd), "meshcrd": first.meshcrd, "meshsize": first.meshsize,
-            "config_masks": sorted({int(m) for m in _masks(rfs)}),
+            "config_masks": sorted({survey[r].mask for r in ranks} - {None}),
             "numprocs": len(ranks), "metafile": self.meta,
             "calls_total": int(calls[:, 290].sum()), "ignored_total": int(ignored[:, 290].sum()),
             "calls_per_function": {FUNCTIONS[f][1]: int(c) for f, c in
@@ -87,7 +107,7 @@ class DumpiReader(TraceReader):
             "perf_labels": first.perf_labels,
         }
         tables = {"locations": locs, "regions": regions, **_mpi_tables(),
-                  **communicator_tables(self, rfs, _needs_scan(calls - ignored)),
+                  **communicator_tables({r + 1: survey[r].ops for r in ranks}),
                   **_rank_tables(rfs, ranks)}
         source = {"metafile": self.meta, "ranks": {r: rfs[r].summary() for r in ranks}}
         return Definitions("dumpi", tables, attrs, source)
@@ -111,12 +131,6 @@ class DumpiReader(TraceReader):
                                chunk_bytes=self.chunk_bytes)
 
 
-def _needs_scan(recorded: np.ndarray) -> bool:
-    """Whether any rank recorded a communicator or group call (then comms.py walks)."""
-    from .comms import TRIGGER
-    return bool(recorded[:, sorted(TRIGGER)].sum())
-
-
 def _mpi_tables() -> dict[str, Table]:
     """region_groups (1 = MPI) and collectives (id = region id, OTF collective type)."""
     from ...model import DEFINITION_TABLES
@@ -134,15 +148,13 @@ def _mpi_tables() -> dict[str, Table]:
                                    DEFINITION_TABLES["collectives"])}
 
 
-def _masks(rfs: dict[int, RankFile]) -> set[int]:
-    """Config masks of each rank's first record (byte 18: after offsets and label)."""
-    out = set()
-    for rf in rfs.values():
-        if rf.stream_end > rf.stream_start:
-            with open(rf.path, "rb") as f:
-                f.seek(rf.stream_start + 2)
-                out.add(f.read(1)[0])
-    return out
+def _mask(rf: RankFile) -> int | None:
+    """Config mask of the rank's first record (byte 18: after offsets and label)."""
+    if rf.stream_end <= rf.stream_start:
+        return None
+    with open(rf.path, "rb") as f:
+        f.seek(rf.stream_start + 2)
+        return f.read(1)[0]
 
 
 def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]:

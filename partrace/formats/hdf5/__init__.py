@@ -42,7 +42,7 @@ class HDF5Reader(TraceReader):
                                     (name, start, stop)))
         return sorted(out, key=lambda u: u.key)
 
-    def read_definitions(self) -> Definitions:
+    def read_definitions(self, survey=None) -> Definitions:
         from ...output.hdf5 import read_table
         with self._open() as f:
             d = f["definitions"]

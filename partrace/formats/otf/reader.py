@@ -114,7 +114,7 @@ class OTFReader(TraceReader):
             units.append(Unit(MARKER_KEY, file_size(marker), {"stream": 0, "files": {"marker": str(marker)}}))
         return sorted(units, key=lambda u: u.key)
 
-    def read_definitions(self) -> Definitions:
+    def read_definitions(self, survey=None) -> Definitions:
         from .defs import read_definitions
         return read_definitions(self.path)
 

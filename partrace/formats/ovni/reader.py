@@ -97,7 +97,7 @@ class OvniReader(TraceReader):
                 for i, s in enumerate(self.streams())]
 
     # -- definitions ----------------------------------------------------------
-    def read_definitions(self) -> Definitions:
+    def read_definitions(self, survey=None) -> Definitions:
         from . import mcv
         streams = self.streams()
         procs, docs = layout.gather_processes(streams)

@@ -9,7 +9,7 @@ from ...errors import TraceError
 from ...model import Definitions, Kind, Table, conform
 from . import kernels
 from . import layouts as L
-from .scan import _lookup, hop_checked, open_bytes, raw_keys, small_keys
+from .scan import _lookup, hop_checked, key_counts, open_bytes, raw_keys, small_keys
 
 NS = 1e9          # one second of real time, and one unit of virtual time, is 1e9 key ticks
 
@@ -110,7 +110,10 @@ def with_receives(cols: dict) -> dict:
     return out
 
 
-def decode_region(info: dict, defs: Definitions, schema: dict) -> dict[str, Table]:
+def decode_region(info: dict, defs: Definitions, schema: dict,
+                  prefix: dict) -> tuple[dict[str, Table], dict]:
+    """Tables of one region, and its records per raw key ({code: (keys, counts)});
+    ``prefix``: the same for all of the file's regions before this one."""
     path, kind = Path(info["path"]), info["kind"]
     buf = open_bytes(path)
     starts, codes, nxt = hop_checked(path, buf, info["start"], info["end"], L.FAMILY[kind])
@@ -118,7 +121,7 @@ def decode_region(info: dict, defs: Definitions, schema: dict) -> dict[str, Tabl
         raise TraceError.at_byte(path, nxt, f"expected a record boundary at byte {info['end']} "
                                  "(file changed since it was scanned?)")
     npe, nkp = defs.attrs["npe"], defs.attrs["nkp"]
-    out = {}
+    out, counts = {}, {}
     for code in L.CODES_OF_KIND[kind]:
         table = L.table_name(kind, code)
         if table not in schema:
@@ -146,7 +149,8 @@ def decode_region(info: dict, defs: Definitions, schema: dict) -> dict[str, Tabl
         if code == L.EVTRACE:
             cols = with_receives(cols)
         keys = raw_keys(buf, sel, code)     # for EVTRACE: src, dest of each record, interleaved
-        pk, pc = info["prefix"].get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
+        pk, pc = prefix.get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
         cols["seq"] = seq_numbers(keys, pk, pc)
+        counts[code] = key_counts(keys)
         out[table] = conform(Table(cols), schema[table])
-    return out
+    return out, counts

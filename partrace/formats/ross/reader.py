@@ -49,7 +49,12 @@ def _descr(dt: np.dtype) -> list:
 
 
 class ROSSReader(TraceReader):
+    """Units are byte regions; rank 0 finds their bounds (one hop over the
+    headers), the owning ranks survey them, and a location's seq runs on from
+    the regions before (the survey of earlier ranks, then this rank's own)."""
+
     format_name = "ross"
+    surveyed = ordered = True
 
     def __init__(self, path: str | os.PathLike, region_size: int = DEFAULT_REGION,
                  model_dtypes: Mapping[str, np.dtype] | None = None):
@@ -68,28 +73,45 @@ class ROSSReader(TraceReader):
                                  f"{sorted(set(DTYPE_ALIASES) | set(MODEL_TABLES))}")
             for table in DTYPE_ALIASES.get(key, (key,)):
                 self.model_dtypes[table] = _descr(np.dtype(dt))
-        self._scans = None
+        self._before = None     # file -> FileFacts of the regions before this rank's
+        self._carry = {}        # (file, start) -> records per key of the file before it
 
     def source_files(self) -> list[Path]:
         return list(self.files)
 
-    def _scan(self):
-        if self._scans is None:
-            from .scan import scan_file
-            self._scans = [scan_file(p, kind_of(p), self.region_size) for p in self.files]
-        return self._scans
-
     def units(self) -> list[Unit]:
+        from .scan import region_bounds
         units = []
-        for fs in self._scan():
-            for k, start, end, prefix in fs.regions:
-                units.append(Unit(f"{fs.path.name}:{k:09d}", end - start, {
-                    "path": str(fs.path), "kind": fs.kind, "start": start, "end": end,
-                    "prefix": prefix}))
+        for p in self.files:
+            kind = kind_of(p)
+            for k, start, end in region_bounds(p, kind, self.region_size):
+                units.append(Unit(f"{p.name}:{k:09d}", end - start, {
+                    "path": str(p), "kind": kind, "start": start, "end": end}))
         return sorted(units, key=lambda u: u.key)
 
-    def read_definitions(self) -> Definitions:
-        scans = self._scan()
+    def survey(self, unit: Unit) -> dict:
+        from .scan import survey_region
+        i = unit.info
+        return {i["path"]: survey_region(Path(i["path"]), i["kind"], i["start"], i["end"])}
+
+    @staticmethod
+    def combine(a: dict, b: dict) -> dict:
+        out = dict(a)
+        for path, facts in b.items():
+            out[path] = out[path] + facts if path in out else facts
+        return out
+
+    def start_after(self, before: dict | None) -> None:
+        self._before, self._carry = before or {}, {}
+
+    def _facts(self, survey: dict | None):
+        from .scan import FileFacts
+        survey = (self.survey_all() if survey is None else survey) or {}
+        return [survey.get(str(p)) or FileFacts(kind_of(p), p.stat().st_size)
+                for p in self.files]
+
+    def read_definitions(self, survey: dict | None = None) -> Definitions:
+        scans = self._facts(survey)
         npe = 1 + max(fs.max_pe for fs in scans)
         nkp = 1 + max(fs.max_kp for fs in scans)
         nlp = 1 + max(fs.max_lp for fs in scans)
@@ -112,9 +134,9 @@ class ROSSReader(TraceReader):
                            "pe_id": lp_pe, "kp_id": lp_kp})
         regions = Table.empty(REGION_COLUMNS)
         files, widths, sizes = {}, {}, {}
-        for fs in scans:
+        for p, fs in zip(self.files, scans):
             recs = {L.table_name(fs.kind, c): n for c, n in sorted(fs.counts.items())}
-            files[fs.kind] = {"name": fs.path.name, "bytes": fs.size, "records": recs}
+            files[fs.kind] = {"name": p.name, "bytes": fs.size, "records": recs}
             for c, s in fs.sizes.items():
                 t = L.table_name(fs.kind, c)
                 nz = sorted(s - {0})
@@ -168,7 +190,20 @@ class ROSSReader(TraceReader):
 
     def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
         from .decode import decode_region
-        yield decode_region(unit.info, defs, self.schema(defs))
+        from .scan import add_keyed, survey_region
+        i = unit.info
+        prefix = self._carry.pop((i["path"], i["start"]), None)
+        if prefix is None:
+            if self._before is not None:    # the engine's first unit of this file on this rank
+                facts = self._before.get(i["path"])
+                prefix = facts.keys if facts else {}
+            elif i["start"] == 0:
+                prefix = {}
+            else:                           # decoded out of order, without the engine
+                prefix = survey_region(Path(i["path"]), i["kind"], 0, i["start"]).keys
+        tables, counts = decode_region(i, defs, self.schema(defs), prefix)
+        self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts)
+        yield tables
 
 
 def _code_of(table: str) -> int:

@@ -1,11 +1,11 @@
-"""One pass over a ROSS file's record headers: region boundaries, seq prefixes, ids.
+"""Passes over a ROSS file's record headers: region bounds, then facts per region.
 
 ROSS files carry no markers, so a record boundary can only be found by hopping
-from byte 0.  The scan (one rank, once per file, reads every header) cuts the
-file into fixed-size byte regions; a region's unit decodes the records that
-START in it.  For each region it records the first record start and, per
-table, how many records each location had before the region, so any rank can
-number its records (seq) without reading earlier regions.
+from byte 0.  One rank hops each file once (headers only) and cuts it into
+fixed-size byte regions; a region's unit decodes the records that START in it.
+The rank that owns a region surveys it (:func:`survey_region`): ids, model
+data sizes, and records per raw key, the last so that a location's seq can run
+on across regions (the engine passes each rank the sum over earlier regions).
 """
 from __future__ import annotations
 
@@ -120,59 +120,107 @@ def first_index(keys: np.ndarray) -> np.ndarray:
 
 
 def first_rows(m: np.ndarray) -> np.ndarray:
-    """Rows of (lp, pe, kp) with the first occurrence of each lp, sorted by lp."""
-    return m[np.unique(m[:, 0], return_index=True)[1]]
+    """One row of (lp, pe, kp) per lp, sorted by lp (the least, should an LP
+    ever appear on two PEs: independent of the order of the rows)."""
+    m = np.asarray(m, np.int64).reshape(-1, 3)
+    if not len(m):
+        return m
+    m = m[np.lexsort(((m[:, 1] << 32) | m[:, 2], m[:, 0]))]     # ids are u32
+    return m[np.r_[True, m[1:, 0] != m[:-1, 0]]]
+
+
+def region_bounds(path: Path, kind: str, region_size: int) -> list[tuple[int, int, int]]:
+    """(index, first record start, next region's first start) of each fixed-size
+    byte region in which records start: the one serial pass (headers only)."""
+    buf = open_bytes(path)
+    family = L.FAMILY[kind]
+    out, pos = [], 0
+    for k in range(-(-len(buf) // region_size)):
+        starts, _codes, nxt = hop_checked(path, buf, pos, min((k + 1) * region_size, len(buf)),
+                                          family)
+        if len(starts):
+            out.append((k, pos, nxt))
+        pos = nxt
+        release(buf, pos)
+    return out
+
+
+def add_counts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]):
+    """Sum of two (sorted keys, counts) pairs."""
+    if not len(a[0]) or not len(b[0]):
+        return (a if len(a[0]) else b)
+    if np.array_equal(a[0], b[0]):     # the usual case: every region samples every LP
+        return a[0], a[1] + b[1]
+    keys = np.concatenate([a[0], b[0]])
+    weights = np.concatenate([a[1], b[1]])
+    if small_keys(keys):        # LP ids: count densely, no sort (float sums are exact < 2**53)
+        total = np.bincount(keys, weights=weights)
+        u = np.flatnonzero(total)
+        return u, total[u].astype(np.int64)
+    u, inv = np.unique(keys, return_inverse=True)
+    return u, np.bincount(inv, weights=weights).astype(np.int64)
+
+
+def add_keyed(a: dict, b: dict) -> dict:
+    """{code: (keys, counts)} + {code: (keys, counts)}."""
+    out = dict(a)
+    for code, kc in b.items():
+        out[code] = add_counts(out[code], kc) if code in out else kc
+    return out
 
 
 @dataclass
-class FileScan:
-    path: Path
+class FileFacts:
+    """What the records of one file (or of some of its regions) tell."""
+
     kind: str
     size: int
-    regions: list = field(default_factory=list)    # (index, start, end, {code: (keys, prefix)})
     counts: dict = field(default_factory=dict)     # code -> records
     sizes: dict = field(default_factory=dict)      # code -> set of model data sizes
     max_pe: int = -1
     max_kp: int = -1
     max_lp: int = -1
-    lp_map: np.ndarray = None                      # (n, 3) unique rows lp, pe, kp
+    lp_map: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
+    keys: dict = field(default_factory=dict)       # code -> (sorted raw keys, records each)
+
+    def __add__(self, other: "FileFacts") -> "FileFacts":
+        """Facts of both parts (order-free, so any grouping gives the same)."""
+        return FileFacts(
+            self.kind, self.size,
+            {c: self.counts.get(c, 0) + other.counts.get(c, 0)
+             for c in sorted(self.counts.keys() | other.counts.keys())},
+            {c: self.sizes.get(c, set()) | other.sizes.get(c, set())
+             for c in sorted(self.sizes.keys() | other.sizes.keys())},
+            max(self.max_pe, other.max_pe), max(self.max_kp, other.max_kp),
+            max(self.max_lp, other.max_lp),
+            self.lp_map if np.array_equal(self.lp_map, other.lp_map)
+            else first_rows(np.concatenate([self.lp_map, other.lp_map])),
+            add_keyed(self.keys, other.keys))
 
 
-def scan_file(path: Path, kind: str, region_size: int) -> FileScan:
+def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
+    """Facts of the records starting in [start, end) (a region's bounds)."""
     buf = open_bytes(path)
-    fs = FileScan(path, kind, len(buf))
-    family = L.FAMILY[kind]
-    running: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    fs = FileFacts(kind, len(buf))
+    starts, codes, nxt = hop_checked(path, buf, start, end, L.FAMILY[kind])
+    if nxt != end:
+        raise TraceError.at_byte(path, nxt, f"expected a record boundary at byte {end} "
+                                 "(file changed since it was scanned?)")
     maps = []
-    pos = 0
-    nreg = -(-len(buf) // region_size)
-    for k in range(nreg):
-        end = min((k + 1) * region_size, len(buf))
-        starts, codes, nxt = hop_checked(path, buf, pos, end, family)
-        prefix = {}
-        for code in key_counts(codes.astype(np.int64))[0].tolist():
-            sel = starts[codes == code]
-            u, c = key_counts(raw_keys(buf, sel, code))
-            rk, rc = running.get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
-            prefix[code] = (u, _lookup(rk, rc, u))
-            allk = np.concatenate([rk, u])                    # union of two sorted sets
-            allk.sort(kind="stable")
-            allk = allk[np.r_[True, allk[1:] != allk[:-1]]] if len(allk) else allk
-            running[code] = (allk, _lookup(rk, rc, allk) + _lookup(u, c, allk))
-            fs.counts[code] = fs.counts.get(code, 0) + len(sel)
-            pe, kp, lp = ids(buf, sel, code)
-            for arr, attr in ((pe, "max_pe"), (kp, "max_kp"), (lp, "max_lp")):
-                if arr is not None and len(arr):
-                    setattr(fs, attr, max(getattr(fs, attr), int(arr.max())))
-            if pe is not None and lp is not None:
-                first = first_index(lp)                           # ROSS LPs never migrate
-                maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
-            ms = model_sizes(buf, sel, code)
-            if ms is not None:
-                fs.sizes.setdefault(code, set()).update(key_counts(ms)[0].tolist())
-        if len(starts):
-            fs.regions.append((k, pos, nxt, prefix))
-        pos = nxt
-        release(buf, pos)
-    fs.lp_map = first_rows(np.concatenate(maps)) if maps else np.empty((0, 3), np.int64)
+    for code in key_counts(codes.astype(np.int64))[0].tolist():
+        sel = starts[codes == code]
+        fs.keys[code] = key_counts(raw_keys(buf, sel, code))
+        fs.counts[code] = len(sel)
+        pe, kp, lp = ids(buf, sel, code)
+        for arr, attr in ((pe, "max_pe"), (kp, "max_kp"), (lp, "max_lp")):
+            if arr is not None and len(arr):
+                setattr(fs, attr, max(getattr(fs, attr), int(arr.max())))
+        if pe is not None and lp is not None:
+            first = first_index(lp)                           # ROSS LPs never migrate
+            maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
+        ms = model_sizes(buf, sel, code)
+        if ms is not None:
+            fs.sizes[code] = set(key_counts(ms)[0].tolist())
+    if maps:     # one map (LP samples only) is already one row per lp, by lp
+        fs.lp_map = maps[0] if len(maps) == 1 else first_rows(np.concatenate(maps))
     return fs
