@@ -110,12 +110,21 @@ def _process_streams(loom: str, pid: int, proc_dir: Path) -> list[Stream]:
     return out
 
 
-def gather_processes(streams: list[Stream]) -> tuple[list[Process], dict]:
+def metadata_files(s: Stream) -> list[Path]:
+    """The metadata documents :func:`gather_processes` reads for stream ``s``."""
+    files = [s.obs.parent / "metadata.json"] if s.version in (1, 2) else []
+    return files + ([s.meta] if s.meta is not None else [])
+
+
+def gather_processes(streams: list[Stream], load=None) -> tuple[list[Process], dict]:
     """Process facts merged from wherever each layout version keeps them.
 
     Returns the processes (sorted by loom, pid) and the raw metadata documents
     keyed by their path relative to the trace folder (the lossless source).
+    ``load(path)`` reads a document (default :func:`load_json`; the reader
+    passes the documents its ranks read in parallel).
     """
+    load = load or load_json
     procs: dict[tuple[str, int], Process] = {}
     docs: dict[str, dict] = {}
     for s in streams:
@@ -123,7 +132,7 @@ def gather_processes(streams: list[Stream]) -> tuple[list[Process], dict]:
         if s.version in (1, 2):
             if key not in procs:
                 md = s.obs.parent / "metadata.json"
-                doc = load_json(md)
+                doc = load(md)
                 docs[relpath(md)] = doc
                 _expect_version(md, doc, (1, 2))
                 facts = {k: v for k, v in doc.items() if k != "cpus"}
@@ -134,11 +143,11 @@ def gather_processes(streams: list[Stream]) -> tuple[list[Process], dict]:
                               "when the thread finishes); the stream may be incomplete",
                               stacklevel=3)
             if s.meta is not None:
-                doc = load_json(s.meta)
+                doc = load(s.meta)
                 _expect_version(s.meta, doc, (2,))
                 docs[relpath(s.meta)] = doc
             continue
-        doc = load_json(s.meta)
+        doc = load(s.meta)
         _expect_version(s.meta, doc, (3,))
         docs[relpath(s.meta)] = doc
         o = doc.get("ovni")

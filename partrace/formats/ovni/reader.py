@@ -59,6 +59,7 @@ JUMBO_COLUMNS = [
 
 class OvniReader(TraceReader):
     format_name = "ovni"
+    surveyed = True         # each rank reads the metadata documents of its threads
 
     def __init__(self, path: str | os.PathLike):
         super().__init__(path)
@@ -93,14 +94,26 @@ class OvniReader(TraceReader):
         return [Unit(_key(s), s.obs.stat().st_size,
                      {"path": str(s.obs), "loom": s.loom, "pid": s.pid, "tid": s.tid,
                       "location": i + 1, "process": proc_ids[(s.loom, s.pid)],
-                      "loom_id": loom_ids[s.loom]})
+                      "loom_id": loom_ids[s.loom],
+                      "metadata": [str(p) for p in layout.metadata_files(s)]})
                 for i, s in enumerate(self.streams())]
+
+    def survey(self, unit: Unit) -> dict[str, dict]:
+        """The thread's metadata documents (and its process's), by relative path."""
+        return {layout.relpath(Path(p)): layout.load_json(Path(p))
+                for p in unit.info["metadata"]}
+
+    @staticmethod
+    def combine(a: dict, b: dict) -> dict:
+        return {**a, **b}       # a path's document is the same whoever read it
 
     # -- definitions ----------------------------------------------------------
     def read_definitions(self, survey=None) -> Definitions:
         from . import mcv
         streams = self.streams()
-        procs, docs = layout.gather_processes(streams)
+        read = survey or {}
+        procs, docs = layout.gather_processes(
+            streams, lambda p: read[k] if (k := layout.relpath(p)) in read else layout.load_json(p))
         cpus = layout.loom_cpus(procs)
         proc_ids, loom_ids = self._ids()
         offsets, offsets_text = layout.read_clock_offsets(self.root, list(loom_ids))
