@@ -48,9 +48,17 @@ class Tables:
                 for k in (r.short, r.long):
                     kws.append(k)
                     kwrec.append(i)
+        order = sorted(range(len(kws)), key=lambda q: (len(kws[q]), kws[q]))
+        kws, kwrec = [kws[q] for q in order], [kwrec[q] for q in order]
         self.kwb = np.array([_pad(k) for k in kws])
         self.kwl = np.array([len(k) for k in kws], np.int64)
         self.kwrec = np.array(kwrec, np.int64)
+        # keywords of length L starting with byte c: kwb[kwspan[L, c, 0]:kwspan[L, c, 1]]
+        self.kwspan = np.zeros((TAGW + 1, 256, 2), np.int64)
+        for q, k in enumerate(kws):
+            span = self.kwspan[len(k), ord(k[0])]
+            span[0] = q if span[1] == 0 else span[0]
+            span[1] = q + 1
         n = len(recs)
         self.nf = np.zeros(n, np.int64)
         self.ftype = np.zeros((n, NV), np.int64)
@@ -95,7 +103,7 @@ def _hex_run(buf, i, end):
 
 
 @njit(cache=True)
-def parse(buf, final, kwb, kwl, kwrec, nf, ftype, fopt, ftag, ftagl,
+def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
           time0, proc0, line0, have_time0, have_proc0,
           o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen):
     """Parse complete lines of buf.
@@ -165,11 +173,12 @@ def parse(buf, final, kwb, kwl, kwrec, nf, ftype, fopt, ftag, ftagl,
             i += 1
         klen = i - ks
         rec = -1
-        for q in range(kwl.shape[0]):
-            if kwl[q] != klen:
-                continue
+        first, stop = 0, 0
+        if 0 < klen <= TAGW:
+            first, stop = kwspan[klen, buf[ks], 0], kwspan[klen, buf[ks], 1]
+        for q in range(first, stop):
             ok = True
-            for m in range(klen):
+            for m in range(1, klen):
                 if kwb[q, m] != buf[ks + m]:
                     ok = False
                     break

@@ -80,13 +80,16 @@ class _Seq:
         self.next: dict[int, int] = {}
 
     def assign(self, loc: np.ndarray) -> np.ndarray:
+        from .split import location_index, running_counts
+        loc = np.asarray(loc, np.int64)
         seq = np.empty(len(loc), np.int64)
-        for u in np.unique(loc).tolist():
-            m = loc == u
-            k = int(m.sum())
-            base = self.next.get(u, 0)
-            seq[m] = np.arange(base, base + k)
-            self.next[u] = base + k
+        if not len(loc):
+            return seq
+        distinct, index = location_index(loc)
+        keys = distinct.tolist()
+        counts = np.array([self.next.get(u, 0) for u in keys], np.int64)
+        running_counts(index, counts, seq)
+        self.next.update(zip(keys, counts.tolist()))
         return seq
 
 
@@ -211,7 +214,7 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int) -> Iterato
         o_slen = np.empty(cap, np.int64)
         t0, p0, line0, ht, hp = state
         (n, used, t, p, line, ht, hp, err, eline, erec, efield, epos) = parse(
-            buf, done, tb.kwb, tb.kwl, tb.kwrec, tb.nf, tb.ftype, tb.fopt, tb.ftag, tb.ftagl,
+            buf, done, tb.kwb, tb.kwl, tb.kwrec, tb.kwspan, tb.nf, tb.ftype, tb.fopt, tb.ftag, tb.ftagl,
             np.uint64(t0), np.uint64(p0), line0, ht, hp,
             o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen)
         if err:
@@ -235,7 +238,23 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int) -> Iterato
         raise TraceError(path, "end of file", "expected a complete record line")
 
 
+TYPES = {t: {c.name: c.numpy_dtype() for c in cols} for t, cols in SCHEMA.items()}
+_VALUES: dict[str, tuple[list[str], np.ndarray]] = {}
+
+
+def _value_columns(table: str) -> tuple[list[str], np.ndarray]:
+    """The numeric field columns of a stream table, and split.column_map for them."""
+    if table not in _VALUES:
+        from .split import column_map
+        names = sorted({f.col for r in G.STREAM_RECORDS if r.table == table
+                        for f in r.fields if f.ftype != G.STRING})
+        assert all(TYPES[table][n].itemsize == 8 for n in names)   # rows of one uint64 matrix
+        _VALUES[table] = names, column_map(table, names)
+    return _VALUES[table]
+
+
 def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps, seqs, path, base):
+    from .split import fill_columns
     rec, ticks, proc = o_rec[:n], o_ticks[:n], o_proc[:n].astype(np.int64)
     vals, soff, slen = o_vals[:n], o_soff[:n], o_slen[:n]
     time = ticks_to_ns(ticks, tps)
@@ -251,17 +270,11 @@ def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps
         cols = {"time": time[rows], "location": proc[rows], "ticks": ticks[rows], "kind": KIND_OF[rec[rows]],
                 "src_order": base + rows}
         cols["seq"] = seq_all[rows] = seqs[tname].assign(cols["location"])
-        names = {c.name: c for c in SCHEMA[tname]}
-        r_here = rec[rows]
-        for r in np.unique(r_here).tolist():
-            sel = np.flatnonzero(r_here == r)
-            for j, f in enumerate(G.STREAM_RECORDS[r].fields):
-                if f.ftype == G.STRING:
-                    continue
-                c = cols.get(f.col)
-                if c is None:
-                    c = cols[f.col] = np.zeros(len(rows), names[f.col].numpy_dtype())
-                c[sel] = vals[rows[sel], j].astype(c.dtype)
+        names, colmap = _value_columns(tname)
+        values = np.zeros((len(names), len(rows)), np.uint64)
+        fill_columns(rows, rec, colmap, vals, values)
+        for c, name in enumerate(names):
+            cols[name] = values[c].view(TYPES[tname][name])
         out[tname] = conform(Table(cols), SCHEMA[tname])
     # comments: the one string field of their record
     srows = np.flatnonzero(np.isin(rec, [i for i, r in enumerate(G.STREAM_RECORDS)
