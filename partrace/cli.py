@@ -30,7 +30,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", help="input format (default: detected)")
     p.add_argument("--streams", type=int, metavar="M",
                    help="OTF output: number of streams (0 = one per process; "
-                        "default: the input's layout, or one per location)")
+                        "default: the input's layout, or one per location up to 1024)")
     p.add_argument("--compress", choices=["gzip", "lzf", "zlib"],
                    help="HDF5 output: compress columns (gzip, lzf); OTF output: zlib "
                         "(NAME.x.events.z files, as the OTF library writes them)")

@@ -44,6 +44,10 @@ from .staging import Staging
 EVENTS, MARKERS, KEYVALUES = "events", "markers", "keyvalues"
 MARKER_REF = 3          # keyvalues.ref_table of a marker's key-values
 NEVER = -(1 << 63)      # a horizon before every row: hold them all
+# Without --streams, a non-OTF input gets one stream per location up to this many
+# locations, and this many streams beyond (otfmerge's contiguous blocks): a ROSS run
+# has a location per LP, and a file per LP (or millions) serves nobody.
+DEFAULT_MAX_STREAMS = 1024
 
 
 class OTFSink:
@@ -77,7 +81,10 @@ class OTFSink:
             order = [int(x) for x in defs.tables["locations"]["id"]]
         if self.streams_wanted is None and defs.format == "otf" and defs.attrs.get("streams"):
             return {int(s): [int(p) for p in procs] for s, procs in defs.attrs["streams"].items()}
-        return stream_map([int(p) for p in order], self.streams_wanted or 0)
+        wanted = self.streams_wanted
+        if wanted is None:
+            wanted = 0 if len(order) <= DEFAULT_MAX_STREAMS else DEFAULT_MAX_STREAMS
+        return stream_map([int(p) for p in order], wanted)
 
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:

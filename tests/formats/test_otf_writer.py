@@ -97,3 +97,20 @@ def test_strings_are_sanitized_like_the_library():
     line = W.format_record(BY_NAME["DefProcess"], {"token": 0x10001, "name": 'a "b"\nc', "parent": 1})
     assert line == 'DP10001NM"a  b  c"PT1\n'
     assert W.format_record(BY_NAME["DefProcess"], {"token": 1, "name": "x", "parent": 0}) == 'DP1NM"x"\n'
+
+
+def test_default_streams_one_per_location_up_to_the_cap(monkeypatch):
+    """Without --streams a non-OTF input gets a stream per location, and beyond
+    DEFAULT_MAX_STREAMS locations that many streams in otfmerge's contiguous blocks."""
+    from partrace.formats.ross import ROSS
+    from partrace.output import otf_sink
+    defs = ROSS.open(DATA.parent / "ross" / "pi-np1-seq-allmodes" / "stats").read_definitions()
+    ids = [int(x) for x in defs.tables["locations"]["id"]]
+    n = len(ids)
+    assert n > 3
+    monkeypatch.setattr(otf_sink, "DEFAULT_MAX_STREAMS", n)
+    assert otf_sink.OTFSink("x.otf")._stream_map(defs) == {s + 1: [p] for s, p in enumerate(ids)}
+    monkeypatch.setattr(otf_sink, "DEFAULT_MAX_STREAMS", n - 2)
+    capped = otf_sink.OTFSink("x.otf")._stream_map(defs)
+    assert capped == W.stream_map(ids, n - 2) and len(capped) == n - 2
+    assert otf_sink.OTFSink("x.otf", streams=0)._stream_map(defs) == W.stream_map(ids, 0)

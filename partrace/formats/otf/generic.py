@@ -83,6 +83,7 @@ class Layout:
     # sample table -> [(column, counter id, properties)]
     counters: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
     counter_groups: dict[str, int] = field(default_factory=dict)
+    prefix_arrays: tuple | None = None      # kv_prefix_arrays, once made
 
 
 
@@ -99,7 +100,22 @@ def _ids(defs: Definitions, table: str, col: str = "id") -> list[int]:
     return [int(x) for x in t[col]] if t is not None and len(t) else []
 
 
+_LAST: tuple | None = None     # (defs, schema signature, layout) of the last call
+
+
 def layout(defs: Definitions, schema: Schema) -> Layout:
+    """The layout, computed once per trace: every stream writer of a rank asks for it
+    on every append (thousands of streams when each location has one)."""
+    global _LAST
+    signature = [(n, [(c.name, str(c.dtype), c.is_object) for c in cols]) for n, cols in schema.items()]
+    if _LAST is not None and _LAST[0] is defs and _LAST[1] == signature:
+        return _LAST[2]
+    lay = _layout(defs, schema)
+    _LAST = defs, signature, lay
+    return lay
+
+
+def _layout(defs: Definitions, schema: Schema) -> Layout:
     check_location_ids(defs)
     lay = Layout()
     key = 1
@@ -348,6 +364,17 @@ def stream_rows(tables: dict[str, Table], lay: Layout, record_codes) -> Rows | N
 def kv_prefixes(lay: Layout) -> list[bytes]:
     """'K<key>Y<type>V' of each scalar key-value column, in kv_val column order."""
     return [f"K{c.key:x}Y{c.type:x}V".encode() for c in lay.kv if not c.width]
+
+
+def kv_prefix_arrays(lay: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """kv_prefixes as the formatter takes them: padded rows and lengths (cached on lay)."""
+    if lay.prefix_arrays is None:
+        pre = kv_prefixes(lay)
+        rows = np.zeros((max(len(pre), 1), 32), np.uint8)
+        for j, p in enumerate(pre):
+            rows[j, :len(p)] = np.frombuffer(p, np.uint8)
+        lay.prefix_arrays = rows, np.array([len(p) for p in pre] or [0], np.int64)
+    return lay.prefix_arrays
 
 
 # -- point events as markers -------------------------------------------------------------------

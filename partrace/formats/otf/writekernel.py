@@ -8,6 +8,8 @@ numeric key-value pairs (kv_on/kv_val, one column per key, with the rendered
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numba import njit
 
@@ -33,6 +35,12 @@ class WTables:
                 self.tagl[i, j] = len(f.short)
                 self.ftype[i, j] = f.ftype
                 self.opt0[i, j] = f.opt == OPT0
+
+
+@lru_cache(maxsize=1)
+def wtables() -> WTables:
+    """The grammar tables (constant: made once per process)."""
+    return WTables()
 
 
 @njit(cache=True)

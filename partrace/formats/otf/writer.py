@@ -389,11 +389,19 @@ class StreamWriter:
         ev = tables.get("events")
         if ev is not None and len(ev):
             self._append_spots(ev)
-        # in blocks of about ROWS_PER_PASS events, cut at a time (rows of other tables at that
-        # time follow in the next block): the formatter's input is ~200 bytes per row
-        ev = tables.get("events")
-        times = ev["time"] if ev is not None and len(ev) > ROWS_PER_PASS else np.zeros(0, np.int64)
-        cuts = np.unique(times[ROWS_PER_PASS::ROWS_PER_PASS])
+        # in blocks of about ROWS_PER_PASS records, cut at a time (rows of any table at that
+        # time follow in the next block): the formatter's input is ~200-400 bytes per
+        # record, and a sample row is one counter record per column (a window may hold few
+        # events and many samples)
+        weight = {name: len(lay.counters.get(name, ())) or 1 for name in tables}
+        present = [(t["time"], weight[name]) for name, t in tables.items() if t is not None and len(t)]
+        cuts = np.zeros(0, np.int64)
+        if sum(len(t) * w for t, w in present) > ROWS_PER_PASS:
+            times = np.concatenate([t for t, _ in present])
+            order = np.argsort(times, kind="stable")
+            records = np.cumsum(np.concatenate([np.full(len(t), w) for t, w in present])[order])
+            at = np.searchsorted(records, np.arange(ROWS_PER_PASS, int(records[-1]), ROWS_PER_PASS))
+            cuts = np.unique(times[order][at])
         if len(cuts) == 0:
             return self._format_generic(tables, lay)
         bounds = {name: np.concatenate([[0], np.searchsorted(t["time"], cuts), [len(t)]])
@@ -412,18 +420,14 @@ class StreamWriter:
                 self._write_marker(memoryview(block), int(spots.time[0]), int(spots.location[0]))
 
     def _format_generic(self, tables: dict[str, Table], lay) -> None:
-        from .generic import kv_prefixes, stream_rows
+        from .generic import kv_prefix_arrays, stream_rows
         rows = stream_rows(tables, lay, _record_codes)
         if rows is None:
             return
         none = np.zeros(len(rows.rec), np.int64)
-        pre = kv_prefixes(lay)
-        kv_pre = np.zeros((max(len(pre), 1), 32), np.uint8)
-        for j, p in enumerate(pre):
-            kv_pre[j, :len(p)] = np.frombuffer(p, np.uint8)
+        kv_pre, kv_prel = kv_prefix_arrays(lay)
         self._file("events").format(rows.rec, rows.ticks, rows.proc, rows.vals, rows.pre_a, rows.pre_b, none,
-                                    none, rows.blob, rows.kv_on, rows.kv_val, kv_pre,
-                                    np.array([len(p) for p in pre] or [0], np.int64))
+                                    none, rows.blob, rows.kv_on, rows.kv_val, kv_pre, kv_prel)
 
     def close(self) -> list[Path]:
         """Finish every file; returns their paths (events, snaps, stats, marker order).
@@ -456,8 +460,8 @@ class _FileState:
     def format(self, rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
                kv_on=None, kv_val=None, kv_pre=None, kv_prel=None) -> None:
         """Format rows in passes of ROWS_PER_PASS."""
-        from .writekernel import WTables, format_rows
-        wt = WTables()
+        from .writekernel import format_rows, wtables
+        wt = wtables()
         n = len(rec)
         if kv_on is None:
             kv_on, kv_val = np.zeros((n, 0), bool), np.zeros((n, 0), np.uint64)
