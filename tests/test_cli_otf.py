@@ -180,3 +180,19 @@ def test_a_missing_output_folder_is_one_clear_line(tmp_path, suffix):
     r = run_cli(["merge", str(RING8), "-o", str(out)], 2)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [f"partrace: error: {out.parent}: output folder does not exist"]
+
+
+@pytest.mark.mpi
+def test_local_definitions_are_read_by_the_stream_ranks(tmp_path):
+    """A stream's own NAME.<s>.def is read where that stream is decoded (the survey):
+    its records reach the definitions, the same on 1, 2 and 3 ranks."""
+    from partrace.formats.otf import OTF
+    from tests.support.compare import h5_content, merge_on_rank_counts
+    trace = tmp_path / "t"
+    shutil.copytree(RING8.parent, trace)
+    (trace / "ring8.3.def").write_text('DCMT"a comment kept in stream 3"\n')
+    reader = OTF.open(trace / "ring8.otf")
+    assert reader.read_definitions(reader.survey_all()).attrs["comments"][-1] == \
+        "a comment kept in stream 3" == reader.read_definitions().attrs["comments"][-1]
+    out = merge_on_rank_counts(trace / "ring8.otf", tmp_path, ranks=(None, 2, 3))
+    assert "a comment kept in stream 3" in str(h5_content(out)["definition_attrs"])

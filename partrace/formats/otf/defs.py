@@ -64,17 +64,23 @@ TABLE_SPECS = {
 }
 
 
-def read_definitions(master: Path) -> Definitions:
+def local_definitions(stub: Path, stream: int) -> list[dict]:
+    """The records of a stream's own NAME.<s>.def (most traces have none)."""
+    local = stream_file(stub, stream, "def")
+    return parse_records(local, _DEF_INDEX, stream) if local is not None else []
+
+
+def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -> Definitions:
+    """``local``: local_definitions of (some) streams, already read elsewhere."""
     streams = parse_master(master)
     stub = stub_of(master)
     glob = stream_file(stub, 0, "def")
     if glob is None:
         raise TraceError(f"{stub}.0.def", None, "expected the global definition file")
     records = parse_records(glob, _DEF_INDEX, 0)
+    local = local or {}
     for s in streams:
-        local = stream_file(stub, s, "def")
-        if local is not None:
-            records += parse_records(local, _DEF_INDEX, s)
+        records += local[s] if s in local else local_definitions(stub, s)
     marker = stream_file(stub, 0, "marker")
     global_spots = 0
     if marker is not None:

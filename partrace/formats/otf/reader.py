@@ -95,6 +95,7 @@ class _Seq:
 
 class OTFReader(TraceReader):
     format_name = "otf"
+    surveyed = True         # each rank reads the local definitions of its streams
 
     def __init__(self, path):
         super().__init__(path)
@@ -117,9 +118,20 @@ class OTFReader(TraceReader):
             units.append(Unit(MARKER_KEY, file_size(marker), {"stream": 0, "files": {"marker": str(marker)}}))
         return sorted(units, key=lambda u: u.key)
 
+    def survey(self, unit: Unit) -> dict[int, list[dict]]:
+        """The stream's local definitions (NAME.<s>.def), read by the rank decoding it."""
+        if unit.key == MARKER_KEY:
+            return {}
+        from .defs import local_definitions
+        return {unit.info["stream"]: local_definitions(self.stub, unit.info["stream"])}
+
+    @staticmethod
+    def combine(a: dict, b: dict) -> dict:
+        return {**a, **b}       # one entry per stream: order-free
+
     def read_definitions(self, survey=None) -> Definitions:
         from .defs import read_definitions
-        return read_definitions(self.path)
+        return read_definitions(self.path, local=survey)
 
     def schema(self, defs: Definitions) -> Schema:
         return SCHEMA
