@@ -175,6 +175,10 @@ class Table:
     def take(self, index) -> "Table":
         return Table({k: v[index] for k, v in self.columns.items()})
 
+    def rows(self, start: int, stop: int) -> "Table":
+        """Rows start..stop as views (no copy: they keep the whole columns alive)."""
+        return Table({k: v[start:stop] for k, v in self.columns.items()})
+
     def column_once(self, name: str) -> np.ndarray:
         """A column read once: a lazily built table (the engine's merged windows)
         builds it without keeping it, so column-at-a-time writers stay small."""

@@ -192,7 +192,8 @@ class OTFSink:
                     now[name], self.held[name] = table, None
                 else:
                     cut = int(np.searchsorted(table["time"], horizon, side="left"))
-                    now[name], self.held[name] = table.take(np.arange(cut)), table.take(np.arange(cut, len(table)))
+                    # held rows are copied: a view would keep the whole window alive
+                    now[name], self.held[name] = table.rows(0, cut), table.take(np.arange(cut, len(table)))
         comm.check()
         self._append(comm, now)
 

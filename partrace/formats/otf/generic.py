@@ -446,7 +446,7 @@ def marker_spots(defs: Definitions, schema: Schema, rows: Table) -> Spots:
     fast = all(np.asarray(rows[c.name]).dtype.kind in "iu" and len(c.name.encode("utf-8", "surrogateescape")) < 32
                for c in cols)
     spots = _spots_kernel if fast else _spots
-    blocks = [spots(rows.take(np.arange(lo, min(n, lo + MARKER_BLOCK))), cols) for lo in range(0, n, MARKER_BLOCK)]
+    blocks = [spots(rows.rows(lo, min(n, lo + MARKER_BLOCK)), cols) for lo in range(0, n, MARKER_BLOCK)]
     ends = np.cumsum(np.concatenate([np.diff(e, prepend=0) for _, e in blocks]))
     return Spots(*keys, ends, [d for d, _ in blocks], np.unique(np.asarray(rows["region"], np.int64)))
 

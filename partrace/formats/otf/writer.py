@@ -407,7 +407,7 @@ class StreamWriter:
         bounds = {name: np.concatenate([[0], np.searchsorted(t["time"], cuts), [len(t)]])
                   for name, t in tables.items() if t is not None}
         for k in range(len(cuts) + 1):
-            self._format_generic({name: t.take(np.arange(bounds[name][k], bounds[name][k + 1]))
+            self._format_generic({name: t.rows(bounds[name][k], bounds[name][k + 1])
                                   for name, t in tables.items() if t is not None}, lay)
 
     def _append_spots(self, events: Table) -> None:
