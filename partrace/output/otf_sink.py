@@ -175,64 +175,76 @@ class OTFSink:
         return min(self.seen.values())
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        """One window: append the rows no later window can precede, keep the others."""
-        with comm.guard():
-            tables = {name: t for name, t in tables.items() if name in self.used}
-            for name, table in tables.items():
-                old = self.held.get(name)
-                if old is not None and len(old):
-                    table = Table.concat([old, table], self.schema[name])
-                self.held[name] = table
-        comm.check()
+        """One window: append the rows no later window can precede, keep the others.
+
+        The rows held from earlier windows and the window's own are not joined
+        into one table (a copy of the window): both are cut at the horizon and
+        go on as pieces, copied only per stream (see _append)."""
+        tables = {name: t for name, t in tables.items() if name in self.used}
+        for name in tables:
+            self.held.setdefault(name, None)
         horizon = self._horizon(comm, tables)
-        now = {}
+        now: dict[str, list[Table]] = {}
         with comm.guard():
-            for name, table in self.held.items():
+            for name, old in self.held.items():
+                pieces = [t for t in (old, tables.get(name)) if t is not None and len(t)]
                 if horizon is None or name not in self.hold:
-                    now[name], self.held[name] = table, None
-                else:
-                    cut = int(np.searchsorted(table["time"], horizon, side="left"))
-                    # held rows are copied: a view would keep the whole window alive
-                    now[name], self.held[name] = table.rows(0, cut), table.take(np.arange(cut, len(table)))
+                    now[name], self.held[name] = pieces, None
+                    continue
+                # rows are in key order, the held ones before the window's: cut each piece
+                cuts = [int(np.searchsorted(t["time"], horizon, side="left")) for t in pieces]
+                now[name] = [t.rows(0, c) for t, c in zip(pieces, cuts)]
+                # held rows are copied: a view would keep the whole window alive
+                self.held[name] = Table.concat([t.rows(c, len(t)) for t, c in zip(pieces, cuts)],
+                                               self.schema[name])
         comm.check()
         self._append(comm, now)
 
-    def _append(self, comm: Comm, tables: dict[str, Table]) -> None:
-        """Append rows to this rank's streams; NAME.0.marker (rank 0) gets the marker rows
-        that are not local_markers."""
+    def _append(self, comm: Comm, tables: dict[str, list[Table] | Table | None]) -> None:
+        """Append rows (per table: pieces laid end to end) to this rank's streams, one stream at
+        a time, so only that stream's rows are copied at once; NAME.0.marker (rank 0) gets the
+        marker rows that are not local_markers."""
         from ..formats.otf import writer
         stub = self.staging.path(self.name)
         with comm.guard():
-            per_stream: dict[int, dict[str, Table]] = {}
-            for name, table in tables.items():
-                if table is None or not len(table) or (name == MARKERS and not self.local_markers):
-                    continue
-                rows = None                     # indices of the rows for the streams (None: all)
-                if name == KEYVALUES and "ref_table" in table and not self.local_markers:
-                    rows = np.flatnonzero(table["ref_table"] != MARKER_REF)
-                loc = table["location"] if rows is None else table["location"][rows]
-                if not len(loc):
-                    continue
-                stream = self._lookup(loc, self._stream_of, name)
-                order = np.argsort(stream, kind="stable")    # keeps (time, location, seq) order
-                bounds = np.flatnonzero(np.diff(stream[order])) + 1
-                for part in np.split(order, bounds):
-                    per_stream.setdefault(int(stream[part[0]]), {})[name] = \
-                        table.take(part if rows is None else rows[part])
+            tables = {name: _pieces(t) for name, t in tables.items()}
+            per_stream: dict[int, dict[str, np.ndarray]] = {}    # stream -> table -> its rows
+            for name, pieces in tables.items():
+                if pieces and (name != MARKERS or self.local_markers):
+                    for s, idx in self._rows_of_streams(name, pieces).items():
+                        per_stream.setdefault(s, {})[name] = idx
             for s in sorted(per_stream):
                 if s not in self.writers:
                     self.writers[s] = writer.StreamWriter(stub, s, self.defs, self.schema, self.compress)
-                self.writers[s].append(per_stream[s])
+                self.writers[s].append({name: _take(tables[name], idx, self.schema[name])
+                                        for name, idx in per_stream.pop(s).items()})
             if comm.rank == 0:
                 if self.markers is None:
                     self.markers = writer.MarkerFile(stub, self.defs, self.compress,
                                                      body=self.staging.path(f".{self.name}.marker-body"))
                 if not self.local_markers:
-                    kv = tables.get(KEYVALUES)
+                    markers, kv = (_joined(tables.get(n), self.schema.get(n)) for n in (MARKERS, KEYVALUES))
                     if kv is not None and "ref_table" in kv:
                         kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_REF))
-                    self.markers.append(tables.get(MARKERS), kv)
+                    self.markers.append(markers, kv)
         comm.check()
+
+    def _rows_of_streams(self, name: str, pieces: list[Table]) -> dict[int, np.ndarray]:
+        """{stream: its rows (ascending indices into the pieces laid end to end)}."""
+        rows = None                     # the rows that go to the streams (None: all)
+        loc = _column(pieces, "location")
+        if name == KEYVALUES and "ref_table" in pieces[0] and not self.local_markers:
+            rows = np.flatnonzero(_column(pieces, "ref_table") != MARKER_REF)
+            loc = loc[rows]
+        if not len(loc):
+            return {}
+        stream = self._lookup(loc, self._stream_of, name)
+        order = np.argsort(stream, kind="stable")    # keeps (time, location, seq) order
+        stream = stream[order]
+        if rows is not None:
+            order = rows[order]
+        bounds = [0, *(np.flatnonzero(np.diff(stream)) + 1).tolist(), len(order)]
+        return {int(stream[a]): order[a:b] for a, b in zip(bounds[:-1], bounds[1:])}
 
     def commit(self, comm: Comm) -> None:
         from ..formats.otf import writer
@@ -268,3 +280,37 @@ class OTFSink:
         comm.barrier()
         if comm.rank == 0 and self.staging is not None:
             self.staging.discard()
+
+
+def _pieces(tables: list[Table] | Table | None) -> list[Table]:
+    """A table's rows as non-empty pieces (laid end to end)."""
+    if tables is None:
+        return []
+    return [t for t in ([tables] if isinstance(tables, Table) else tables) if t is not None and len(t)]
+
+
+def _column(pieces: list[Table], name: str) -> np.ndarray:
+    return pieces[0][name] if len(pieces) == 1 else np.concatenate([t[name] for t in pieces])
+
+
+def _take(pieces: list[Table], idx: np.ndarray, schema) -> Table:
+    """Rows `idx` (ascending) of the pieces laid end to end: views where they are consecutive
+    in one piece, else copies joined column by column (as Table.concat joins)."""
+    spans, lo = [], 0
+    for t in pieces:
+        a, b = np.searchsorted(idx, [lo, lo + len(t)])
+        if b > a:
+            spans.append((t, idx[a:b] - lo))
+        lo += len(t)
+    if len(spans) == 1:
+        t, sel = spans[0]
+        first, last = int(sel[0]), int(sel[-1])
+        return t.rows(first, last + 1) if last - first + 1 == len(sel) else t.take(sel)
+    return Table({c.name: np.concatenate([t[c.name][sel] for t, sel in spans]).astype(
+        c.element_dtype(), copy=False) for c in schema})
+
+
+def _joined(pieces: list[Table], schema) -> Table | None:
+    if not pieces:
+        return None
+    return pieces[0] if len(pieces) == 1 else Table.concat(pieces, schema)

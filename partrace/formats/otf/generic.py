@@ -49,7 +49,7 @@ other tables
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -326,6 +326,12 @@ def counter_rows(name: str, tab: Table, lay: Layout) -> tuple[Rows, np.ndarray, 
 
 def merge(parts: list[tuple[Rows, np.ndarray, np.ndarray]], m: int) -> Rows:
     """Rows of several tables in (time, location, table, seq, column) order."""
+    if len(parts) == 1 and _ascending([parts[0][0].ticks, parts[0][0].proc, parts[0][1], parts[0][2]]):
+        rows = parts[0][0]      # one table already in order (a block of events or samples): no sort, no copies
+        if rows.kv_on.shape[1] == m:
+            return rows
+        n = len(rows.rec)       # counters: no key-value columns
+        return replace(rows, kv_on=np.zeros((n, m), bool), kv_val=np.zeros((n, m), np.uint64))
     keys = [np.concatenate([p[0].ticks for p in parts]), np.concatenate([p[0].proc for p in parts]),
             np.concatenate([np.full(len(p[0].rec), i) for i, p in enumerate(parts)]),
             np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])]
@@ -341,6 +347,17 @@ def merge(parts: list[tuple[Rows, np.ndarray, np.ndarray]], m: int) -> Rows:
                 cat(lambda r: r.kv_on, m), cat(lambda r: r.kv_val, m), np.concatenate([p[0].blob for p in parts]),
                 np.concatenate([p[0].pre_a + b for p, b in zip(parts, base)])[order],
                 np.concatenate([p[0].pre_b + b for p, b in zip(parts, base)])[order])
+
+
+def _ascending(keys: list[np.ndarray]) -> bool:
+    """Whether rows are in lexicographic order of keys (most significant first): then a stable
+    sort would leave them as they are."""
+    tied = np.ones(max(len(keys[0]) - 1, 0), bool)
+    for k in keys:
+        if (tied & (k[1:] < k[:-1])).any():
+            return False
+        tied &= k[1:] == k[:-1]
+    return True
 
 
 def stream_rows(tables: dict[str, Table], lay: Layout, record_codes) -> Rows | None:

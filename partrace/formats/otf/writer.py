@@ -31,7 +31,7 @@ from . import grammar as G
 
 FILE_OF_TABLE = {"events": "events", "snapshots": "snaps", "statistics": "stats"}
 STRING_FIELD_RECS = {r.name for r in G.STREAM_RECORDS if r.fields and r.fields[0].ftype == G.STRING}
-ROWS_PER_PASS = 1 << 18     # rows formatted per pass (~400 bytes of buffer each)
+ROWS_PER_PASS = 1 << 16     # records per block and pass (100-400 bytes of columns and text each)
 ZLEVEL = 4                  # otfcompress's default level
 ZBLOCK = 1 << 20            # text bytes between full flushes (OTF_WStream's buffer size)
 COPY_BLOCK = 8 << 20
@@ -66,8 +66,8 @@ class OutFile:
         self._room -= len(view)
         self._raw(b"".join(out))
 
-    def _raw(self, data: bytes) -> None:
-        if data or not self._created:
+    def _raw(self, data) -> None:
+        if len(data) or not self._created:
             with open(self.path, "ab" if self._created else "wb") as fh:
                 fh.write(data)
             self._created = True
@@ -479,7 +479,7 @@ class _FileState:
                                                  kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel)
             if bad >= 0:
                 raise PartraceError(f"{self.out.path}: rows not sorted by time at row {self.rows + lo + bad}")
-            self.out.write(out[:o].tobytes())
+            self.out.write(memoryview(out)[:o])     # no copy of the text
         self.rows += n
 
     def close(self) -> Path:
