@@ -82,7 +82,98 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", help="input format (default: detected)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_info)
+    _add_analysis_commands(sub)
     return parser
+
+
+def _add_analysis_commands(sub) -> None:
+    p = sub.add_parser("profile", help="time per region: calls, inclusive and exclusive time",
+                       description="Calls, inclusive and exclusive time of every region (function, "
+                       "MPI call, ovni state), summed over locations, with min/mean/max over "
+                       "locations and the imbalance max/mean. Runs on any number of ranks.")
+    p.add_argument("trace")
+    p.add_argument("--format", help="input format (default: detected)")
+    p.add_argument("--sort", choices=["exclusive", "inclusive", "calls", "name", "imbalance"],
+                   default="exclusive", help="order of the regions (default: exclusive time)")
+    p.add_argument("--top", type=int, default=30, metavar="N",
+                   help="show the first N regions (0: all; default 30; CSV/JSON give all)")
+    p.add_argument("--per-location", action="store_true",
+                   help="one row per location and region (CSV/JSON)")
+    _add_table_options(p)
+    p.set_defaults(func=cmd_profile)
+    p = sub.add_parser("comm", help="who talks to whom: message matrix, sizes, collectives",
+                       description="Messages and bytes per sender/receiver pair, the message size "
+                       "histogram, and calls and bytes of collectives.")
+    p.add_argument("trace")
+    p.add_argument("--format", help="input format (default: detected)")
+    p.add_argument("--what", choices=["pairs", "histogram", "collectives"], default=None,
+                   help="CSV: which table (default: pairs); text shows all three")
+    _add_table_options(p)
+    p.set_defaults(func=cmd_comm)
+
+
+def _add_table_options(p) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--csv", action="store_true", help="CSV with a header row")
+    g.add_argument("--json", action="store_true", help="JSON records")
+    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
+    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+
+
+def cmd_profile(comm, args) -> int:
+    from .analysis import profile
+    from .analysis import render as R
+    res = profile(args.trace, comm=comm, format=args.format, memory=args.memory, tmpdir=args.tmpdir,
+                  per_location=args.per_location)
+    if comm.rank != 0:
+        return 0
+    key = R.PROFILE_SORTS[args.sort]
+    res["regions"].sort(key=lambda r: (r[key], r["region"]) if args.sort == "name"
+                        else (-r[key], r["region"]))
+    if args.json:
+        print(R.as_json(res if args.per_location else {k: v for k, v in res.items() if k != "locations"}))
+    elif args.csv:
+        if args.per_location:
+            print(R.as_csv(res["locations"], ["location", "location_id", "region", "region_id",
+                                              "calls", "inclusive_ns", "exclusive_ns"]))
+        else:
+            print(R.as_csv(res["regions"]))
+    else:
+        print(R.profile_text(res, args.top or None))
+    return 0
+
+
+def cmd_comm(comm, args) -> int:
+    from .analysis import communication
+    from .analysis import render as R
+    res = communication(args.trace, comm=comm, format=args.format)
+    if comm.rank != 0:
+        return 0
+    if args.json:
+        print(R.as_json(res if args.what is None else res[args.what]))
+    elif args.csv:
+        cols = {"pairs": ["sender_id", "receiver_id", "sender", "receiver", "messages", "bytes"],
+                "histogram": ["low", "high", "messages", "bytes"],
+                "collectives": ["collective", "calls", "bytes_sent", "bytes_received", "locations"]}
+        what = args.what or "pairs"
+        print(R.as_csv(res[what], cols[what]))
+    else:
+        print(f"messages: {sum(p['messages'] for p in res['pairs']):,} in {len(res['pairs']):,} "
+              f"sender/receiver pairs, {sum(p['bytes'] for p in res['pairs']):,} bytes")
+        if res["pairs"]:
+            print(R.as_text(res["pairs"], [("sender", "sender"), ("receiver", "receiver"),
+                                           ("messages", "messages"), ("bytes", "bytes")]))
+        if res["histogram"]:
+            print("\nmessage sizes:")
+            print(R.as_text([{**h, "range": f"[{h['low']:,}, {h['high']:,})"} for h in res["histogram"]],
+                            [("range", "bytes"), ("messages", "messages"), ("bytes", "total bytes")]))
+        if res["collectives"]:
+            print("\ncollectives:")
+            print(R.as_text(res["collectives"], [("collective", "collective"), ("calls", "calls"),
+                                                 ("bytes_sent", "bytes sent"),
+                                                 ("bytes_received", "bytes received"),
+                                                 ("locations", "locations")]))
+    return 0
 
 
 def cmd_run(comm, args) -> int:

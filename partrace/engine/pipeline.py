@@ -45,7 +45,9 @@ class Sink(Protocol):
     Optional attributes: ``columnwise`` (True: ``write`` reads each column of
     a window once, by :meth:`Table.column_once`, so more of the budget can
     hold rows); ``next_keys`` (if present, set before each ``write`` to the
-    key, per table, that every row of later windows is >= (None: no later rows)).
+    key, per table, that every row of later windows is >= (None: no later rows));
+    ``tables`` ({table: column names or None for all}: only these are decoded
+    into the run, as an analysis needs a few columns of one table).
     """
 
     mode: str
@@ -126,6 +128,10 @@ def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
         for unit in mine:
             for chunk in reader.decode(unit, defs):
                 for name, table in chunk.items():
+                    if name not in schema:
+                        continue
+                    if len(table.names) != len(schema[name]):
+                        table = Table({c.name: table[c.name] for c in schema[name]})
                     rows[name] += len(table)
                     if store is not None:
                         store.add(name, table)
@@ -141,6 +147,14 @@ def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
     return {name: Table.concat(parts[name], schema[name]) for name in schema}
 
 
+def _wanted(schema: Schema, tables: dict | None) -> Schema:
+    """The part of the schema a sink asks for."""
+    if tables is None:
+        return schema
+    return {name: [c for c in cols if tables[name] is None or c.name in tables[name]]
+            for name, cols in schema.items() if name in tables}
+
+
 def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = None,
         progress: Progress | None = None, memory: int = DEFAULT_MEMORY,
         spill_dir: str | os.PathLike | None = None) -> RunStats:
@@ -154,7 +168,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     stats = RunStats()
     reader = open_on_all_ranks(comm, path, format)
     units, mine, defs = read_plan(comm, reader)
-    schema = reader.schema(defs)
+    schema = _wanted(reader.schema(defs), getattr(sink, "tables", None))
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
     # each window 1/8 (else 2/5 for rows and 1/10 for chunks and windows: the OTF
     # sink holds exchange copies and formatted text besides a window)

@@ -1,0 +1,67 @@
+"""Records as an aligned text table, CSV or JSON (for people, spreadsheets, scripts)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+
+def as_csv(records: list[dict], columns: list[str] | None = None) -> str:
+    columns = columns or (list(records[0]) if records else [])
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(records)
+    return out.getvalue().rstrip("\n")
+
+
+def as_json(obj) -> str:
+    return json.dumps(obj, indent=1)
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return f"{v:,.3f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def as_text(records: list[dict], columns: list[tuple[str, str]]) -> str:
+    """columns: (key, heading); numbers right-aligned."""
+    rows = [[h for _, h in columns]] + [[_cell(r[k]) for k, _ in columns] for r in records]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def seconds(ns) -> float:
+    return ns / 1e9
+
+
+PROFILE_SORTS = {"exclusive": "exclusive_ns", "inclusive": "inclusive_ns", "calls": "calls",
+                 "name": "region", "imbalance": "imbalance"}
+
+
+def profile_text(result: dict, top: int | None) -> str:
+    regions = result["regions"]
+    total = sum(r["exclusive_ns"] for r in regions) or 1
+    recs = [{**r, "incl_s": seconds(r["inclusive_ns"]), "excl_s": seconds(r["exclusive_ns"]),
+             "excl_pct": 100.0 * r["exclusive_ns"] / total, "mean_s": seconds(r["inclusive_mean_ns"]),
+             "max_s": seconds(r["inclusive_max_ns"])} for r in regions[:top]]
+    text = as_text(recs, [("region", "region"), ("calls", "calls"), ("excl_s", "excl s"),
+                          ("excl_pct", "excl %"), ("incl_s", "incl s"), ("mean_s", "incl s mean/loc"),
+                          ("max_s", "incl s max/loc"), ("imbalance", "max/mean"),
+                          ("locations", "locations")])
+    u = result["unmatched"]
+    if u["leave"] or u["enter"]:
+        text += (f"\nnot counted: {u['leave']:,} leave(s) with no open region (the trace starts "
+                 f"inside them), {u['enter']:,} region(s) still open at the end")
+    if top is not None and len(regions) > top:
+        text += f"\n({len(regions) - top:,} more regions: --top 0 for all)"
+    return text

@@ -1,0 +1,45 @@
+"""Reductions over decoded rows, with no global order: each rank folds the chunks of
+its own units into an accumulator, and the accumulators meet on rank 0.
+
+For answers that do not depend on the order of rows (message matrices, counts,
+histograms) this runs at decode speed: nothing is sorted, spilled or exchanged
+but the accumulators, whose size does not grow with the trace.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from ..model import Definitions, Table
+from .mpi import Comm
+from .pipeline import open_on_all_ranks, read_plan
+from .progress import Progress
+
+
+def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str],
+         start: Callable[[Definitions], Any],
+         step: Callable[[Any, dict[str, Table]], Any],
+         combine: Callable[[Any, Any], Any],
+         format: str | None = None, progress: Progress | None = None,
+         reader=None) -> tuple[Definitions, Any]:
+    """(definitions, the combined accumulator on rank 0 and None elsewhere).
+
+    ``start(defs)`` makes an empty accumulator, ``step(acc, chunk)`` adds one
+    decoded chunk (only the ``tables`` asked for) and returns the accumulator,
+    ``combine(a, b)`` joins two (associative and commutative: any grouping of
+    ranks gives the same result).
+    """
+    reader = reader or open_on_all_ranks(comm, path, format)
+    units, mine, defs = read_plan(comm, reader)
+    progress = progress or Progress(comm, enabled=False)
+    progress.start("decode", sum(u.size for u in units))
+    acc = None
+    with comm.guard():
+        acc = start(defs)
+        for unit in mine:
+            for chunk in reader.decode(unit, defs):
+                acc = step(acc, {n: t for n, t in chunk.items() if n in tables})
+            progress.advance(unit.size)
+    comm.check()
+    progress.done()
+    return defs, comm.reduce(acc, combine)

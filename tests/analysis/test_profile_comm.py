@@ -1,0 +1,184 @@
+"""`partrace profile` and `partrace comm` against independent computations:
+- dumpi2ascii's own text beside the DUMPI fixtures (call times, send destinations);
+- a plain-Python walk over the events of partrace's HDF5 output (pandas), for every format;
+on 1 and 3 ranks (the CLI under mpiexec), exactly."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections import Counter, defaultdict
+
+import h5py
+import numpy as np
+import pytest
+
+from partrace import analysis
+from tests.conftest import DATA, run_cli
+
+TRACES = {
+    "otf-ring8": DATA / "otf" / "ring8" / "trace" / "ring8.otf",
+    "otf-hybrid16": DATA / "otf" / "hybrid16" / "trace" / "hybrid16.otf",
+    "dumpi-p2p": DATA / "dumpi" / "p2p-4rank",
+    "dumpi-coll": DATA / "dumpi" / "coll-4rank",
+    "ovni-v3": DATA / "ovni" / "v3-mpisim-small" / "ovni",
+    "ovni-v1": DATA / "ovni" / "v1-zoo-small" / "ovni",
+    "ross-evtrace": DATA / "ross" / "pi-np2-opt-evtrace-full-model-gvt" / "stats",
+}
+SEND_CALLS = {"MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend",
+              "MPI_Ibsend", "MPI_Irsend", "MPI_Sendrecv", "MPI_Sendrecv_replace"}
+ENTER, LEAVE, SEND = 1, 2, 3
+
+
+def _ns(text: str) -> int:
+    sec, frac = text.split(".")
+    return int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
+
+
+def _dumpi_ascii_calls(folder):
+    """(rank, function) -> (calls, summed inclusive ns); (rank, dest) -> sends; from dumpi2ascii."""
+    calls, sends = defaultdict(lambda: [0, 0]), Counter()
+    for txt in sorted(folder.glob("*.txt")):
+        rank = int(txt.stem.rsplit("-", 1)[1])
+        open_call = None
+        for line in txt.read_text().splitlines():
+            m = re.match(r"(MPI_\w+) (entering|returning) at walltime ([\d.]+)", line)
+            if m:
+                if m.group(2) == "entering":
+                    open_call = (m.group(1), _ns(m.group(3)))
+                else:
+                    name, t0 = open_call
+                    c = calls[(rank, name)]
+                    c[0] += 1
+                    c[1] += _ns(m.group(3)) - t0
+                    open_call = None
+                continue
+            m = re.match(r"int dest=(-?\d+)", line)
+            if m and open_call and open_call[0] in SEND_CALLS and int(m.group(1)) >= 0:
+                sends[(rank, int(m.group(1)))] += 1
+    return calls, sends
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory):
+    """The HDF5 merge of each trace (made once)."""
+    out = {}
+    d = tmp_path_factory.mktemp("h5")
+    for name, path in TRACES.items():
+        r = run_cli(["merge", str(path), "-o", str(d / f"{name}.h5"), "-q"])
+        assert r.returncode == 0, r.stderr
+        out[name] = d / f"{name}.h5"
+    return out
+
+
+def _events(h5):
+    with h5py.File(h5, "r") as f:
+        ev = {c: f["events"][c][()] for c in ("time", "location", "seq", "kind", "region")}
+        extra = {c: f["events"][c][()] for c in ("peer", "size") if c in f["events"]}
+        names = dict(zip(f["regions"]["id"][()].tolist(),
+                         [n.decode() if isinstance(n, bytes) else n for n in f["regions"]["name"][()]]))
+    return {**ev, **extra}, names
+
+
+def _walk_profile(ev):
+    """Per region id: [calls, inclusive, exclusive], walking each location's rows in
+    (time, seq) order with a list as the stack."""
+    out = defaultdict(lambda: [0, 0, 0])
+    order = np.lexsort((ev["seq"], ev["time"], ev["location"]))
+    stacks = defaultdict(list)
+    unmatched = 0
+    for i in order.tolist():
+        k, loc, t = int(ev["kind"][i]), int(ev["location"][i]), int(ev["time"][i])
+        st = stacks[loc]
+        if k == ENTER:
+            st.append([int(ev["region"][i]), t, 0])
+        elif k == LEAVE:
+            if not st:
+                unmatched += 1
+                continue
+            reg, t0, child = st.pop()
+            inc = t - t0
+            o = out[reg]
+            o[0] += 1
+            o[1] += inc
+            o[2] += inc - child
+            if st:
+                st[-1][2] += inc
+    return out, unmatched, sum(len(s) for s in stacks.values())
+
+
+@pytest.mark.parametrize("name", list(TRACES))
+def test_profile_equals_a_plain_walk_of_the_merged_events(name, merged):
+    ev, names = _events(merged[name])
+    want, unmatched, still_open = _walk_profile(ev)
+    got = analysis.profile(TRACES[name])
+    assert got["unmatched"] == {"leave": unmatched, "enter": still_open}
+    table = {r["region_id"]: (r["calls"], r["inclusive_ns"], r["exclusive_ns"]) for r in got["regions"]}
+    assert table == {reg: tuple(v) for reg, v in want.items()}
+    for r in got["regions"]:
+        assert r["region"] == names.get(r["region_id"], r["region"])
+    if name.startswith("ross"):
+        assert table == {}          # ROSS records messages, not regions
+
+
+@pytest.mark.parametrize("name", list(TRACES))
+def test_comm_equals_pandas_on_the_merged_events(name, merged):
+    pd = pytest.importorskip("pandas")
+    ev, _ = _events(merged[name])
+    df = pd.DataFrame({"kind": ev["kind"], "sender": ev["location"], "receiver": ev.get("peer", 0),
+                       "bytes": ev["size"].astype(np.int64) if "size" in ev else 0})
+    df = df[(df.kind == SEND) & (df.receiver != 0)]
+    want = df.groupby(["sender", "receiver"]).agg(messages=("kind", "size"), bytes=("bytes", "sum"))
+    got = analysis.communication(TRACES[name])
+    table = {(p["sender_id"], p["receiver_id"]): (p["messages"], p["bytes"]) for p in got["pairs"]}
+    assert table == {k: (int(v.messages), int(v.bytes)) for k, v in want.iterrows()}
+    assert sum(h["messages"] for h in got["histogram"]) == len(df)
+    for h in got["histogram"]:
+        sel = df[(df.bytes >= h["low"]) & (df.bytes < h["high"])]
+        assert (h["messages"], h["bytes"]) == (len(sel), int(sel.bytes.sum()))
+
+
+@pytest.mark.parametrize("name", ["dumpi-p2p", "dumpi-coll"])
+def test_dumpi_profile_and_messages_equal_dumpi2ascii(name):
+    calls, sends = _dumpi_ascii_calls(TRACES[name])
+    got = analysis.profile(TRACES[name], per_location=True)
+    mine = {(r["location_id"] - 1, r["region"]): (r["calls"], r["inclusive_ns"]) for r in got["locations"]}
+    assert mine == {k: tuple(v) for k, v in calls.items()}
+    pairs = analysis.communication(TRACES[name])["pairs"]
+    assert {(p["sender_id"] - 1, p["receiver_id"] - 1): p["messages"] for p in pairs} == dict(sends)
+
+
+def _cli_rows(args, nranks):
+    r = run_cli(args, nranks=nranks)
+    assert r.returncode == 0, r.stderr
+    return list(csv.DictReader(io.StringIO(r.stdout)))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-p2p", "ovni-v3"])
+def test_cli_csv_is_the_same_on_1_and_3_ranks(name):
+    path = str(TRACES[name])
+    prof = [_cli_rows(["profile", path, "--csv"], n) for n in (None, 3)]
+    assert prof[0] == prof[1] and prof[0]
+    assert {"region", "calls", "inclusive_ns", "exclusive_ns"} <= set(prof[0][0])
+    want = {r["region_id"]: r for r in analysis.profile(path)["regions"]}
+    for row in prof[0]:
+        w = want[int(row["region_id"])]
+        assert (row["region"], int(row["calls"]), int(row["inclusive_ns"]), int(row["exclusive_ns"])) == \
+            (w["region"], w["calls"], w["inclusive_ns"], w["exclusive_ns"])
+    comm = [_cli_rows(["comm", path, "--csv"], n) for n in (None, 3)]
+    assert comm[0] == comm[1]
+    if comm[0]:
+        assert list(comm[0][0]) == ["sender_id", "receiver_id", "sender", "receiver", "messages", "bytes"]
+
+
+def test_json_output_and_text_output():
+    path = str(TRACES["otf-ring8"])
+    r = run_cli(["profile", path, "--json"])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["regions"] == sorted(doc["regions"], key=lambda x: (-x["exclusive_ns"], x["region"]))
+    r = run_cli(["comm", path])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("messages: 320 in 8 sender/receiver pairs")
