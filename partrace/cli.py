@@ -110,6 +110,20 @@ def _add_analysis_commands(sub) -> None:
                    help="CSV: which table (default: pairs); text shows all three")
     _add_table_options(p)
     p.set_defaults(func=cmd_comm)
+    p = sub.add_parser("dump", help="events as text in global time order, with names",
+                       description="One line per event in (time, location, seq) order: time (ns), "
+                       "location, kind, region and the non-zero columns, names instead of ids. "
+                       "Filters apply while decoding; output streams (| head ends the run).")
+    p.add_argument("trace")
+    p.add_argument("--format", help="input format (default: detected)")
+    p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (ns; "
+                   "either side may be empty)")
+    p.add_argument("--location", metavar="L,...", help="only these locations (names or ids)")
+    p.add_argument("--kind", metavar="K,...", help="only these kinds (enter, leave, send, ...)")
+    p.add_argument("--region", metavar="R,...", help="only these regions (names or ids)")
+    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
+    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+    p.set_defaults(func=cmd_dump)
 
 
 def _add_table_options(p) -> None:
@@ -140,6 +154,35 @@ def cmd_profile(comm, args) -> int:
             print(R.as_csv(res["regions"]))
     else:
         print(R.profile_text(res, args.top or None))
+    return 0
+
+
+def _time_range(text: str | None):
+    if text is None:
+        return None
+    lo, sep, hi = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return (int(lo) if lo else -(1 << 63), int(hi) if hi else (1 << 63) - 1)
+    except ValueError:
+        from .errors import UsageError
+        raise UsageError(f"--time {text}: expected T0:T1 in ns (e.g. 1000:2000, 5000:)") from None
+
+
+def cmd_dump(comm, args) -> int:
+    from .analysis.dump import DumpSink, Stop
+    from .engine.pipeline import run
+
+    def split(text):
+        return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
+    sink = DumpSink(time=_time_range(args.time), locations=split(args.location),
+                    kinds=split(args.kind), regions=split(args.region))
+    try:
+        run(comm, args.trace, sink, format=args.format, memory=args.memory, spill_dir=args.tmpdir)
+    except Stop:            # the reader closed the pipe (| head): a normal end
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

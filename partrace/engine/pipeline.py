@@ -47,7 +47,8 @@ class Sink(Protocol):
     hold rows); ``next_keys`` (if present, set before each ``write`` to the
     key, per table, that every row of later windows is >= (None: no later rows));
     ``tables`` ({table: column names or None for all}: only these are decoded
-    into the run, as an analysis needs a few columns of one table).
+    into the run, as an analysis needs a few columns of one table); ``select``
+    (``select(name, table)``: a boolean mask of the decoded rows to keep, or None).
     """
 
     mode: str
@@ -119,9 +120,11 @@ def read_plan(comm: Comm, reader):
 
 
 def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
-                 progress: Progress, stats: RunStats, store: RunStore | None = None):
+                 progress: Progress, stats: RunStats, store: RunStore | None = None,
+                 select=None):
     """Decode this rank's units (in key order): into sorted runs of ``store``,
-    or (no store) whole tables."""
+    or (no store) whole tables; ``select(name, table)``: a mask of the rows to keep
+    (None: all)."""
     parts: dict[str, list[Table]] = {name: [] for name in schema}
     rows = dict.fromkeys(schema, 0)
     with comm.guard():
@@ -132,6 +135,10 @@ def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
                         continue
                     if len(table.names) != len(schema[name]):
                         table = Table({c.name: table[c.name] for c in schema[name]})
+                    if select is not None:
+                        keep = select(name, table)
+                        if keep is not None:
+                            table = table.take(np.flatnonzero(keep))
                     rows[name] += len(table)
                     if store is not None:
                         store.add(name, table)
@@ -183,7 +190,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                      resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
     try:
         sink.prepare(comm, defs, schema)
-        decode_share(comm, reader, mine, defs, schema, progress, stats, store)
+        decode_share(comm, reader, mine, defs, schema, progress, stats, store,
+                     select=getattr(sink, "select", None))
         windows = window_count(comm, store.total_bytes(), memory // share)
         if windows > 1 and not getattr(sink, "windows", False):
             windows = 1     # this sink must see all rows at once
