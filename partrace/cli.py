@@ -99,6 +99,8 @@ def _add_analysis_commands(sub) -> None:
                    help="show the first N regions (0: all; default 30; CSV/JSON give all)")
     p.add_argument("--per-location", action="store_true",
                    help="one row per location and region (CSV/JSON)")
+    p.add_argument("--plot", metavar="FILE", help="also draw the profile as bars (.png, .svg, .pdf; "
+                   "needs matplotlib)")
     _add_table_options(p)
     p.set_defaults(func=cmd_profile)
     p = sub.add_parser("comm", help="who talks to whom: message matrix, sizes, collectives",
@@ -108,6 +110,8 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--format", help="input format (default: detected)")
     p.add_argument("--what", choices=["pairs", "histogram", "collectives"], default=None,
                    help="CSV: which table (default: pairs); text shows all three")
+    p.add_argument("--plot", metavar="FILE", help="also draw the matrix as a heatmap (.png, .svg, "
+                   ".pdf; needs matplotlib)")
     _add_table_options(p)
     p.set_defaults(func=cmd_comm)
     p = sub.add_parser("dump", help="events as text in global time order, with names",
@@ -124,6 +128,18 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
     p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
     p.set_defaults(func=cmd_dump)
+    p = sub.add_parser("timeline", help="draw a time window: regions per location, messages",
+                       description="A picture of a time window: one lane per location (consecutive "
+                       "locations share a lane beyond 64), region visits coloured by region, "
+                       "messages as lines from send to receive. Needs matplotlib.")
+    p.add_argument("trace")
+    p.add_argument("--plot", metavar="FILE", required=True, help="the picture (.png, .svg, .pdf)")
+    p.add_argument("--format", help="input format (default: detected)")
+    p.add_argument("--time", metavar="T0:T1", help="the window (ns; default: the whole trace, "
+                   "at most 2,000,000 events)")
+    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
+    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+    p.set_defaults(func=cmd_timeline)
 
 
 def _add_table_options(p) -> None:
@@ -154,6 +170,19 @@ def cmd_profile(comm, args) -> int:
             print(R.as_csv(res["regions"]))
     else:
         print(R.profile_text(res, args.top or None))
+    if args.plot:
+        from .analysis.plot import profile_bars
+        profile_bars(res, args.plot)
+    return 0
+
+
+def cmd_timeline(comm, args) -> int:
+    from .analysis.timeline import timeline_data
+    data = timeline_data(comm, args.trace, format=args.format, time=_time_range(args.time),
+                         memory=args.memory, tmpdir=args.tmpdir)
+    if comm.rank == 0:
+        from .analysis.plot import timeline
+        timeline(data, args.plot)
     return 0
 
 
@@ -189,9 +218,13 @@ def cmd_dump(comm, args) -> int:
 def cmd_comm(comm, args) -> int:
     from .analysis import communication
     from .analysis import render as R
-    res = communication(args.trace, comm=comm, format=args.format)
+    res = communication(args.trace, comm=comm, format=args.format, with_names=True)
     if comm.rank != 0:
         return 0
+    names = res.pop("location_names")
+    if args.plot:
+        from .analysis.plot import comm_heatmap
+        comm_heatmap(res, args.plot, names)
     if args.json:
         print(R.as_json(res if args.what is None else res[args.what]))
     elif args.csv:

@@ -71,7 +71,7 @@ def _profile_records(defs, res: dict, per_location: bool) -> dict:
 
 
 def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: str | None = None,
-                  progress=None) -> dict:
+                  progress=None, with_names: bool = False) -> dict:
     """{"pairs": [...], "histogram": [...], "collectives": [...]} on rank 0 (None elsewhere)."""
     from ..engine.fold import fold
     from . import messages as C
@@ -99,4 +99,7 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
     colls = [{"collective": regions.get(i, f"region {i}") if i > 0 else collops.get(-i, f"collective {-i}"),
               "calls": v[0], "bytes_sent": v[1], "bytes_received": v[2], "locations": v[3]}
              for i, v in sorted(per_op.items())]
-    return {"pairs": pairs, "histogram": hist, "collectives": colls}
+    out = {"pairs": pairs, "histogram": hist, "collectives": colls}
+    if with_names:
+        out["location_names"] = locations
+    return out
