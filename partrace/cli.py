@@ -110,6 +110,9 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--format", help="input format (default: detected)")
     p.add_argument("--what", choices=["pairs", "histogram", "collectives"], default=None,
                    help="CSV: which table (default: pairs); text shows all three")
+    p.add_argument("--by", choices=["location", "process"], default="location",
+                   help="pairs of locations, or of processes (threads summed into their process, "
+                        "LPs into their PE)")
     p.add_argument("--plot", metavar="FILE", help="also draw the matrix as a heatmap (.png, .svg, "
                    ".pdf; needs matplotlib)")
     _add_table_options(p)
@@ -218,7 +221,7 @@ def cmd_dump(comm, args) -> int:
 def cmd_comm(comm, args) -> int:
     from .analysis import communication
     from .analysis import render as R
-    res = communication(args.trace, comm=comm, format=args.format, with_names=True)
+    res = communication(args.trace, comm=comm, format=args.format, with_names=True, by=args.by)
     if comm.rank != 0:
         return 0
     names = res.pop("location_names")

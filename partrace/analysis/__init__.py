@@ -70,9 +70,25 @@ def _profile_records(defs, res: dict, per_location: bool) -> dict:
                           "enter": int(res["unmatched_enter"].sum())}}
 
 
+def roots(defs) -> dict[int, int]:
+    """Each location's outermost ancestor (its process, rank or PE): parents followed to 0."""
+    t = defs.tables["locations"]
+    parent = {int(i): int(p) for i, p in zip(t["id"], t["parent"])}
+    out = {}
+    for loc in parent:
+        seen, r = set(), loc
+        while parent.get(r, 0) and r not in seen:      # a cycle ends the walk, never loops
+            seen.add(r)
+            r = parent[r]
+        out[loc] = r
+    return out
+
+
 def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: str | None = None,
-                  progress=None, with_names: bool = False) -> dict:
-    """{"pairs": [...], "histogram": [...], "collectives": [...]} on rank 0 (None elsewhere)."""
+                  progress=None, with_names: bool = False, by: str = "location") -> dict:
+    """{"pairs": [...], "histogram": [...], "collectives": [...]} on rank 0 (None elsewhere).
+    ``by="process"`` sums the pairs of locations under the same outermost location (the
+    threads of a process, the LPs of a PE)."""
     from ..engine.fold import fold
     from . import messages as C
     comm = comm or serial()
@@ -83,6 +99,12 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
     locations = _names(defs, "locations")
     regions = _names(defs, "regions")
     collops = _names(defs, "collectives")
+    if by == "process" and len(acc.pairs):
+        top = roots(defs)
+        mapped = np.array([[top.get(s, s), top.get(r, r)] for s, r in acc.pairs.tolist()], np.int64)
+        acc.pairs, acc.messages, acc.nbytes = C._sum_by(mapped, acc.messages, acc.nbytes)
+    elif by != "location":
+        raise ValueError(f"by must be 'location' or 'process', not {by!r}")
     pairs = [{"sender_id": int(s), "receiver_id": int(r), "sender": locations.get(int(s), str(s)),
               "receiver": locations.get(int(r), str(r)), "messages": int(m), "bytes": int(b)}
              for (s, r), m, b in zip(acc.pairs.tolist(), acc.messages.tolist(), acc.nbytes.tolist())]

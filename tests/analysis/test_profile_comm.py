@@ -182,3 +182,22 @@ def test_json_output_and_text_output():
     r = run_cli(["comm", path])
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("messages: 320 in 8 sender/receiver pairs")
+
+
+@pytest.mark.parametrize("name", ["ross-evtrace", "otf-hybrid16"])
+def test_comm_by_process_sums_the_pairs_of_their_locations(name):
+    by_loc = analysis.communication(TRACES[name])
+    by_proc = analysis.communication(TRACES[name], by="process")
+    import partrace
+    locs = partrace.open(TRACES[name]).definitions.tables["locations"]
+    parent = dict(zip(locs["id"].tolist(), locs["parent"].tolist()))
+
+    def top(x):
+        while parent.get(x, 0):
+            x = parent[x]
+        return x
+    want = Counter()
+    for p in by_loc["pairs"]:
+        want[(top(p["sender_id"]), top(p["receiver_id"]))] += p["messages"]
+    assert {(p["sender_id"], p["receiver_id"]): p["messages"] for p in by_proc["pairs"]} == dict(want)
+    assert sum(want.values()) == sum(p["messages"] for p in by_loc["pairs"]) > 0
