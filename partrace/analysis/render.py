@@ -40,8 +40,8 @@ def as_text(records: list[dict], columns: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def seconds(ns) -> float:
-    return ns / 1e9
+def ms(ns) -> float:
+    return ns / 1e6
 
 
 PROFILE_SORTS = {"exclusive": "exclusive_ns", "inclusive": "inclusive_ns", "calls": "calls",
@@ -51,12 +51,12 @@ PROFILE_SORTS = {"exclusive": "exclusive_ns", "inclusive": "inclusive_ns", "call
 def profile_text(result: dict, top: int | None) -> str:
     regions = result["regions"]
     total = sum(r["exclusive_ns"] for r in regions) or 1
-    recs = [{**r, "incl_s": seconds(r["inclusive_ns"]), "excl_s": seconds(r["exclusive_ns"]),
-             "excl_pct": 100.0 * r["exclusive_ns"] / total, "mean_s": seconds(r["inclusive_mean_ns"]),
-             "max_s": seconds(r["inclusive_max_ns"])} for r in regions[:top]]
-    text = as_text(recs, [("region", "region"), ("calls", "calls"), ("excl_s", "excl s"),
-                          ("excl_pct", "excl %"), ("incl_s", "incl s"), ("mean_s", "incl s mean/loc"),
-                          ("max_s", "incl s max/loc"), ("imbalance", "max/mean"),
+    recs = [{**r, "incl": ms(r["inclusive_ns"]), "excl": ms(r["exclusive_ns"]),
+             "excl_pct": 100.0 * r["exclusive_ns"] / total, "mean": ms(r["inclusive_mean_ns"]),
+             "max": ms(r["inclusive_max_ns"])} for r in regions[:top]]
+    text = as_text(recs, [("region", "region"), ("calls", "calls"), ("excl", "excl ms"),
+                          ("excl_pct", "excl %"), ("incl", "incl ms"), ("mean", "incl ms mean/loc"),
+                          ("max", "incl ms max/loc"), ("imbalance", "max/mean"),
                           ("locations", "locations")])
     u = result["unmatched"]
     if u["leave"] or u["enter"]:
