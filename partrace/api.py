@@ -88,6 +88,43 @@ class TraceData:
             df["kind"] = pd.Categorical(df["kind"].map(names), categories=[k.name for k in Kind])
         return df
 
+    # -- answers (partrace.analysis), as pandas DataFrames with names -----------------
+    def profile(self, per_location: bool = False):
+        """Per region: calls, inclusive_ns, exclusive_ns, min/mean/max over locations,
+        imbalance (``per_location``: per location and region), largest exclusive first."""
+        import pandas as pd
+
+        from .analysis import profile
+        res = profile(self.path, format=self.format, per_location=per_location)
+        df = pd.DataFrame(res["locations"] if per_location else res["regions"])
+        return df.sort_values(["exclusive_ns", "region"], ascending=[False, True],
+                              ignore_index=True) if len(df) else df
+
+    def comm_matrix(self, by: str = "location"):
+        """Messages and bytes per sender/receiver pair (``by="process"``: of processes)."""
+        import pandas as pd
+
+        from .analysis import communication
+        return pd.DataFrame(communication(self.path, format=self.format, by=by)["pairs"],
+                            columns=["sender_id", "receiver_id", "sender", "receiver", "messages",
+                                     "bytes"])
+
+    def message_histogram(self):
+        """Messages and bytes per size bin [low, high) (powers of two; bin [0, 1) is empty messages)."""
+        import pandas as pd
+
+        from .analysis import communication
+        return pd.DataFrame(communication(self.path, format=self.format)["histogram"],
+                            columns=["low", "high", "messages", "bytes"])
+
+    def collectives(self):
+        """Calls and bytes of each collective operation."""
+        import pandas as pd
+
+        from .analysis import communication
+        return pd.DataFrame(communication(self.path, format=self.format)["collectives"],
+                            columns=["collective", "calls", "bytes_sent", "bytes_received", "locations"])
+
     def __repr__(self) -> str:
         return f"<partrace.TraceData {self.format} {self.path}>"
 

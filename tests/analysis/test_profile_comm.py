@@ -201,3 +201,22 @@ def test_comm_by_process_sums_the_pairs_of_their_locations(name):
         want[(top(p["sender_id"]), top(p["receiver_id"]))] += p["messages"]
     assert {(p["sender_id"], p["receiver_id"]): p["messages"] for p in by_proc["pairs"]} == dict(want)
     assert sum(want.values()) == sum(p["messages"] for p in by_loc["pairs"]) > 0
+
+
+def test_python_api_gives_dataframes_with_names():
+    pytest.importorskip("pandas")
+    import partrace
+    t = partrace.open(TRACES["dumpi-p2p"])
+    prof = t.profile()
+    want = analysis.profile(TRACES["dumpi-p2p"])["regions"]
+    assert set(prof["region"]) == {r["region"] for r in want}
+    assert int(prof["calls"].sum()) == sum(r["calls"] for r in want)
+    assert list(prof["exclusive_ns"]) == sorted(prof["exclusive_ns"], reverse=True)
+    m = t.comm_matrix()
+    pairs = analysis.communication(TRACES["dumpi-p2p"])["pairs"]
+    assert list(m.columns) == ["sender_id", "receiver_id", "sender", "receiver", "messages", "bytes"]
+    assert m.to_dict("records") == pairs
+    h = t.message_histogram()
+    assert int(h["messages"].sum()) == sum(p["messages"] for p in pairs)
+    assert list(t.collectives()["collective"]) == ["MPI_Barrier"]
+    assert len(t.profile(per_location=True)) >= len(prof)
