@@ -36,7 +36,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         "(NAME.x.events.z files, as the OTF library writes them)")
     p.add_argument("--memory", type=_size, default="2G", metavar="SIZE",
                    help="memory budget per rank, e.g. 512M, 4G (default 2G): decoded rows "
-                        "beyond half of it are spilled to --tmpdir and the merge runs in "
+                        "beyond 7/10 of it (2/5 for OTF output) are spilled to --tmpdir and the merge runs in "
                         "windows of the global order; the output is the same")
     p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp); "
                                     "node-local storage is best")

@@ -26,10 +26,20 @@ def profile(path: str | os.PathLike, *, comm: Comm | None = None, format: str | 
             memory: int | None = None, tmpdir=None, progress=None, per_location: bool = False) -> dict:
     """{"regions": [per region record], "locations": [per (location, region)] or None,
     "unmatched": {"leave": n, "enter": n}} on rank 0 (None on other ranks)."""
-    from ..engine.pipeline import DEFAULT_MEMORY, run
-    from .regions import ProfileSink
+    from ..engine.pipeline import DEFAULT_MEMORY, open_on_all_ranks, run
+    from .regions import ProfileSink, _assemble
     comm = comm or serial()
     sink = ProfileSink()
+    reader = open_on_all_ranks(comm, path, format)
+    if reader.locations_in_one_unit:    # no exchange: fold each rank's chunks, sum on rank 0
+        from ..engine.fold import fold
+        defs, acc = fold(comm, path, tables={"events"}, start=sink.fold_start, step=sink.fold_step,
+                         combine=ProfileSink.fold_combine, progress=progress, reader=reader)
+        if comm.rank != 0:
+            return None
+        result = _assemble(acc.reg_ids, [(acc.my_locs, acc.calls, acc.incl, acc.excl,
+                                          acc.unmatched_leave, acc.depth)])
+        return _profile_records(defs, result, per_location)
     run(comm, path, sink, format=format, progress=progress, memory=memory or DEFAULT_MEMORY,
         spill_dir=tmpdir)
     if comm.rank != 0:

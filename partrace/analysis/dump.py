@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from ..engine.mpi import Comm
+from ..engine.sink import Sink
 from ..errors import UsageError
 from ..model import Definitions, Kind, Schema, Table
 
@@ -29,7 +30,7 @@ class Stop(Exception):
     """The reader of the output went away (a closed pipe): nothing more to write."""
 
 
-class DumpSink:
+class DumpSink(Sink):
     mode = "time"
     windows = True
 
@@ -39,9 +40,7 @@ class DumpSink:
         self.rows = 0
 
     # -- what the engine decodes -------------------------------------------------------
-    @property
-    def tables(self):
-        return {"events": None}
+    needs = {"events": None}
 
     def select(self, name: str, table: Table):
         keep = None

@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit
 
 from ..engine.mpi import Comm
+from ..engine.sink import Sink
 from ..model import Definitions, Kind, Schema, Table, column
 
 COLUMNS = ("time", "location", "seq", "kind", "region")
@@ -58,22 +59,25 @@ def _walk(loc, time, kind, region, depth, st_region, st_start, st_child,
     return len(loc)
 
 
-class ProfileSink:
+class ProfileSink(Sink):
     """A sink of the engine: events of each location end on one rank and are walked there."""
 
     mode = "destination"
     windows = True
-    tables = {"events": COLUMNS}
+    needs = {"events": COLUMNS}
 
     def __init__(self):
         self.result: dict | None = None
 
-    def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+    def prepare(self, comm: Comm, defs: Definitions, schema: Schema, every_location: bool = False
+                ) -> None:
         self.defs = defs
         self.loc_ids = np.sort(np.asarray(defs.tables["locations"]["id"], np.int64))
         self.reg_ids = np.sort(np.asarray(defs.tables["regions"]["id"], np.int64))
         # location index i belongs to rank i % size: spread evenly, fixed by the definitions
-        mine = np.arange(comm.rank, len(self.loc_ids), comm.size)
+        # (every_location: the rows of a location all come to this rank, whichever it is)
+        mine = np.arange(len(self.loc_ids)) if every_location else \
+            np.arange(comm.rank, len(self.loc_ids), comm.size)
         self.my_locs = self.loc_ids[mine]
         n, r = len(mine), len(self.reg_ids) + 1     # region index 0: a region id not defined
         self.depth = np.zeros(n, np.int64)
@@ -124,6 +128,32 @@ class ProfileSink:
         everyone = comm.gather(mine)
         if comm.rank == 0:
             self.result = _assemble(self.reg_ids, everyone)
+
+    # -- the same walk as a fold over decoded chunks (readers whose locations each sit in
+    # one unit: a location's rows are all on the rank decoding its unit, in order) --------
+    def fold_start(self, defs: Definitions):
+        from ..engine.mpi import serial
+        self.prepare(serial(), defs, {}, every_location=True)
+        return self
+
+    def fold_step(self, acc, chunk: dict[str, Table]):
+        ev = chunk.get("events")
+        if ev is not None and len(ev):
+            self._walk(ev)
+        return acc
+
+    @staticmethod
+    def fold_combine(a: "ProfileSink", b: "ProfileSink") -> "ProfileSink":
+        """Sums; the same locations on both (each location's rows are on one rank only)."""
+        a.calls += b.calls
+        a.incl += b.incl
+        a.excl += b.excl
+        a.unmatched_leave += b.unmatched_leave
+        a.depth += b.depth
+        return a
+
+    def __getstate__(self):     # what a reduction sends: the sums, not the stacks
+        return {k: v for k, v in self.__dict__.items() if k not in ("st_region", "st_start", "st_child")}
 
     def discard(self, comm: Comm) -> None:
         pass

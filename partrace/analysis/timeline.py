@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from ..engine.mpi import Comm
+from ..engine.sink import Sink
 from ..errors import UsageError
 from ..model import Definitions, Kind, Schema, Table
 
@@ -81,7 +82,7 @@ def _open_stacks(loc, kind, region, time, depth, st_reg, st_t):    # pragma: no 
     return len(loc)
 
 
-class CollectSink:
+class CollectSink(Sink):
     """The rows of the window [t0, t1), gathered on rank 0, and for each location the
     regions already open at t0 (walked on the rank that owns the location from the
     enter/leave rows before t0, which are not kept)."""
@@ -94,9 +95,7 @@ class CollectSink:
         self.parts: list[Table] = []
         self.rows = 0
 
-    @property
-    def tables(self):
-        return {"events": COLUMNS}
+    needs = {"events": COLUMNS}
 
     def select(self, name, table):
         k, t = np.asarray(table["kind"]), np.asarray(table["time"])

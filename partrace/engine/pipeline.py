@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Protocol
-
 import numpy as np
 
 from ..model import Definitions, Schema, Table
@@ -18,6 +16,7 @@ from .mpi import Comm, RankFailed
 from .plan import share_of
 from .progress import Progress
 from .runs import RunStore, row_bytes
+from .sink import Sink
 from .windows import (by_destination, choose_cuts, choose_shared_cuts, next_window_keys,
                       time_window, window_count, window_rows)
 
@@ -28,36 +27,6 @@ DEFAULT_MEMORY = 2 << 30      # bytes per rank
 # then the process's measured resident memory must stay within that share too.
 KEEP = 0.4
 COLUMNWISE_KEEP = 0.7
-
-
-class Sink(Protocol):
-    """Where merged rows go.  ``mode`` says how rows are distributed to ranks:
-
-    ``prepare``, ``write``, ``commit`` and ``discard`` are called on every rank
-    and may use collectives; they guard their own local work (``comm.guard``
-    then ``comm.check``).  ``destinations`` (destination mode only) is local.  ``write`` is
-    called once per window of the global order, in order; a sink whose
-    ``windows`` attribute is False gets everything in one window.
-
-    * ``"time"``: rank r receives the r-th slice of the global time order;
-    * ``"destination"``: rows go to the rank :meth:`destinations` names.
-
-    Optional attributes: ``columnwise`` (True: ``write`` reads each column of
-    a window once, by :meth:`Table.column_once`, so more of the budget can
-    hold rows); ``next_keys`` (if present, set before each ``write`` to the
-    key, per table, that every row of later windows is >= (None: no later rows));
-    ``tables`` ({table: column names or None for all}: only these are decoded
-    into the run, as an analysis needs a few columns of one table); ``select``
-    (``select(name, table)``: a boolean mask of the decoded rows to keep, or None).
-    """
-
-    mode: str
-
-    def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None: ...
-    def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray: ...
-    def write(self, comm: Comm, tables: dict[str, Table]) -> None: ...
-    def commit(self, comm: Comm) -> None: ...
-    def discard(self, comm: Comm) -> None: ...
 
 
 @dataclass
@@ -167,19 +136,19 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         spill_dir: str | os.PathLike | None = None) -> RunStats:
     """Decode the trace at ``path`` on all ranks, merge, and write through ``sink``.
 
-    ``memory`` is the budget per rank in bytes: decoded rows beyond half of it
-    (seven tenths for a columnwise sink) are spilled to ``spill_dir``
+    ``memory`` is the budget per rank in bytes: decoded rows beyond KEEP of it
+    (COLUMNWISE_KEEP for a columnwise sink) are spilled to ``spill_dir``
     (default: the system's temporary folder), and
     the merge runs in as many windows of the global order as the budget needs.
     """
     stats = RunStats()
     reader = open_on_all_ranks(comm, path, format)
     units, mine, defs = read_plan(comm, reader)
-    schema = _wanted(reader.schema(defs), getattr(sink, "tables", None))
+    schema = _wanted(reader.schema(defs), sink.needs)
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
     # each window 1/8 (else 2/5 for rows and 1/10 for chunks and windows: the OTF
     # sink holds exchange copies and formatted text besides a window)
-    lean = getattr(sink, "columnwise", False)
+    lean = sink.columnwise
     share = 8 if lean else 10
     # text decodes to ~10x its size in columns: keep one chunk well inside its share
     reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // (10 * share))))
@@ -191,9 +160,9 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     try:
         sink.prepare(comm, defs, schema)
         decode_share(comm, reader, mine, defs, schema, progress, stats, store,
-                     select=getattr(sink, "select", None))
+                     select=sink.select)
         windows = window_count(comm, store.total_bytes(), memory // share)
-        if windows > 1 and not getattr(sink, "windows", False):
+        if windows > 1 and not sink.windows:
             windows = 1     # this sink must see all rows at once
         stats.windows = windows
         stats.spilled_bytes = store.spilled_bytes
@@ -207,7 +176,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             cuts = dict.fromkeys(schema, shared)
         written = dict.fromkeys(schema, 0)
         for w in range(windows):
-            if hasattr(sink, "next_keys"):  # lets a sink write out rows no later window precedes
+            if sink.wants_next_keys:    # lets a sink write out rows no later window precedes
                 sink.next_keys = next_window_keys(cuts, w, windows, pieces // windows)
             merged = {}
             for name in schema:

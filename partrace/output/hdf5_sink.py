@@ -17,12 +17,13 @@ import h5py
 import numpy as np
 
 from ..engine.mpi import Comm
+from ..engine.sink import Sink
 from ..model import Definitions, Schema, Table
 from . import hdf5
 from .staging import Staging
 
 
-class HDF5Sink:
+class HDF5Sink(Sink):
     mode = "time"
     windows = True      # write() appends window after window
     columnwise = True   # write() reads each column of a window once (Table.column_once)

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from ..engine.mpi import Comm
+from ..engine.sink import Sink
 from ..model import Definitions, Schema, Table
 
 
-class MemorySink:
+class MemorySink(Sink):
     mode = "time"
     windows = True      # write() appends window after window
 

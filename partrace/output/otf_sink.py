@@ -39,6 +39,7 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Schema, Table
+from ..engine.sink import Sink
 from .staging import Staging
 
 EVENTS, MARKERS, KEYVALUES = "events", "markers", "keyvalues"
@@ -50,9 +51,10 @@ NEVER = -(1 << 63)      # a horizon before every row: hold them all
 DEFAULT_MAX_STREAMS = 1024
 
 
-class OTFSink:
+class OTFSink(Sink):
     mode = "destination"
     windows = True      # write() appends window after window
+    wants_next_keys = True
 
     def __init__(self, path, streams: int | None = None, overwrite: bool = False, compress: bool = False):
         self.final = Path(path)
@@ -99,6 +101,7 @@ class OTFSink:
         self.held: dict[str, Table | None] = {}
         self.seen: dict[str, int] = {}
         self.writers = {}
+        self.shared: dict = {}      # what all stream writers of the run share (the layout)
         self.markers = None
         streams = sorted(self.map)
         # contiguous blocks of streams per rank, so that a rank writes neighbours
@@ -215,7 +218,8 @@ class OTFSink:
                         per_stream.setdefault(s, {})[name] = idx
             for s in sorted(per_stream):
                 if s not in self.writers:
-                    self.writers[s] = writer.StreamWriter(stub, s, self.defs, self.schema, self.compress)
+                    self.writers[s] = writer.StreamWriter(stub, s, self.defs, self.schema, self.compress,
+                                                          shared=self.shared)
                 self.writers[s].append({name: _take(tables[name], idx, self.schema[name])
                                         for name, idx in per_stream.pop(s).items()})
             if comm.rank == 0:

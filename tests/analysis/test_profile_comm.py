@@ -220,3 +220,16 @@ def test_python_api_gives_dataframes_with_names():
     assert int(h["messages"].sum()) == sum(p["messages"] for p in pairs)
     assert list(t.collectives()["collective"]) == ["MPI_Barrier"]
     assert len(t.profile(per_location=True)) >= len(prof)
+
+
+@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-p2p", "ovni-v1", "ovni-v3"])
+def test_profile_by_fold_equals_profile_by_exchange(name, monkeypatch):
+    """Readers whose locations each sit in one unit are profiled with no exchange; the figures
+    must be those of the routed walk."""
+    from partrace.formats import open_trace
+    cls = type(open_trace(TRACES[name]))
+    monkeypatch.setattr(cls, "locations_in_one_unit", False)
+    routed = analysis.profile(TRACES[name], per_location=True)
+    monkeypatch.setattr(cls, "locations_in_one_unit", True)
+    folded = analysis.profile(TRACES[name], per_location=True)
+    assert folded == routed and routed["regions"]

@@ -100,22 +100,9 @@ def _ids(defs: Definitions, table: str, col: str = "id") -> list[int]:
     return [int(x) for x in t[col]] if t is not None and len(t) else []
 
 
-_LAST: tuple | None = None     # (defs, schema signature, layout) of the last call
-
-
 def layout(defs: Definitions, schema: Schema) -> Layout:
-    """The layout, computed once per trace: every stream writer of a rank asks for it
-    on every append (thousands of streams when each location has one)."""
-    global _LAST
-    signature = [(n, [(c.name, str(c.dtype), c.is_object) for c in cols]) for n, cols in schema.items()]
-    if _LAST is not None and _LAST[0] is defs and _LAST[1] == signature:
-        return _LAST[2]
-    lay = _layout(defs, schema)
-    _LAST = defs, signature, lay
-    return lay
-
-
-def _layout(defs: Definitions, schema: Schema) -> Layout:
+    """Key-value keys, counters and marker regions of a trace (the same for every stream:
+    a sink computes it once and shares it with its stream writers, see StreamWriter)."""
     check_location_ids(defs)
     lay = Layout()
     key = 1
@@ -448,15 +435,15 @@ class Spots:
     regions: np.ndarray       # the marker ids used (sorted, unique)
 
 
-def marker_spots(defs: Definitions, schema: Schema, rows: Table) -> Spots:
-    """The marker spots of the point events among `rows`."""
+def marker_spots(defs: Definitions, schema: Schema, rows: Table, lay: Layout | None = None) -> Spots:
+    """The marker spots of the point events among `rows` (`lay`: the run's layout, if made)."""
     rows = rows.take(np.flatnonzero(point_events(rows)))
     n = len(rows)
     rows = rows.take(np.lexsort((rows["seq"], rows["location"], rows["time"])))
     if not n:
         return no_spots()
     keys = [np.asarray(rows[c], np.int64) for c in ("time", "location", "seq")]
-    lay = layout(defs, {"events": [], **schema})
+    lay = lay or layout(defs, {"events": [], **schema})
     cols = [c for c in lay.kv if c.name != "region" and c.name in rows]     # region is the marker id
     # integer and byte-array columns (all formats so far): numba; else numpy.  A few hundred bytes
     # of temporaries per row: in blocks

@@ -303,9 +303,12 @@ class StreamWriter:
     """
 
     def __init__(self, stub: str | Path, stream: int, defs: Definitions, schema: Schema | None = None,
-                 compress: bool = False):
+                 compress: bool = False, shared: dict | None = None):
         self.stub, self.stream, self.defs, self.compress = Path(stub), stream, defs, compress
         self.schema = schema
+        # what every stream of a run computes alike (the generic layout), made once per run:
+        # a sink writing thousands of streams passes one dict to all of them
+        self.shared = {} if shared is None else shared
         self.files: dict[str, _FileState] = {}
         self.marker: OutFile | None = None
         self._first_marker: tuple[int, int] | None = None     # (ticks, process) of the first spot
@@ -384,7 +387,9 @@ class StreamWriter:
         """The .events file of a non-OTF input (events and sample counters)."""
         from .generic import layout
         if self._layout is None:
-            self._layout = layout(self.defs, {"events": [], **(self.schema or {n: [] for n in tables})})
+            if "layout" not in self.shared:
+                self.shared["layout"] = layout(self.defs, {"events": [], **(self.schema or {n: [] for n in tables})})
+            self._layout = self.shared["layout"]
         lay = self._layout
         ev = tables.get("events")
         if ev is not None and len(ev):
@@ -413,7 +418,7 @@ class StreamWriter:
     def _append_spots(self, events: Table) -> None:
         """The point events among `events` as marker spots (see ``generic``)."""
         from .generic import marker_spots
-        spots = marker_spots(self.defs, self.schema or {"events": []}, events)
+        spots = marker_spots(self.defs, self.schema or {"events": []}, events, self._layout)
         if len(spots.ends):
             self.regions = np.union1d(self.regions, spots.regions)
             for block in spots.data:      # point events' ticks are their ns (generic: 1e9 ticks/s)
