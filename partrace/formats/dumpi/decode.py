@@ -205,11 +205,6 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
     from .events import chunk_events
     from .requests import RequestTracker
     rf = read_rank_file(path)                      # small records, read by seeking
-    if rf.version < (0, 6, 9):
-        # older writers had other layouts (Init argc twice, statuses without tag,
-        # Type_struct / Cart_get arrays); the table holds the current ones only
-        raise TraceError.at_byte(path, rf.index["header"], f"DUMPI version "
-                                 f"{'.'.join(map(str, rf.version))} predates 0.6.9; not supported")
     location = rank + 1
     if not chunk_calls:
         recorded = rf.calls[290] - rf.ignored[290]          # footer totals: an estimate
