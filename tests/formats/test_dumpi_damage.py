@@ -20,7 +20,9 @@ import pytest
 
 from partrace.errors import TraceError
 from partrace.formats.dumpi import DUMPI
+from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_rank
 from partrace.formats.dumpi.layout import read_rank_file
+from partrace.formats.dumpi.tables import SIDE_ARG_ID
 from partrace.model import Table
 from tests.conftest import run_cli
 
@@ -264,16 +266,25 @@ def _set_version(f: Path, version: tuple[int, int, int]) -> None:
     patch(f, _index(f)["header"], bytes(version))
 
 
-@pytest.mark.parametrize("version,match", [
-    ((0, 6, 8), "DUMPI version 0.6.8 predates 0.6.9; not supported (supported: 0.6.9 to 13.x)"),
-    ((0, 4, 0), "DUMPI version 0.4.0 predates 0.6.9"),
-    ((14, 0, 0), "DUMPI version 14.0.0 is newer than any sst-dumpi release known; not "
-                 "supported (supported: 0.6.9 to 13.x)")])
-def test_unsupported_versions(tmp_path, version, match):
+@pytest.mark.parametrize("version", [(14, 0, 0), (255, 1, 2)])
+def test_newer_major_versions_are_refused(tmp_path, version):
     trace = copy(tmp_path)
     f = rank(trace, 2)
     _set_version(f, version)
-    check(trace, tmp_path, f, f"byte {_index(rank(SRC, 2))['header']}", match)
+    text = ".".join(map(str, version))
+    check(trace, tmp_path, f, f"byte {_index(rank(SRC, 2))['header']}",
+          f"DUMPI version {text} is newer than any sst-dumpi release known; not supported "
+          "(supported: 0.0.0 to 13.x, as sst-dumpi 13.0.0 reads them)")
+
+
+def replace_bytes(f: Path, at: int, end: int, blob: bytes) -> None:
+    """Bytes [at, end) of a rank file become ``blob``; index offsets after ``at`` follow."""
+    data = f.read_bytes()
+    delta = len(blob) - (end - at)
+    data = data[:at] + blob + data[end:]
+    fields = list(struct.unpack(">8Q", data[-64:]))
+    fields[1:] = [x + delta if x > at else x for x in fields[1:]]
+    f.write_bytes(data[:-64] + struct.pack(">8Q", *fields))
 
 
 def _same_rows(a: dict, b: dict, skip=()) -> None:
@@ -291,14 +302,98 @@ def _same_rows(a: dict, b: dict, skip=()) -> None:
 
 @pytest.mark.parametrize("version", [(0, 6, 9), (7, 0, 0), (12, 0, 0), (13, 2, 1)])
 def test_versions_with_the_same_records_decode_alike(tmp_path, version):
-    """Headers of the releases whose records the table describes (0.6.9 .. 13.x: no
-    version check in sst-dumpi's readers after 0.6.9) give the same rows."""
+    """Headers of the releases whose records did not change since 0.6.9 (no version
+    check in sst-dumpi's readers after that) give the same rows."""
     trace = copy(tmp_path)
     for r in range(4):
         _set_version(rank(trace, r), version)
     reader = DUMPI.open(trace)
     assert reader.read_definitions().attrs["version"] == ".".join(map(str, version))
     _same_rows(decode_all(SRC), decode_all(trace))
+
+
+def argc_twice(f: Path) -> None:
+    data = f.read_bytes()
+    assert data[16:19] == bytes([0, 124, 0x48])            # MPI_Init, as dumpi2ascii shows
+    replace_bytes(f, 33, 37, data[33:37] * 2)
+
+
+def test_before_0_6_2_init_wrote_argc_twice(tmp_path):
+    """The fixture re-encoded as a 0.6.1 writer did it: MPI_Init's argc (at byte 33 of
+    each rank file, after label, mask 0x48, thread and wall times) written twice."""
+    trace = copy(tmp_path)
+    for r in range(4):
+        argc_twice(rank(trace, r))
+        _set_version(rank(trace, r), (0, 6, 1))
+    a, b = decode_all(SRC), decode_all(trace)
+    _same_rows(a, b)
+    assert list(b["0001"]["strings"]["text"]) == ["/home/usr/bin/dt_coll"]
+    headers = DUMPI.open(trace).read_definitions().tables["rank_headers"]
+    assert headers["version"].tolist() == ["0.6.1"] * 4
+
+
+def test_before_0_5_no_mesh_size_in_the_header(tmp_path):
+    """dumpi/common/io.c reads the header's meshsize array only from 0.5 on: the
+    fixture's header re-encoded with mesh coordinates, as 13.0.0 and as 0.4.0 wrote it
+    (with MPI_Init's argc twice, as before 0.6.2)."""
+    new, old = copy(tmp_path / "new"), copy(tmp_path / "old")
+    for r in range(4):
+        argc_twice(rank(old, r))
+        _set_version(rank(old, r), (0, 4, 0))
+    for trace, version, size in ((new, (13, 0, 0), [4, 4]), (old, (0, 4, 0), [])):
+        f = rank(trace, 0)
+        ix = _index(f)
+        data = f.read_bytes()
+        head = data[ix["header"]:ix["footer"]]
+        assert head.endswith(struct.pack(">II", 0, 0))        # meshdim 0: two empty arrays
+        mesh = struct.pack(">I2i", 2, 1, 2) + (struct.pack(">I2i", 2, *size) if size else b"")
+        replace_bytes(f, ix["header"], ix["footer"], bytes(version) + head[3:-8] + mesh)
+    for trace, size in ((new, [4, 4]), (old, [])):
+        rf = read_rank_file(rank(trace, 0))
+        assert (rf.meshcrd, rf.meshsize) == ([1, 2], size)
+        assert rf.calls == read_rank_file(rank(SRC, 0)).calls
+    _same_rows(decode_all(new), decode_all(old))
+
+
+def _one_int_instead_of(f: Path, values: list[int], version) -> None:
+    """An array argument (u32 count + ints) rewritten as older writers wrote it: its
+    first int alone."""
+    data = f.read_bytes()
+    blob = struct.pack(f">I{len(values)}i", len(values), *values)
+    at = data.index(blob)
+    replace_bytes(f, at, at + len(blob), struct.pack(">i", values[0]))
+    _set_version(f, version)
+
+
+@pytest.mark.parametrize("name,args,arg,version", [
+    ("MPI_Type_struct", dict(count=3, lengths=[5, 6, 7], indices=[1001, 1002, 1003],
+                             oldtypes=[9, 9, 9], newtype=40), "indices", (0, 6, 8)),
+    ("MPI_Cart_get", dict(ndim=2, comm=2, maxdims=2, dims=[3, 4], periods=[0, 1],
+                          coords=[1001, 1002]), "coords", (0, 6, 7))])
+def test_older_array_layouts(tmp_path, name, args, arg, version):
+    """Before 0.6.9 (Type_struct) and 0.6.8 (Cart_get) one int was written in place of
+    the array; sst-dumpi reads it as the first element, the others 0."""
+    calls = [Call("MPI_Barrier", dict(comm=2)), Call(name, args), Call("MPI_Barrier", dict(comm=2))]
+    for sub in ("new", "old"):
+        (tmp_path / sub).mkdir()
+        write_meta(tmp_path / sub, "t", 1)
+        write_rank(rank_path(tmp_path / sub, "t", 0), calls)
+    _one_int_instead_of(rank_path(tmp_path / "old", "t", 0), args[arg], version)
+    a, b = decode_all(tmp_path / "new"), decode_all(tmp_path / "old")
+    first_only = [args[arg][0]] + [0] * (len(args[arg]) - 1)
+    for dec, values in ((a, args[arg]), (b, first_only)):
+        arrays = dec["0000"]["arrays"]
+        sel = (arrays["call"] == 1) & (arrays["arg"] == SIDE_ARG_ID[arg])
+        assert arrays["value"][sel].tolist() == values
+        assert dec["0000"][f"calls/{name}"][f"{arg}_count"].tolist() == [len(values)]
+    same = [k for k in range(len(a["0000"]["arrays"]))
+            if not (a["0000"]["arrays"]["call"][k] == 1
+                    and a["0000"]["arrays"]["arg"][k] == SIDE_ARG_ID[arg])]
+    assert len(b["0000"]["arrays"]) == len(a["0000"]["arrays"])
+    for col in ("call", "arg", "i0", "value"):
+        assert np.array_equal(a["0000"]["arrays"][col][same], b["0000"]["arrays"][col][same])
+    _same_rows({k: {n: t for n, t in v.items() if n != "arrays"} for k, v in a.items()},
+               {k: {n: t for n, t in v.items() if n != "arrays"} for k, v in b.items()})
 
 
 @pytest.mark.parametrize("skip", [1, 2, 3])

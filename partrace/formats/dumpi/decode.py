@@ -13,7 +13,6 @@ from .functable import FUNCTIONS
 from .layout import RankFile, read_rank_file
 from .tables import SCALAR_DTYPES, SIDE_ARG_ID, table_name
 
-_TABLE = scan.compile_table()
 # most calls per chunk (~0.5 GB peak decoding alone): bigger chunks give event columns
 # of 4 MB and more, which numpy backs with huge pages (fewer page faults: fastest measured)
 CHUNK_CALLS = 1 << 18
@@ -28,7 +27,7 @@ class Walk:
 
     def __init__(self, data, rf: RankFile, pos: int | None = None, limit: int | None = None):
         buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
-        start, count, ops = _TABLE
+        start, count, ops = scan.table_for(rf.version)
         offs = np.array([rf.cpu_offset, rf.wall_offset], np.int64)
         pos = rf.stream_start if pos is None else pos
         limit = np.iinfo(np.int64).max if limit is None else limit

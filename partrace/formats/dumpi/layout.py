@@ -20,11 +20,12 @@ END_OF_STREAM = 293
 NUM_FOOTER = 291          # footer slots: labels 0..290 (290 = all functions)
 INDEX_FIELDS = ("sizelbl", "addrlbl", "perflbl", "header", "body", "footer", "keyval")
 FOOTER_BYTES = 8 + 8 * NUM_FOOTER        # magic + calls and ignored counts
-# header versions whose records the function table describes: 0.6.9 changed
-# Type_struct (and 0.6.8 Cart_get, 0.6.2 Init); nothing changed up to 13.0.0,
-# the newest sst-dumpi release (its readers only warn on newer files)
-OLDEST, NEWEST_MAJOR = (0, 6, 9), 13
-SUPPORTED = "0.6.9 to 13.x"
+# header versions read as sst-dumpi 13.0.0 (the newest release) reads them: the
+# layouts that changed (header meshsize from 0.5; Init, Cart_get, Type_struct before
+# 0.6.2/0.6.8/0.6.9: scan.OLD_LAYOUTS) are read the old way; a newer major version
+# may have changed anything (sst-dumpi only warns; we refuse)
+NEWEST_MAJOR = 13
+SUPPORTED = "0.0.0 to 13.x, as sst-dumpi 13.0.0 reads them"
 
 
 def regular_file(path: Path, what: str) -> int:
@@ -223,7 +224,8 @@ def read_rank_file(path: Path, data=None) -> RankFile:
     starttime = c.u64("start time")
     hostname, username = c.string("hostname"), c.string("username")
     meshcrd = c.i32s("mesh coordinates")
-    meshsize = c.i32s("mesh size")
+    # meshsize was added in 0.5 (dumpi/common/io.c reads it only from then on)
+    meshsize = c.i32s("mesh size") if meshcrd and version[:2] > (0, 4) else []
     if c.pos > idx["footer"]:
         raise TraceError.at_byte(path, idx["header"], f"header record runs to byte {c.pos}, "
                                  f"past the footer at {idx['footer']} (corrupt header?)")
@@ -251,11 +253,6 @@ def read_rank_file(path: Path, data=None) -> RankFile:
 
 def _check_version(path: Path, at: int, version: tuple[int, int, int]) -> None:
     text = ".".join(map(str, version))
-    if version < OLDEST:
-        # older writers had other layouts (Init argc twice, Type_struct, Cart_get);
-        # the function table holds the current ones only
-        raise TraceError.at_byte(path, at, f"DUMPI version {text} predates 0.6.9; not "
-                                 f"supported (supported: {SUPPORTED})")
     if version[0] > NEWEST_MAJOR:
         raise TraceError.at_byte(path, at, f"DUMPI version {text} is newer than any "
                                  f"sst-dumpi release known; not supported (supported: "
