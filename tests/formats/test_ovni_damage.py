@@ -213,6 +213,32 @@ def test_v1_metadata_version_unknown(tmp_path):
     check(trace, tmp_path, md, None, 'expected "version" 1 or 2, got 0: not an ovni metadata')
 
 
+def _with_loom_cpus(trace: Path) -> Path:
+    return next(p for p in trace.glob("loom.*/proc.*/thread.*/stream.json")
+                if "loom_cpus" in p.read_text())
+
+
+@pytest.mark.parametrize("src,key,value,match", [
+    (V3, "loom_cpus", 5, 'expected "loom_cpus" to be a list of {"index", "phyid"} objects, got 5'),
+    (V3, "rank", "x", "expected an integer \"rank\", got 'x'"),
+    (V3, "nranks", True, 'expected an integer "nranks", got True'),
+    (V1, "cpus", None, 'expected "cpus" to be a list of {"index", "phyid"} objects, got None'),
+    (V1, "app_id", 1.5, 'expected an integer "app_id", got 1.5')], ids=str)
+def test_metadata_facts_of_the_wrong_type(tmp_path, src, key, value, match):
+    """Used to be an internal TypeError (cpus) or a silent "not given" (-1) rank."""
+    trace = copy(src, tmp_path)
+    if src is V3:
+        doc_path = _with_loom_cpus(trace)
+        doc = json.loads(doc_path.read_text())
+        doc["ovni"][key] = value
+    else:
+        doc_path = next(p for p in trace.glob("loom.*/proc.*/metadata.json")
+                        if "cpus" in p.read_text())
+        doc = {**json.loads(doc_path.read_text()), key: value}
+    doc_path.write_text(json.dumps(doc))
+    check(trace, tmp_path, doc_path, None, match)
+
+
 def test_truncated_json_at_its_line(tmp_path):
     trace = copy(V3, tmp_path)
     sj = thread_dir(trace, 27413) / "stream.json"

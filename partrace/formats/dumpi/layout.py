@@ -180,15 +180,18 @@ class Tail:
     def __init__(self, path: Path):
         self.path = path
         self.size = regular_file(path, "DUMPI rank file")
-        with open(path, "rb") as f:
-            self.head = f.read(16)
-            f.seek(max(0, self.size - 64))
-            self.index = read_index(path, self.head, f.read(64), self.size)
-            f.seek(self.index["body"])
-            self.preamble = f.read(8)
-            self.base = max(16, self.index["header"] - 2)
-            f.seek(self.base)
-            self.tail = f.read()
+        try:
+            with open(path, "rb") as f:
+                self.head = f.read(16)
+                f.seek(max(0, self.size - 64))
+                self.index = read_index(path, self.head, f.read(64), self.size)
+                f.seek(self.index["body"])
+                self.preamble = f.read(8)
+                self.base = max(16, self.index["header"] - 2)
+                f.seek(self.base)
+                self.tail = f.read()
+        except OSError as e:
+            raise TraceError(path, None, f"cannot read the DUMPI rank file: {e.strerror}") from None
 
     def __len__(self) -> int:
         return self.size
@@ -262,8 +265,12 @@ def _check_version(path: Path, at: int, version: tuple[int, int, int]) -> None:
 def read_metafile(path: Path) -> dict[str, str]:
     """key=value lines (hostname, numprocs, username, startime, fileprefix, version...)."""
     regular_file(path, "DUMPI metafile")
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        raise TraceError(path, None, f"cannot read the DUMPI metafile: {e.strerror}") from None
     out = {}
-    for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         key, sep, value = line.partition("=")

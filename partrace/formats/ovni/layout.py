@@ -5,6 +5,12 @@ v2 (1.5 - 1.10): as v1 plus ``thread.<T>.json`` beside each stream;
 v3 (>= 1.11): ``loom.<L>/proc.<P>/thread.<T>/{stream.json,stream.obs}`` with
 the process facts spread over the streams of the threads that set them.
 The version is told apart per process folder by what is on disk.
+
+Every entry named as a part of the trace (``loom.*``, ``proc.<P>``, ``thread.<T>``
+folders, streams, metadata, ``clock-offsets.txt``) must be there and be a regular
+file or folder (checked with ``os.stat`` before opening: a FIFO never blocks a
+read); anything else beside them (ovniemu's Paraver output, dumps) is not the
+trace's and is neither read nor counted.
 """
 from __future__ import annotations
 
@@ -200,6 +206,7 @@ def gather_processes(streams: list[Stream], load=None) -> tuple[list[Process], d
                 doc = load(md)
                 docs[relpath(md)] = doc
                 _expect_version(md, doc, (1, 2))
+                _check_facts(md, doc, "cpus")
                 facts = {k: v for k, v in doc.items() if k != "cpus"}
                 procs[key] = Process(s.loom, s.pid, doc["version"], facts,
                                      list(doc.get("cpus", [])))
@@ -218,6 +225,7 @@ def gather_processes(streams: list[Stream], load=None) -> tuple[list[Process], d
         o = doc.get("ovni")
         if not isinstance(o, dict):
             raise TraceError.at_line(s.meta, 1, 'expected an "ovni" object')
+        _check_facts(s.meta, o, "loom_cpus")
         for k, want in (("loom", s.loom), ("pid", s.pid), ("tid", s.tid)):
             if k in o and o[k] != want:
                 raise TraceError(s.meta, None, f'"{k}" is {o[k]!r} but the folder says {want!r}')
@@ -230,6 +238,16 @@ def gather_processes(streams: list[Stream], load=None) -> tuple[list[Process], d
                 proc.facts[k] = o[k]
         proc.cpus += list(o.get("loom_cpus", []))
     return [procs[k] for k in sorted(procs)], docs
+
+
+def _check_facts(path: Path, doc: dict, cpus_key: str) -> None:
+    """Process facts are integers and the CPU list a list (never read as "not given")."""
+    for k in ("app_id", "rank", "nranks"):
+        if k in doc and (type(doc[k]) is not int):
+            raise TraceError(path, None, f'expected an integer "{k}", got {doc[k]!r}')
+    if cpus_key in doc and not isinstance(doc[cpus_key], list):
+        raise TraceError(path, None, f'expected "{cpus_key}" to be a list of '
+                         f'{{"index", "phyid"}} objects, got {doc[cpus_key]!r}')
 
 
 def loom_cpus(procs: list[Process]) -> dict[str, list[tuple[int, int]]]:
