@@ -170,7 +170,8 @@ def test_fifo_or_file_in_place_of_a_thread_folder(tmp_path):
     d.unlink()
     d.write_text("")
     e = api_error(trace)
-    assert e.path == str(d) and "expected a thread stream folder (layout v3), found a file" in str(e)
+    assert e.path == str(d)
+    assert "expected a thread stream folder (layout v3), found a file" in str(e)
 
 
 # -- damage inside a file: named with its byte or line ---------------------------------
