@@ -6,6 +6,7 @@ numba kernel load in :mod:`.decode` when a unit is decoded.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from ..base import Format, TraceReader
@@ -13,7 +14,17 @@ from ..base import Format, TraceReader
 MAGIC = bytes.fromhex("ffaadd44554d5049")
 
 
+def _regular(path: Path) -> bool:
+    """Never open a FIFO to sniff it (the read would block); the reader reports it."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _has_magic(path: Path) -> bool:
+    if not _regular(path):
+        return path.suffix == ".bin"        # let the reader name what is wrong with it
     try:
         with open(path, "rb") as f:
             return f.read(8) == MAGIC
@@ -31,7 +42,10 @@ class DUMPI(Format):
         if path.is_dir():
             return any(path.glob("*.meta"))
         if path.suffix == ".meta":
-            return "fileprefix=" in path.read_text(errors="replace")[:4096]
+            if not _regular(path):
+                return True                 # the reader reports it as not a regular file
+            with open(path, "rb") as f:
+                return b"fileprefix=" in f.read(4096)
         return path.suffix == ".bin" and _has_magic(path)
 
     @classmethod

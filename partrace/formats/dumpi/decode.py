@@ -13,7 +13,6 @@ from .functable import FUNCTIONS
 from .layout import RankFile, read_rank_file
 from .tables import SCALAR_DTYPES, SIDE_ARG_ID, table_name
 
-_TABLE = scan.compile_table()
 # most calls per chunk (~0.5 GB peak decoding alone): bigger chunks give event columns
 # of 4 MB and more, which numpy backs with huge pages (fewer page faults: fastest measured)
 CHUNK_CALLS = 1 << 18
@@ -28,7 +27,7 @@ class Walk:
 
     def __init__(self, data, rf: RankFile, pos: int | None = None, limit: int | None = None):
         buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
-        start, count, ops = _TABLE
+        start, count, ops = scan.table_for(rf.version)
         offs = np.array([rf.cpu_offset, rf.wall_offset], np.int64)
         pos = rf.stream_start if pos is None else pos
         limit = np.iinfo(np.int64).max if limit is None else limit
@@ -205,11 +204,6 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
     from .events import chunk_events
     from .requests import RequestTracker
     rf = read_rank_file(path)                      # small records, read by seeking
-    if rf.version < (0, 6, 9):
-        # older writers had other layouts (Init argc twice, statuses without tag,
-        # Type_struct / Cart_get arrays); the table holds the current ones only
-        raise TraceError.at_byte(path, rf.index["header"], f"DUMPI version "
-                                 f"{'.'.join(map(str, rf.version))} predates 0.6.9; not supported")
     location = rank + 1
     if not chunk_calls:
         recorded = rf.calls[290] - rf.ignored[290]          # footer totals: an estimate

@@ -6,6 +6,8 @@ big-endian throughout; strings are u16 length + bytes.
 """
 from __future__ import annotations
 
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,28 @@ FOOT_MAGIC = 0x00000000F007FEE7
 END_OF_STREAM = 293
 NUM_FOOTER = 291          # footer slots: labels 0..290 (290 = all functions)
 INDEX_FIELDS = ("sizelbl", "addrlbl", "perflbl", "header", "body", "footer", "keyval")
+FOOTER_BYTES = 8 + 8 * NUM_FOOTER        # magic + calls and ignored counts
+# header versions read as sst-dumpi 13.0.0 (the newest release) reads them: the
+# layouts that changed (header meshsize from 0.5; Init, Cart_get, Type_struct before
+# 0.6.2/0.6.8/0.6.9: scan.OLD_LAYOUTS) are read the old way; a newer major version
+# may have changed anything (sst-dumpi only warns; we refuse)
+NEWEST_MAJOR = 13
+SUPPORTED = "0.0.0 to 13.x, as sst-dumpi 13.0.0 reads them"
+
+
+def regular_file(path: Path, what: str) -> int:
+    """Size of ``path``, or a TraceError if it is missing or not a regular file
+    (checked before opening: a FIFO would block the read forever)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise TraceError(path, None, f"{what} is missing") from None
+    except OSError as e:
+        raise TraceError(path, None, f"cannot read the {what}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO, device or socket"
+        raise TraceError(path, None, f"not a regular file ({kind}); expected the {what}")
+    return st.st_size
 
 
 class Cursor:
@@ -100,41 +124,74 @@ class RankFile:
 
 
 def read_index(path: Path, head: bytes, last: bytes, size: int) -> dict[str, int]:
-    """The index record in the last 64 bytes; older files lack the first 1-3 fields."""
+    """The index record in the last 64 bytes; older files lack the first 1-3 fields.
+
+    The offsets are checked against each other and the file size (a file cut
+    short shifts the fields, so a magic found early must still give a
+    consistent layout) before anything is read at them.
+    """
     if size < 16 + 40:
-        raise TraceError.at_byte(path, 0, f"file of {size} bytes is too short for DUMPI")
+        raise TraceError.at_byte(path, size, f"file of {size} bytes is too short for DUMPI "
+                                 "(expected head magic, call stream, header, footer and index)")
     if struct.unpack(">Q", head[:8])[0] != HEAD_MAGIC:
         raise TraceError.at_byte(path, 0, "expected DUMPI head magic ff aa dd 44 55 4d 50 49")
-    last = last[-64:]
+    last = last[-64:].rjust(64, b"\0")
     for skip in range(4):                      # full index first, then older, shorter ones
         at = 8 * skip
         if struct.unpack(">Q", last[at:at + 8])[0] == HEAD_MAGIC:
             names = INDEX_FIELDS[skip:]
             index = dict.fromkeys(INDEX_FIELDS, 0) | dict(
                 zip(names, struct.unpack(f">{len(names)}Q", last[at + 8:])))
-            where = size - 64 + at
-            for k in ("header", "body", "footer"):
-                if not 0 < index[k] < where:
-                    raise TraceError.at_byte(path, where, f"bad index record: {k} offset "
-                                             f"{index[k]} outside the file")
+            _check_index(path, index, size - 64 + at)
             return index
-    raise TraceError.at_byte(path, size - 64, "expected index record with head magic "
+    raise TraceError.at_byte(path, max(0, size - 64), "expected index record with head magic "
                              "at the end of the file (truncated file?)")
 
 
+def _check_index(path: Path, index: dict[str, int], where: int) -> None:
+    """Stream, header, footer and label records in the order libdumpi writes them,
+    all before the index record at ``where``."""
+    def bad(text):
+        raise TraceError.at_byte(path, where, f"bad index record: {text} (truncated or "
+                                 "corrupt file?)")
+
+    for k in ("header", "body", "footer"):
+        if not 0 < index[k] < where:
+            bad(f"{k} offset {index[k]} outside the file")
+    if index["body"] < 8 or index["body"] + 8 > index["header"] - 2:
+        bad(f"call stream at {index['body']} does not end before the header at "
+            f"{index['header']}")
+    if not index["header"] + 3 + 8 + 2 + 2 + 8 <= index["footer"]:
+        bad(f"footer offset {index['footer']} overlaps the header at {index['header']}")
+    records_from = index["footer"] + FOOTER_BYTES
+    if records_from > where:
+        bad(f"footer at {index['footer']} needs {FOOTER_BYTES} bytes, the index starts at "
+            f"{where}")
+    for k in ("sizelbl", "addrlbl", "perflbl", "keyval"):
+        if index[k] and not records_from <= index[k] <= where - 4:
+            bad(f"{k} offset {index[k]} is not between the footer end {records_from} and "
+                f"the index at {where}")
+
+
 class Tail:
-    """A rank file's first 16 bytes and its records after the stream, without the stream."""
+    """A rank file's first 16 bytes, the stream's 8-byte preamble and its records after
+    the stream, without the stream itself."""
 
     def __init__(self, path: Path):
-        with open(path, "rb") as f:
-            self.size = f.seek(0, 2)
-            f.seek(0)
-            self.head = f.read(16)
-            f.seek(max(0, self.size - 64))
-            self.index = read_index(path, self.head, f.read(64), self.size)
-            self.base = max(16, self.index["header"] - 2)
-            f.seek(self.base)
-            self.tail = f.read()
+        self.path = path
+        self.size = regular_file(path, "DUMPI rank file")
+        try:
+            with open(path, "rb") as f:
+                self.head = f.read(16)
+                f.seek(max(0, self.size - 64))
+                self.index = read_index(path, self.head, f.read(64), self.size)
+                f.seek(self.index["body"])
+                self.preamble = f.read(8)
+                self.base = max(16, self.index["header"] - 2)
+                f.seek(self.base)
+                self.tail = f.read()
+        except OSError as e:
+            raise TraceError(path, None, f"cannot read the DUMPI rank file: {e.strerror}") from None
 
     def __len__(self) -> int:
         return self.size
@@ -145,9 +202,14 @@ class Tail:
         a, b = key.start or 0, min(key.stop, self.size)
         if b <= 16:
             return self.head[a:b]
+        body = self.index["body"]
+        if body <= a and b <= body + 8:
+            return self.preamble[a - body:b - body]
         if a >= self.base:
             return self.tail[a - self.base:b - self.base]
-        raise IndexError("DUMPI call stream is not loaded")
+        # only reachable through offsets the index check let through
+        raise TraceError.at_byte(self.path, a, "expected a record after the call stream, "
+                                 "found an offset inside it (corrupt index record?)")
 
 
 def read_rank_file(path: Path, data=None) -> RankFile:
@@ -161,10 +223,15 @@ def read_rank_file(path: Path, data=None) -> RankFile:
         raise TraceError.at_byte(path, c.pos, "expected end-of-stream label 293 before header")
     c.pos = idx["header"]
     version = (c.u8(), c.u8(), c.u8())
+    _check_version(path, idx["header"], version)
     starttime = c.u64("start time")
     hostname, username = c.string("hostname"), c.string("username")
     meshcrd = c.i32s("mesh coordinates")
-    meshsize = c.i32s("mesh size")
+    # meshsize was added in 0.5 (dumpi/common/io.c reads it only from then on)
+    meshsize = c.i32s("mesh size") if meshcrd and version[:2] > (0, 4) else []
+    if c.pos > idx["footer"]:
+        raise TraceError.at_byte(path, idx["header"], f"header record runs to byte {c.pos}, "
+                                 f"past the footer at {idx['footer']} (corrupt header?)")
     c.pos = idx["footer"]
     if c.u64("footer magic") != FOOT_MAGIC:
         raise TraceError.at_byte(path, idx["footer"], "expected footer magic 00 00 00 00 f0 07 fe e7")
@@ -187,10 +254,23 @@ def read_rank_file(path: Path, data=None) -> RankFile:
     return rf
 
 
+def _check_version(path: Path, at: int, version: tuple[int, int, int]) -> None:
+    text = ".".join(map(str, version))
+    if version[0] > NEWEST_MAJOR:
+        raise TraceError.at_byte(path, at, f"DUMPI version {text} is newer than any "
+                                 f"sst-dumpi release known; not supported (supported: "
+                                 f"{SUPPORTED})")
+
+
 def read_metafile(path: Path) -> dict[str, str]:
     """key=value lines (hostname, numprocs, username, startime, fileprefix, version...)."""
+    regular_file(path, "DUMPI metafile")
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        raise TraceError(path, None, f"cannot read the DUMPI metafile: {e.strerror}") from None
     out = {}
-    for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         key, sep, value = line.partition("=")

@@ -12,7 +12,7 @@ import numpy as np
 from ...errors import TraceError
 from ...model import LOCATION_COLUMNS, REGION_COLUMNS, Definitions, Schema, Table, conform
 from ..base import TraceReader, Unit
-from .layout import RankFile, read_metafile, read_rank_file
+from .layout import RankFile, read_metafile, read_rank_file, regular_file
 
 _RANK = re.compile(r"-(\d+)\.bin$")
 ALWAYS = ("MPI_Function_enter", "MPI_Function_exit")   # labels without a footer slot
@@ -46,12 +46,9 @@ class DumpiReader(TraceReader):
             self.files = {int(m[1]) if m else 0: p}
         else:
             self.meta = read_metafile(p)
-            prefix = self.meta["fileprefix"]
-            self.files = {r: p.parent / f"{prefix}-{r:04d}.bin"
-                          for r in range(int(self.meta["numprocs"]))}
-            for r, f in self.files.items():
-                if not f.is_file():
-                    raise TraceError(f, None, f"rank {r} file is missing (named by metafile {p})")
+            self.files = _rank_files(p, self.meta)
+        for r, f in self.files.items():
+            regular_file(f, f"rank {r} file" + (f" (named by metafile {p})" if self.meta else ""))
         self.metafile = p
 
     def source_files(self) -> list[Path]:
@@ -129,6 +126,30 @@ class DumpiReader(TraceReader):
         path, rank = unit.info
         yield from decode_rank(Path(path), rank, self.schema(defs), defs,
                                chunk_bytes=self.chunk_bytes)
+
+
+def _rank_files(meta: Path, facts: dict[str, str]) -> dict[int, Path]:
+    """Rank r's file is ``<fileprefix>-<r:04d>.bin`` beside the metafile, for r below
+    numprocs.  As sst-dumpi's readers (dumpi/bin/metadata.cc), a missing one is an
+    error; rank files of the same prefix beyond numprocs (which they would skip) are
+    an error too: their calls would be lost without a word."""
+    prefix, numprocs = facts["fileprefix"], int(facts["numprocs"])
+    if numprocs < 1:
+        raise TraceError(meta, None, f"numprocs={numprocs}: expected at least 1 rank")
+    files = {r: meta.parent / f"{prefix}-{r:04d}.bin" for r in range(numprocs)}
+    for r, f in files.items():
+        if not os.path.lexists(f):
+            raise TraceError(f, None, f"rank {r} file is missing (metafile {meta} says "
+                             f"numprocs={numprocs})")
+    pattern = re.compile(re.escape(Path(prefix).name) + r"-(\d+)\.bin$")
+    folder = (meta.parent / prefix).parent
+    extra = sorted((p for p in folder.iterdir() if (m := pattern.match(p.name))
+                    and int(m[1]) >= numprocs), key=lambda p: p.name)
+    if extra:
+        names = ", ".join(p.name for p in extra[:5]) + (" ..." if len(extra) > 5 else "")
+        raise TraceError(meta, None, f"numprocs={numprocs} but {len(extra)} more rank "
+                         f"file(s) of prefix {prefix!r} lie beside it: {names}")
+    return files
 
 
 def _mpi_tables() -> dict[str, Table]:

@@ -18,6 +18,15 @@ from .functable import FUNCTIONS
 KINDS = ("i32", "u16", "u8", "i64", "status", "a32", "a16", "a8", "aa32",
          "str", "str2", "str3", "argv")
 K = {k: i for i, k in enumerate(KINDS)}
+# byte layouts of older writers, as sst-dumpi's dumpiio.c reads them (compiled ops only:
+# the tables keep the current kinds).  ONE_OF: one i32 where the array now is; it
+# becomes the first of as many elements as the array slot named in the op holds (the
+# rest 0), as dumpiio.c fills them.  ARGV_TWICE: argc written twice before the strings.
+ONE_OF, ARGV_TWICE = len(KINDS), len(KINDS) + 1
+OLD_LAYOUTS = (   # (first version with today's layout, function, argument, old kind, size slot)
+    ((0, 6, 9), "MPI_Type_struct", "indices", ONE_OF, "lengths"),
+    ((0, 6, 8), "MPI_Cart_get", "coords", ONE_OF, "dims"),
+    ((0, 6, 2), "MPI_Init", "argv", ARGV_TWICE, None))
 MAXARGS = max(len(a) for _, _, a in FUNCTIONS if a)
 NFUNC = len(FUNCTIONS)
 
@@ -25,19 +34,36 @@ NFUNC = len(FUNCTIONS)
 OK, E_UNKNOWN, E_TRUNC = 0, 1, 2
 
 
-def compile_table():
-    """(start, count) per function id and per-op (kind, cond_a, cond_b); count -1 = no record."""
+def compile_table(version: tuple[int, int, int] = (13, 0, 0)):
+    """(start, count) per function id and per-op (kind, cond_a, cond_b); count -1 = no record.
+    For a ONE_OF op, cond_a is the slot whose element count it takes."""
+    old = {(f, a): (k, size) for since, f, a, k, size in OLD_LAYOUTS if tuple(version) < since}
     start = np.zeros(NFUNC, np.int32)
     count = np.full(NFUNC, -1, np.int32)
     ops = []
-    for fid, _name, args in FUNCTIONS:
+    for fid, name, args in FUNCTIONS:
         if args is None:
             continue
         slot = {a[0]: i for i, a in enumerate(args)}
         start[fid], count[fid] = len(ops), len(args)
-        for _n, kind, _role, cond in args:
+        for an, kind, _role, cond in args:
+            if (name, an) in old:
+                k, size = old[name, an]
+                ops.append((k, slot[size] if size else -1, -1))
+                continue
             ops.append((K[kind], slot[cond[0]] if cond else -1, slot[cond[1]] if cond else -1))
     return start, count, np.array(ops, np.int32).reshape(-1, 3)
+
+
+_TABLES: dict = {}
+
+
+def table_for(version: tuple[int, int, int]):
+    """The compiled table for a writer version (one per distinct layout, cached)."""
+    key = tuple(since for since, *_ in OLD_LAYOUTS if tuple(version) < since)
+    if key not in _TABLES:
+        _TABLES[key] = compile_table(version)
+    return _TABLES[key]
 
 
 @njit(cache=True, inline="always")
@@ -129,7 +155,7 @@ def walk(b, pos, end, limit, offs, fstart, fcount, ops, fill,
             kind = ops[fstart[fid] + k, 0]
             ca = ops[fstart[fid] + k, 1]
             v = np.int64(0)
-            if ca >= 0 and vals[row, ca] != vals[row, ops[fstart[fid] + k, 2]]:
+            if ca >= 0 and kind < 13 and vals[row, ca] != vals[row, ops[fstart[fid] + k, 2]]:
                 vals[row, k] = -1 if kind >= 4 else 0     # root-only field, absent here
                 continue
             if kind == 0 or kind == 1 or kind == 2 or kind == 3:
@@ -167,6 +193,20 @@ def walk(b, pos, end, limit, offs, fstart, fcount, ops, fill,
                         pos += 14
                 else:
                     v = -1
+            elif kind == 13:                      # ONE_OF (older writers): one i32 ...
+                if pos + 4 > end:
+                    return E_TRUNC, rec, counts
+                first = _i32(b, pos)
+                pos += 4
+                v = max(vals[row, ca], 1)         # ... as the first of the sized slot's
+                for i in range(v):                # elements (already bounded by bytes)
+                    if fill:
+                        e_call[ne] = n
+                        e_slot[ne] = k
+                        e_i0[ne] = i
+                        e_i1[ne] = 0
+                        e_val[ne] = first if i == 0 else 0
+                    ne += 1
             elif kind <= 8:                       # arrays of i32 / u16 / u8 / arrays of i32 arrays
                 if pos + 4 > end:
                     return E_TRUNC, rec, counts
@@ -203,6 +243,10 @@ def walk(b, pos, end, limit, offs, fstart, fcount, ops, fill,
                 v = _u32(b, pos)
                 n0 = 1 if kind == 9 else v
                 if kind != 9:
+                    pos += 4
+                if kind == 14:                    # ARGV_TWICE: the repeated argc
+                    if pos + 4 > end:
+                        return E_TRUNC, rec, counts
                     pos += 4
                 for i0 in range(n0):
                     n1 = 1

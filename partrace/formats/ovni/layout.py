@@ -5,11 +5,19 @@ v2 (1.5 - 1.10): as v1 plus ``thread.<T>.json`` beside each stream;
 v3 (>= 1.11): ``loom.<L>/proc.<P>/thread.<T>/{stream.json,stream.obs}`` with
 the process facts spread over the streams of the threads that set them.
 The version is told apart per process folder by what is on disk.
+
+Every entry named as a part of the trace (``loom.*``, ``proc.<P>``, ``thread.<T>``
+folders, streams, metadata, ``clock-offsets.txt``) must be there and be a regular
+file or folder (checked with ``os.stat`` before opening: a FIFO never blocks a
+read); anything else beside them (ovniemu's Paraver output, dumps) is not the
+trace's and is neither read nor counted.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +29,10 @@ CLOCK_OFFSETS = "clock-offsets.txt"
 _THREAD_OBS = re.compile(r"^thread\.(\d+)\.obs$")
 _THREAD_DIR = re.compile(r"^thread\.(\d+)$")
 _PROC_DIR = re.compile(r"^proc\.(\d+)$")
+_THREAD_JSON = re.compile(r"^thread\.(\d+)\.json$")
+# metadata layouts per libovni release: 1 (<= 1.4), 2 (1.5 - 1.10), 3 (>= 1.11);
+# ovniemu itself reads only the one its release writes
+METADATA_VERSIONS = (1, 2, 3)
 
 
 @dataclass
@@ -52,12 +64,37 @@ def trace_dir(path: Path) -> Path | None:
     return None
 
 
+def regular_file(path: Path, what: str) -> int:
+    """Size of ``path``, or a TraceError if it is missing or not a regular file
+    (checked before opening: reading a FIFO would block forever)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise TraceError(path, None, f"{what} is missing") from None
+    except OSError as e:
+        raise TraceError(path, None, f"cannot read the {what}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO, device or socket"
+        raise TraceError(path, None, f"not a regular file ({kind}); expected the {what}")
+    return st.st_size
+
+
+def read_text(path: Path, what: str) -> str:
+    """A trace text file's content; every way it cannot be read is a TraceError."""
+    regular_file(path, what)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TraceError(path, None, f"cannot read the {what}: {e.strerror}") from None
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        raise TraceError.at_byte(path, e.start, f"expected UTF-8 text ({what})") from None
+
+
 def load_json(path: Path) -> dict:
     """A JSON object from ``path``, or a TraceError naming the line that is wrong."""
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError as e:
-        raise TraceError.at_byte(path, e.start, "expected UTF-8 JSON text") from None
+    text = read_text(path, "ovni metadata JSON")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
@@ -68,15 +105,29 @@ def load_json(path: Path) -> dict:
     return obj
 
 
+def _folder(path: Path, what: str) -> None:
+    """Entries named like the trace's folders must be folders (never opened otherwise)."""
+    if not path.is_dir():
+        regular_file(path, what)                 # names a FIFO or missing target
+        raise TraceError(path, None, f"expected a {what}, found a file")
+
+
 def find_streams(root: Path) -> list[Stream]:
-    """Every thread stream below the trace folder, sorted by (loom, pid, tid)."""
+    """Every thread stream below the trace folder, sorted by (loom, pid, tid).
+
+    Every entry named as a part of the trace (loom/process/thread folders, streams
+    and their metadata) must be readable: one that is not is an error, never skipped.
+    Anything else (ovniemu's .prv/.pcf/.row and cfg/, dumps) is not the trace's.
+    """
     streams = []
-    for loom_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("loom.")):
+    for loom_dir in sorted(p for p in root.iterdir() if p.name.startswith("loom.")):
+        _folder(loom_dir, "loom folder")
         loom = loom_dir.name[len("loom."):]
         for proc_dir in sorted(loom_dir.iterdir()):
             m = _PROC_DIR.match(proc_dir.name)
-            if not (m and proc_dir.is_dir()):
+            if not m:
                 continue
+            _folder(proc_dir, "process folder")
             streams += _process_streams(loom, int(m.group(1)), proc_dir)
     streams.sort(key=lambda s: (s.loom, s.pid, s.tid))
     return streams
@@ -85,28 +136,48 @@ def find_streams(root: Path) -> list[Stream]:
 def _process_streams(loom: str, pid: int, proc_dir: Path) -> list[Stream]:
     out = []
     v12 = []
-    for p in proc_dir.iterdir():
+    entries = sorted(proc_dir.iterdir())
+    for p in entries:
         m = _THREAD_DIR.match(p.name)
-        if m and p.is_dir():
+        if m:
+            _folder(p, "thread stream folder (layout v3)")
             obs, meta = p / "stream.obs", p / "stream.json"
-            if not obs.is_file():
-                continue      # an empty thread folder holds no events
-            if not meta.is_file():
+            if not os.path.lexists(obs):
+                # libovni creates stream.obs with the folder (with OVNI_TMPDIR it moves
+                # it here when the thread ends): without it the thread's events are lost
+                raise TraceError(obs, None, "thread stream is missing (" + (
+                    "its stream.json is there" if os.path.lexists(meta) else
+                    "the thread folder holds neither stream.obs nor stream.json") + ")")
+            regular_file(obs, "thread stream")
+            if not os.path.lexists(meta):
                 raise TraceError(obs, None, f"thread stream without its metadata: expected {meta}")
+            regular_file(meta, "thread stream metadata")
             out.append(Stream(loom, pid, int(m.group(1)), obs, meta, 3))
             continue
         m = _THREAD_OBS.match(p.name)
-        if m and p.is_file():
+        if m:
+            regular_file(p, "thread stream")
             v12.append((int(m.group(1)), p))
-    if v12:
-        md = proc_dir / "metadata.json"
-        if not md.is_file():
+            continue
+        m = _THREAD_JSON.match(p.name)
+        if m:
+            regular_file(p, "thread metadata")
+            if not os.path.lexists(proc_dir / f"thread.{m.group(1)}.obs"):
+                raise TraceError(proc_dir / f"thread.{m.group(1)}.obs", None,
+                                 f"thread stream is missing (expected beside {p.name})")
+    md = proc_dir / "metadata.json"
+    if v12 or os.path.lexists(md):
+        if not os.path.lexists(md):
             raise TraceError(v12[0][1], None,
                              f"thread stream without process metadata: expected {md}")
+        regular_file(md, "process metadata")
+        if not v12:      # libovni creates a thread's stream before the process metadata
+            raise TraceError(md, None, "process metadata without any thread.<tid>.obs "
+                             "stream beside it (expected at least one)")
         for tid, obs in v12:
             tj = proc_dir / f"thread.{tid}.json"
-            out.append(Stream(loom, pid, tid, obs, tj if tj.is_file() else None,
-                              2 if tj.is_file() else 1))
+            has = os.path.lexists(tj)
+            out.append(Stream(loom, pid, tid, obs, tj if has else None, 2 if has else 1))
     return out
 
 
@@ -135,6 +206,7 @@ def gather_processes(streams: list[Stream], load=None) -> tuple[list[Process], d
                 doc = load(md)
                 docs[relpath(md)] = doc
                 _expect_version(md, doc, (1, 2))
+                _check_facts(md, doc, "cpus")
                 facts = {k: v for k, v in doc.items() if k != "cpus"}
                 procs[key] = Process(s.loom, s.pid, doc["version"], facts,
                                      list(doc.get("cpus", [])))
@@ -153,6 +225,7 @@ def gather_processes(streams: list[Stream], load=None) -> tuple[list[Process], d
         o = doc.get("ovni")
         if not isinstance(o, dict):
             raise TraceError.at_line(s.meta, 1, 'expected an "ovni" object')
+        _check_facts(s.meta, o, "loom_cpus")
         for k, want in (("loom", s.loom), ("pid", s.pid), ("tid", s.tid)):
             if k in o and o[k] != want:
                 raise TraceError(s.meta, None, f'"{k}" is {o[k]!r} but the folder says {want!r}')
@@ -165,6 +238,16 @@ def gather_processes(streams: list[Stream], load=None) -> tuple[list[Process], d
                 proc.facts[k] = o[k]
         proc.cpus += list(o.get("loom_cpus", []))
     return [procs[k] for k in sorted(procs)], docs
+
+
+def _check_facts(path: Path, doc: dict, cpus_key: str) -> None:
+    """Process facts are integers and the CPU list a list (never read as "not given")."""
+    for k in ("app_id", "rank", "nranks"):
+        if k in doc and (type(doc[k]) is not int):
+            raise TraceError(path, None, f'expected an integer "{k}", got {doc[k]!r}')
+    if cpus_key in doc and not isinstance(doc[cpus_key], list):
+        raise TraceError(path, None, f'expected "{cpus_key}" to be a list of '
+                         f'{{"index", "phyid"}} objects, got {doc[cpus_key]!r}')
 
 
 def loom_cpus(procs: list[Process]) -> dict[str, list[tuple[int, int]]]:
@@ -192,9 +275,9 @@ def read_clock_offsets(root: Path, looms: list[str]) -> tuple[dict[str, int], st
     median offset column is added to every clock of that loom.
     """
     path = root / CLOCK_OFFSETS
-    if not path.is_file():
+    if not os.path.lexists(path):
         return {}, None
-    text = path.read_text()
+    text = read_text(path, "ovnisync clock offsets")
     lines = text.splitlines()
     if not lines:
         raise TraceError.at_line(path, 1, "expected a header line")
@@ -220,10 +303,16 @@ def read_clock_offsets(root: Path, looms: list[str]) -> tuple[dict[str, int], st
 
 
 def _expect_version(path: Path, doc: dict, versions: tuple[int, ...]) -> None:
+    """The document's metadata version must be one its file layout uses."""
     v = doc.get("version")
-    if v not in versions:
-        want = " or ".join(map(str, versions))
-        raise TraceError(path, None, f'expected "version" {want}, got {v!r}')
+    if v in versions and type(v) is int:
+        return
+    want = " or ".join(map(str, versions))
+    if v in METADATA_VERSIONS:
+        raise TraceError(path, None, f'expected "version" {want} for this file layout, got {v!r}')
+    raise TraceError(path, None, f'expected "version" {want}, got {v!r}: not an ovni metadata '
+                     f'version partrace knows (supported: {", ".join(map(str, METADATA_VERSIONS))}'
+                     ', written by libovni 1.0 to 1.14)')
 
 
 def relpath(path: Path) -> str:

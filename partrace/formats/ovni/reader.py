@@ -80,6 +80,16 @@ class OvniReader(TraceReader):
                                  "expected thread streams in loom.*/proc.* folders")
         return self._streams
 
+    def source_files(self) -> list[Path]:
+        """The streams, their metadata and clock-offsets.txt: not what else lies in
+        the folder (ovniemu's Paraver output, dumps), which is not part of the trace."""
+        files = {s.obs for s in self.streams()}
+        files.update(p for s in self.streams() for p in layout.metadata_files(s))
+        offsets = self.root / layout.CLOCK_OFFSETS
+        if os.path.lexists(offsets):
+            files.add(offsets)
+        return sorted(files)
+
     def _ids(self) -> tuple[dict, dict]:
         """Location ids of processes (by (loom, pid)) and looms (by name)."""
         streams = self.streams()

@@ -83,10 +83,14 @@ def boundaries(buf: np.ndarray, big: bool) -> tuple[np.ndarray, int, int]:
 
 def open_stream(path: Path) -> tuple[np.ndarray, bool]:
     """The stream's bytes (memory-mapped) and whether it was written big endian."""
-    size = path.stat().st_size
+    from .layout import regular_file
+    size = regular_file(path, "thread stream")
     if size < HEADER:
         raise TraceError.at_byte(path, size, f"stream ends inside the 8-byte header ({size} bytes)")
-    buf = np.asarray(np.memmap(path, np.uint8, "r"))   # plain view of the mapping
+    try:
+        buf = np.asarray(np.memmap(path, np.uint8, "r"))   # plain view of the mapping
+    except OSError as e:
+        raise TraceError(path, None, f"cannot read the thread stream: {e.strerror}") from None
     if bytes(buf[:4]) != b"ovni":
         raise TraceError.at_byte(path, 0, f"expected magic b'ovni', got {bytes(buf[:4])!r}")
     ver = bytes(buf[4:8])
@@ -94,7 +98,9 @@ def open_stream(path: Path) -> tuple[np.ndarray, bool]:
         return buf, False
     if ver == b"\x00\x00\x00\x01":
         return buf, True
-    raise TraceError.at_byte(path, 4, f"expected stream version 1, got bytes {ver.hex()}")
+    found = min(int.from_bytes(ver, "little"), int.from_bytes(ver, "big"))   # either order
+    raise TraceError.at_byte(path, 4, f"expected stream version 1 (the only one libovni "
+                             f"1.0 to 1.14 writes), got {found} (bytes {ver.hex()})")
 
 
 def mcv_hash(codes: np.ndarray) -> np.ndarray:
