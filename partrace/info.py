@@ -45,7 +45,7 @@ def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
     counts = _Counts()
     for name in schema:
         counts.rows[name] = 0
-    decode_share(comm, reader, mine, defs, schema, Progress(comm, enabled=False), RunStats(),
+    decode_share(comm, reader, mine, defs, schema, Progress(comm, mode="none"), RunStats(),
                  store=counts)
     parts = comm.gather({"rows": counts.rows, "span": counts.span, "events": counts.events,
                          "regions": counts.regions})
