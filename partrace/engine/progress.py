@@ -4,7 +4,8 @@ Phases: ``plan`` (listing and surveying units), ``decode`` (bytes of the
 trace) and ``merge+write`` (windows of the global order), each with an ETA.
 Shown as a bar redrawn in place on a terminal, or (``log``: the default when
 rank 0's stderr is not a terminal, as under mpiexec or srun) as a plain line
-every few seconds.
+every few seconds; once anything was shown, each phase's end is shown too (a
+run shorter than one interval shows nothing).
 
 No rank waits for another to report: every rank but 0 sends its count with a
 non-blocking send on a private communicator (at most a few times a second),
@@ -65,6 +66,10 @@ class Progress:
         self._last_send = 0.0
         self._thread = None
         self._width = 0
+        # a run shorter than one interval says nothing: ends of phases are held
+        # until the first line is shown
+        self._spoken = False
+        self._held: list[str] = []
         if not self.enabled:
             return
         if comm.parallel:
@@ -195,6 +200,10 @@ class Progress:
                 if self._pc is not None and self._thread_mpi:
                     self._take_reports()
                 if self._name:
+                    if not self._spoken:
+                        self._spoken = True
+                        for text in self._held:
+                            self._emit(text, end=True)
                     self._emit(self._line())
 
     def _count(self) -> int:
@@ -231,7 +240,10 @@ class Progress:
             text = f"{self._name} done: {_size(self._total)} in {_clock(elapsed)}{rate}{ranks}"
         else:
             text = f"{self._name} done in {_clock(elapsed)}"
-        self._emit(text, end=True)
+        if self._spoken:
+            self._emit(text, end=True)
+        else:
+            self._held.append(text)
 
     def _emit(self, text: str, end: bool = False) -> None:
         text = f"partrace: {text}"

@@ -12,7 +12,9 @@ from partrace.output.memory import MemorySink
 def _still(mode="log"):
     """A Progress whose own thread never draws (long interval): the test draws."""
     out = io.StringIO()
-    return Progress(serial(), mode=mode, stream=out, interval=3600), out
+    p = Progress(serial(), mode=mode, stream=out, interval=3600)
+    p._spoken = True        # as if the run had lasted an interval
+    return p, out
 
 
 def test_log_line_has_percent_sizes_rate_and_eta():
@@ -65,6 +67,32 @@ def test_bar_redraws_in_place_and_ends_lines():
     assert text.startswith("\rpartrace: decode 50% 500 B/1.0 kB")
     assert "\rpartrace: decode done: 1.0 kB in" in text
     assert text.endswith("\rpartrace: merge+write done: 1 window in 0:00\n")
+
+
+def test_a_run_shorter_than_an_interval_says_nothing():
+    out = io.StringIO()
+    p = Progress(serial(), mode="log", stream=out, interval=3600)
+    p.phase("plan")
+    p.phase("decode", 10)
+    p.advance(10)
+    p.phase("merge+write", 1, unit="windows")
+    p.advance(1)
+    p.done()
+    assert out.getvalue() == ""
+
+
+def test_ends_of_phases_before_the_first_line_are_shown_with_it():
+    out = io.StringIO()
+    p = Progress(serial(), mode="log", stream=out, interval=0.05)
+    p.phase("plan")
+    p.phase("decode", 10)
+    deadline = time.monotonic() + 30
+    while "decode" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    p.done()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("partrace: plan done in 0:0")
+    assert lines[1] == "partrace: decode 0% 0 B/10 B (1 rank)"
 
 
 def test_failed_phase_is_not_reported_done():
