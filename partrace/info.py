@@ -21,8 +21,8 @@ FORMAT_NAMES = {"otf": "OTF", "dumpi": "DUMPI", "ovni": "ovni", "ross": "ROSS",
 _MCV_COLUMNS = ("model", "category", "value")
 
 
-def _add(into: dict, keys: np.ndarray, counts: np.ndarray) -> None:
-    for k, c in zip(keys.tolist(), counts.tolist()):
+def _add(into: dict, keys, counts: np.ndarray) -> None:
+    for k, c in zip(keys.tolist() if isinstance(keys, np.ndarray) else keys, counts.tolist()):
         into[k] = into.get(k, 0) + c
 
 
@@ -37,6 +37,7 @@ class _Counts:
         self.regions: dict[int, int] = {}
         self.enters: dict[int, int] = {}
         self.mcv: dict[int, int] = {}
+        self.per_location: dict[tuple[str, int], int] = {}    # (table, location): rows
 
     def add(self, name: str, t) -> None:
         self.rows[name] = self.rows.get(name, 0) + len(t)
@@ -46,6 +47,8 @@ class _Counts:
         a, b = self.span.get(name, (lo, hi))
         self.span[name] = (min(a, lo), max(b, hi))
         if name != "events":
+            locs, counts = np.unique(t["location"], return_counts=True)
+            _add(self.per_location, [(name, x) for x in locs.tolist()], counts)
             return
         pairs = np.stack([t["location"].astype(np.int64), t["kind"].astype(np.int64)], axis=1)
         uniq, counts = np.unique(pairs, axis=0, return_counts=True)
@@ -80,7 +83,8 @@ def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
     decode_share(comm, reader, mine, defs, schema, Progress(comm, mode="none"), RunStats(),
                  store=counts)
     parts = comm.gather({"rows": counts.rows, "span": counts.span, "events": counts.events,
-                         "regions": counts.regions, "enters": counts.enters, "mcv": counts.mcv})
+                         "regions": counts.regions, "enters": counts.enters, "mcv": counts.mcv,
+                         "per_location": counts.per_location})
     if comm.rank != 0:
         return None
     rows, span = _merge(parts, "rows"), {}
@@ -96,6 +100,10 @@ def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
         by_kind[kind] = by_kind.get(kind, 0) + c
         by_loc.setdefault(loc, {})[kind] = c
     per_region, enters = _merge(parts, "regions"), _merge(parts, "enters")
+    others: dict[str, dict[str, int]] = {}
+    for (table, loc), c in sorted(_merge(parts, "per_location").items()):
+        others.setdefault(table, {})[str(loc)] = c
+    shown = set(by_loc) | {loc for (_, loc) in _merge(parts, "per_location")}
     files = reader.source_files()
     fmt = getattr(reader, "format_name", defs.format)
     report = {
@@ -116,7 +124,8 @@ def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
         "events_per_region_group": _per_group(per_region, defs),
         "regions": _regions(per_region, enters, defs),
         "events_per_location": {str(k): v for k, v in by_loc.items()},
-        "location_names": {str(k): names.get(k, f"location {k}") for k in by_loc},
+        "rows_per_location": others,
+        "location_names": {str(k): names.get(k, f"location {k}") for k in sorted(shown)},
     }
     if fmt != defs.format:      # partrace's own HDF5: say what it was made from
         report["source_format"] = defs.format
@@ -254,6 +263,16 @@ def render(report: dict, as_json: bool = False) -> str:
     width = max((len(n) for n in names.values()), default=0)
     for loc, kinds in report["events_per_location"].items():
         lines.append(f"  {names[loc]:>{width}}: " + ", ".join(f"{k} {c:,}" for k, c in kinds.items()))
+    per_loc: dict[str, dict[str, int]] = {}
+    for table, counts in report["rows_per_location"].items():
+        for loc, c in counts.items():
+            per_loc.setdefault(loc, {})[table] = c
+    if per_loc:
+        lines.append("rows per location in other tables:")
+        width = max(len(names[loc]) for loc in per_loc)
+        for loc in sorted(per_loc, key=int):
+            lines.append(f"  {names[loc]:>{width}}: "
+                         + ", ".join(f"{t} {c:,}" for t, c in per_loc[loc].items()))
     if report["facts"]:
         lines.append("facts:")
         for k, v in report["facts"].items():

@@ -132,6 +132,15 @@ def test_info_lists_dumpi_calls_per_function_in_full_and_ranks_by_name():
     for rank in range(ref["num_ranks"]):
         assert re.search(rf"^  rank {rank}: ENTER {ref['ranks'][str(rank)]['num_calls']},",
                          r.stdout, re.M)
+    # each function's calls on each rank: one row of its calls/ table
+    info = json.loads(run_cli(["info", str(trace), "--json"], nranks=2).stdout)
+    rank_of = {loc: int(name.split()[1]) for loc, name in info["location_names"].items()}
+    per_rank = {}
+    for table, counts in info["rows_per_location"].items():
+        if table.startswith("calls/"):
+            for loc, c in counts.items():
+                per_rank.setdefault(str(rank_of[loc]), {})[table[len("calls/"):]] = c
+    assert per_rank == {r: v["calls_per_function"] for r, v in ref["ranks"].items()}
 
 
 def test_info_counts_ovni_event_types_per_model_with_names():
@@ -153,20 +162,36 @@ def test_info_counts_ovni_event_types_per_model_with_names():
     assert "  mpi0/27413/27413: " in text
 
 
-def test_info_shows_ross_virtual_time_in_its_own_units():
+def test_info_shows_ross_virtual_time_in_its_own_units_and_names_pes_kps_lps():
     trace = DATA / "ross" / "phold-np2-opt-gvt-pekplp"
-    with open(trace / "reference" / "gvt-pe.csv") as f:
-        vts = [float(row["virtual_time"]) for row in csv.DictReader(f)]
+
+    def rows(name):
+        with open(trace / "reference" / f"{name}.csv") as f:
+            return list(csv.DictReader(f))
+    vts = [float(row["virtual_time"]) for row in rows("gvt-pe")]
     r = run_cli(["info", str(trace), "--json"])
     assert r.returncode == 0, r.stderr
-    span = json.loads(r.stdout)["time_span"]["gvt_pe"]
+    info = json.loads(r.stdout)
+    span = info["time_span"]["gvt_pe"]
     assert span["unit"] == "virtual time"
     assert abs(span["first"] - min(vts)) < 1e-6 and abs(span["last"] - max(vts)) < 1e-6
+    # rows per location by name: PE p, its KP p.k, and its LP g (the reader puts LPs
+    # under their PE), counted from ROSS's own CSV of the same file
+    names = {}
+    for table, csv_name, name in [
+            ("gvt_pe", "gvt-pe", lambda row: f"PE {row['pe_id']}"),
+            ("gvt_kp", "gvt-kp", lambda row: f"PE {row['pe_id']}/KP {row['pe_id']}.{row['kp_id']}"),
+            ("gvt_lp", "gvt-lp", lambda row: f"PE {row['pe_id']}/LP {row['lp_id']}")]:
+        expected = Counter(name(row) for row in rows(csv_name))
+        got = {info["location_names"][loc]: c for loc, c in info["rows_per_location"][table].items()}
+        assert got == dict(expected), table
+        names.update(expected)
     text = run_cli(["info", str(trace)]).stdout
     assert f"time span:  gvt_pe: {span['first']:.9g} .. {span['last']:.9g} virtual time" in text
     assert " ns" not in text.split("events:")[0]
-    assert "  PE 0/KP 0.0" not in text      # no KP has events; names come from the reader
     assert "format:     ROSS\n" in text
+    for name, c in names.items():
+        assert re.search(rf"^ *{name}: gvt_\w\w {c}$", text, re.M), name
 
 
 def test_info_on_partrace_hdf5_says_so_and_counts_agree_with_merge(tmp_path):
