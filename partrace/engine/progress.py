@@ -45,8 +45,8 @@ class Progress:
         if comm.rank == 0:
             if mode == "auto":
                 mode = "bar" if _isatty(self.stream) else "log"
-            if interval is None and os.environ.get("PARTRACE_PROGRESS_INTERVAL"):
-                interval = float(os.environ["PARTRACE_PROGRESS_INTERVAL"])
+            if interval is None:
+                interval = _env_interval()
             if interval is None:
                 interval = _INTERVAL.get(mode, 1.0)
         self.mode, self.interval = comm.bcast((mode, interval))
@@ -254,6 +254,15 @@ class Progress:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
+
+
+def _env_interval() -> float | None:
+    """PARTRACE_PROGRESS_INTERVAL in seconds (at least 0.05); None if unset or not a number
+    (read on rank 0 alone, so it must not raise)."""
+    try:
+        return max(0.05, float(os.environ["PARTRACE_PROGRESS_INTERVAL"]))
+    except (KeyError, ValueError):
+        return None
 
 
 def _isatty(stream) -> bool:
