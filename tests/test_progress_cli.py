@@ -6,11 +6,11 @@ from partrace.engine.progress import _size
 from tests.conftest import run_cli
 from tests.support.synth import SynthReader
 
-FAST = {"PARTRACE_PROGRESS_INTERVAL": "0.2"}
+FAST = {"PARTRACE_PROGRESS_INTERVAL": "0.1"}
 
 
 def test_two_ranks_log_every_phase_in_order_with_rising_percent_and_eta(synth_trace, tmp_path):
-    trace = synth_trace(locations=16, events=60000, units=16)
+    trace = synth_trace(locations=24, events=60000, units=24)
     out = tmp_path / "out.h5"
     # a small budget: the merge runs in many windows
     r = run_cli(["merge", str(trace), "-o", str(out), "--memory", "8M"], nranks=2, env=FAST)
