@@ -107,6 +107,10 @@ class Progress:
                 self._others[:] = 0
             self._last_send = 0.0
 
+    def start(self, name: str, total_bytes: int) -> None:
+        """Collective: a phase of ``total_bytes`` summed over ranks (as :meth:`phase`)."""
+        self.phase(name, total_bytes)
+
     def expect(self, total: int) -> None:
         """The current phase's amount of work, once known."""
         if self.enabled:
