@@ -42,6 +42,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                                     "node-local storage is best")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    p.add_argument("--progress", choices=["auto", "bar", "log", "none"], default="auto",
+                   help="progress on stderr: a bar, or a line every few seconds (log); "
+                        "default: bar on a terminal, else log")
 
 
 def _size(text: str) -> int:
@@ -263,10 +266,13 @@ def cmd_run(comm, args) -> int:
     from .output import make_sink
     sink = make_sink(args.output, to=args.to, source=str(args.trace), overwrite=args.overwrite,
                      streams=args.streams, compression=args.compress)
-    progress = Progress(comm, enabled=False if args.quiet else None)
+    progress = Progress(comm, mode="none" if args.quiet else args.progress)
     t0 = time.perf_counter()
-    stats = run(comm, args.trace, sink, format=args.format, progress=progress,
-                memory=args.memory, spill_dir=args.tmpdir)
+    try:
+        stats = run(comm, args.trace, sink, format=args.format, progress=progress,
+                    memory=args.memory, spill_dir=args.tmpdir)
+    finally:    # also when the plan fails, before the run's own cleanup
+        progress.done()
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
     nbytes = comm.allreduce_sum(stats.bytes_read)
     spilled = comm.allreduce_sum(stats.spilled_bytes)

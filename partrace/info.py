@@ -1,4 +1,9 @@
-"""``partrace info``: what a trace holds, counted in parallel."""
+"""``partrace info``: what a trace holds, counted in parallel, shown by name.
+
+Locations, regions, region groups and (ovni) event types are named as the
+reader's definitions name them; counts are of rows of the decoded tables
+("events" are the rows of the events table, "rows in all tables" every row).
+"""
 from __future__ import annotations
 
 import json
@@ -10,15 +15,29 @@ from .engine.pipeline import RunStats, decode_share, open_on_all_ranks, read_pla
 from .engine.progress import Progress
 from .model import Kind
 
+# how the text names each input format
+FORMAT_NAMES = {"otf": "OTF", "dumpi": "DUMPI", "ovni": "ovni", "ross": "ROSS",
+                "hdf5": "partrace HDF5"}
+_MCV_COLUMNS = ("model", "category", "value")
+
+
+def _add(into: dict, keys, counts: np.ndarray) -> None:
+    for k, c in zip(keys.tolist() if isinstance(keys, np.ndarray) else keys, counts.tolist()):
+        into[k] = into.get(k, 0) + c
+
 
 class _Counts:
-    """Counts rows chunk by chunk (a stand-in for the engine's run store)."""
+    """Counts rows chunk by chunk (a stand-in for the engine's run store): per
+    chunk a few ``np.unique``; the dicts grow with distinct keys, not rows."""
 
     def __init__(self):
         self.rows: dict[str, int] = {}
         self.span: dict[str, tuple[int, int]] = {}
         self.events: dict[tuple[int, int], int] = {}
         self.regions: dict[int, int] = {}
+        self.enters: dict[int, int] = {}
+        self.mcv: dict[int, int] = {}
+        self.per_location: dict[tuple[str, int], int] = {}    # (table, location): rows
 
     def add(self, name: str, t) -> None:
         self.rows[name] = self.rows.get(name, 0) + len(t)
@@ -27,14 +46,30 @@ class _Counts:
         lo, hi = int(t["time"].min()), int(t["time"].max())
         a, b = self.span.get(name, (lo, hi))
         self.span[name] = (min(a, lo), max(b, hi))
-        if name == "events":
-            pairs = np.stack([t["location"].astype(np.int64), t["kind"].astype(np.int64)], axis=1)
-            uniq, counts = np.unique(pairs, axis=0, return_counts=True)
-            for (loc, k), c in zip(uniq.tolist(), counts.tolist()):
-                self.events[(loc, k)] = self.events.get((loc, k), 0) + c
-            regs, counts = np.unique(t["region"], return_counts=True)
-            for r, c in zip(regs.tolist(), counts.tolist()):
-                self.regions[r] = self.regions.get(r, 0) + c
+        if name != "events":
+            locs, counts = np.unique(t["location"], return_counts=True)
+            _add(self.per_location, [(name, x) for x in locs.tolist()], counts)
+            return
+        pairs = np.stack([t["location"].astype(np.int64), t["kind"].astype(np.int64)], axis=1)
+        uniq, counts = np.unique(pairs, axis=0, return_counts=True)
+        for (loc, k), c in zip(uniq.tolist(), counts.tolist()):
+            self.events[(loc, k)] = self.events.get((loc, k), 0) + c
+        if "region" in t:
+            _add(self.regions, *np.unique(t["region"], return_counts=True))
+            enter = t["kind"] == Kind.ENTER
+            _add(self.enters, *np.unique(t["region"][enter], return_counts=True))
+        if all(c in t for c in _MCV_COLUMNS):     # ovni: the event's model, category, value
+            code = ((t["model"].astype(np.int64) << 16) | (t["category"].astype(np.int64) << 8)
+                    | t["value"].astype(np.int64))
+            _add(self.mcv, *np.unique(code, return_counts=True))
+
+
+def _merge(parts: list[dict], field: str) -> dict:
+    out: dict = {}
+    for p in parts:
+        for k, c in p[field].items():
+            out[k] = out.get(k, 0) + c
+    return out
 
 
 def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
@@ -45,87 +80,211 @@ def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
     counts = _Counts()
     for name in schema:
         counts.rows[name] = 0
-    decode_share(comm, reader, mine, defs, schema, Progress(comm, enabled=False), RunStats(),
+    decode_share(comm, reader, mine, defs, schema, Progress(comm, mode="none"), RunStats(),
                  store=counts)
     parts = comm.gather({"rows": counts.rows, "span": counts.span, "events": counts.events,
-                         "regions": counts.regions})
+                         "regions": counts.regions, "enters": counts.enters, "mcv": counts.mcv,
+                         "per_location": counts.per_location})
     if comm.rank != 0:
         return None
-    rows, span, per, per_region = {}, {}, {}, {}
+    rows, span = _merge(parts, "rows"), {}
     for p in parts:
-        for n, r in p["rows"].items():
-            rows[n] = rows.get(n, 0) + r
         for n, (a, b) in p["span"].items():
             lo, hi = span.get(n, (a, b))
             span[n] = (min(lo, a), max(hi, b))
-        for key, c in p["events"].items():
-            per[key] = per.get(key, 0) + c
-        for r, c in p["regions"].items():
-            per_region[r] = per_region.get(r, 0) + c
+    names = location_names(defs)
     by_kind: dict[str, int] = {}
     by_loc: dict[int, dict[str, int]] = {}
-    for (loc, k), c in sorted(per.items()):
-        name = Kind(k).name if k in Kind._value2member_map_ else str(k)
-        by_kind[name] = by_kind.get(name, 0) + c
-        by_loc.setdefault(loc, {})[name] = c
+    for (loc, k), c in sorted(_merge(parts, "events").items()):
+        kind = Kind(k).name if k in Kind._value2member_map_ else str(k)
+        by_kind[kind] = by_kind.get(kind, 0) + c
+        by_loc.setdefault(loc, {})[kind] = c
+    per_region, enters = _merge(parts, "regions"), _merge(parts, "enters")
+    others: dict[str, dict[str, int]] = {}
+    for (table, loc), c in sorted(_merge(parts, "per_location").items()):
+        others.setdefault(table, {})[str(loc)] = c
+    shown = set(by_loc) | {loc for (_, loc) in _merge(parts, "per_location")}
     files = reader.source_files()
-    return {
+    fmt = getattr(reader, "format_name", defs.format)
+    report = {
         "path": str(path),
-        "format": defs.format,
+        "format": fmt,
         "size_bytes": int(sum(f.stat().st_size for f in files)),
         "files": len(files),
         "units": len(units),
         "locations": len(defs.tables["locations"]),
         "definitions": {n: len(t) for n, t in defs.tables.items()},
         "facts": defs.attrs,
+        "events": rows.get("events", 0),
+        "rows_in_all_tables": sum(rows.values()),
         "rows": rows,
         "time_span_ns": {n: {"first": a, "last": b, "duration": b - a} for n, (a, b) in span.items()},
+        "time_span": _spans_in_own_units(span, defs.attrs),
         "events_per_kind": by_kind,
         "events_per_region_group": _per_group(per_region, defs),
+        "regions": _regions(per_region, enters, defs),
         "events_per_location": {str(k): v for k, v in by_loc.items()},
+        "rows_per_location": others,
+        "location_names": {str(k): names.get(k, f"location {k}") for k in sorted(shown)},
     }
+    if fmt != defs.format:      # partrace's own HDF5: say what it was made from
+        report["source_format"] = defs.format
+    mcv = _merge(parts, "mcv")
+    if mcv:
+        report["event_types_per_model"] = _event_types(mcv, defs)
+    return report
+
+
+def location_names(defs) -> dict[int, str]:
+    """Location id -> its name prefixed by its parents' (``PE 0/KP 0.3``), unless
+    the name already starts with its parent's (ovni's ``loom/pid/tid``)."""
+    locs = defs.tables["locations"]
+    name = dict(zip(locs["id"].tolist(), [str(n) for n in locs["name"].tolist()]))
+    parent = dict(zip(locs["id"].tolist(), locs["parent"].tolist())) if "parent" in locs else {}
+    out = {}
+    for loc in name:
+        path, p, seen = name[loc], parent.get(loc, 0), {loc}
+        while p in name and p not in seen:
+            if not path.startswith(name[p] + "/"):
+                path = f"{name[p]}/{path}"
+            seen.add(p)
+            p = parent.get(p, 0)
+        out[loc] = path
+    return out
+
+
+def _group_names(defs) -> tuple[dict[int, int], dict[int, str]]:
+    regions = defs.tables.get("regions")
+    groups = defs.tables.get("region_groups") or defs.tables.get("function_groups")
+    group_of = dict(zip(regions["id"].tolist(), regions["group"].tolist())) if regions else {}
+    name_of = dict(zip(groups["id"].tolist(), [str(n) for n in groups["name"].tolist()])) \
+        if groups else {}
+    return group_of, name_of
 
 
 def _per_group(per_region: dict[int, int], defs) -> dict[str, int]:
-    """Event rows per region group (ovni: per model; DUMPI: MPI; ...); "none" = no region."""
-    regions, groups = defs.tables.get("regions"), defs.tables.get("region_groups")
-    group_of = dict(zip(regions["id"].tolist(), regions["group"].tolist())) if regions else {}
-    name_of = dict(zip(groups["id"].tolist(), groups["name"].tolist())) if groups else {}
+    """Event rows per region group (OTF: function groups; ovni: per model; DUMPI: MPI);
+    "none" = rows with no region."""
+    group_of, name_of = _group_names(defs)
     out: dict[str, int] = {}
     for r, c in sorted(per_region.items()):
         g = group_of.get(r, 0) if r else 0
-        name = "none" if not r else str(name_of.get(g, f"group {g}"))
+        name = "none" if not r else name_of.get(g, f"group {g}")
         out[name] = out.get(name, 0) + c
+    return out
+
+
+def _regions(per_region: dict[int, int], enters: dict[int, int], defs) -> list[dict]:
+    """Every region with events: name, group, entries and event rows, most rows first."""
+    regions = defs.tables.get("regions")
+    if not regions or not len(regions):
+        return []
+    group_of, name_of = _group_names(defs)
+    name = dict(zip(regions["id"].tolist(), [str(n) for n in regions["name"].tolist()]))
+    out = [{"id": r, "name": name.get(r, f"region {r}"),
+            "group": name_of.get(group_of.get(r, 0), ""),
+            "enters": enters.get(r, 0), "events": c}
+           for r, c in per_region.items() if r]
+    return sorted(out, key=lambda d: (-d["events"], d["name"]))
+
+
+def _event_types(mcv: dict[int, int], defs) -> dict[str, dict[str, dict]]:
+    """ovni: event rows per model and per MCV (``MUi``), with the MCV's description."""
+    table = defs.tables.get("mcv")
+    known = {}
+    if table is not None:
+        for code, model, desc in zip(table["code"].tolist(), table["model"].tolist(),
+                                     table["description"].tolist()):
+            known[code] = (str(model), str(desc))
+    out: dict[str, dict[str, dict]] = {}
+    for code, c in sorted(mcv.items(), key=lambda kv: -kv[1]):
+        text = bytes([(code >> 16) & 255, (code >> 8) & 255, code & 255]).decode("latin-1")
+        model, desc = known.get(code, (f"model {text[0]}", "unknown event type"))
+        out.setdefault(model, {})[text] = {"count": c, "description": desc}
+    return out
+
+
+def _spans_in_own_units(span: dict[str, tuple[int, int]], attrs: dict) -> dict[str, dict]:
+    """Time spans in the trace's own units where its clock is not a wall clock in ns:
+    ROSS's ``time`` is virtual time (or real seconds) times ``time_ns_per_unit``."""
+    per_unit = attrs.get("time_ns_per_unit")
+    if not per_unit:
+        return {}
+    meaning = attrs.get("time_meaning", {})
+    out = {}
+    for name, (a, b) in span.items():
+        family = name if name in meaning else name.split("_")[0]
+        what = str(meaning.get(family, ""))
+        unit = "s (real time)" if what.startswith("real_time") else "virtual time"
+        out[name] = {"first": a / per_unit, "last": b / per_unit, "unit": unit, "meaning": what}
     return out
 
 
 def render(report: dict, as_json: bool = False) -> str:
     if as_json:
         return json.dumps(report, indent=1, default=str)
+    fmt = FORMAT_NAMES.get(report["format"], report["format"])
+    if "source_format" in report:
+        fmt += f" (from {FORMAT_NAMES.get(report['source_format'], report['source_format'])})"
     lines = [
         f"trace:      {report['path']}",
-        f"format:     {report['format']}",
+        f"format:     {fmt}",
         f"size:       {report['size_bytes']:,} bytes in {report['files']} files, "
         f"{report['units']} work units",
         f"locations:  {report['locations']}",
         "definitions: " + ", ".join(f"{n} {c}" for n, c in report["definitions"].items()),
     ]
+    own = report["time_span"]
     ev = report["time_span_ns"].get("events")
-    if ev:
+    if own:
+        for name, s in own.items():
+            lines.append(f"time span:  {name}: {s['first']:.9g} .. {s['last']:.9g} {s['unit']}")
+    elif ev:
         lines.append(f"time span:  {ev['first']} .. {ev['last']} ns "
                      f"({ev['duration'] / 1e9:.6f} s)")
-    lines.append("rows:       " + ", ".join(f"{n} {c:,}" for n, c in report["rows"].items()))
+    lines.append(f"events:     {report['events']:,}")
+    lines.append(f"rows:       {report['rows_in_all_tables']:,} in all tables ("
+                 + ", ".join(f"{n} {c:,}" for n, c in report["rows"].items()) + ")")
     lines.append("events per kind:")
     lines += [f"  {k:<20} {c:>12,}" for k, c in report["events_per_kind"].items()]
     if set(report["events_per_region_group"]) - {"none"}:
         lines.append("events per region group:")
         lines += [f"  {k:<20} {c:>12,}" for k, c in report["events_per_region_group"].items()]
+    if report["regions"]:
+        lines.append(f"regions with events ({len(report['regions'])}): enters, events, group")
+        width = max(len(r["name"]) for r in report["regions"])
+        lines += [f"  {r['name']:<{width}} {r['enters']:>12,} {r['events']:>12,}  {r['group']}"
+                  for r in report["regions"]]
+    for model, types in report.get("event_types_per_model", {}).items():
+        lines.append(f"{model} events: {sum(t['count'] for t in types.values()):,}")
+        lines += [f"  {code}  {t['count']:>10,}  {t['description']}" for code, t in types.items()]
     lines.append("events per location:")
+    names = report["location_names"]
+    width = max((len(n) for n in names.values()), default=0)
     for loc, kinds in report["events_per_location"].items():
-        lines.append(f"  {loc:>12}: " + ", ".join(f"{k} {c}" for k, c in kinds.items()))
+        lines.append(f"  {names[loc]:>{width}}: " + ", ".join(f"{k} {c:,}" for k, c in kinds.items()))
+    per_loc: dict[str, dict[str, int]] = {}
+    for table, counts in report["rows_per_location"].items():
+        for loc, c in counts.items():
+            per_loc.setdefault(loc, {})[table] = c
+    if per_loc:
+        lines.append("rows per location in other tables:")
+        width = max(len(names[loc]) for loc in per_loc)
+        for loc in sorted(per_loc, key=int):
+            lines.append(f"  {names[loc]:>{width}}: "
+                         + ", ".join(f"{t} {c:,}" for t, c in per_loc[loc].items()))
     if report["facts"]:
         lines.append("facts:")
         for k, v in report["facts"].items():
-            text = json.dumps(v, default=str)
-            lines.append(f"  {k}: {text if len(text) < 200 else text[:197] + '...'}")
+            lines += _fact_lines(k, v)
     return "\n".join(lines)
+
+
+def _fact_lines(key: str, value, indent: str = "  ") -> list[str]:
+    """A fact in full: a mapping one entry a line (DUMPI's calls per function ...)."""
+    if isinstance(value, dict) and value:
+        out = [f"{indent}{key}:"]
+        for k, v in value.items():
+            out += _fact_lines(str(k), v, indent + "  ")
+        return out
+    return [f"{indent}{key}: {json.dumps(value, default=str)}"]

@@ -57,7 +57,7 @@ def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None):
     return reader
 
 
-def read_plan(comm: Comm, reader):
+def read_plan(comm: Comm, reader, progress: Progress | None = None):
     """Units (listed on rank 0), this rank's share of them, and the definitions.
 
     A surveyed reader's units are surveyed by the ranks that own them, so no
@@ -72,11 +72,15 @@ def read_plan(comm: Comm, reader):
     units = comm.bcast(units)
     mine = share_of(reader, units, comm.size)[comm.rank]
     if reader.surveyed or reader.ordered:
+        if progress is not None:
+            progress.expect(sum(u.size for u in units))
         local = None
         with comm.guard():
             for unit in mine:
                 s = reader.survey(unit)
                 local = s if local is None else reader.combine(local, s)
+                if progress is not None:
+                    progress.advance(unit.size)
         comm.check()
         if reader.ordered:
             reader.start_after(comm.exscan(local, reader.combine))
@@ -142,8 +146,10 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     the merge runs in as many windows of the global order as the budget needs.
     """
     stats = RunStats()
+    progress = progress or Progress(comm, enabled=False)
+    progress.phase("plan")
     reader = open_on_all_ranks(comm, path, format)
-    units, mine, defs = read_plan(comm, reader)
+    units, mine, defs = read_plan(comm, reader, progress)
     schema = _wanted(reader.schema(defs), sink.needs)
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
     # each window 1/8 (else 2/5 for rows and 1/10 for chunks and windows: the OTF
@@ -152,8 +158,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     share = 8 if lean else 10
     # text decodes to ~10x its size in columns: keep one chunk well inside its share
     reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // (10 * share))))
-    progress = progress or Progress(comm, enabled=False)
-    progress.start("decode", sum(u.size for u in units))
+    progress.phase("decode", sum(u.size for u in units))
     store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}",
                      keep_fraction=COLUMNWISE_KEEP if lean else KEEP,
                      resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
@@ -166,7 +171,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             windows = 1     # this sink must see all rows at once
         stats.windows = windows
         stats.spilled_bytes = store.spilled_bytes
-        progress.phase("merge+write" if windows == 1 else f"merge+write ({windows} windows)")
+        progress.phase("merge+write", windows, unit="windows")
         pieces = windows * comm.size if sink.mode == "time" else windows
         if sink.mode == "time":     # each table balanced over the ranks on its own
             cuts = {name: choose_cuts(comm, store.runs[name], pieces) for name in schema}
@@ -192,6 +197,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                 written[name] += len(merged[name])
             sink.write(comm, merged)
             del merged
+            progress.advance(1)
         stats.rows_written = written
         sink.commit(comm)
     except RankFailed:
