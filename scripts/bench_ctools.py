@@ -54,7 +54,6 @@ class Command:
     """One measured command: argv, where it runs, and where its output goes."""
     label: str
     argv: list[str]
-    stdout_null: bool = True
     output: str | None = None      # output path or prefix, relative to a fresh folder
     runs: list[tuple[float, float, int]] = field(default_factory=list)  # cpu s, MiB, bytes
 
@@ -62,12 +61,14 @@ class Command:
         return tuple(self.argv), self.output
 
 
-def run_measured(argv: list[str], cwd: Path, stdout_null: bool) -> tuple[float, float]:
-    """CPU seconds (user+sys) and peak RSS (MiB) of one child process tree."""
-    out = subprocess.DEVNULL if stdout_null else subprocess.PIPE
+def run_measured(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """CPU seconds (user+sys) and peak RSS (MiB) of one child process tree; stdout is
+    discarded (the printing tools' text goes to /dev/null)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.PIPE, env=env)
-    err = proc.stderr.read()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env)
+    with proc.stderr:
+        err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -79,7 +80,7 @@ def run_measured(argv: list[str], cwd: Path, stdout_null: bool) -> tuple[float, 
 def measure(cmd: Command, scratch: Path) -> tuple[float, float, int]:
     """Run ``cmd`` in a fresh folder; its output's total bytes (0 if it writes none)."""
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
-        cpu, peak = run_measured(cmd.argv, Path(tmp), cmd.stdout_null)
+        cpu, peak = run_measured(cmd.argv, Path(tmp))
         nbytes = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
     return cpu, peak, nbytes
 
@@ -162,7 +163,7 @@ def report(fmt: str, in_bytes: int, mine: dict[str, Command], theirs: dict[str, 
     lines = [f"CPU seconds (user+sys) and peak RSS, min / median of {repeat} interleaved runs; "
              f"input {in_bytes:,} bytes",
              "| phase | partrace CPU s | C tool | C CPU s | ratio min / med | target "
-             "| peak MiB partrace / C | out/in bytes partrace / C |",
+             "| peak MiB (max of runs) partrace / C | out/in bytes partrace / C |",
              "|---|---|---|---|---|---|---|---|"]
     startup = mine.pop("start-up")
     lines.append(f"| start-up | {stats([r[0] for r in startup.runs])[0]:.3f} | "
