@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ("otfprint", "otfmerge", "otfinfo", "dumpi2ascii", "ovnidump")
 MERGE_STREAMS = 2          # otfmerge -n 2, and the same stream count for partrace
-MIB = 1024 * 1024
+# Linux keeps the pre-exec peak in ru_maxrss: a child forked from this (large) Python
+# process and exec'ing a 3 MiB tool reports this process's RSS. GNU time forks the
+# command from its own small process and prints the command's real peak (%M, KiB).
+GNU_TIME = next((t for t in ("/usr/bin/time", shutil.which("time")) if t and os.access(t, os.X_OK)),
+                None)
 
 # The targets of partrace issue 13, as printed beside the ratios.
 TARGETS = {"decode": 0.5, "merge->h5": 1.0, "merge->otf": 1.5}
@@ -62,9 +67,13 @@ class Command:
 
 
 def run_measured(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """CPU seconds (user+sys) and peak RSS (MiB) of one child process tree; stdout is
-    discarded (the printing tools' text goes to /dev/null)."""
+    """CPU seconds (user+sys, from os.wait4: the child and every descendant it waited for)
+    and peak RSS (MiB: the largest process of that tree, from GNU time when present);
+    stdout is discarded (the printing tools' text goes to /dev/null)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    peak_file = cwd.parent / (cwd.name + ".peak")
+    if GNU_TIME:
+        argv = [GNU_TIME, "-f", "%M", "-o", str(peak_file), *argv]
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=env)
     with proc.stderr:
@@ -74,7 +83,12 @@ def run_measured(argv: list[str], cwd: Path) -> tuple[float, float]:
     if proc.returncode != 0:
         raise SystemExit(f"failed (exit {proc.returncode}): {' '.join(argv)}\n"
                          f"{err.decode(errors='replace')[-2000:]}")
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024   # Linux: KiB
+    if GNU_TIME:
+        peak_kib = float(peak_file.read_text().split()[-1])
+        peak_file.unlink()
+    else:
+        peak_kib = usage.ru_maxrss            # an upper bound: see GNU_TIME
+    return usage.ru_utime + usage.ru_stime, peak_kib / 1024
 
 
 def measure(cmd: Command, scratch: Path) -> tuple[float, float, int]:
@@ -90,7 +104,7 @@ def partrace_commands(trace: str, fmt: str | None) -> dict[str, Command]:
     trace = str(Path(trace).resolve())               # the commands run in scratch folders
     cli = [py, "-m", "partrace"]
     startup = ("import numpy, numba, partrace.cli, partrace.formats as f; "
-               f"f.get({fmt!r} or f.detect({trace!r}))")
+               + (f"f.get({fmt!r})" if fmt else f"f.get(f.detect({trace!r}))"))
     return {
         "start-up": Command("partrace start-up", [py, "-c", startup]),
         "decode": Command("partrace decode", [py, str(Path(__file__).resolve()), "--decode-only",
@@ -160,8 +174,10 @@ def report(fmt: str, in_bytes: int, mine: dict[str, Command], theirs: dict[str, 
     """The markdown table: one row per partrace command, its C tool beside it."""
     text_otf = fmt == "otf"
     out_target = 1.0 if text_otf else 2.0
-    lines = [f"CPU seconds (user+sys) and peak RSS, min / median of {repeat} interleaved runs; "
-             f"input {in_bytes:,} bytes",
+    how = ("GNU time %M" if GNU_TIME else
+           "ru_maxrss: no GNU time, so an upper bound holding this script's own RSS")
+    lines = [f"CPU seconds (user+sys, os.wait4) and peak RSS ({how}), min / median of "
+             f"{repeat} interleaved runs; input {in_bytes:,} bytes",
              "| phase | partrace CPU s | C tool | C CPU s | ratio min / med | target "
              "| peak MiB (max of runs) partrace / C | out/in bytes partrace / C |",
              "|---|---|---|---|---|---|---|---|"]
@@ -213,7 +229,7 @@ def compare(trace: str, fmt: str | None, tools: dict, repeat: int,
     mine = partrace_commands(trace, fmt)
     theirs = c_commands(name, trace, files, tools)
     order = []
-    for phase, cmd in mine.items():                  # A B A B: each partrace command, then its C tool
+    for phase, cmd in mine.items():        # A B A B: each partrace command, then its C tool
         order.append(cmd)
         if phase in theirs:
             order.append(theirs[phase])
