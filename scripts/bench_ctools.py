@@ -7,10 +7,12 @@ also be run alone:
 
     python scripts/bench_ctools.py TRACE --otfprint PATH --otfmerge PATH ...
 
-Each command runs as a child process and is measured by os.wait4: CPU seconds
-(user + system of the child and every descendant it waited for) and peak
-resident memory (ru_maxrss: the largest single process of that tree). The
-partrace commands run on one process, without mpiexec, as a user types them:
+Each command runs as a child process: CPU seconds from os.wait4 (user + system
+of the child and every descendant it waited for), peak resident memory of the
+largest process of that tree from GNU time's %M (ru_maxrss of a child of this
+script would carry this script's own RSS across exec; without GNU time it is
+used anyway and flagged as an upper bound). The partrace commands run on one
+process, without mpiexec, as a user types them:
 
   start-up    python, numpy, numba, partrace imported (shown, not a target)
   decode      every unit decoded (no merge, no output), this script as the child
@@ -23,6 +25,7 @@ and the C tool each is held against (outputs of printing tools go to /dev/null):
   otf    decode: otfprint -s   info: otfinfo -l 3   merges: otfmerge -n 2
   dumpi  every row: dumpi2ascii on each rank's .bin file in turn
   ovni   every row: ovnidump on the trace folder
+  ross   no C tool: partrace's figures only
 
 A warm-up round runs every command once (page cache, numba's compiled-kernel
 cache); then the measured rounds alternate partrace and C commands (A B A B
