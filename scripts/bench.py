@@ -13,6 +13,13 @@ format decodes: events, samples, ...), ratio to the raw read, peak resident
 memory per rank (as the merge reports it), and parallel efficiency
 t(1 rank) / (N x t(N ranks)).
 The merge figures include process start-up and imports, as a user sees them.
+
+Then, in a second table (scripts/bench_ctools.py), CPU seconds and peak memory
+of partrace's decode, `info`, merge->h5 and merge->otf on one process, next to
+the format's C tool on the same input when its path is given (--otfprint,
+--otfmerge, --otfinfo, --dumpi2ascii, --ovnidump, or PARTRACE_BENCH_<TOOL>):
+paired runs interleaved, min and median, the ratio partrace/C, output bytes
+per input byte, and the targets those are held to. --ctools-repeat 0 skips it.
 """
 from __future__ import annotations
 
@@ -26,6 +33,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import bench_ctools
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -80,6 +89,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="best of N for read and decode")
     ap.add_argument("--memory", help="--memory budget passed to merge (default: partrace's)")
     ap.add_argument("--tmpdir", help="where the outputs go (default: system temp)")
+    ap.add_argument("--ctools-repeat", type=int, default=3,
+                    help="interleaved rounds for the CPU/memory table (0: skip it)")
+    bench_ctools.add_tool_options(ap)
     args = ap.parse_args(argv)
     ranks = [int(x) for x in args.ranks.split(",")]
 
@@ -115,6 +127,11 @@ def main(argv=None) -> int:
         eff = one[phase] / (n * dt) if phase in one else float("nan")
         print(f"| {phase:<10} | {n:>5} | {dt:>8.3f} | {nbytes / dt / 1e6:>8.1f} | "
               f"{rows / dt / 1e6:>8.2f} | {t_read / dt:>7.3f} | {peak:>13,.0f} | {eff:>10.2f} |")
+    if args.ctools_repeat > 0:
+        tools = {t: getattr(args, t) for t in bench_ctools.TOOLS}
+        print()
+        print("\n".join(bench_ctools.compare(args.trace, args.format, tools,
+                                             args.ctools_repeat, args.tmpdir)))
     return 0
 
 
