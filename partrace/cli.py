@@ -274,13 +274,15 @@ def cmd_run(comm, args) -> int:
     finally:    # also when the plan fails, before the run's own cleanup
         progress.done()
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
+    events = comm.allreduce_sum(stats.rows_written.get("events", 0))
     nbytes = comm.allreduce_sum(stats.bytes_read)
     spilled = comm.allreduce_sum(stats.spilled_bytes)
     peak = comm.allreduce_max(_peak_rss())
     if comm.rank == 0 and not args.quiet:
         dt = time.perf_counter() - t0
         extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
-        print(f"partrace: wrote {args.output}: {rows:,} rows from {nbytes / 1e6:,.1f} MB "
+        print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
+              f"from {nbytes / 1e6:,.1f} MB "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
               f"peak memory {peak / 2**20:,.0f} MiB per rank", file=sys.stderr)
     return 0
