@@ -443,9 +443,11 @@ def ross_records(name: str, raw: bytes) -> list[tuple[int, str]]:
     return out
 
 
-# per record kind: (offset of a size field, offsets of id fields)
-_ROSS_FIELDS = {"event": (20, (0, 4)), "model": (44, (24, 32)), "vt_model": (40, (0, 16)),
-                "pe": (4, (24,)), "kp": (4, (24, 28)), "lp": (4, (24, 32))}
+# per record kind: (offset of a size field, offsets of id fields, offset of a time value)
+# and of a time value
+_ROSS_FIELDS = {"event": (20, (0, 4), 8), "model": (44, (24, 32), 8),
+                "vt_model": (40, (0, 8, 16), 24), "pe": (4, (24,), 8), "kp": (4, (24, 28), 8),
+                "lp": (4, (24, 32), 8)}
 
 
 def ross_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
@@ -459,7 +461,7 @@ def ross_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
             out.append(Damage("flip", f, "flip", rng.randrange(len(raw)), rng.randrange(8)))
         for _ in range(2):
             start, kind = rng.choice(recs)
-            size_at, ids = _ROSS_FIELDS[kind]
+            size_at, ids, time_at = _ROSS_FIELDS[kind]
             pick = rng.randrange(5)
             if pick == 0:
                 out.append(Damage("size-field-huge", f, "splice", start + size_at, 4,
@@ -474,8 +476,8 @@ def ross_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
                 out.append(Damage("sample-type-unknown", f, "splice", start, 4,
                                   b"\x07\x00\x00\x00"))
             else:
-                # a time value (event: send time; samples: virtual time)
-                out.append(Damage("value-bytes", f, "splice", start + 8, 4, rng.randbytes(4)))
+                out.append(Damage("time-value-bytes", f, "splice", start + time_at, 4,
+                                  rng.randbytes(4)))
         start, kind = rng.choice(recs[1:])
         out.append(Damage("truncate-at-record", f, "truncate", start, rows="fewer"))
         out.append(Damage("truncate-mid-record", f, "truncate", start + rng.randrange(1, 20)))
@@ -524,7 +526,7 @@ def cases() -> list[Case]:
     return out
 
 
-def two_rank_cases(every: int = 7) -> list[Case]:
+def two_rank_cases(every: int = 9) -> list[Case]:
     """A deterministic spread of the cases for the runs under mpiexec -n 2."""
     return [c for i, c in enumerate(cases()) if i % every == 3 or c.damage.op == "fifo"]
 
