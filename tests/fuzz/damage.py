@@ -478,6 +478,11 @@ def ross_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
             else:
                 out.append(Damage("time-value-bytes", f, "splice", start + time_at, 4,
                                   rng.randbytes(4)))
+        # the first record's header: ROSS files have no magic, so this is where a reader
+        # decides whether the file is one at all
+        first = {"event": (20, b"\xff\xff\xff\x7f"), "vt_model": (44, b"\x09\x00\x00\x00")}
+        at, data = first.get(recs[0][1], (0, b"\x09\x00\x00\x00"))
+        out.append(Damage("first-record-header", f, "splice", at, 4, data))
         start, kind = rng.choice(recs[1:])
         out.append(Damage("truncate-at-record", f, "truncate", start, rows="fewer"))
         out.append(Damage("truncate-mid-record", f, "truncate", start + rng.randrange(1, 20)))
@@ -526,7 +531,7 @@ def cases() -> list[Case]:
     return out
 
 
-def two_rank_cases(every: int = 9) -> list[Case]:
+def two_rank_cases(every: int = 13) -> list[Case]:
     """A deterministic spread of the cases for the runs under mpiexec -n 2."""
     return [c for i, c in enumerate(cases()) if i % every == 3 or c.damage.op == "fifo"]
 

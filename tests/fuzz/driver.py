@@ -33,7 +33,7 @@ MEMORY_LIMIT = 2 << 30          # the issue's bound on peak resident memory
 ADDRESS_LIMIT = 3 << 30         # RLIMIT_AS: keeps a blow-up from hurting the machine
 TIMEOUT_1 = 30.0                # seconds per case, one rank (a clean case takes < 2 s)
 REQUIRE_OFFSET = True           # an error naming an existing file must say the line or byte
-TIMEOUT_2 = 90.0                # under mpiexec (start-up of two interpreters included)
+TIMEOUT_2 = 60.0                # under mpiexec (start-up of two interpreters included)
 
 ERROR_LINE = re.compile(r"^partrace: error: (?P<path>/[^:]*?)(?::(?P<where>line \d+|byte \d+))?: "
                         r"(?P<msg>\S.*)$")
@@ -206,17 +206,15 @@ class Result:
                 f"{'; '.join(self.problems)} | {err[:300]}")
 
 
-def warm_up(work: Path) -> None:
-    """Import partrace and load every kernel in this process once, so that forked
-    children start warm (a child that compiles or loads numba kernels itself
-    takes seconds)."""
+def warm_up(fx: Fixture, work: Path) -> None:
+    """Merge the clean fixture in this process once, so that children forked later
+    start with partrace imported and its kernels loaded (a child that compiles
+    or loads numba kernels itself takes seconds)."""
     import partrace
     import partrace.cli  # noqa: F401
-    from .damage import FIXTURES
-    for fx in FIXTURES:
-        trace = copy_fixture(fx, work / fx.name)
-        for suffix in ("h5", "otf"):
-            partrace.merge(trace, work / fx.name / f"x.{suffix}")
+    trace = copy_fixture(fx, work)
+    for suffix in ("h5", "otf"):
+        partrace.merge(trace, work / f"x.{suffix}")
 
 
 def run_case(case: Case, work: Path, baseline: dict | None, nranks: int = 1,
