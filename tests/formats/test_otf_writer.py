@@ -6,13 +6,7 @@ import pytest
 
 from partrace.formats.otf import writer as W
 from partrace.formats.otf.files import parse_master
-from partrace.model import Table
-
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).parent))
-from test_otf_helpers import DATA, decode_all, per_location
+from tests.formats.test_otf_helpers import DATA, decode_all, per_location
 
 CASES = [("ring8", "merged_n3", 3), ("ring8", "merged_n1", 1), ("hybrid16", "merged_n5", 5),
          ("hybrid16", "merged_n16", 16)]

@@ -1,11 +1,8 @@
 """Long-format and zlib OTF written by the real OTF 1.12.4 tools (otfmerge --long, otfmerge -z),
 decoded by our reader and compared with otfprint record by record (see tests/data/otf/README.md)."""
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "formats"))
-from test_otf_helpers import DATA  # noqa: E402
-from test_otf_reader import _check_against_otfprint  # noqa: E402
+from tests.formats.test_otf_helpers import DATA
+from tests.formats.test_otf_reader import _check_against_otfprint
 
 
 def test_real_long_format_matches_otfprint():

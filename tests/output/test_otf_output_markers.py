@@ -20,9 +20,8 @@ import partrace
 from partrace.model import Kind
 from tests.conftest import DATA, ROOT, run_cli
 
-sys.path.insert(0, str(Path(__file__).parent / "formats"))
-from test_otf_helpers import decode_all  # noqa: E402
-from tests.test_otf_output_generic import check_point_markers  # noqa: E402
+from tests.formats.test_otf_helpers import decode_all
+from tests.output.test_otf_output_generic import check_point_markers
 
 pytestmark = pytest.mark.mpi
 

@@ -1,9 +1,7 @@
 """OTF output of DUMPI, ovni and ROSS traces, through the CLI on 1, 2 and 4 ranks, read back with our
 OTF reader and checked value by value against the decode of the SOURCE trace (partrace.open)."""
 import struct
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +10,7 @@ import partrace
 from partrace.model import Kind
 from tests.conftest import DATA, run_cli
 
-sys.path.insert(0, str(Path(__file__).parent / "formats"))
-from test_otf_helpers import decode_all  # noqa: E402
+from tests.formats.test_otf_helpers import decode_all
 
 pytestmark = pytest.mark.mpi
 
