@@ -23,7 +23,7 @@ def test_sbatch_runs_partrace_under_srun(name, command):
     assert any(line.startswith("srun ") and command in line for line in text.splitlines())
 
 
-@pytest.mark.parametrize("gen", ["gen_otf", "gen_dumpi", "gen_ovni", "gen_ross", "bench"])
+@pytest.mark.parametrize("gen", ["gen_otf", "gen_dumpi", "gen_ovni", "gen_ross", "bench", "bench_ctools"])
 def test_python_scripts_answer_help(gen):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{gen}.py"), "--help"],
                        capture_output=True, text=True)
