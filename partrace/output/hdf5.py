@@ -138,14 +138,24 @@ def _tail(col: Column) -> tuple:
 
 
 def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: int,
-                 compression: str | None = None) -> h5py.Group:
-    """An empty, appendable table: resizable chunked column datasets of ``chunk`` rows."""
+                 compression: str | None = None, rows: int | None = None) -> h5py.Group:
+    """An empty table: chunked column datasets of ``chunk`` rows, compressed.
+
+    ``rows`` None: resizable (rows appended window after window); else the
+    table's final size, fixed (a smaller chunk index: most of a small table's
+    bytes are HDF5's per-dataset structures); 0 rows: no chunks at all.
+    """
     group = parent.require_group(name)
     for col in columns:
         tail = _tail(col)
-        ds = group.create_dataset(col.name, shape=(0,) + tail, maxshape=(None,) + tail,
-                                  chunks=(chunk,) + tail, dtype=h5_dtype(col),
-                                  **filters(col, compression))
+        if rows == 0:
+            ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=h5_dtype(col))
+        else:
+            fixed = rows is not None
+            ds = group.create_dataset(col.name, shape=((rows if fixed else 0),) + tail,
+                                      maxshape=((rows if fixed else None),) + tail,
+                                      chunks=((min(chunk, rows) if fixed else chunk),) + tail,
+                                      dtype=h5_dtype(col), **filters(col, compression))
         _column_attrs(ds, col)
     _table_attrs(group, columns, 0)
     return group
@@ -174,7 +184,7 @@ def append_rows(group: h5py.Group, table: Table, columns: list[Column]) -> None:
 def write_table(parent: h5py.Group, name: str, table: Table, columns: list[Column],
                 compression: str | None = None) -> h5py.Group:
     """Write one whole table as a group of column datasets."""
-    group = create_table(parent, name, columns, chunk_rows(len(table)), compression)
+    group = create_table(parent, name, columns, chunk_rows(len(table)), compression, len(table))
     append_rows(group, table, columns)
     return group
 

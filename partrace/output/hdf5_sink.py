@@ -91,12 +91,13 @@ class HDF5Sink:
             return f"{PARTS_DIR}/rank-{rank:05d}.h5"
         return self.final.name
 
-    def _chunks(self, counts: dict[str, int]) -> dict[str, int]:
-        """Rows per chunk, per table, the same on every rank: fitted to the table when
-        the first window holds all of it, else the largest."""
+    def _shapes(self, counts: dict[str, int]) -> dict[str, tuple[int, int | None]]:
+        """Per table, (rows per chunk, final rows or None), the same on every rank:
+        fitted and fixed when the first window holds all of the table, else the
+        largest chunks and a resizable table."""
         later = self.next_keys or {}
-        return {name: hdf5.chunk_rows(counts[name]) if later.get(name) is None
-                else hdf5.CHUNK_ROWS for name in self.schema}
+        return {name: (hdf5.chunk_rows(counts[name]), counts[name]) if later.get(name) is None
+                else (hdf5.CHUNK_ROWS, None) for name in self.schema}
 
     def _open(self, comm: Comm, counts: dict[str, int]) -> None:
         # no chunk cache: whole chunks go straight to the file instead of
@@ -107,9 +108,12 @@ class HDF5Sink:
             hdf5.write_header(f, self.defs, self.source, self.schema)
         else:
             f.attrs["layout"] = hdf5.LAYOUT + "-shard"
-        chunks = self._chunks(counts)
+        shapes = self._shapes(counts)
         for name, columns in self.schema.items():
-            hdf5.create_table(f, name, columns, chunks[name], self.compression)
+            if self._split and self.layout == "parts":
+                shapes[name] = (hdf5.chunk_rows(counts[name]), None)    # rows differ per part
+            chunk, rows = shapes[name]
+            hdf5.create_table(f, name, columns, chunk, self.compression, rows)
         self._file = f
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
