@@ -93,10 +93,11 @@ class HDF5Sink:
 
     def _shapes(self, counts: dict[str, int]) -> dict[str, tuple[int, int | None]]:
         """Per table, (rows per chunk, final rows or None), the same on every rank:
-        fitted and fixed when the first window holds all of the table, else the
-        largest chunks and a resizable table."""
-        later = self.next_keys or {}
-        return {name: (hdf5.chunk_rows(counts[name]), counts[name]) if later.get(name) is None
+        fitted and fixed when the first window is the only one (the engine says no
+        table has later rows), else the largest chunks and resizable tables."""
+        later = self.next_keys
+        only = later is not None and all(k is None for k in later.values())
+        return {name: (hdf5.chunk_rows(counts[name]), counts[name]) if only
                 else (hdf5.CHUNK_ROWS, None) for name in self.schema}
 
     def _open(self, comm: Comm, counts: dict[str, int]) -> None:
