@@ -36,6 +36,7 @@ from .staging import Staging
 
 LAYOUTS = ("single", "parts")
 PARTS_DIR = "parts"     # inside the hidden staging folder
+JOIN_CACHE_BYTES = 16 << 20     # holds a shared chunk between its two writers
 
 
 class HDF5Sink:
@@ -159,16 +160,28 @@ class HDF5Sink:
         return out
 
     def _join_parts(self, comm: Comm) -> None:
-        """Rank 0: copy every part's rows into the final file (chunks whole, raw)."""
-        with h5py.File(self.staging.path(self.final.name), "a", rdcc_nbytes=0) as f:
-            for r in range(1, comm.size):
-                with h5py.File(self.staging.path(self._file_name(r)), "r", rdcc_nbytes=0) as part:
-                    for name, columns in self.schema.items():
-                        ranges = self._intervals(name, comm.size)[r]
-                        if not ranges:
-                            continue
-                        for col in columns:
-                            copy_rows(part[name][col.name], f[name][col.name], col, ranges)
+        """Rank 0: copy every part's rows into the final file (whole chunks raw).
+
+        Column by column, rank after rank: a chunk shared by ranks r and r+1 is
+        then written twice in a row and stays decoded in the final file's chunk
+        cache between the two writes (decoded and encoded once)."""
+        parts = [h5py.File(self.staging.path(self._file_name(r)), "r", rdcc_nbytes=0)
+                 for r in range(1, comm.size)]
+        try:
+            with h5py.File(self.staging.path(self.final.name), "a",
+                           rdcc_nbytes=JOIN_CACHE_BYTES) as f:
+                for name, columns in self.schema.items():
+                    ranges = self._intervals(name, comm.size)
+                    if not any(ranges[1:]):
+                        continue
+                    for col in columns:
+                        dst = f[name][col.name]
+                        for r, part in enumerate(parts, start=1):
+                            if ranges[r]:
+                                copy_rows(part[name][col.name], dst, col, ranges[r])
+        finally:
+            for part in parts:
+                part.close()
         for r in range(1, comm.size):
             os.unlink(self.staging.path(self._file_name(r)))
 
