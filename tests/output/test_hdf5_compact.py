@@ -74,7 +74,8 @@ def test_generated_trace_sizes(fmt, tmp_path):
     args, name, limit = GENERATED[fmt]
     d = tmp_path / "trace"
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / args[0]),
-                        *(a.format(d=d) for a in args[1:])], capture_output=True, text=True, cwd=ROOT)
+                        *(a.format(d=d) for a in args[1:])],
+                       capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     trace = d / name if name else d
     assert _ratio(trace, tmp_path / "o.h5") <= limit
