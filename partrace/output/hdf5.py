@@ -116,7 +116,6 @@ def write_values(ds, col: Column, values: np.ndarray, start: int) -> None:
     ds.id.write(h5py.h5s.create_simple((n,)), fspace, out)
 
 
-_write_values = write_values
 
 
 def _column_attrs(ds, col: Column) -> None:
