@@ -116,8 +116,6 @@ def write_values(ds, col: Column, values: np.ndarray, start: int) -> None:
     ds.id.write(h5py.h5s.create_simple((n,)), fspace, out)
 
 
-
-
 def _column_attrs(ds, col: Column) -> None:
     ds.attrs["description"] = col.description
     if col.unit:
