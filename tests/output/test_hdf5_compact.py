@@ -153,3 +153,22 @@ def test_select_columns_time_and_locations(source, tmp_path):
     assert list(only_time) == ["time"]
     assert np.array_equal(only_time["time"], full["time"][full["time"] >= t0].to_numpy())
     assert len(t.columns("events", time=(t1, t0))["time"]) == 0
+
+
+def test_time_window_reads_only_its_rows(tmp_path, monkeypatch):
+    """A time window is found by bisection: the columns are read only over its rows."""
+    import partrace.output.hdf5 as layout
+    out = tmp_path / "o.h5"
+    assert run_cli(["merge", str(RING8), "-o", str(out), "-q"]).returncode == 0
+    full = partrace.open(out).columns("events", columns=["time"])["time"]
+    t0, t1 = int(full[len(full) // 2]), int(full[len(full) // 2 + 300])
+    first, last = np.searchsorted(full, t0), np.searchsorted(full, t1)
+    reads = []
+    real = layout.read_column
+    monkeypatch.setattr(layout, "read_column",
+                        lambda ds, start=0, stop=None: reads.append((ds.name, start, stop))
+                        or real(ds, start, stop))
+    got = partrace.open(out).columns("events", columns=["time", "kind", "region"], time=(t0, t1))
+    assert np.array_equal(got["time"], full[first:last])
+    assert sorted(n for n, _, _ in reads) == ["/events/kind", "/events/region", "/events/time"]
+    assert all((a, b) == (first, last) for _, a, b in reads)
