@@ -4,6 +4,7 @@
 >>> t = partrace.open("trace.otf")          # any trace, or a partrace .h5 file
 >>> ev = t.columns("events")                 # {"time": ndarray, "location": ..., ...}
 >>> df = t.to_pandas("events")               # kind as a categorical of names
+>>> df = t.to_pandas("events", columns=["time", "kind"], time=(0, 10**9), locations=[1, 2])
 >>> partrace.merge("trace.otf", "out.h5")    # what `partrace merge` does
 """
 from __future__ import annotations
@@ -54,33 +55,45 @@ class TraceData:
         if self.is_hdf5:
             import json
 
-            import h5py
-            with h5py.File(self.path, "r") as f:
+            from .formats.hdf5.files import open_checked
+            with open_checked(self.path) as f:
                 return json.loads(f.attrs["tables"])
         if self._tables is None:
             self._decode()
         return list(self._tables)
 
-    def table(self, name: str = "events") -> Table:
-        if self.is_hdf5:
-            import h5py
+    def table(self, name: str = "events", columns: list[str] | None = None,
+              time: tuple[int | None, int | None] | None = None,
+              locations=None) -> Table:
+        """Rows of one table: all, or those with ``t0 <= time < t1`` (ns; None = open
+        end) and ``location`` in ``locations``; only ``columns`` (default all).
 
-            from .output.hdf5 import read_table
-            with h5py.File(self.path, "r") as f:
-                return read_table(f[name])
+        From a partrace HDF5 file only the chunks that hold those rows and
+        columns are read (the time window is found by bisection)."""
+        if self.is_hdf5:
+            from .formats.hdf5.files import open_checked
+            from .formats.hdf5.select import read_selection
+            with open_checked(self.path) as f:
+                if name not in f:
+                    raise KeyError(f"{self.path}: no table {name!r}")
+                return read_selection(f[name], columns, time, locations)
         if self._tables is None:
             self._decode()
-        return self._tables[name]
+        return _select(self._tables[name], columns, time, locations)
 
-    def columns(self, name: str = "events") -> dict[str, np.ndarray]:
-        """One table as a dict of numpy columns, in global (time, location, seq) order."""
-        return dict(self.table(name).columns)
+    def columns(self, name: str = "events", columns: list[str] | None = None,
+                time=None, locations=None) -> dict[str, np.ndarray]:
+        """One table as a dict of numpy columns, in global (time, location, seq) order
+        (``columns``, ``time``, ``locations``: as for :meth:`table`)."""
+        return dict(self.table(name, columns, time, locations).columns)
 
-    def to_pandas(self, name: str = "events"):
-        """One table as a pandas DataFrame (``kind`` as a categorical of kind names)."""
+    def to_pandas(self, name: str = "events", columns: list[str] | None = None,
+                  time=None, locations=None):
+        """One table as a pandas DataFrame (``kind`` as a categorical of kind names;
+        ``columns``, ``time``, ``locations``: as for :meth:`table`)."""
         import pandas as pd
         cols = {}
-        for k, v in self.columns(name).items():
+        for k, v in self.columns(name, columns, time, locations).items():
             cols[k] = list(v) if v.ndim > 1 else v
         df = pd.DataFrame(cols)
         if "kind" in df:
@@ -129,6 +142,25 @@ class TraceData:
         return f"<partrace.TraceData {self.format} {self.path}>"
 
 
+def _select(table: Table, columns, time, locations) -> Table:
+    """In-memory twin of the HDF5 selection (a decoded trace)."""
+    names = table.names if columns is None else list(columns)
+    unknown = [c for c in names if c not in table]
+    if unknown:
+        raise KeyError(f"no column {unknown[0]!r} (has {', '.join(table.names)})")
+    keep = np.ones(len(table), dtype=bool)
+    if time is not None:
+        t0, t1 = time
+        t = table["time"]
+        if t0 is not None:
+            keep &= t >= t0
+        if t1 is not None:
+            keep &= t < t1
+    if locations is not None:
+        keep &= np.isin(table["location"], np.asarray(list(locations)))
+    return Table({c: table[c][keep] for c in names})
+
+
 def open(path: str | os.PathLike, format: str | None = None) -> TraceData:  # noqa: A001
     """Open a trace of any supported format, or a partrace HDF5 output."""
     return TraceData(path, format)
@@ -136,10 +168,13 @@ def open(path: str | os.PathLike, format: str | None = None) -> TraceData:  # no
 
 def merge(trace, output, *, streams: int | None = None, to: str | None = None,
           format: str | None = None, overwrite: bool = False, compression: str | None = None,
-          comm=None):
+          layout: str | None = None, comm=None):
     """Merge ``trace`` into ``output`` (.h5 or .otf), as ``partrace merge`` does.
 
     ``compression``: "gzip" or "lzf" for HDF5 columns, "zlib" for OTF files.
+    ``layout`` (HDF5): "single" (default: one self-contained file at any rank
+    count) or "parts" (virtual datasets over per-rank files in ``OUTPUT.parts/``,
+    which must stay beside ``OUTPUT``).
 
     ``comm`` defaults to the world communicator when launched under MPI.
     """
@@ -147,5 +182,5 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
     from .engine.pipeline import run
     from .output import make_sink
     sink = make_sink(output, to=to, source=str(trace), overwrite=overwrite, streams=streams,
-                     compression=compression)
+                     compression=compression, layout=layout)
     return run(comm or world(), trace, sink, format=format)

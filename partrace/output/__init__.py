@@ -21,7 +21,10 @@ def output_kind(path, to: str | None = None) -> str:
 
 
 def make_sink(path, *, to: str | None = None, source: str = "", overwrite: bool = False,
-              streams: int | None = None, compression: str | None = None):
+              streams: int | None = None, compression: str | None = None,
+              layout: str | None = None):
+    """``layout`` (HDF5 only): "single" (default, one self-contained file at any rank
+    count) or "parts" (a file of virtual datasets over per-rank ``OUT.parts/``)."""
     kind = output_kind(path, to)
     if kind == "hdf5":
         if streams is not None:
@@ -29,7 +32,10 @@ def make_sink(path, *, to: str | None = None, source: str = "", overwrite: bool 
         if compression == "zlib":
             raise UsageError("--compress zlib applies to OTF output; HDF5 takes gzip or lzf")
         from .hdf5_sink import HDF5Sink
-        return HDF5Sink(path, source=source, overwrite=overwrite, compression=compression)
+        return HDF5Sink(path, source=source, overwrite=overwrite, compression=compression,
+                        layout=layout)
+    if layout is not None:
+        raise UsageError("--layout applies to HDF5 output only")
     if compression not in (None, "zlib"):
         raise UsageError(f"--compress {compression} applies to HDF5 output; OTF takes zlib")
     from .otf_sink import OTFSink

@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import TraceError
 from ...model import BYTES, STR, Column, Definitions, Schema, Table
 from ..base import Format, TraceReader, Unit
+from .files import open_checked
 
 MAGIC = b"\x89HDF\r\n\x1a\n"
 ROWS_PER_UNIT = 1 << 20
@@ -24,10 +25,20 @@ class HDF5Reader(TraceReader):
 
     def _open(self):
         import h5py
-        try:
-            return h5py.File(self.path, "r")
-        except OSError as exc:
-            raise TraceError(self.path, None, f"cannot open as HDF5: {exc}") from None
+        if getattr(self, "_checked", False):
+            try:
+                return h5py.File(self.path, "r")
+            except OSError as exc:
+                raise TraceError(self.path, None, f"cannot open as HDF5: {exc}") from None
+        f = open_checked(self.path)     # once per reader: virtual sources all there
+        self._checked, self._parts = True, f.partrace_parts
+        return f
+
+    def source_files(self) -> list[Path]:
+        """The file and, for a layout "parts" file, the parts it reads from."""
+        if not getattr(self, "_checked", False):
+            self._open().close()
+        return [self.path, *self._parts]
 
     def units(self) -> list[Unit]:
         out = []

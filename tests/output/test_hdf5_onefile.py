@@ -1,0 +1,180 @@
+"""One self-contained HDF5 file at any rank count.
+
+Merged on 1, 2 and 3 ranks (and under a tiny memory budget, many windows) the
+output is one file with the same rows; moved alone to another folder it still
+reads.  A ``layout="parts"`` output missing a part is refused with one line
+naming it, never read as zeros.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import partrace
+from partrace.errors import TraceError
+from partrace.model import Column
+from partrace.output.hdf5_sink import copy_rows
+from tests.conftest import DATA, ROOT, run_cli
+from tests.support.compare import assert_same_content, h5_content
+
+pytestmark = pytest.mark.mpi
+
+RING8 = DATA / "otf" / "ring8" / "trace" / "ring8.otf"
+DUMPI = DATA / "dumpi" / "p2p-4rank"           # text columns (variable length)
+OVNI = DATA / "ovni" / "v1-zoo-small" / "ovni"  # a bytes column (jumbo data)
+
+
+def _merge(trace, out: Path, nranks, extra=()) -> str:
+    r = run_cli(["merge", str(trace), "-o", str(out), *extra], nranks=nranks)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def _only_the_file(out: Path) -> None:
+    """The output folder holds the .h5 and nothing else: no parts, no staging."""
+    assert sorted(os.listdir(out.parent)) == [out.name]
+
+
+@pytest.mark.parametrize("trace", [RING8, DUMPI, OVNI], ids=lambda p: p.parts[-3])
+def test_one_file_at_any_rank_count_reads_alone(trace, tmp_path):
+    ref = tmp_path / "one" / "o.h5"
+    ref.parent.mkdir()
+    _merge(trace, ref, None, ["-q"])
+    _only_the_file(ref)
+    for n in (1, 2, 3):
+        out = tmp_path / f"n{n}" / "o.h5"
+        out.parent.mkdir()
+        _merge(trace, out, n, ["-q"])
+        _only_the_file(out)
+        alone = tmp_path / f"moved{n}" / "o.h5"     # the single file, moved on its own
+        alone.parent.mkdir()
+        shutil.move(out, alone)
+        shutil.rmtree(out.parent)
+        with h5py.File(alone, "r") as f:
+            virtual = []
+            f.visititems(lambda _, o: virtual.append(o.name)
+                         if isinstance(o, h5py.Dataset) and o.is_virtual else None)
+        assert virtual == []
+        assert_same_content(ref, alone)
+        events = h5_content(alone)["events"]
+        assert len(events["time"]) > 100 and np.all(np.diff(events["time"]) >= 0)
+        assert events["time"].max() > 0 and len(np.unique(events["location"])) > 1
+    assert not list(tmp_path.rglob("*.parts")) and not list(tmp_path.rglob(".*partrace-*"))
+
+
+def _gen_otf(folder: Path, events: int) -> Path:
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_otf.py"), str(folder / "g.otf"),
+                        "--processes", "8", "--streams", "3", "--events", str(events)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return folder / "g.otf"
+
+
+def test_many_windows_give_the_same_single_file(tmp_path):
+    """A tiny --memory budget (many windows, resizable tables) changes no row."""
+    trace = _gen_otf(tmp_path, 40000)
+    ref = tmp_path / "ref" / "o.h5"
+    ref.parent.mkdir()
+    _merge(trace, ref, None)
+    for n in (None, 2, 3):
+        out = tmp_path / f"w{n}" / "o.h5"
+        out.parent.mkdir()
+        windows = int(re.search(r"(\d+) window\(s\)", _merge(trace, out, n, ["--memory", "1M"]))
+                      .group(1))
+        assert windows > 3
+        _only_the_file(out)
+        assert_same_content(ref, out)
+
+
+def test_whole_chunks_of_parts_are_copied_as_stored(tmp_path):
+    """Enough rows per rank for whole 16384-row chunks: the joined file holds them
+    byte for byte as the single-rank file does, and the same rows."""
+    trace = _gen_otf(tmp_path, 120000)
+    one, two = tmp_path / "one.h5", tmp_path / "two.h5"
+    _merge(trace, one, None, ["-q"])
+    _merge(trace, two, 2, ["-q"])
+    assert_same_content(one, two)
+    with h5py.File(one, "r") as a, h5py.File(two, "r") as b:
+        ds_a, ds_b = a["events/time"], b["events/time"]
+        assert ds_a.shape[0] > 4 * ds_a.chunks[0]
+        for c in range(ds_a.shape[0] // ds_a.chunks[0]):
+            at = (c * ds_a.chunks[0],)
+            assert ds_a.id.read_direct_chunk(at) == ds_b.id.read_direct_chunk(at), c
+
+
+def test_copy_rows_raw_chunks_and_shared_edges(tmp_path):
+    """copy_rows on ranges that start and end mid-chunk and end the dataset."""
+    col = Column("v", "int64")
+    values = np.arange(1000, dtype=np.int64) * 7 - 300
+    ranges = [[(0, 37)], [(37, 200), (450, 1000)], [(200, 450)]]    # ranks 0, 1, 2
+    with h5py.File(tmp_path / "d.h5", "w", libver="v110") as f:
+        dst = f.create_dataset("v", shape=(1000,), chunks=(64,), dtype="i8",
+                               compression="gzip", shuffle=True)
+        for r, rs in enumerate(ranges):
+            src = f.create_dataset(f"p{r}", shape=(1000,), chunks=(64,), dtype="i8",
+                                   compression="gzip", shuffle=True)
+            for a, b in rs:
+                src[a:b] = values[a:b]
+            if r == 0:
+                dst[0:37] = values[0:37]
+            else:
+                copy_rows(src, dst, col, rs)
+        assert np.array_equal(dst[:], values)
+        # chunk 4 (256..319) lies inside rank 2's rows, the last chunk in rank 1's
+        assert dst.id.read_direct_chunk((256,)) == f["p2"].id.read_direct_chunk((256,))
+        assert dst.id.read_direct_chunk((960,)) == f["p1"].id.read_direct_chunk((960,))
+
+
+def _parts_output(tmp_path) -> Path:
+    out = tmp_path / "p" / "o.h5"
+    out.parent.mkdir()
+    code = ("import sys, partrace; partrace.merge(sys.argv[1], sys.argv[2], layout='parts')")
+    from tests.conftest import mpiexec
+    r = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-c", code, str(RING8), str(out)],
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(out.parent / "o.h5.parts")) == ["rank-00000.h5", "rank-00001.h5"]
+    return out
+
+
+def test_parts_layout_missing_part_is_an_error_not_zeros(tmp_path):
+    out = _parts_output(tmp_path)
+    ref = tmp_path / "ref.h5"
+    _merge(RING8, ref, None, ["-q"])
+    assert_same_content(ref, out)                       # whole, it reads like the single file
+    r = run_cli(["info", str(out)])
+    assert r.returncode == 0 and "8" in r.stdout
+    (out.parent / "o.h5.parts" / "rank-00001.h5").unlink()
+    missing = str(out.parent / "o.h5.parts" / "rank-00001.h5")
+    for args in (["info", str(out)], ["convert", str(out), "-o", str(tmp_path / "back.h5")]):
+        r = run_cli(args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and missing in lines[0] and "missing" in lines[0], lines
+        assert "time span: 0 .. 0" not in r.stdout
+    assert not (tmp_path / "back.h5").exists()
+    with pytest.raises(TraceError, match=re.escape(missing)):
+        partrace.open(out).to_pandas()
+    with pytest.raises(TraceError, match=re.escape(missing)):
+        partrace.open(out).columns("events", columns=["time"])
+    with pytest.raises(TraceError, match=re.escape(missing)):
+        partrace.open(out).definitions
+
+
+def test_copied_without_its_parts_folder(tmp_path):
+    out = _parts_output(tmp_path)
+    alone = tmp_path / "elsewhere" / "o.h5"
+    alone.parent.mkdir()
+    shutil.copy(out, alone)
+    r = run_cli(["info", str(alone)])
+    assert r.returncode == 2
+    assert str(alone.parent / "o.h5.parts" / "rank-00000.h5") in r.stderr
