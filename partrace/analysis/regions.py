@@ -21,7 +21,7 @@ from numba import njit
 
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
-from ..model import Definitions, Kind, Schema, Table, column
+from ..model import Definitions, Kind, Schema, Table
 
 COLUMNS = ("time", "location", "seq", "kind", "region")
 

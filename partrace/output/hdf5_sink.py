@@ -32,7 +32,7 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import UsageError
 from ..model import Definitions, Schema, Table
-from . import hdf5
+from ..formats.hdf5 import layout as hdf5
 from .staging import Staging
 
 LAYOUTS = ("single", "parts")

@@ -4,7 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
-from partrace.output.hdf5 import read_table
+from partrace.formats.hdf5.layout import read_table
 from tests.conftest import DATA
 from tests.formats.test_dumpi_fixtures import parse_ascii
 from tests.support.compare import merge_on_rank_counts

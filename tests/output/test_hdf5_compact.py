@@ -157,7 +157,7 @@ def test_select_columns_time_and_locations(source, tmp_path):
 
 def test_time_window_reads_only_its_rows(tmp_path, monkeypatch):
     """A time window is found by bisection: the columns are read only over its rows."""
-    import partrace.output.hdf5 as layout
+    import partrace.formats.hdf5.layout as layout
     out = tmp_path / "o.h5"
     assert run_cli(["merge", str(RING8), "-o", str(out), "-q"]).returncode == 0
     full = partrace.open(out).columns("events", columns=["time"])["time"]

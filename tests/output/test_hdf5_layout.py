@@ -3,7 +3,7 @@ import h5py
 import numpy as np
 
 from partrace.model import BYTES, STR, Column, Table, column
-from partrace.output.hdf5 import read_table, write_table
+from partrace.formats.hdf5.layout import read_table, write_table
 
 
 def test_every_column_type_round_trips(tmp_path):

@@ -6,7 +6,7 @@ import json
 import h5py
 import numpy as np
 
-from partrace.output.hdf5 import read_table
+from partrace.formats.hdf5.layout import read_table
 
 
 def h5_content(path) -> dict:

@@ -54,7 +54,7 @@ class HDF5Reader(TraceReader):
         return sorted(out, key=lambda u: u.key)
 
     def read_definitions(self, survey=None) -> Definitions:
-        from ...output.hdf5 import read_table
+        from .layout import read_table
         with self._open() as f:
             d = f["definitions"]
             tables = {n: read_table(f[n]) for n in ("locations", "regions")}
@@ -89,7 +89,7 @@ class HDF5Reader(TraceReader):
         return out
 
     def decode(self, unit: Unit, defs: Definitions):
-        from ...output.hdf5 import read_table
+        from .layout import read_table
         name, start, stop = unit.info
         with self._open() as f:
             yield {name: read_table(f[name], start, stop)}
@@ -106,7 +106,7 @@ class HDF5(Format):
         with open(path, "rb") as fh:
             if fh.read(8) != MAGIC:
                 return False
-        from ...output.hdf5 import is_partrace_file
+        from .layout import is_partrace_file
         return is_partrace_file(path)
 
     @classmethod

@@ -42,7 +42,7 @@ def time_rows(group, time) -> tuple[int, int]:
 def read_selection(group, columns: list[str] | None = None, time=None,
                    locations=None) -> Table:
     """Rows of a table group with ``t0 <= time < t1`` and ``location`` in ``locations``."""
-    from ...output.hdf5 import read_column, read_table
+    from .layout import read_column, read_table
     names = json.loads(group.attrs["columns"])
     wanted = names if columns is None else list(columns)
     unknown = [c for c in wanted if c not in names]

@@ -37,8 +37,8 @@ from typing import Iterable
 import h5py
 import numpy as np
 
-from .. import __version__
-from ..model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
+from ... import __version__
+from ...model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
 
 LAYOUT = "partrace-hdf5"
 LAYOUT_VERSION = 2
