@@ -40,6 +40,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         "windows of the global order; the output is the same")
     p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp); "
                                     "node-local storage is best")
+    p.add_argument("--layout", choices=["single", "parts"],
+                   help="HDF5 output: one self-contained file (single, the default) or per-rank "
+                        "files in OUT.h5.parts/ joined by virtual datasets in OUT.h5 (parts)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     p.add_argument("--progress", choices=["auto", "bar", "log", "none"], default="auto",
@@ -265,7 +268,7 @@ def cmd_run(comm, args) -> int:
     from .engine.progress import Progress
     from .output import make_sink
     sink = make_sink(args.output, to=args.to, source=str(args.trace), overwrite=args.overwrite,
-                     streams=args.streams, compression=args.compress)
+                     streams=args.streams, compression=args.compress, layout=args.layout)
     progress = Progress(comm, mode="none" if args.quiet else args.progress)
     t0 = time.perf_counter()
     try:
