@@ -286,8 +286,8 @@ def test_definitions_locations():
     ids = loc["id"]
     assert len(set(ids.tolist())) == len(ids) and ids.min() == 1
     a = defs.attrs
-    assert (a["npe"], a["nkp"], a["nlp"]) == (2, 4, 16)
-    assert len(ids) == a["npe"] + a["npe"] * a["nkp"] + a["nlp"]
+    assert (a["npe"], a["nkp"], a["nlp"]) == (2, 8, 16)     # 2 PEs x 4 KPs each, 16 LPs
+    assert len(ids) == a["npe"] + a["nkp"] + a["nlp"]
     parent = dict(zip(loc["name"].tolist(), loc["parent"].tolist()))
     by_name = dict(zip(loc["name"].tolist(), ids.tolist()))
     for g in range(16):          # linear mapping: LP g lives on rank g // 8 (fixture README)

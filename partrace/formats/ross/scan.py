@@ -16,6 +16,7 @@ import numpy as np
 
 from ...errors import TraceError
 from . import layouts as L
+from .files import check_regular
 from .hop import ERROR_TEXT, OK, hop_range
 from .kernels import u32s
 
@@ -33,7 +34,7 @@ def raw_keys(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
         return u32_at(buf, starts + 24)
     if code == L.KP:
         return (u32_at(buf, starts + 24) << 32) | u32_at(buf, starts + 28)
-    if code in (L.LP, L.MODEL_GVT, L.MODEL_RT):
+    if code in (L.LP, L.LP_V1, L.MODEL_GVT, L.MODEL_RT):
         return u32_at(buf, starts + 32)
     if code == L.EVTRACE:   # one SEND row on the source LP, one RECV row on the destination LP
         return np.stack([u32_at(buf, starts), u32_at(buf, starts + 4)], 1).ravel()
@@ -46,7 +47,7 @@ def ids(buf: np.ndarray, starts: np.ndarray, code: int):
         return u32_at(buf, starts + 24), None, None
     if code == L.KP:
         return u32_at(buf, starts + 24), u32_at(buf, starts + 28), None
-    if code in (L.LP, L.MODEL_GVT, L.MODEL_RT):
+    if code in (L.LP, L.LP_V1, L.MODEL_GVT, L.MODEL_RT):
         return u32_at(buf, starts + 24), u32_at(buf, starts + 28), u32_at(buf, starts + 32)
     if code == L.VT_MODEL:
         return u32_at(buf, starts + 16), u32_at(buf, starts + 8), u32_at(buf, starts)
@@ -59,8 +60,9 @@ def model_sizes(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray | 
 
 
 def open_bytes(path: Path) -> np.ndarray:
-    """The file as a read-only uint8 array (empty files cannot be memory-mapped)."""
-    if path.stat().st_size == 0:
+    """The file as a read-only uint8 array (empty files cannot be memory-mapped).
+    Checked to be a regular file first: opening a FIFO would block."""
+    if check_regular(path) == 0:
         return np.empty(0, np.uint8)
     return np.memmap(path, np.uint8, "r").view(np.ndarray)
 
@@ -134,15 +136,33 @@ def region_bounds(path: Path, kind: str, region_size: int) -> list[tuple[int, in
     byte region in which records start: the one serial pass (headers only)."""
     buf = open_bytes(path)
     family = L.FAMILY[kind]
-    out, pos = [], 0
+    out, pos, lp_layout = [], 0, None
     for k in range(-(-len(buf) // region_size)):
-        starts, _codes, nxt = hop_checked(path, buf, pos, min((k + 1) * region_size, len(buf)),
-                                          family)
+        starts, codes, nxt = hop_checked(path, buf, pos, min((k + 1) * region_size, len(buf)),
+                                         family)
+        lp_layout = _one_lp_layout(path, starts, codes, lp_layout)
         if len(starts):
             out.append((k, pos, nxt))
         pos = nxt
         release(buf, pos)
     return out
+
+
+def _one_lp_layout(path: Path, starts: np.ndarray, codes: np.ndarray, seen: int | None):
+    """The LP layout code of the file so far; a TraceError at the first LP sample whose
+    size differs (one ROSS build writes one layout: a mix means a corrupt size field)."""
+    lp = (codes == L.LP) | (codes == L.LP_V1)
+    if not lp.any():
+        return seen
+    seen = int(codes[np.argmax(lp)]) if seen is None else seen
+    other = lp & (codes != seen)
+    if other.any():
+        i = int(np.argmax(other))
+        size = 48 if seen == L.LP else 36
+        raise TraceError.at_byte(path, int(starts[i]) + 4, f"LP sample_size {84 - size} but "
+                                 f"this file's earlier LP samples have {size} (expected one "
+                                 "layout per file)")
+    return seen
 
 
 def add_counts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]):
@@ -169,6 +189,13 @@ def add_keyed(a: dict, b: dict) -> dict:
     return out
 
 
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted unique ids of two sorted unique arrays."""
+    if not len(a) or np.array_equal(a, b):
+        return b
+    return a if not len(b) else np.union1d(a, b)
+
+
 @dataclass
 class FileFacts:
     """What the records of one file (or of some of its regions) tell."""
@@ -177,9 +204,9 @@ class FileFacts:
     size: int
     counts: dict = field(default_factory=dict)     # code -> records
     sizes: dict = field(default_factory=dict)      # code -> set of model data sizes
-    max_pe: int = -1
-    max_kp: int = -1
-    max_lp: int = -1
+    pe_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))   # sorted, unique
+    kp_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # L.kp_key(pe, kp)
+    lp_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     lp_map: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
     keys: dict = field(default_factory=dict)       # code -> (sorted raw keys, records each)
 
@@ -191,8 +218,8 @@ class FileFacts:
              for c in sorted(self.counts.keys() | other.counts.keys())},
             {c: self.sizes.get(c, set()) | other.sizes.get(c, set())
              for c in sorted(self.sizes.keys() | other.sizes.keys())},
-            max(self.max_pe, other.max_pe), max(self.max_kp, other.max_kp),
-            max(self.max_lp, other.max_lp),
+            _union(self.pe_ids, other.pe_ids), _union(self.kp_keys, other.kp_keys),
+            _union(self.lp_ids, other.lp_ids),
             self.lp_map if np.array_equal(self.lp_map, other.lp_map)
             else first_rows(np.concatenate([self.lp_map, other.lp_map])),
             add_keyed(self.keys, other.keys))
@@ -212,9 +239,11 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
         fs.keys[code] = key_counts(raw_keys(buf, sel, code))
         fs.counts[code] = len(sel)
         pe, kp, lp = ids(buf, sel, code)
-        for arr, attr in ((pe, "max_pe"), (kp, "max_kp"), (lp, "max_lp")):
+        # the ids that occur (a set per region: O(distinct ids), whatever their values)
+        for arr, attr in ((pe, "pe_ids"), (None if kp is None else L.kp_key(pe, kp), "kp_keys"),
+                          (lp, "lp_ids")):
             if arr is not None and len(arr):
-                setattr(fs, attr, max(getattr(fs, attr), int(arr.max())))
+                setattr(fs, attr, _union(getattr(fs, attr), key_counts(arr)[0]))
         if pe is not None and lp is not None:
             first = first_index(lp)                           # ROSS LPs never migrate
             maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
