@@ -52,8 +52,8 @@ def api_error(trace) -> TraceError:
     return e.value
 
 
-def cli_error(tmp_path, trace, bad, where: str | None, nranks=None, fmt=None):
-    """CLI merge and info: exit 2, one line naming ``bad`` (and ``where``), no output left,
+def cli_error(tmp_path, trace, bad, where: str | None, nranks=None, fmt=None, info=False):
+    """CLI merge (and info): exit 2, one line naming ``bad`` (and ``where``), no output left,
     input unchanged.  Returns the error line."""
     folder = trace if trace.is_dir() else trace.parent
     before = snapshot(folder)
@@ -61,7 +61,8 @@ def cli_error(tmp_path, trace, bad, where: str | None, nranks=None, fmt=None):
     out_dir.mkdir(exist_ok=True)
     extra = ["--format", fmt] if fmt else []
     lines = []
-    for args in (["merge", str(trace), "-o", str(out_dir / "o.h5"), "-q"], ["info", str(trace)]):
+    commands = [["merge", str(trace), "-o", str(out_dir / "o.h5"), "-q"]]
+    for args in commands + [["info", str(trace)]] * info:
         r = run_cli(args + extra, nranks=nranks, timeout=120)
         assert r.returncode == 2, r.stderr
         err = r.stderr.strip().splitlines()
@@ -109,7 +110,7 @@ def test_file_shorter_than_a_record_is_an_error(tmp_path, run, name):
     bad.write_bytes(bad.read_bytes()[:20])
     e = api_error(stats)
     assert (e.path, e.where) == (str(bad), "byte 0") and "truncated" in e.message
-    cli_error(tmp_path, stats, bad, "byte 0")
+    cli_error(tmp_path, stats, bad, "byte 0", info=True)
 
 
 def test_file_cut_inside_its_last_record_names_that_record(tmp_path):
@@ -278,7 +279,7 @@ def test_fifo_in_the_stats_folder_is_an_error_not_a_hang(tmp_path):
     with pytest.raises(TraceError, match="not a regular file") as e:
         ROSS.open(stats)
     assert e.value.path == str(fifo)
-    assert "FIFO" in cli_error(tmp_path, stats, fifo, None)
+    assert "FIFO" in cli_error(tmp_path, stats, fifo, None, info=True)
     assert "FIFO" in cli_error(tmp_path, stats, fifo, None, nranks=2)
     # named directly (the format given: other formats' sniffers are not ROSS's to fix)
     assert "FIFO" in cli_error(tmp_path, fifo, fifo, None, fmt="ross")

@@ -118,12 +118,13 @@ class ROSSReader(TraceReader):
         scans = self._facts(survey)
         # Locations from the ids that occur, never from the largest id (a corrupt id must
         # not size anything): O(distinct ids) whatever their values.
-        pe_ids, kp_keys, lp_ids = (
-            np.unique(np.concatenate([np.empty(0, np.int64)] + [getattr(fs, a) for fs in scans]))
-            for a in ("pe_ids", "kp_keys", "lp_ids"))
-        npe, nkp, nlp = len(pe_ids), len(kp_keys), len(lp_ids)
         from .scan import first_rows
-        rows = first_rows(np.concatenate([fs.lp_map for fs in scans]))
+        rows = first_rows(np.concatenate([fs.lp_map for fs in scans]))     # (lp, pe, kp)
+        pe_ids, kp_keys, lp_ids = (np.unique(np.concatenate(
+            [np.empty(0, np.int64), extra] + [getattr(fs, a) for fs in scans])) for a, extra in (
+            ("pe_ids", rows[:, 1]), ("kp_keys", L.kp_key(rows[:, 1], rows[:, 2])),
+            ("lp_ids", rows[:, 0])))
+        npe, nkp, nlp = len(pe_ids), len(kp_keys), len(lp_ids)
         lp_pe = np.full(nlp, -1, np.int64)
         lp_kp = np.full(nlp, -1, np.int64)
         at = L.index_in(lp_ids, rows[:, 0])

@@ -204,7 +204,8 @@ class FileFacts:
     size: int
     counts: dict = field(default_factory=dict)     # code -> records
     sizes: dict = field(default_factory=dict)      # code -> set of model data sizes
-    pe_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))   # sorted, unique
+    # ids that occur, sorted and unique (PE and KP samples; LP ids of all records)
+    pe_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     kp_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # L.kp_key(pe, kp)
     lp_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     lp_map: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
@@ -238,12 +239,18 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
         sel = starts[codes == code]
         fs.keys[code] = key_counts(raw_keys(buf, sel, code))
         fs.counts[code] = len(sel)
+        # The ids that occur (sorted sets: O(distinct ids), whatever their values).  The raw
+        # keys are already those of PE and KP samples, and the LP ids of all other records;
+        # the PE / KP an LP lives on come from lp_map (read_definitions).
+        seen = fs.keys[code][0]
+        if code == L.PE:
+            fs.pe_ids = _union(fs.pe_ids, seen)
+        elif code == L.KP:
+            fs.kp_keys = _union(fs.kp_keys, seen)
+            fs.pe_ids = _union(fs.pe_ids, np.unique(seen >> 32))
+        else:
+            fs.lp_ids = _union(fs.lp_ids, seen)
         pe, kp, lp = ids(buf, sel, code)
-        # the ids that occur (a set per region: O(distinct ids), whatever their values)
-        for arr, attr in ((pe, "pe_ids"), (None if kp is None else L.kp_key(pe, kp), "kp_keys"),
-                          (lp, "lp_ids")):
-            if arr is not None and len(arr):
-                setattr(fs, attr, _union(getattr(fs, attr), key_counts(arr)[0]))
         if pe is not None and lp is not None:
             first = first_index(lp)                           # ROSS LPs never migrate
             maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
