@@ -371,3 +371,16 @@ def test_mixed_or_unknown_lp_layout_is_an_error(tmp_path):
     patch(path, lp_offsets[3] + 4, 40, "<i4")
     e = api_error(path.parent)
     assert e.where == f"byte {lp_offsets[3] + 4}" and "LP 48 or 36" in e.message
+
+
+def test_unreadable_file_is_an_error(tmp_path, monkeypatch):
+    """An OSError while mapping a file (permissions, I/O) names the file (the tests run
+    as root, which reads any mode, so the error is injected at the mapping)."""
+    stats = copy_run(tmp_path, EVT_RUN)
+
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(np, "memmap", refuse)
+    with pytest.raises(TraceError) as e:
+        ROSS.open(stats).units()
+    assert e.value.path == str(stats / EVTRACE) and "cannot read: Permission denied" in str(e.value)

@@ -64,7 +64,10 @@ def open_bytes(path: Path) -> np.ndarray:
     Checked to be a regular file first: opening a FIFO would block."""
     if check_regular(path) == 0:
         return np.empty(0, np.uint8)
-    return np.memmap(path, np.uint8, "r").view(np.ndarray)
+    try:
+        return np.memmap(path, np.uint8, "r").view(np.ndarray)
+    except OSError as exc:                  # unreadable (permissions, I/O error)
+        raise TraceError(path, None, f"cannot read: {exc.strerror or exc}") from exc
 
 
 def release(buf: np.ndarray, upto: int) -> None:
