@@ -18,6 +18,7 @@ import pytest
 from partrace.errors import TraceError
 from partrace.formats.ross import ROSS
 from partrace.formats.ross import layouts as L
+from partrace.model import Kind
 from tests.conftest import ROOT, SYNTH, run_cli
 from tests.formats.test_ross import DATA, EVT_RUN, GVT_RUN, SEQ_RUN, decode_all
 
@@ -384,3 +385,29 @@ def test_unreadable_file_is_an_error(tmp_path, monkeypatch):
     with pytest.raises(TraceError) as e:
         ROSS.open(stats).units()
     assert e.value.path == str(stats / EVTRACE) and "cannot read: Permission denied" in str(e.value)
+
+
+def test_one_huge_model_size_among_empty_ones_does_not_pad_every_row(tmp_path):
+    """Stock phold writes 0 bytes of model data per event; one size field corrupted to a
+    value that still fits the file must not give an (n, size) column of padding."""
+    clean, _, _ = decode_all(DATA / SEQ_RUN / "stats")
+    send = clean["events"].take(np.flatnonzero(clean["events"]["kind"] == Kind.SEND))
+    hdr = np.zeros(len(send), L.HEADER_DTYPES[L.EVTRACE])
+    for f in hdr.dtype.names:
+        hdr[f] = send[f]
+    hdr["model_data_sz"] = 0                    # the real records, as stock phold writes them
+    hdr = np.tile(hdr, 20)                      # 20 x the run: ~22,000 records
+    k = len(hdr) // 2
+    hdr["model_data_sz"][k] = (len(hdr) - k - 1) * 24      # swallows the rest of the file
+    path = tmp_path / "in" / "stats" / EVTRACE
+    path.parent.mkdir(parents=True)
+    path.write_bytes(hdr.tobytes())
+    got, defs, _ = decode_all(path.parent)
+    assert defs.attrs["model_data_width"]["events"] == "variable"
+    ev = got["events"]
+    assert len(ev) == 2 * (k + 1)               # every record the file holds, as ROSS would read it
+    big = ev["model_data"][ev["offset"] == k * 24]
+    assert [len(b) for b in big] == [hdr["model_data_sz"][k]] * 2
+    assert big[0] == hdr[k + 1:].tobytes()
+    r = limited_run(["merge", str(path.parent), "-o", str(tmp_path / "o.h5")], gib=3)
+    assert r.returncode == 0 and peak_mib(r.stderr) < 1024, r.stderr

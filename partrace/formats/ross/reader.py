@@ -153,9 +153,8 @@ class ROSSReader(TraceReader):
                 files[fs.kind]["lp_sample_bytes"] = 36 if L.LP_V1 in fs.counts else 48
             for c, s in fs.sizes.items():
                 t = L.table_name(fs.kind, c)
-                nz = sorted(s - {0})
                 sizes[t] = sorted(s)
-                widths[t] = 0 if not nz else nz[0] if len(nz) == 1 else "variable"
+                widths[t] = model_data_width(s)
         attrs = {
             "modes": {k: MODE[k] for k in files},
             "files": files, "file_header": "none (ROSS files have no header, magic or version)",
@@ -222,6 +221,26 @@ class ROSSReader(TraceReader):
         tables, counts = decode_region(i, defs, self.schema(defs), prefix)
         self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts)
         yield tables
+
+
+# Zero-padding a fixed-width model_data column may cost at most this much beyond the data.
+PAD_SLACK = 16 << 20
+
+
+def model_data_width(records_of_size: dict) -> int | str:
+    """0 (no model data), the one non-zero size, or "variable".
+
+    One size but few records that have it (e.g. a corrupt size field that still fits
+    the file) would make an (n, size) column of mostly padding, a blow-up: then the
+    data become bytes objects, whose memory is the data's own."""
+    nz = [z for z in records_of_size if z]
+    if not nz:
+        return 0
+    if len(nz) > 1:
+        return "variable"
+    w = nz[0]
+    padding = records_of_size.get(0, 0) * w
+    return w if padding <= records_of_size[w] * w + PAD_SLACK else "variable"
 
 
 def _code_of(table: str, file_info: dict | None = None) -> int:

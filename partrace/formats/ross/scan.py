@@ -199,6 +199,10 @@ def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a if not len(b) else np.union1d(a, b)
 
 
+def _add_dicts(a: dict, b: dict) -> dict:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in sorted(a.keys() | b.keys())}
+
+
 @dataclass
 class FileFacts:
     """What the records of one file (or of some of its regions) tell."""
@@ -206,7 +210,7 @@ class FileFacts:
     kind: str
     size: int
     counts: dict = field(default_factory=dict)     # code -> records
-    sizes: dict = field(default_factory=dict)      # code -> set of model data sizes
+    sizes: dict = field(default_factory=dict)      # code -> {model data size: records}
     # ids that occur, sorted and unique (PE and KP samples; LP ids of all records)
     pe_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     kp_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # L.kp_key(pe, kp)
@@ -220,7 +224,7 @@ class FileFacts:
             self.kind, self.size,
             {c: self.counts.get(c, 0) + other.counts.get(c, 0)
              for c in sorted(self.counts.keys() | other.counts.keys())},
-            {c: self.sizes.get(c, set()) | other.sizes.get(c, set())
+            {c: _add_dicts(self.sizes.get(c, {}), other.sizes.get(c, {}))
              for c in sorted(self.sizes.keys() | other.sizes.keys())},
             _union(self.pe_ids, other.pe_ids), _union(self.kp_keys, other.kp_keys),
             _union(self.lp_ids, other.lp_ids),
@@ -259,7 +263,8 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
             maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
         ms = model_sizes(buf, sel, code)
         if ms is not None:
-            fs.sizes[code] = set(key_counts(ms)[0].tolist())
+            u, n = key_counts(ms)
+            fs.sizes[code] = dict(zip(u.tolist(), n.tolist()))
     if maps:     # one map (LP samples only) is already one row per lp, by lp
         fs.lp_map = maps[0] if len(maps) == 1 else first_rows(np.concatenate(maps))
     return fs
