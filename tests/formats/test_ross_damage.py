@@ -387,20 +387,47 @@ def test_unreadable_file_is_an_error(tmp_path, monkeypatch):
     assert e.value.path == str(stats / EVTRACE) and "cannot read: Permission denied" in str(e.value)
 
 
-def test_one_huge_model_size_among_empty_ones_does_not_pad_every_row(tmp_path):
-    """Stock phold writes 0 bytes of model data per event; one size field corrupted to a
-    value that still fits the file must not give an (n, size) column of padding."""
+def zero_size_events(tmp_path, copies=20):
+    """The real event records of the sequential run, re-encoded as stock phold writes them
+    (0 bytes of model data), the run repeated ``copies`` times."""
     clean, _, _ = decode_all(DATA / SEQ_RUN / "stats")
     send = clean["events"].take(np.flatnonzero(clean["events"]["kind"] == Kind.SEND))
     hdr = np.zeros(len(send), L.HEADER_DTYPES[L.EVTRACE])
     for f in hdr.dtype.names:
         hdr[f] = send[f]
-    hdr["model_data_sz"] = 0                    # the real records, as stock phold writes them
-    hdr = np.tile(hdr, 20)                      # 20 x the run: ~22,000 records
-    k = len(hdr) // 2
-    hdr["model_data_sz"][k] = (len(hdr) - k - 1) * 24      # swallows the rest of the file
+    hdr["model_data_sz"] = 0
     path = tmp_path / "in" / "stats" / EVTRACE
     path.parent.mkdir(parents=True)
+    return np.tile(hdr, copies), path
+
+
+def test_size_that_swallows_the_records_after_it_is_an_error(tmp_path):
+    """A size field corrupted to exactly the bytes left would end the parse at EOF with the
+    records after it gone into its model data; ROSS writes one size per destination LP,
+    so the record stands out."""
+    hdr, path = zero_size_events(tmp_path)
+    k = len(hdr) // 2
+    hdr["model_data_sz"][k] = (len(hdr) - k - 1) * 24
+    path.write_bytes(hdr.tobytes())
+    e = api_error(path.parent)
+    assert e.where == f"byte {k * 24}" and f"model_data_sz {(len(hdr) - k - 1) * 24} for LP " \
+        f"{hdr['dest_lp'][k]}" in e.message
+    cli_error(tmp_path, path.parent, path, f"byte {k * 24}", nranks=2)
+    # the same in the real 12-byte records: the second last record swallows the last
+    stats = copy_run(tmp_path / "real", SEQ_RUN)
+    offs = record_offsets(SEQ_RUN, "events")[::2]
+    patch(stats / EVTRACE, int(offs[-2]) + 20, 12 + 36)
+    e = api_error(stats)
+    assert e.where == f"byte {offs[-2]}" and "model_data_sz 48" in e.message
+
+
+def test_one_huge_model_size_among_empty_ones_does_not_pad_every_row(tmp_path):
+    """One record with a big size (to an LP of its own, so it breaks no rule) among
+    records of size 0 must not give an (n, size) column of zero padding."""
+    hdr, path = zero_size_events(tmp_path)
+    k = len(hdr) // 2
+    hdr["model_data_sz"][k] = (len(hdr) - k - 1) * 24
+    hdr["dest_lp"][k] = 0x7FFFFFFF
     path.write_bytes(hdr.tobytes())
     got, defs, _ = decode_all(path.parent)
     assert defs.attrs["model_data_width"]["events"] == "variable"

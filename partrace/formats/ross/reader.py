@@ -118,7 +118,7 @@ class ROSSReader(TraceReader):
         scans = self._facts(survey)
         # Locations from the ids that occur, never from the largest id (a corrupt id must
         # not size anything): O(distinct ids) whatever their values.
-        from .scan import first_rows
+        from .scan import check_one_size_per_lp, first_rows
         rows = first_rows(np.concatenate([fs.lp_map for fs in scans]))     # (lp, pe, kp)
         pe_ids, kp_keys, lp_ids = (np.unique(np.concatenate(
             [np.empty(0, np.int64), extra] + [getattr(fs, a) for fs in scans])) for a, extra in (
@@ -151,6 +151,8 @@ class ROSSReader(TraceReader):
             files[fs.kind] = {"name": p.name, "bytes": fs.size, "records": recs}
             if L.LP in fs.counts or L.LP_V1 in fs.counts:     # one layout per file (scan checks)
                 files[fs.kind]["lp_sample_bytes"] = 36 if L.LP_V1 in fs.counts else 48
+            for c, (pairs, offs) in fs.size_pairs.items():
+                check_one_size_per_lp(p, c, pairs, offs)
             for c, s in fs.sizes.items():
                 t = L.table_name(fs.kind, c)
                 sizes[t] = sorted(s)

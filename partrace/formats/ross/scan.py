@@ -199,6 +199,49 @@ def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a if not len(b) else np.union1d(a, b)
 
 
+def size_lp(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
+    """The LP whose model type sets each record's model data size: ROSS writes the
+    destination LP's ev_sz in event records, the LP's own mstat_sz / sample_struct_sz in
+    model records (st-event-trace.c, st-model-data.c, analysis-lp.c)."""
+    if code == L.EVTRACE:
+        return u32_at(buf, starts + 4)
+    return u32_at(buf, starts + (0 if code == L.VT_MODEL else 32))
+
+
+def _first_pairs(a, b):
+    """Union of two (sorted distinct pairs, first offsets), keeping the least offset."""
+    if a is None or b is None:
+        return a if b is None else b
+    pairs, offs = np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
+    order = np.lexsort((offs, pairs))
+    pairs, offs = pairs[order], offs[order]
+    keep = np.r_[True, pairs[1:] != pairs[:-1]]
+    return pairs[keep], offs[keep]
+
+
+def check_one_size_per_lp(path: Path, code: int, pairs: np.ndarray, offs: np.ndarray) -> None:
+    """ROSS gives all model data of one LP the same size; a record that differs from the
+    first size seen for its LP has a corrupt size field (or swallowed the records after it)."""
+    lp = (pairs >> np.uint64(32)).astype(np.int64)
+    first_of_lp = np.r_[True, lp[1:] != lp[:-1]]
+    if first_of_lp.all():
+        return
+    # per LP the size met first in the file is taken as right; the first record of any
+    # other size is the error, the earliest of them is reported
+    order = np.lexsort((offs, lp))
+    lp_s, off_s, size_s = lp[order], offs[order], (pairs[order] & np.uint64(0xFFFFFFFF))
+    later = np.r_[False, lp_s[1:] == lp_s[:-1]]
+    i = int(np.flatnonzero(later)[np.argmin(off_s[later])])
+    j = i - 1
+    while later[j]:
+        j -= 1
+    field = {L.EVTRACE: "model_data_sz", L.VT_MODEL: "sample_size"}.get(code, "model_size")
+    raise TraceError.at_byte(path, int(off_s[i]), f"{field} {int(size_s[i])} for LP "
+                             f"{int(lp_s[i])}, but its record at byte {int(off_s[j])} has "
+                             f"{int(size_s[j])} (expected one size per LP: ROSS writes its "
+                             "model type's size)")
+
+
 def _add_dicts(a: dict, b: dict) -> dict:
     return {k: a.get(k, 0) + b.get(k, 0) for k in sorted(a.keys() | b.keys())}
 
@@ -217,6 +260,8 @@ class FileFacts:
     lp_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     lp_map: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
     keys: dict = field(default_factory=dict)       # code -> (sorted raw keys, records each)
+    # code -> (distinct (LP << 32 | model data size) as uint64, first byte offset of each)
+    size_pairs: dict = field(default_factory=dict)
 
     def __add__(self, other: "FileFacts") -> "FileFacts":
         """Facts of both parts (order-free, so any grouping gives the same)."""
@@ -230,7 +275,9 @@ class FileFacts:
             _union(self.lp_ids, other.lp_ids),
             self.lp_map if np.array_equal(self.lp_map, other.lp_map)
             else first_rows(np.concatenate([self.lp_map, other.lp_map])),
-            add_keyed(self.keys, other.keys))
+            add_keyed(self.keys, other.keys),
+            {c: _first_pairs(self.size_pairs.get(c), other.size_pairs.get(c))
+             for c in sorted(self.size_pairs.keys() | other.size_pairs.keys())})
 
 
 def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
@@ -265,6 +312,10 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
         if ms is not None:
             u, n = key_counts(ms)
             fs.sizes[code] = dict(zip(u.tolist(), n.tolist()))
+            pairs = (size_lp(buf, sel, code).astype(np.uint64) << np.uint64(32)) | ms.astype(
+                np.uint64)
+            u, first = np.unique(pairs, return_index=True)     # sel is sorted: first = least
+            fs.size_pairs[code] = (u, sel[first])
     if maps:     # one map (LP samples only) is already one row per lp, by lp
         fs.lp_map = maps[0] if len(maps) == 1 else first_rows(np.concatenate(maps))
     return fs
