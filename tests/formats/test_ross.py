@@ -286,8 +286,8 @@ def test_definitions_locations():
     ids = loc["id"]
     assert len(set(ids.tolist())) == len(ids) and ids.min() == 1
     a = defs.attrs
-    assert (a["npe"], a["nkp"], a["nlp"]) == (2, 4, 16)
-    assert len(ids) == a["npe"] + a["npe"] * a["nkp"] + a["nlp"]
+    assert (a["npe"], a["nkp"], a["nlp"]) == (2, 8, 16)     # 2 PEs x 4 KPs each, 16 LPs
+    assert len(ids) == a["npe"] + a["nkp"] + a["nlp"]
     parent = dict(zip(loc["name"].tolist(), loc["parent"].tolist()))
     by_name = dict(zip(loc["name"].tolist(), ids.tolist()))
     for g in range(16):          # linear mapping: LP g lives on rank g // 8 (fixture README)
@@ -304,10 +304,12 @@ def test_run_without_event_trace_has_empty_events():
 
 
 def test_variable_model_sizes_become_bytes(tmp_path):
-    # two evtrace records with 12 and 4 bytes of model data
-    rec = lambda n: (np.array([1, 2], "<u4").tobytes() + np.array([0.5, 1.5, 7.0], "<f4").tobytes()
-                     + np.array([n], "<u4").tobytes() + bytes(range(n)))
-    (tmp_path / "x-evtrace.bin").write_bytes(rec(12) + rec(4))
+    # two evtrace records with 12 and 4 bytes of model data (to LPs of two model types:
+    # ROSS writes one size per destination LP)
+    rec = lambda n, dest: (np.array([1, dest], "<u4").tobytes()
+                           + np.array([0.5, 1.5, 7.0], "<f4").tobytes()
+                           + np.array([n], "<u4").tobytes() + bytes(range(n)))
+    (tmp_path / "x-evtrace.bin").write_bytes(rec(12, 2) + rec(4, 3))
     t, defs, _ = decode_all(tmp_path)
     assert defs.attrs["model_data_width"]["events"] == "variable"
     ev = t["events"]

@@ -110,6 +110,36 @@ def with_receives(cols: dict) -> dict:
     return out
 
 
+class Locator:
+    """Raw ids -> location ids, by search in the sorted ids that occur (defs tables
+    pes / kps / lps; see layouts).  An id the scan did not see means the file
+    changed since: an error at the record, never a wrong location."""
+
+    def __init__(self, defs: Definitions, path: Path):
+        t = defs.tables
+        self.path = path
+        self.pes, self.lps = t["pes"]["pe_id"], t["lps"]["lp_id"]
+        self.kps = L.kp_key(t["kps"]["pe_id"], t["kps"]["kp_id"])
+        self.kp_base, self.lp_base = 1 + len(self.pes), 1 + len(self.pes) + len(self.kps)
+
+    def _at(self, ids, values, base: int, sel: np.ndarray, what: str) -> np.ndarray:
+        i = L.index_in(ids, values)
+        if len(i) and i.min() < 0:
+            k = int(np.argmax(i < 0))
+            raise TraceError.at_byte(self.path, int(sel[k]), f"{what} {int(values[k])} was not "
+                                     "in the file when it was scanned (file changed?)")
+        return base + i
+
+    def pe(self, pe, sel):
+        return self._at(self.pes, pe, 1, sel, "PE id")
+
+    def kp(self, pe, kp, sel):
+        return self._at(self.kps, L.kp_key(pe, kp), self.kp_base, sel, "(PE, KP) key")
+
+    def lp(self, lp, sel):
+        return self._at(self.lps, lp, self.lp_base, sel, "LP id")
+
+
 def decode_region(info: dict, defs: Definitions, schema: dict,
                   prefix: dict) -> tuple[dict[str, Table], dict]:
     """Tables of one region, and its records per raw key ({code: (keys, counts)});
@@ -120,27 +150,33 @@ def decode_region(info: dict, defs: Definitions, schema: dict,
     if nxt != info["end"]:
         raise TraceError.at_byte(path, nxt, f"expected a record boundary at byte {info['end']} "
                                  "(file changed since it was scanned?)")
-    npe, nkp = defs.attrs["npe"], defs.attrs["nkp"]
+    locate = Locator(defs, path)
+    lp_code = L.LP_V1 if defs.attrs["files"].get(kind, {}).get("lp_sample_bytes") == 36 else L.LP
     out, counts = {}, {}
     for code in L.CODES_OF_KIND[kind]:
         table = L.table_name(kind, code)
+        sel = starts[codes == code]
+        if code in (L.LP, L.LP_V1) and code != lp_code:
+            if len(sel):
+                raise TraceError.at_byte(path, int(sel[0]) + 4, "LP sample layout differs from "
+                                         "the scan's (file changed since it was scanned?)")
+            continue
         if table not in schema:
             continue
-        sel = starts[codes == code]
         hdr = gather(buf, sel, L.HEADER_DTYPES[code])
         cols = {"offset": sel.astype(np.uint64)}
         cols.update({name: hdr[name] for name in hdr.dtype.names})
         cols["time"] = to_ns(hdr[time_source(kind, code)])
         if code == L.PE:
-            cols["location"] = L.pe_location(hdr["pe_id"], npe, nkp)
+            cols["location"] = locate.pe(hdr["pe_id"], sel)
         elif code == L.KP:
-            cols["location"] = L.kp_location(hdr["pe_id"], hdr["kp_id"], npe, nkp)
+            cols["location"] = locate.kp(hdr["pe_id"], hdr["kp_id"], sel)
         elif code == L.EVTRACE:
-            cols["location"] = L.lp_location(hdr["src_lp"], npe, nkp)
-            cols["peer"] = L.lp_location(hdr["dest_lp"], npe, nkp)
+            cols["location"] = locate.lp(hdr["src_lp"], sel)
+            cols["peer"] = locate.lp(hdr["dest_lp"], sel)
             cols["kind"] = np.full(len(sel), Kind.SEND, np.uint8)
         else:
-            cols["location"] = L.lp_location(hdr["lp_id"], npe, nkp)
+            cols["location"] = locate.lp(hdr["lp_id"], sel)
         size_field = L.MODEL_SIZE_FIELD[code]
         if size_field is not None:
             cols.update(_model_columns(buf, sel, hdr[size_field].astype(np.int64),

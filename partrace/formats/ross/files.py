@@ -1,8 +1,16 @@
-"""Which files make a ROSS run: `<prefix>-<kind>.bin` in the stats folder (no numba here)."""
+"""Which files make a ROSS run: `<prefix>-<kind>.bin` in the stats folder (no numba here).
+
+ROSS files have no magic number, so a run's files are told by the names ROSS
+gives them (FORMAT-NOTES section 1), never by what their first bytes look like:
+every entry named `<prefix>-{gvt,rt,analysis-lps,evtrace,model}.bin` is part of
+the trace, and one that cannot be read is an error (the hop says where), never
+skipped.  Entries with other names are not ROSS output and are ignored.
+"""
 from __future__ import annotations
 
+import os
 import re
-import struct
+import stat
 from pathlib import Path
 
 from ...errors import TraceError
@@ -16,32 +24,24 @@ def kind_of(path: Path) -> str | None:
     return m.group("kind") if m else None
 
 
-def _plausible(path: Path) -> bool:
-    """Cheap check of the first record (ROSS files have no magic number)."""
-    kind = kind_of(path)
+def check_regular(path: Path) -> int:
+    """Size of ``path``; a TraceError unless it is a regular file (opening a FIFO
+    or a device could block forever, a directory cannot be read as records)."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(48)
-    except OSError:
-        return False
-    if size == 0:
-        return True        # ROSS creates the files even when nothing is written
-    if len(head) < 24:
-        return False
-    a, b = struct.unpack_from("<ii", head)
-    if kind == "evtrace":
-        return 24 + struct.unpack_from("<I", head, 20)[0] <= size
-    if kind == "model":
-        return a == 3 and b == 24
-    if kind == "analysis-lps" and b == 0:
-        return len(head) == 48 and struct.unpack_from("<i", head, 44)[0] == 3
-    return (a, b) in ((0, 104), (1, 44), (2, 48))
+        st = os.stat(path)
+    except OSError as exc:
+        raise TraceError(path, None, f"cannot read: {exc.strerror}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(
+            st.st_mode) else "a special file"
+        raise TraceError(path, None, f"not a regular file ({what}): expected a ROSS .bin file")
+    return st.st_size
 
 
-def _bins(folder: Path) -> list[Path]:
+def _named(folder: Path) -> list[Path]:
+    """Entries of ``folder`` that ROSS's names say are its output (any file type)."""
     try:
-        return sorted(p for p in folder.iterdir() if p.is_file() and kind_of(p))
+        return sorted(p for p in folder.iterdir() if kind_of(p))
     except OSError:
         return []
 
@@ -50,21 +50,24 @@ def run_files(path: Path) -> list[Path]:
     """The ROSS files of ``path``: one .bin file, the stats folder, or its parent.
 
     A parent qualifies when exactly one of its sub-folders holds ROSS files.
-    Empty list if ``path`` is none of these.
+    Empty list if ``path`` is none of these.  Every file returned is a regular
+    file (else TraceError naming it).
     """
-    if path.is_file():
-        return [path] if kind_of(path) and _plausible(path) else []
+    if kind_of(path) and path.exists() and not (path.is_dir() and _named(path)):
+        check_regular(path)           # a FIFO or a directory named like a ROSS file
+        return [path]
     if not path.is_dir():
         return []
-    found = _bins(path)
+    found = _named(path)
     if not found:
-        subs = [s for s in sorted(path.iterdir()) if s.is_dir() and _bins(s)]
+        subs = [s for s in sorted(path.iterdir()) if s.is_dir() and _named(s)]
         if len(subs) != 1:
             return []
-        found = _bins(subs[0])
-    found = [p for p in found if _plausible(p)]
+        found = _named(subs[0])
     prefixes = {NAME.match(p.name).group("prefix") for p in found}
     if len(prefixes) > 1:
         raise TraceError(path, None, f"several ROSS runs in one folder (prefixes "
                          f"{sorted(prefixes)}); open one .bin file or separate the runs")
+    for p in found:
+        check_regular(p)
     return found

@@ -10,9 +10,10 @@ import numpy as np
 from numba import njit
 
 # Error codes returned by hop() (turned into TraceError by the caller).
-OK, TRUNCATED, OVERRUN, BAD_TYPE, BAD_SAMPLE_SIZE, BAD_STATS_TYPE, BAD_FLAG = range(7)
+OK, TRUNCATED, OVERRUN, BAD_TYPE, BAD_SAMPLE_SIZE, BAD_STATS_TYPE, BAD_FLAG, BAD_ID = range(8)
 
 ENGINE_SIZE = np.array([104, 44, 48], np.int64)   # body bytes of PE, KP, LP samples
+LP_V1_SIZE = 36          # LP sample body of ROSS before Dec 2023 (layouts.LP_BODY_V1): code 3
 
 
 @njit(cache=True, inline="always")
@@ -51,6 +52,9 @@ def hop(buf, pos, end, family, starts, codes):
             flag = _i32(buf, pos + 44)
             if flag != 3:
                 return n, pos, BAD_FLAG, pos + 44, flag
+            for hi in (12, 20):       # kp_id, pe_id are u64 too: a high half is corruption
+                if _u32(buf, pos + hi) != 0:
+                    return n, pos, BAD_ID, pos + hi - 4, _u32(buf, pos + hi)
             ssz = _i32(buf, pos + 40)
             if ssz < 0:
                 return n, pos, OVERRUN, pos + 40, ssz
@@ -76,10 +80,13 @@ def hop(buf, pos, end, family, starts, codes):
             else:
                 if stype < 0 or stype > 2:
                     return n, pos, BAD_TYPE, pos, stype
-                if ssz != ENGINE_SIZE[stype]:
+                if ssz == ENGINE_SIZE[stype]:
+                    code = stype
+                elif stype == 2 and ssz == LP_V1_SIZE:
+                    code = 3
+                else:
                     return n, pos, BAD_SAMPLE_SIZE, pos + 4, ssz
                 length = 24 + ssz
-                code = stype
         if length > left:
             return n, pos, OVERRUN, pos, length
         starts[n] = pos
@@ -105,7 +112,9 @@ ERROR_TEXT = {
     TRUNCATED: "truncated record: expected a {v}-byte record header, the file ends first",
     OVERRUN: "record size runs past the end of the file: record needs {v} bytes",
     BAD_TYPE: "unknown sample type {v} (expected 0 PE, 1 KP, 2 LP in engine files, 3 in model files)",
-    BAD_SAMPLE_SIZE: "sample_size {v} does not match the sample type (PE 104, KP 44, LP 48, model 24)",
+    BAD_SAMPLE_SIZE: "sample_size {v} does not match the sample type (expected PE 104, KP 44, "
+                     "LP 48 or 36 (ROSS before Dec 2023), model 24)",
     BAD_STATS_TYPE: "unknown model stats_type {v} (expected 1 GVT or 2 real-time)",
     BAD_FLAG: "VT model sample flag {v} (expected 3)",
+    BAD_ID: "VT model sample u64 id with high half {v} (expected 0: ROSS ids are 32-bit)",
 }

@@ -30,6 +30,15 @@ LP_BODY = [(n, "<u4") for n in (
     "network_sends", "network_receives")] + [
     ("process_event_cycles", "<u8"), ("efficiency", "<f4"), ("padding", "<u4")]
 
+# The LP sample of ROSS before commit fee5c10 (Dec 2023, "Outputing time spent per LP
+# processing events"), which added `tw_clock s_process_event` to struct st_lp_stats:
+# 8 u32 + the float efficiency, 36 bytes.  ROSS writes sample_size = sizeof(st_lp_stats),
+# so each record says which layout it has (36 or 48); a file holds only one of them.
+LP_BODY_V1 = [(n, "<u4") for n in (
+    "pe_id", "kp_id", "lp_id", "events_processed", "events_aborted", "events_rolled_back",
+    "network_sends", "network_receives")] + [("efficiency", "<f4")]
+LP_V1_MISSING = ("process_event_cycles", "padding")
+
 # Model-file record: metadata (type 3, size 24) + this header + model_size bytes.
 MODEL_HEADER = [("pe_id", "<u4"), ("kp_id", "<u4"), ("lp_id", "<u4"), ("gvt", "<f4"),
                 ("stats_type", "<i4"), ("model_size", "<u4")]
@@ -44,27 +53,30 @@ EVTRACE_HEADER = [("src_lp", "<u4"), ("dest_lp", "<u4"), ("send_vts", "<f4"),
                   ("recv_vts", "<f4"), ("real_ts", "<f4"), ("model_data_sz", "<u4")]
 
 # Record type codes produced by the boundary hop (hop.py); one table per code and file.
-PE, KP, LP, VT_MODEL, EVTRACE, MODEL_GVT, MODEL_RT = 0, 1, 2, 4, 5, 6, 7
+PE, KP, LP, LP_V1, VT_MODEL, EVTRACE, MODEL_GVT, MODEL_RT = 0, 1, 2, 3, 4, 5, 6, 7
 
 HEADERS: dict[int, list] = {
     PE: METADATA + PE_BODY, KP: METADATA + KP_BODY, LP: METADATA + LP_BODY,
+    LP_V1: METADATA + LP_BODY_V1,
     VT_MODEL: VT_MODEL_HEADER, EVTRACE: EVTRACE_HEADER,
     MODEL_GVT: METADATA + MODEL_HEADER, MODEL_RT: METADATA + MODEL_HEADER,
 }
 HEADER_DTYPES = {code: np.dtype(fields) for code, fields in HEADERS.items()}
 assert HEADER_DTYPES[PE].itemsize == 128 and HEADER_DTYPES[KP].itemsize == 68
-assert HEADER_DTYPES[LP].itemsize == 72 and HEADER_DTYPES[MODEL_GVT].itemsize == 48
+assert HEADER_DTYPES[LP].itemsize == 72 and HEADER_DTYPES[LP_V1].itemsize == 60
+assert HEADER_DTYPES[MODEL_GVT].itemsize == 48
 assert HEADER_DTYPES[VT_MODEL].itemsize == 48 and HEADER_DTYPES[EVTRACE].itemsize == 24
 
 # Field holding the byte count of the model data that follows the header (None: no data).
-MODEL_SIZE_FIELD = {PE: None, KP: None, LP: None, VT_MODEL: "sample_size",
+MODEL_SIZE_FIELD = {PE: None, KP: None, LP: None, LP_V1: None, VT_MODEL: "sample_size",
                     EVTRACE: "model_data_sz", MODEL_GVT: "model_size", MODEL_RT: "model_size"}
 
 # File kinds by name suffix: <prefix>-<suffix>.bin
 FILE_KINDS = ("gvt", "rt", "analysis-lps", "evtrace", "model")
 FAMILY = {"gvt": 0, "rt": 0, "analysis-lps": 1, "evtrace": 2, "model": 3}   # hop.py families
 TABLE_PREFIX = {"gvt": "gvt", "rt": "rt", "analysis-lps": "vt"}
-CODES_OF_KIND = {"gvt": (PE, KP, LP), "rt": (PE, KP, LP), "analysis-lps": (PE, KP, LP, VT_MODEL),
+CODES_OF_KIND = {"gvt": (PE, KP, LP, LP_V1), "rt": (PE, KP, LP, LP_V1),
+                 "analysis-lps": (PE, KP, LP, LP_V1, VT_MODEL),
                  "evtrace": (EVTRACE,), "model": (MODEL_GVT, MODEL_RT)}
 
 
@@ -78,21 +90,25 @@ def table_name(kind: str, code: int) -> str:
         return "model_rt"
     if code == VT_MODEL:
         return "vt_model"
-    return f"{TABLE_PREFIX[kind]}_{('pe', 'kp', 'lp')[code]}"
+    return f"{TABLE_PREFIX[kind]}_{('pe', 'kp', 'lp', 'lp')[code]}"
 
 
-# Location ids (0 means "none" in peer columns, so ids start at 1):
-#   PE p       -> 1 + p
-#   KP (p, k)  -> 1 + npe + p * nkp + k          (k = KP index local to its PE)
-#   LP g       -> 1 + npe + npe * nkp + g        (g = global LP id)
-# npe / nkp / nlp are 1 + the largest id seen anywhere in the run's files.
-def pe_location(pe, npe: int, nkp: int):
-    return 1 + np.asarray(pe, np.int64)
+# Location ids (0 means "none" in peer columns, so ids start at 1), from the ids that occur
+# (never from the largest id: one corrupt id must not size an array), each list sorted:
+#   PE p       -> 1 + index of p in pe_ids
+#   KP (p, k)  -> 1 + npe + index of kp_key(p, k) in kp_keys   (k = KP index local to its PE)
+#   LP g       -> 1 + npe + nkp + index of g in lp_ids          (g = global LP id)
+# npe / nkp / nlp = len(pe_ids) / len(kp_keys) / len(lp_ids).  ROSS files carry no count
+# of PEs, KPs or LPs (no header), so there is no bound to check the ids against.
+def kp_key(pe, kp):
+    """One int64 per (PE, local KP) pair; both ids are u32."""
+    return (np.asarray(pe, np.int64) << 32) | np.asarray(kp, np.int64)
 
 
-def kp_location(pe, kp, npe: int, nkp: int):
-    return 1 + npe + np.asarray(pe, np.int64) * nkp + np.asarray(kp, np.int64)
-
-
-def lp_location(lp, npe: int, nkp: int):
-    return 1 + npe + npe * nkp + np.asarray(lp, np.int64)
+def index_in(ids: np.ndarray, values) -> np.ndarray:
+    """Index of each value in the sorted ``ids``; -1 where it is absent."""
+    values = np.asarray(values, np.int64)
+    if not len(ids):
+        return np.full(len(values), -1, np.int64)
+    i = np.minimum(np.searchsorted(ids, values), len(ids) - 1)
+    return np.where(ids[i] == values, i, -1)

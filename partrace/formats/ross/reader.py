@@ -40,6 +40,10 @@ FIELD_DOC = {"offset": "byte offset of the record in its file",
              "padding": "struct padding: raw garbage bytes",
              "model_data": "model bytes of the record, zero-padded (size field tells the length)"}
 
+# LP samples of ROSS before Dec 2023 (36 bytes): the fields added later are absent.
+LP_V1_DOC = {"sample_size": "36: the LP sample of ROSS before Dec 2023, which has no "
+                            "process_event_cycles and no padding (those columns are absent)"}
+
 
 def _descr(dt: np.dtype) -> list:
     if dt.names is None:
@@ -112,41 +116,54 @@ class ROSSReader(TraceReader):
 
     def read_definitions(self, survey: dict | None = None) -> Definitions:
         scans = self._facts(survey)
-        npe = 1 + max(fs.max_pe for fs in scans)
-        nkp = 1 + max(fs.max_kp for fs in scans)
-        nlp = 1 + max(fs.max_lp for fs in scans)
-        from .scan import first_rows
-        rows = first_rows(np.concatenate([fs.lp_map for fs in scans]))
+        # Locations from the ids that occur, never from the largest id (a corrupt id must
+        # not size anything): O(distinct ids) whatever their values.
+        from .scan import check_one_size_per_lp, first_rows
+        rows = first_rows(np.concatenate([fs.lp_map for fs in scans]))     # (lp, pe, kp)
+        pe_ids, kp_keys, lp_ids = (np.unique(np.concatenate(
+            [np.empty(0, np.int64), extra] + [getattr(fs, a) for fs in scans])) for a, extra in (
+            ("pe_ids", rows[:, 1]), ("kp_keys", L.kp_key(rows[:, 1], rows[:, 2])),
+            ("lp_ids", rows[:, 0])))
+        npe, nkp, nlp = len(pe_ids), len(kp_keys), len(lp_ids)
         lp_pe = np.full(nlp, -1, np.int64)
         lp_kp = np.full(nlp, -1, np.int64)
-        lp_pe[rows[:, 0]], lp_kp[rows[:, 0]] = rows[:, 1], rows[:, 2]
-        pes, kps, lps = np.arange(npe), np.arange(npe * nkp), np.arange(nlp)
-        ids = np.concatenate([L.pe_location(pes, npe, nkp),
-                              L.kp_location(kps // max(nkp, 1), kps % max(nkp, 1), npe, nkp),
-                              L.lp_location(lps, npe, nkp)])
-        names = ([f"PE {p}" for p in pes] + [f"KP {k // nkp}.{k % nkp}" for k in kps]
-                 + [f"LP {g}" for g in lps])
-        parent = np.concatenate([np.zeros(npe, np.int64), L.pe_location(kps // max(nkp, 1), npe, nkp),
-                                 np.where(lp_pe >= 0, L.pe_location(lp_pe, npe, nkp), 0)])
-        locations = Table({"id": ids.astype(np.int64), "name": np.array(names, dtype=object),
-                           "parent": parent.astype(np.int64)})
-        lps_table = Table({"location": L.lp_location(lps, npe, nkp), "lp_id": lps,
-                           "pe_id": lp_pe, "kp_id": lp_kp})
+        at = L.index_in(lp_ids, rows[:, 0])
+        lp_pe[at], lp_kp[at] = rows[:, 1], rows[:, 2]
+        kp_pe, kp_local = kp_keys >> 32, kp_keys & 0xFFFFFFFF
+        pe_loc = 1 + np.arange(npe, dtype=np.int64)
+        kp_loc = 1 + npe + np.arange(nkp, dtype=np.int64)
+        lp_loc = 1 + npe + nkp + np.arange(nlp, dtype=np.int64)
+        names = ([f"PE {p}" for p in pe_ids.tolist()]
+                 + [f"KP {p}.{k}" for p, k in zip(kp_pe.tolist(), kp_local.tolist())]
+                 + [f"LP {g}" for g in lp_ids.tolist()])
+        lp_parent = L.index_in(pe_ids, lp_pe)
+        parent = np.concatenate([np.zeros(npe, np.int64), 1 + L.index_in(pe_ids, kp_pe),
+                                 np.where((lp_pe >= 0) & (lp_parent >= 0), 1 + lp_parent, 0)])
+        locations = Table({"id": np.concatenate([pe_loc, kp_loc, lp_loc]),
+                           "name": np.array(names, dtype=object), "parent": parent})
+        lps_table = Table({"location": lp_loc, "lp_id": lp_ids, "pe_id": lp_pe, "kp_id": lp_kp})
+        pes_table = Table({"location": pe_loc, "pe_id": pe_ids})
+        kps_table = Table({"location": kp_loc, "pe_id": kp_pe, "kp_id": kp_local})
         regions = Table.empty(REGION_COLUMNS)
         files, widths, sizes = {}, {}, {}
         for p, fs in zip(self.files, scans):
             recs = {L.table_name(fs.kind, c): n for c, n in sorted(fs.counts.items())}
             files[fs.kind] = {"name": p.name, "bytes": fs.size, "records": recs}
+            if L.LP in fs.counts or L.LP_V1 in fs.counts:     # one layout per file (scan checks)
+                files[fs.kind]["lp_sample_bytes"] = 36 if L.LP_V1 in fs.counts else 48
+            for c, (pairs, offs) in fs.size_pairs.items():
+                check_one_size_per_lp(p, c, pairs, offs)
             for c, s in fs.sizes.items():
                 t = L.table_name(fs.kind, c)
-                nz = sorted(s - {0})
                 sizes[t] = sorted(s)
-                widths[t] = 0 if not nz else nz[0] if len(nz) == 1 else "variable"
+                widths[t] = model_data_width(s)
         attrs = {
             "modes": {k: MODE[k] for k in files},
             "files": files, "file_header": "none (ROSS files have no header, magic or version)",
             "byte_order": "little", "npe": int(npe), "nkp": int(nkp), "nlp": int(nlp),
-            "location_scheme": "PE p -> 1+p; KP (p,k) -> 1+npe+p*nkp+k; LP g -> 1+npe+npe*nkp+g",
+            "location_scheme": "the ids that occur, sorted: PE p -> 1 + its index among the PE "
+                               "ids; KP (p,k) -> 1+npe + index among the (PE, local KP) pairs; "
+                               "LP g -> 1+npe+nkp + index among the LP ids (tables pes, kps, lps)",
             "time_ns_per_unit": 1e9, "time_meaning": TIME_MEANING,
             "events_source": "evtrace" if "evtrace" in files else "none (no event trace file)",
             "model_data_sizes": sizes, "model_data_width": widths,
@@ -154,14 +171,15 @@ class ROSSReader(TraceReader):
         }
         source = {"files": files, "lps": lps_table_to_json(lps_table)}
         return Definitions("ross", {"locations": locations, "regions": regions,
-                                    "lps": lps_table}, attrs, source)
+                                    "lps": lps_table, "pes": pes_table, "kps": kps_table},
+                           attrs, source)
 
     def schema(self, defs: Definitions) -> Schema:
         out: Schema = {"events": self._columns("events", L.EVTRACE, defs)}
         for info in defs.attrs["files"].values():
             for table in info["records"]:
                 if table != "events":
-                    out[table] = self._columns(table, _code_of(table), defs)
+                    out[table] = self._columns(table, _code_of(table, info), defs)
         return out
 
     @staticmethod
@@ -174,7 +192,8 @@ class ROSSReader(TraceReader):
                      column("peer", description="destination LP location")]
         cols.append(Column("offset", "uint64", FIELD_DOC["offset"], "bytes"))
         dt = L.HEADER_DTYPES[code]
-        cols += [Column(n, dt.fields[n][0].newbyteorder("=").str, FIELD_DOC.get(n, ""))
+        doc = dict(FIELD_DOC, **(LP_V1_DOC if code == L.LP_V1 else {}))
+        cols += [Column(n, dt.fields[n][0].newbyteorder("=").str, doc.get(n, ""))
                  for n in dt.names]
         width = defs.attrs["model_data_width"].get(table, 0)
         if width == "variable":
@@ -206,10 +225,36 @@ class ROSSReader(TraceReader):
         yield tables
 
 
-def _code_of(table: str) -> int:
+# Zero-padding a fixed-width model_data column may cost at most this much beyond the data.
+PAD_SLACK = 16 << 20
+
+
+def model_data_width(records_of_size: dict) -> int | str:
+    """0 (no model data), the one non-zero size, or "variable".
+
+    One size but few records that have it (e.g. a corrupt size field that still fits
+    the file) would make an (n, size) column of mostly padding, a blow-up: then the
+    data become bytes objects, whose memory is the data's own."""
+    nz = [z for z in records_of_size if z]
+    if not nz:
+        return 0
+    if len(nz) > 1:
+        return "variable"
+    w = nz[0]
+    padding = records_of_size.get(0, 0) * w
+    return w if padding <= records_of_size[w] * w + PAD_SLACK else "variable"
+
+
+def _code_of(table: str, file_info: dict | None = None) -> int:
+    """Record code of a table; for LP tables the layout its file holds (48 or 36 bytes)."""
     fixed = {"events": L.EVTRACE, "model_gvt": L.MODEL_GVT, "model_rt": L.MODEL_RT,
              "vt_model": L.VT_MODEL}
-    return fixed.get(table) or {"pe": L.PE, "kp": L.KP, "lp": L.LP}[table.rsplit("_", 1)[1]]
+    if table in fixed:
+        return fixed[table]
+    code = {"pe": L.PE, "kp": L.KP, "lp": L.LP}[table.rsplit("_", 1)[1]]
+    if code == L.LP and (file_info or {}).get("lp_sample_bytes") == 36:
+        return L.LP_V1
+    return code
 
 
 def lps_table_to_json(t: Table) -> dict:

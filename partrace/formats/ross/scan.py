@@ -16,6 +16,7 @@ import numpy as np
 
 from ...errors import TraceError
 from . import layouts as L
+from .files import check_regular
 from .hop import ERROR_TEXT, OK, hop_range
 from .kernels import u32s
 
@@ -33,7 +34,7 @@ def raw_keys(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
         return u32_at(buf, starts + 24)
     if code == L.KP:
         return (u32_at(buf, starts + 24) << 32) | u32_at(buf, starts + 28)
-    if code in (L.LP, L.MODEL_GVT, L.MODEL_RT):
+    if code in (L.LP, L.LP_V1, L.MODEL_GVT, L.MODEL_RT):
         return u32_at(buf, starts + 32)
     if code == L.EVTRACE:   # one SEND row on the source LP, one RECV row on the destination LP
         return np.stack([u32_at(buf, starts), u32_at(buf, starts + 4)], 1).ravel()
@@ -46,7 +47,7 @@ def ids(buf: np.ndarray, starts: np.ndarray, code: int):
         return u32_at(buf, starts + 24), None, None
     if code == L.KP:
         return u32_at(buf, starts + 24), u32_at(buf, starts + 28), None
-    if code in (L.LP, L.MODEL_GVT, L.MODEL_RT):
+    if code in (L.LP, L.LP_V1, L.MODEL_GVT, L.MODEL_RT):
         return u32_at(buf, starts + 24), u32_at(buf, starts + 28), u32_at(buf, starts + 32)
     if code == L.VT_MODEL:
         return u32_at(buf, starts + 16), u32_at(buf, starts + 8), u32_at(buf, starts)
@@ -59,10 +60,14 @@ def model_sizes(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray | 
 
 
 def open_bytes(path: Path) -> np.ndarray:
-    """The file as a read-only uint8 array (empty files cannot be memory-mapped)."""
-    if path.stat().st_size == 0:
+    """The file as a read-only uint8 array (empty files cannot be memory-mapped).
+    Checked to be a regular file first: opening a FIFO would block."""
+    if check_regular(path) == 0:
         return np.empty(0, np.uint8)
-    return np.memmap(path, np.uint8, "r").view(np.ndarray)
+    try:
+        return np.memmap(path, np.uint8, "r").view(np.ndarray)
+    except OSError as exc:                  # unreadable (permissions, I/O error)
+        raise TraceError(path, None, f"cannot read: {exc.strerror or exc}") from exc
 
 
 def release(buf: np.ndarray, upto: int) -> None:
@@ -134,15 +139,33 @@ def region_bounds(path: Path, kind: str, region_size: int) -> list[tuple[int, in
     byte region in which records start: the one serial pass (headers only)."""
     buf = open_bytes(path)
     family = L.FAMILY[kind]
-    out, pos = [], 0
+    out, pos, lp_layout = [], 0, None
     for k in range(-(-len(buf) // region_size)):
-        starts, _codes, nxt = hop_checked(path, buf, pos, min((k + 1) * region_size, len(buf)),
-                                          family)
+        starts, codes, nxt = hop_checked(path, buf, pos, min((k + 1) * region_size, len(buf)),
+                                         family)
+        lp_layout = _one_lp_layout(path, starts, codes, lp_layout)
         if len(starts):
             out.append((k, pos, nxt))
         pos = nxt
         release(buf, pos)
     return out
+
+
+def _one_lp_layout(path: Path, starts: np.ndarray, codes: np.ndarray, seen: int | None):
+    """The LP layout code of the file so far; a TraceError at the first LP sample whose
+    size differs (one ROSS build writes one layout: a mix means a corrupt size field)."""
+    lp = (codes == L.LP) | (codes == L.LP_V1)
+    if not lp.any():
+        return seen
+    seen = int(codes[np.argmax(lp)]) if seen is None else seen
+    other = lp & (codes != seen)
+    if other.any():
+        i = int(np.argmax(other))
+        size = 48 if seen == L.LP else 36
+        raise TraceError.at_byte(path, int(starts[i]) + 4, f"LP sample_size {84 - size} but "
+                                 f"this file's earlier LP samples have {size} (expected one "
+                                 "layout per file)")
+    return seen
 
 
 def add_counts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]):
@@ -169,6 +192,60 @@ def add_keyed(a: dict, b: dict) -> dict:
     return out
 
 
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted unique ids of two sorted unique arrays."""
+    if not len(a) or np.array_equal(a, b):
+        return b
+    return a if not len(b) else np.union1d(a, b)
+
+
+def size_lp(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
+    """The LP whose model type sets each record's model data size: ROSS writes the
+    destination LP's ev_sz in event records, the LP's own mstat_sz / sample_struct_sz in
+    model records (st-event-trace.c, st-model-data.c, analysis-lp.c)."""
+    if code == L.EVTRACE:
+        return u32_at(buf, starts + 4)
+    return u32_at(buf, starts + (0 if code == L.VT_MODEL else 32))
+
+
+def _first_pairs(a, b):
+    """Union of two (sorted distinct pairs, first offsets), keeping the least offset."""
+    if a is None or b is None:
+        return a if b is None else b
+    pairs, offs = np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
+    order = np.lexsort((offs, pairs))
+    pairs, offs = pairs[order], offs[order]
+    keep = np.r_[True, pairs[1:] != pairs[:-1]]
+    return pairs[keep], offs[keep]
+
+
+def check_one_size_per_lp(path: Path, code: int, pairs: np.ndarray, offs: np.ndarray) -> None:
+    """ROSS gives all model data of one LP the same size; a record that differs from the
+    first size seen for its LP has a corrupt size field (or swallowed the records after it)."""
+    lp = (pairs >> np.uint64(32)).astype(np.int64)
+    first_of_lp = np.r_[True, lp[1:] != lp[:-1]]
+    if first_of_lp.all():
+        return
+    # per LP the size met first in the file is taken as right; the first record of any
+    # other size is the error, the earliest of them is reported
+    order = np.lexsort((offs, lp))
+    lp_s, off_s, size_s = lp[order], offs[order], (pairs[order] & np.uint64(0xFFFFFFFF))
+    later = np.r_[False, lp_s[1:] == lp_s[:-1]]
+    i = int(np.flatnonzero(later)[np.argmin(off_s[later])])
+    j = i - 1
+    while later[j]:
+        j -= 1
+    field = {L.EVTRACE: "model_data_sz", L.VT_MODEL: "sample_size"}.get(code, "model_size")
+    raise TraceError.at_byte(path, int(off_s[i]), f"{field} {int(size_s[i])} for LP "
+                             f"{int(lp_s[i])}, but its record at byte {int(off_s[j])} has "
+                             f"{int(size_s[j])} (expected one size per LP: ROSS writes its "
+                             "model type's size)")
+
+
+def _add_dicts(a: dict, b: dict) -> dict:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in sorted(a.keys() | b.keys())}
+
+
 @dataclass
 class FileFacts:
     """What the records of one file (or of some of its regions) tell."""
@@ -176,12 +253,15 @@ class FileFacts:
     kind: str
     size: int
     counts: dict = field(default_factory=dict)     # code -> records
-    sizes: dict = field(default_factory=dict)      # code -> set of model data sizes
-    max_pe: int = -1
-    max_kp: int = -1
-    max_lp: int = -1
+    sizes: dict = field(default_factory=dict)      # code -> {model data size: records}
+    # ids that occur, sorted and unique (PE and KP samples; LP ids of all records)
+    pe_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    kp_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # L.kp_key(pe, kp)
+    lp_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     lp_map: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
     keys: dict = field(default_factory=dict)       # code -> (sorted raw keys, records each)
+    # code -> (distinct (LP << 32 | model data size) as uint64, first byte offset of each)
+    size_pairs: dict = field(default_factory=dict)
 
     def __add__(self, other: "FileFacts") -> "FileFacts":
         """Facts of both parts (order-free, so any grouping gives the same)."""
@@ -189,13 +269,15 @@ class FileFacts:
             self.kind, self.size,
             {c: self.counts.get(c, 0) + other.counts.get(c, 0)
              for c in sorted(self.counts.keys() | other.counts.keys())},
-            {c: self.sizes.get(c, set()) | other.sizes.get(c, set())
+            {c: _add_dicts(self.sizes.get(c, {}), other.sizes.get(c, {}))
              for c in sorted(self.sizes.keys() | other.sizes.keys())},
-            max(self.max_pe, other.max_pe), max(self.max_kp, other.max_kp),
-            max(self.max_lp, other.max_lp),
+            _union(self.pe_ids, other.pe_ids), _union(self.kp_keys, other.kp_keys),
+            _union(self.lp_ids, other.lp_ids),
             self.lp_map if np.array_equal(self.lp_map, other.lp_map)
             else first_rows(np.concatenate([self.lp_map, other.lp_map])),
-            add_keyed(self.keys, other.keys))
+            add_keyed(self.keys, other.keys),
+            {c: _first_pairs(self.size_pairs.get(c), other.size_pairs.get(c))
+             for c in sorted(self.size_pairs.keys() | other.size_pairs.keys())})
 
 
 def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
@@ -211,16 +293,29 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
         sel = starts[codes == code]
         fs.keys[code] = key_counts(raw_keys(buf, sel, code))
         fs.counts[code] = len(sel)
+        # The ids that occur (sorted sets: O(distinct ids), whatever their values).  The raw
+        # keys are already those of PE and KP samples, and the LP ids of all other records;
+        # the PE / KP an LP lives on come from lp_map (read_definitions).
+        seen = fs.keys[code][0]
+        if code == L.PE:
+            fs.pe_ids = _union(fs.pe_ids, seen)
+        elif code == L.KP:
+            fs.kp_keys = _union(fs.kp_keys, seen)
+            fs.pe_ids = _union(fs.pe_ids, np.unique(seen >> 32))
+        else:
+            fs.lp_ids = _union(fs.lp_ids, seen)
         pe, kp, lp = ids(buf, sel, code)
-        for arr, attr in ((pe, "max_pe"), (kp, "max_kp"), (lp, "max_lp")):
-            if arr is not None and len(arr):
-                setattr(fs, attr, max(getattr(fs, attr), int(arr.max())))
         if pe is not None and lp is not None:
             first = first_index(lp)                           # ROSS LPs never migrate
             maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
         ms = model_sizes(buf, sel, code)
         if ms is not None:
-            fs.sizes[code] = set(key_counts(ms)[0].tolist())
+            u, n = key_counts(ms)
+            fs.sizes[code] = dict(zip(u.tolist(), n.tolist()))
+            pairs = (size_lp(buf, sel, code).astype(np.uint64) << np.uint64(32)) | ms.astype(
+                np.uint64)
+            u, first = np.unique(pairs, return_index=True)     # sel is sorted: first = least
+            fs.size_pairs[code] = (u, sel[first])
     if maps:     # one map (LP samples only) is already one row per lp, by lp
         fs.lp_map = maps[0] if len(maps) == 1 else first_rows(np.concatenate(maps))
     return fs
