@@ -70,6 +70,8 @@ def detect(path: str | os.PathLike) -> str:
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
+    if not (p.is_dir() or p.is_file()):    # a FIFO or device: a sniffer reading it would block
+        raise UsageError(f"{p}: not a regular file or folder (a FIFO, device or socket)")
     tried, broken = [], []
     for name in available():
         try:
