@@ -10,7 +10,7 @@ from ...errors import TraceError
 from ...model import BYTES, KIND_DTYPE, STR, Column, Definitions, Schema, Table, column, conform
 from ..base import TraceReader, Unit
 from . import grammar as G
-from .files import CHUNK, file_size, parse_master, read_all, read_blocks, stream_file, stub_of
+from .files import CHUNK, file_size, master_lines, parse_master, read_all, read_blocks, stream_file, stub_of
 
 STREAM_KINDS = ("events", "snaps", "stats")
 MARKER_KEY = "marker"
@@ -104,11 +104,10 @@ class OTFReader(TraceReader):
 
     def units(self) -> list[Unit]:
         units = []
-        raw = self.path.read_bytes().split(b"\n")
         for s in sorted(self.streams):
             files = {k: stream_file(self.stub, s, k) for k in STREAM_KINDS + (MARKER_KEY,)}
             if not any(files.values()):
-                no = next(i for i, l in enumerate(raw, 1) if l.strip().startswith(f"{s:x}:".encode()))
+                no = master_lines(self.path)[s]
                 raise TraceError.at_line(self.path, no, f"expected {self.stub.name}.{s:x}.events "
                                          f"(or .snaps/.stats/.marker, plain or .z) for stream {s:x} listed here")
             units.append(Unit(f"{s:08x}", sum(file_size(p) for p in files.values()),
@@ -140,21 +139,23 @@ class OTFReader(TraceReader):
         return sorted(p for p in self.path.parent.glob(self.stub.name + ".*") if p.is_file())
 
     def decode(self, unit: Unit, defs: Definitions, chunk: int | None = None) -> Iterator[dict[str, Table]]:
+        from .checks import References
         chunk = chunk or self.chunk_bytes
         tps = int(defs.attrs["ticks_per_second"])
         seqs = {t: _Seq() for t in SCHEMA}
+        refs = References(defs, self.path.name)
         if unit.key == MARKER_KEY:
-            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs)
+            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs, refs, defs)
             return
         for kind in STREAM_KINDS:
             p = unit.info["files"].get(kind)
             if p:
-                yield from _decode_stream(Path(p), kind, tps, seqs, chunk)
+                yield from _decode_stream(Path(p), kind, tps, seqs, chunk, refs)
         p = unit.info["files"].get(MARKER_KEY)
         if p:
-            yield self._markers(Path(p), tps, seqs, first=int(defs.attrs.get("global_marker_spots", 0)))
+            yield self._markers(Path(p), tps, seqs, refs, defs, first=int(defs.attrs.get("global_marker_spots", 0)))
 
-    def _markers(self, path: Path, tps: int, seqs, first: int | None = None) -> dict[str, Table]:
+    def _markers(self, path: Path, tps: int, seqs, refs, defs, first: int | None = None) -> dict[str, Table]:
         """The spots of NAME.0.marker (seq: the order in the file), or of a stream's marker file
         (`first`: seq per location from the number of spots in NAME.0.marker, so none repeats)."""
         from .defs import _MARKER_INDEX, parse_records
@@ -167,16 +168,19 @@ class OTFReader(TraceReader):
         recs = [r for r in recs if r["type"] == "MarkerSpot"]
         n = len(recs)
         ticks = np.array([r["fields"]["ticks"] for r in recs], np.uint64)
-        loc = np.array([r["fields"]["location"] for r in recs], np.int64)
+        loc = np.array([r["fields"]["location"] for r in recs], np.uint64).view(np.int64)
+        marker = np.array([r["fields"]["marker"] for r in recs], np.uint64).view(np.int64)
+        kv = [(i, k) for i, r in enumerate(recs) for k in r["kv"]]
+        refs.check_marker_spots(path, marker, loc, [r["line"] for r in recs], defs.tables["marker_defs"]["id"],
+                                [i for i, _ in kv], [k[0] for _, k in kv], [k[1] for _, k in kv])
         if first is None:
             seq = np.arange(n, dtype=np.int64)       # order in the marker file
         else:
             seq = first + seqs["markers"].assign(loc)
         time = ticks_to_ns(ticks, tps)
         markers = Table({"time": time, "location": loc, "seq": seq, "ticks": ticks,
-                         "marker": np.array([r["fields"]["marker"] for r in recs], np.int64),
+                         "marker": marker,
                          "text": np.array([r["fields"]["text"] for r in recs], dtype=object)})
-        kv = [(i, k) for i, r in enumerate(recs) for k in r["kv"]]
         kvt = _kv_table([i for i, _ in kv], [k for _, k in kv], time, loc, seq, 3, seqs["keyvalues"])
         return {"markers": conform(markers, SCHEMA["markers"]), "keyvalues": kvt}
 
@@ -198,7 +202,7 @@ def _kv_table(owner, kvs, time, loc, seq, ref_table, seqc: _Seq) -> Table:
     return conform(tab, SCHEMA["keyvalues"])
 
 
-def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int) -> Iterator[dict[str, Table]]:
+def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> Iterator[dict[str, Table]]:
     from .kernel import ERRORS, NV, Tables, parse
     tb = Tables(kind)
     carry = b""
@@ -244,6 +248,7 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int) -> Iterato
         state = (t, p, line, ht, hp)
         carry = data[used:]
         if n:
+            refs.check_stream_rows(path, o_rec[:n], o_proc[:n], o_vals[:n], o_line[:n])
             yield _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps, seqs, path, base)
             base += n
     if carry.strip():
