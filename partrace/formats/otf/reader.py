@@ -1,6 +1,7 @@
 """OTF v1 reader: units = streams (with their marker files) + NAME.0.marker, decode with the numba kernel."""
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -181,24 +182,42 @@ class OTFReader(TraceReader):
         markers = Table({"time": time, "location": loc, "seq": seq, "ticks": ticks,
                          "marker": marker,
                          "text": np.array([r["fields"]["text"] for r in recs], dtype=object)})
-        kvt = _kv_table([i for i, _ in kv], [k for _, k in kv], time, loc, seq, 3, seqs["keyvalues"])
+        hexes = [k[2] for _, k in kv]          # marker files are small and parsed line by line anyway
+        slen = np.array([len(h) for h in hexes], np.int64)
+        kvt = _kv_table([i for i, _ in kv], np.array([k[0] for _, k in kv], np.uint64),
+                        np.array([k[1] for _, k in kv], np.uint64), "".join(hexes).encode("ascii"),
+                        np.cumsum(slen) - slen, slen, np.array([k[3] for _, k in kv], np.uint64),
+                        time, loc, seq, 3, seqs["keyvalues"])
         return {"markers": conform(markers, SCHEMA["markers"]), "keyvalues": kvt}
 
 
-def _kv_table(owner, kvs, time, loc, seq, ref_table, seqc: _Seq) -> Table:
-    """keyvalues rows from (owner row index, [key, type, hex text, length]) pairs."""
-    from .textline import kv_value
+def _kv_table(owner, key, vtype, text, soff, slen, length, time, loc, seq, ref_table, seqc: _Seq) -> Table:
+    """keyvalues rows: the row index of each key-value's record (owner), its key, type, length,
+    and its value's hex text text[soff:soff+slen] (bytes).  Array work only: the values come from
+    the split.kv_values kernel, the byte-array objects from C-level map/slice calls."""
+    from .split import kv_values
     owner = np.asarray(owner, np.int64)
-    vals = [kv_value(int(t), h) for _, t, h, _ in kvs]
-    l = loc[owner] if len(owner) else np.zeros(0, np.int64)
+    soff, slen = np.asarray(soff, np.int64), np.asarray(slen, np.int64)
+    is_bytes = np.asarray(vtype, np.uint64) == G.BYTE_ARRAY
+    nbytes = np.where(is_bytes, (slen + 1) // 2, 0)
+    bstart = np.cumsum(nbytes) - nbytes
+    value = np.zeros(len(owner), np.uint64)
+    raw = np.zeros(int(nbytes.sum()), np.uint8)
+    kv_values(np.frombuffer(text, np.uint8), soff, slen, is_bytes, bstart, value, raw)
+    blobs = np.full(len(owner), b"", dtype=object)
+    ba = np.flatnonzero(is_bytes)
+    if len(ba):
+        raw = raw.tobytes()
+        starts = bstart[ba].tolist()
+        ends = (bstart[ba] + nbytes[ba]).tolist()
+        blobs[ba] = np.fromiter(map(raw.__getitem__, map(slice, starts, ends)), dtype=object, count=len(ba))
+    l = loc[owner]
     tab = Table({
-        "time": time[owner] if len(owner) else np.zeros(0, np.int64), "location": l,
-        "seq": seqc.assign(l),
+        "time": time[owner], "location": l, "seq": seqc.assign(l),
         "ref_table": np.broadcast_to(np.asarray(ref_table, np.uint8), (len(owner),)).copy(),
-        "ref_seq": seq[owner] if len(owner) else np.zeros(0, np.int64),
-        "key": np.array([k[0] for k in kvs], np.int64), "type": np.array([k[1] for k in kvs], np.uint8),
-        "value": np.array([v for v, _ in vals], np.uint64), "length": np.array([k[3] for k in kvs], np.uint64),
-        "bytes": np.array([b for _, b in vals] + [b""], dtype=object)[:-1]})
+        "ref_seq": seq[owner],
+        "key": np.asarray(key, np.uint64).view(np.int64), "type": np.asarray(vtype, np.uint64).astype(np.uint8),
+        "value": value, "length": np.asarray(length, np.uint64), "bytes": blobs})
     return conform(tab, SCHEMA["keyvalues"])
 
 
@@ -255,6 +274,8 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
         raise TraceError(path, "end of file", "expected a complete record line")
 
 
+# comment texts: str, bytes that are not UTF-8 kept as lone surrogates (s.encode("utf-8", "surrogateescape"))
+_TEXT = partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
 TYPES = {t: {c.name: c.numpy_dtype() for c in cols} for t, cols in SCHEMA.items()}
 _VALUES: dict[str, tuple[list[str], np.ndarray]] = {}
 
@@ -296,8 +317,8 @@ def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps
     # comments: the one string field of their record
     srows = np.flatnonzero(np.isin(rec, [i for i, r in enumerate(G.STREAM_RECORDS)
                                          if r.fields and r.fields[0].ftype == G.STRING]))
-    texts = np.array([data[o:o + k].decode("utf-8", "surrogateescape")
-                      for o, k in zip(soff[srows].tolist(), slen[srows].tolist())] + [""], dtype=object)[:-1]
+    starts, ends = soff[srows].tolist(), (soff[srows] + slen[srows]).tolist()
+    texts = np.fromiter(map(_TEXT, map(data.__getitem__, map(slice, starts, ends))), dtype=object, count=len(srows))
     out["text"] = conform(Table({"time": time[srows], "location": proc[srows],
                                  "seq": seqs["text"].assign(proc[srows]), "ref_table": tcode[srows],
                                  "ref_seq": seq_all[srows], "text": texts}), SCHEMA["text"])
@@ -307,9 +328,8 @@ def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps
     if len(kvr) and owner_pos[-1] >= len(main):
         raise TraceError.at_line(path, int(o_line[kvr[-1]]), "expected a record after the key-value lines")
     owner = main[owner_pos] if len(kvr) else np.zeros(0, np.int64)
-    kvs = [[int(vals[i, 0]), int(vals[i, 1]), data[o:o + k].decode("ascii"), int(vals[i, 3])]
-           for i, o, k in zip(kvr.tolist(), soff[kvr].tolist(), slen[kvr].tolist())]
-    kvt = _kv_table(owner, kvs, time, proc, seq_all, 0, seqs["keyvalues"])
+    kvt = _kv_table(owner, vals[kvr, 0], vals[kvr, 1], data, soff[kvr], slen[kvr], vals[kvr, 3],
+                    time, proc, seq_all, 0, seqs["keyvalues"])
     kvt.columns["ref_table"] = tcode[owner].astype(np.uint8)
     out["keyvalues"] = kvt
     return out
