@@ -1,4 +1,14 @@
-"""Definitions of an OTF trace (.0.def, local .<s>.def, marker definitions)."""
+"""Definitions of an OTF trace (.0.def, local .<s>.def, marker definitions).
+
+Strings (names, units, creator, comments, version name; also marker texts and
+the comment records of the streams) are ``str`` decoded with
+``bytes.decode("utf-8", "surrogateescape")``: OTF stores bytes with no declared
+encoding and VampirTrace-era traces hold Latin-1 or KOI8-R names.  Valid UTF-8
+reads as text; each byte that is not part of valid UTF-8 becomes the lone
+surrogate U+DC00 + byte (0xe9 -> "\\udce9"), so ``s.encode("utf-8", "surrogateescape")``
+gives back the file's bytes exactly (the OTF writer encodes that way).
+Key-value byte arrays are ``bytes``.
+"""
 from __future__ import annotations
 
 from pathlib import Path
