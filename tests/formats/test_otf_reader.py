@@ -369,3 +369,70 @@ def test_long_format_lines(tmp_path):
     assert ev["comm"][1] == 0xF4241 and ev["size"][1] == 8
     kv = t["keyvalues"].take(np.flatnonzero(t["keyvalues"]["location"] == 2))
     assert kv["value"].tolist() == [0x2A] and kv["ref_seq"].tolist() == [0]
+
+
+# ---- key-value lines: values, and a cost that does not grow with their number ----------------------
+
+_KV_LINES = [b"K1Y6V2a", b"K5YbVdeadbeefL4", b"K5YbVabcL2", b"K2YaV3fe4000000000000", b"K5YbV0L1",
+             b"K1Y6V123456789abcdef0123", b"K3Y8Vffffffffffffffff", b"K5YbV" + b"0123456789abcdef" * 9 + b"L48",
+             b"KEY 4 TYPE 5 VALUE 7 LEN 0"]
+
+
+def _with_keyvalues(tmp_path, times: int):
+    """ring8 with the _KV_LINES (times over) before every Enter/Leave of every stream."""
+    d = _copy(tmp_path, "ring8")
+    for f in d.glob("*.events"):
+        out = []
+        for line in f.read_bytes().split(b"\n"):
+            if line.startswith((b"E", b"L")):
+                out += _KV_LINES * times
+            out.append(line)
+        f.write_bytes(b"\n".join(out))
+    return d
+
+
+@pytest.mark.parametrize("chunk", [None, 1000])
+def test_keyvalue_values_match_their_hex_text(tmp_path, chunk):
+    """Numbers: the last 16 hex digits (the OTF library shifts them into a uint64); byte arrays:
+    bytes.fromhex, a leading 0 for an odd digit count; checked against Python on the line texts."""
+    import re
+    d = _with_keyvalues(tmp_path, 1)
+    _, _, t = decode_all(d, chunk)
+    kv = t["keyvalues"]
+    want = []
+    for line in _KV_LINES:
+        short = line.replace(b"KEY ", b"K").replace(b" TYPE ", b"Y").replace(b" VALUE ", b"V").replace(b" LEN ", b"L")
+        m = re.fullmatch(rb"K([0-9a-f]+)Y([0-9a-f]+)V([0-9a-f]+)(?:L([0-9a-f]+))?", short)
+        key, typ, text, length = int(m[1], 16), int(m[2], 16), m[3].decode(), int(m[4] or b"0", 16)
+        if typ == 0xB:
+            want.append((key, typ, 0, length, bytes.fromhex(text if len(text) % 2 == 0 else "0" + text)))
+        else:
+            want.append((key, typ, int(text[-16:], 16), length, b""))
+    rows = list(zip(kv["key"].tolist(), kv["type"].tolist(), kv["value"].tolist(), kv["length"].tolist(),
+                    kv["bytes"].tolist()))
+    n_records = sum(1 for f in d.glob("*.events") for l in f.read_bytes().split(b"\n") if l.startswith((b"E", b"L")))
+    plain = len(decode_all(DATA / "ring8/trace")[2]["keyvalues"])
+    assert len(rows) == plain + n_records * len(_KV_LINES)
+    got = {}
+    for r in rows:
+        got[r] = got.get(r, 0) + 1
+    for w in want:
+        assert got.get(w, 0) >= n_records, w
+
+
+def test_keyvalue_decoding_makes_no_python_call_per_keyvalue(tmp_path):
+    """cProfile: the same number of Python-level calls for 10x the key-value lines (no timing)."""
+    import cProfile
+    import pstats
+    calls = []
+    for times in (1, 10):
+        d = _with_keyvalues(tmp_path / str(times), times)
+        decode_all(d)                              # numba compile / cache load outside the count
+        pr = cProfile.Profile()
+        pr.enable()
+        _, _, t = decode_all(d)
+        pr.disable()
+        calls.append((len(t["keyvalues"]), pstats.Stats(pr).total_calls))
+    (n1, c1), (n10, c10) = calls
+    assert n10 > 9 * n1 > 90000
+    assert c10 == c1, calls

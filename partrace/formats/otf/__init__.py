@@ -15,7 +15,8 @@ def _master(path: Path) -> Path | None:
     if path.is_dir():
         found = sorted(path.glob("*.otf"))
         return found[0] if len(found) == 1 else None
-    return path if path.suffix == ".otf" and path.is_file() else None
+    # any non-folder NAME.otf: parse_master then says if it is not a regular file
+    return path if path.suffix == ".otf" and path.exists() else None
 
 
 class OTF(Format):
@@ -29,6 +30,9 @@ class OTF(Format):
         m = _master(Path(path))
         if m is None:
             return False
+        stub = str(m.with_suffix(""))
+        if os.path.lexists(stub + ".0.def") or os.path.lexists(stub + ".0.def.z"):
+            return True      # NAME.otf beside NAME.0.def: OTF, even if damaged (open says where)
         try:
             parse_master(m)
         except (TraceError, OSError, UnicodeDecodeError):

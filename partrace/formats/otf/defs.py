@@ -1,4 +1,14 @@
-"""Definitions of an OTF trace (.0.def, local .<s>.def, marker definitions)."""
+"""Definitions of an OTF trace (.0.def, local .<s>.def, marker definitions).
+
+Strings (names, units, creator, comments, version name; also marker texts and
+the comment records of the streams) are ``str`` decoded with
+``bytes.decode("utf-8", "surrogateescape")``: OTF stores bytes with no declared
+encoding and VampirTrace-era traces hold Latin-1 or KOI8-R names.  Valid UTF-8
+reads as text; each byte that is not part of valid UTF-8 becomes the lone
+surrogate U+DC00 + byte (0xe9 -> "\\udce9"), so ``s.encode("utf-8", "surrogateescape")``
+gives back the file's bytes exactly (the OTF writer encodes that way).
+Key-value byte arrays are ``bytes``.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +18,7 @@ import numpy as np
 from ...errors import TraceError
 from ...model import LOCATION_COLUMNS, REGION_COLUMNS, STR, Column, Definitions, Table
 from .files import parse_master, read_all, stream_file, stub_of
-from .grammar import DEF_RECORDS, KEYVALUE, MARKER_RECORDS
+from .grammar import DEF_RECORDS, KEYVALUE, MARKER_RECORDS, MAX_KV_TYPE
 from .textline import keyword_index, parse_line
 
 _DEF_INDEX = keyword_index(DEF_RECORDS + (KEYVALUE,))
@@ -64,6 +74,34 @@ TABLE_SPECS = {
 }
 
 
+def _ranges() -> dict[str, list[tuple[str, np.dtype]]]:
+    """record type -> [(field, dtype of the column it fills)] for the numeric columns."""
+    out = {"DefProcess": [("token", np.dtype("int64")), ("parent", np.dtype("int64"))],
+           "DefFunction": [("token", np.dtype("int64")), ("group", np.dtype("int64"))]}
+    for rtype, spec in TABLE_SPECS.values():
+        out[rtype] = [(key, np.dtype(t)) for _, t, key in spec if t != STR]
+    return out
+
+
+_RANGES = _ranges()
+
+
+def _check_ranges(records: list[dict], paths: dict, stub: Path) -> None:
+    """Every number of a definition must fit its column (e.g. a key type Y106 does not fit uint8);
+    key types must be OTF types (0 char .. b byte array).  Definitions are few: a plain loop."""
+    for r in records:
+        fields = r["fields"]
+        bad = [("type", None)] if r["type"] == "DefKeyValue" and fields["type"] > MAX_KV_TYPE else []
+        bad += [(k, dt) for k, dt in _RANGES.get(r["type"], ()) if not 0 <= fields[k] <= np.iinfo(dt).max]
+        if bad:
+            k, dt = bad[0]
+            where = r["where"]
+            path = paths.get(where) or stream_file(stub, where, "def")
+            limit = f"an OTF value type 0..{MAX_KV_TYPE:x}" if dt is None else f"at most {np.iinfo(dt).max:x}"
+            raise TraceError.at_line(path, r["line"], f"expected {k} of {r['type']} to be {limit}, "
+                                     f"got {fields[k]:x}")
+
+
 def local_definitions(stub: Path, stream: int) -> list[dict]:
     """The records of a stream's own NAME.<s>.def (most traces have none)."""
     local = stream_file(stub, stream, "def")
@@ -100,6 +138,7 @@ def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -
         raise TraceError(glob, None, "expected a timer resolution record (DTR) with a value > 0")
     procs = by_type.get("DefProcess", [])
     groups = by_type.get("DefFunction", [])
+    _check_ranges(records, {0: glob, "marker": marker}, stub)
     tables = {
         "locations": _table(LOCATION_COLUMNS, [(p["token"], p["name"], p["parent"]) for p in procs]),
         "regions": _table(REGION_COLUMNS, [(f["token"], f["name"], f["group"]) for f in groups]),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -16,20 +17,53 @@ def stub_of(master: Path) -> Path:
     return master.with_suffix("")
 
 
+_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def require_regular(path: Path) -> Path:
+    """``path`` if it is a regular file (after symlinks); TraceError naming it otherwise.
+
+    Checked before every open: a FIFO would block the reader forever, a directory
+    would fail with an OSError that names no place in the trace.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise TraceError(path, None, "expected a file of the trace, found nothing (missing or broken link)") from None
+    except OSError as e:
+        raise TraceError(path, None, f"expected a readable file ({e.strerror})") from None
+    if not stat.S_ISREG(mode):
+        what = next((w for test, w in _NOT_REGULAR if test(mode)), "not a regular file")
+        raise TraceError(path, None, f"expected a regular file, found {what}")
+    return path
+
+
 def stream_file(stub: Path, stream: int, kind: str) -> Path | None:
-    """The existing file of a stream and kind ('events', 'def', ...), plain or .z."""
+    """The existing file of a stream and kind ('events', 'def', ...), plain or .z
+    (None if neither exists; TraceError if the one found is not a regular file)."""
     base = Path(f"{stub}.{stream:x}.{kind}")
-    if base.exists():
-        return base
-    z = Path(f"{base}.z")
-    return z if z.exists() else None
+    for p in (base, Path(f"{base}.z")):
+        if os.path.lexists(p):
+            return require_regular(p)
+    return None
 
 
 def parse_master(path: Path, data: bytes | None = None) -> dict[int, list[int]]:
     """{stream: [processes]} in file order (hex numbers, 'stream:p,p,...')."""
+    return master_entries(path, data)[0]
+
+
+def master_lines(path: Path) -> dict[int, int]:
+    """{stream: line number of its line in the master file} (for messages)."""
+    return master_entries(path)[1]
+
+
+def master_entries(path: Path, data: bytes | None = None) -> tuple[dict[int, list[int]], dict[int, int]]:
     if data is None:
-        data = path.read_bytes()
+        data = require_regular(path).read_bytes()
     out: dict[int, list[int]] = {}
+    lines: dict[int, int] = {}
     for no, raw in enumerate(data.split(b"\n"), 1):
         line = raw.strip()
         if not line:
@@ -45,9 +79,10 @@ def parse_master(path: Path, data: bytes | None = None) -> dict[int, list[int]]:
         if stream <= 0 or stream in out:
             raise TraceError.at_line(path, no, "expected a new stream id > 0")
         out[stream] = procs
+        lines[stream] = no
     if not out:
         raise TraceError(path, None, "expected at least one stream line in the master file")
-    return out
+    return out, lines
 
 
 def read_blocks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
@@ -56,6 +91,7 @@ def read_blocks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
     OTF's zlib streams are never finished (no end-of-stream block): the
     decompressor's output is taken as is and a missing end is not an error.
     """
+    require_regular(path)
     if path.suffix != ".z":
         with open(path, "rb") as f:
             while True:
@@ -64,6 +100,7 @@ def read_blocks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
                     return
                 yield b
     d = zlib.decompressobj()
+    at = 0                 # compressed offset of `raw`
     with open(path, "rb") as f:
         while True:
             raw = f.read(max(chunk // 8, 1 << 16))
@@ -75,7 +112,9 @@ def read_blocks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
                     yield out
                     out = d.decompress(d.unconsumed_tail, chunk) if d.unconsumed_tail else b""
             except zlib.error as e:
-                raise TraceError(path, None, f"expected zlib data ({e})") from None
+                # zlib does not say where in the block it failed: name the block read
+                raise TraceError(path, f"bytes {at}..{at + len(raw) - 1}", f"expected zlib data ({e})") from None
+            at += len(raw)
         try:
             rest = d.flush()
         except zlib.error:

@@ -125,6 +125,8 @@ STATISTICS_RECORDS = (
         (F("file_group", FIRST),) + _FLSTAT),
 )
 
+BYTE_ARRAY = 0xB
+MAX_KV_TYPE = 0xB       # OTF_Type: 0 char .. 0xa double, 0xb byte array (OTF_KeyValue.h)
 KEYVALUE = Rec("KeyValue", "kv", 0, "K", "KEY",
                (F("key", FIRST), F("type", "Y", "TYPE"), F("value", "V", "VALUE", ftype=HEXSTR),
                 F("length", "L", "LEN", opt=OPT)))

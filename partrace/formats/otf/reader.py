@@ -1,6 +1,7 @@
 """OTF v1 reader: units = streams (with their marker files) + NAME.0.marker, decode with the numba kernel."""
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -10,7 +11,7 @@ from ...errors import TraceError
 from ...model import BYTES, KIND_DTYPE, STR, Column, Definitions, Schema, Table, column, conform
 from ..base import TraceReader, Unit
 from . import grammar as G
-from .files import CHUNK, file_size, parse_master, read_all, read_blocks, stream_file, stub_of
+from .files import CHUNK, file_size, master_lines, parse_master, read_all, read_blocks, stream_file, stub_of
 
 STREAM_KINDS = ("events", "snaps", "stats")
 MARKER_KEY = "marker"
@@ -104,11 +105,10 @@ class OTFReader(TraceReader):
 
     def units(self) -> list[Unit]:
         units = []
-        raw = self.path.read_bytes().split(b"\n")
         for s in sorted(self.streams):
             files = {k: stream_file(self.stub, s, k) for k in STREAM_KINDS + (MARKER_KEY,)}
             if not any(files.values()):
-                no = next(i for i, l in enumerate(raw, 1) if l.strip().startswith(f"{s:x}:".encode()))
+                no = master_lines(self.path)[s]
                 raise TraceError.at_line(self.path, no, f"expected {self.stub.name}.{s:x}.events "
                                          f"(or .snaps/.stats/.marker, plain or .z) for stream {s:x} listed here")
             units.append(Unit(f"{s:08x}", sum(file_size(p) for p in files.values()),
@@ -140,21 +140,23 @@ class OTFReader(TraceReader):
         return sorted(p for p in self.path.parent.glob(self.stub.name + ".*") if p.is_file())
 
     def decode(self, unit: Unit, defs: Definitions, chunk: int | None = None) -> Iterator[dict[str, Table]]:
+        from .checks import References
         chunk = chunk or self.chunk_bytes
         tps = int(defs.attrs["ticks_per_second"])
         seqs = {t: _Seq() for t in SCHEMA}
+        refs = References(defs, self.path.name)
         if unit.key == MARKER_KEY:
-            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs)
+            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs, refs, defs)
             return
         for kind in STREAM_KINDS:
             p = unit.info["files"].get(kind)
             if p:
-                yield from _decode_stream(Path(p), kind, tps, seqs, chunk)
+                yield from _decode_stream(Path(p), kind, tps, seqs, chunk, refs)
         p = unit.info["files"].get(MARKER_KEY)
         if p:
-            yield self._markers(Path(p), tps, seqs, first=int(defs.attrs.get("global_marker_spots", 0)))
+            yield self._markers(Path(p), tps, seqs, refs, defs, first=int(defs.attrs.get("global_marker_spots", 0)))
 
-    def _markers(self, path: Path, tps: int, seqs, first: int | None = None) -> dict[str, Table]:
+    def _markers(self, path: Path, tps: int, seqs, refs, defs, first: int | None = None) -> dict[str, Table]:
         """The spots of NAME.0.marker (seq: the order in the file), or of a stream's marker file
         (`first`: seq per location from the number of spots in NAME.0.marker, so none repeats)."""
         from .defs import _MARKER_INDEX, parse_records
@@ -167,38 +169,59 @@ class OTFReader(TraceReader):
         recs = [r for r in recs if r["type"] == "MarkerSpot"]
         n = len(recs)
         ticks = np.array([r["fields"]["ticks"] for r in recs], np.uint64)
-        loc = np.array([r["fields"]["location"] for r in recs], np.int64)
+        loc = np.array([r["fields"]["location"] for r in recs], np.uint64).view(np.int64)
+        marker = np.array([r["fields"]["marker"] for r in recs], np.uint64).view(np.int64)
+        kv = [(i, k) for i, r in enumerate(recs) for k in r["kv"]]
+        refs.check_marker_spots(path, marker, loc, [r["line"] for r in recs], defs.tables["marker_defs"]["id"],
+                                [i for i, _ in kv], [k[0] for _, k in kv], [k[1] for _, k in kv])
         if first is None:
             seq = np.arange(n, dtype=np.int64)       # order in the marker file
         else:
             seq = first + seqs["markers"].assign(loc)
         time = ticks_to_ns(ticks, tps)
         markers = Table({"time": time, "location": loc, "seq": seq, "ticks": ticks,
-                         "marker": np.array([r["fields"]["marker"] for r in recs], np.int64),
+                         "marker": marker,
                          "text": np.array([r["fields"]["text"] for r in recs], dtype=object)})
-        kv = [(i, k) for i, r in enumerate(recs) for k in r["kv"]]
-        kvt = _kv_table([i for i, _ in kv], [k for _, k in kv], time, loc, seq, 3, seqs["keyvalues"])
+        hexes = [k[2] for _, k in kv]          # marker files are small and parsed line by line anyway
+        slen = np.array([len(h) for h in hexes], np.int64)
+        kvt = _kv_table([i for i, _ in kv], np.array([k[0] for _, k in kv], np.uint64),
+                        np.array([k[1] for _, k in kv], np.uint64), "".join(hexes).encode("ascii"),
+                        np.cumsum(slen) - slen, slen, np.array([k[3] for _, k in kv], np.uint64),
+                        time, loc, seq, 3, seqs["keyvalues"])
         return {"markers": conform(markers, SCHEMA["markers"]), "keyvalues": kvt}
 
 
-def _kv_table(owner, kvs, time, loc, seq, ref_table, seqc: _Seq) -> Table:
-    """keyvalues rows from (owner row index, [key, type, hex text, length]) pairs."""
-    from .textline import kv_value
+def _kv_table(owner, key, vtype, text, soff, slen, length, time, loc, seq, ref_table, seqc: _Seq) -> Table:
+    """keyvalues rows: the row index of each key-value's record (owner), its key, type, length,
+    and its value's hex text text[soff:soff+slen] (bytes).  Array work only: the values come from
+    the split.kv_values kernel, the byte-array objects from C-level map/slice calls."""
+    from .split import kv_values
     owner = np.asarray(owner, np.int64)
-    vals = [kv_value(int(t), h) for _, t, h, _ in kvs]
-    l = loc[owner] if len(owner) else np.zeros(0, np.int64)
+    soff, slen = np.asarray(soff, np.int64), np.asarray(slen, np.int64)
+    is_bytes = np.asarray(vtype, np.uint64) == G.BYTE_ARRAY
+    nbytes = np.where(is_bytes, (slen + 1) // 2, 0)
+    bstart = np.cumsum(nbytes) - nbytes
+    value = np.zeros(len(owner), np.uint64)
+    raw = np.zeros(int(nbytes.sum()), np.uint8)
+    kv_values(np.frombuffer(text, np.uint8), soff, slen, is_bytes, bstart, value, raw)
+    blobs = np.full(len(owner), b"", dtype=object)
+    ba = np.flatnonzero(is_bytes)
+    if len(ba):
+        raw = raw.tobytes()
+        starts = bstart[ba].tolist()
+        ends = (bstart[ba] + nbytes[ba]).tolist()
+        blobs[ba] = np.fromiter(map(raw.__getitem__, map(slice, starts, ends)), dtype=object, count=len(ba))
+    l = loc[owner]
     tab = Table({
-        "time": time[owner] if len(owner) else np.zeros(0, np.int64), "location": l,
-        "seq": seqc.assign(l),
+        "time": time[owner], "location": l, "seq": seqc.assign(l),
         "ref_table": np.broadcast_to(np.asarray(ref_table, np.uint8), (len(owner),)).copy(),
-        "ref_seq": seq[owner] if len(owner) else np.zeros(0, np.int64),
-        "key": np.array([k[0] for k in kvs], np.int64), "type": np.array([k[1] for k in kvs], np.uint8),
-        "value": np.array([v for v, _ in vals], np.uint64), "length": np.array([k[3] for k in kvs], np.uint64),
-        "bytes": np.array([b for _, b in vals] + [b""], dtype=object)[:-1]})
+        "ref_seq": seq[owner],
+        "key": np.asarray(key, np.uint64).view(np.int64), "type": np.asarray(vtype, np.uint64).astype(np.uint8),
+        "value": value, "length": np.asarray(length, np.uint64), "bytes": blobs})
     return conform(tab, SCHEMA["keyvalues"])
 
 
-def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int) -> Iterator[dict[str, Table]]:
+def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> Iterator[dict[str, Table]]:
     from .kernel import ERRORS, NV, Tables, parse
     tb = Tables(kind)
     carry = b""
@@ -244,12 +267,15 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int) -> Iterato
         state = (t, p, line, ht, hp)
         carry = data[used:]
         if n:
+            refs.check_stream_rows(path, o_rec[:n], o_proc[:n], o_vals[:n], o_line[:n])
             yield _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps, seqs, path, base)
             base += n
     if carry.strip():
         raise TraceError(path, "end of file", "expected a complete record line")
 
 
+# comment texts: str, bytes that are not UTF-8 kept as lone surrogates (s.encode("utf-8", "surrogateescape"))
+_TEXT = partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
 TYPES = {t: {c.name: c.numpy_dtype() for c in cols} for t, cols in SCHEMA.items()}
 _VALUES: dict[str, tuple[list[str], np.ndarray]] = {}
 
@@ -291,8 +317,8 @@ def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps
     # comments: the one string field of their record
     srows = np.flatnonzero(np.isin(rec, [i for i, r in enumerate(G.STREAM_RECORDS)
                                          if r.fields and r.fields[0].ftype == G.STRING]))
-    texts = np.array([data[o:o + k].decode("utf-8", "surrogateescape")
-                      for o, k in zip(soff[srows].tolist(), slen[srows].tolist())] + [""], dtype=object)[:-1]
+    starts, ends = soff[srows].tolist(), (soff[srows] + slen[srows]).tolist()
+    texts = np.fromiter(map(_TEXT, map(data.__getitem__, map(slice, starts, ends))), dtype=object, count=len(srows))
     out["text"] = conform(Table({"time": time[srows], "location": proc[srows],
                                  "seq": seqs["text"].assign(proc[srows]), "ref_table": tcode[srows],
                                  "ref_seq": seq_all[srows], "text": texts}), SCHEMA["text"])
@@ -302,9 +328,8 @@ def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps
     if len(kvr) and owner_pos[-1] >= len(main):
         raise TraceError.at_line(path, int(o_line[kvr[-1]]), "expected a record after the key-value lines")
     owner = main[owner_pos] if len(kvr) else np.zeros(0, np.int64)
-    kvs = [[int(vals[i, 0]), int(vals[i, 1]), data[o:o + k].decode("ascii"), int(vals[i, 3])]
-           for i, o, k in zip(kvr.tolist(), soff[kvr].tolist(), slen[kvr].tolist())]
-    kvt = _kv_table(owner, kvs, time, proc, seq_all, 0, seqs["keyvalues"])
+    kvt = _kv_table(owner, vals[kvr, 0], vals[kvr, 1], data, soff[kvr], slen[kvr], vals[kvr, 3],
+                    time, proc, seq_all, 0, seqs["keyvalues"])
     kvt.columns["ref_table"] = tcode[owner].astype(np.uint8)
     out["keyvalues"] = kvt
     return out

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from . import grammar as G
-from .kernel import NV
+from .kernel import NV, _hexval
 
 
 @njit(cache=True)
@@ -33,6 +33,33 @@ def running_counts(index, counts, out):
     for i in range(index.shape[0]):
         out[i] = counts[index[i]]
         counts[index[i]] += 1
+
+
+@njit(cache=True)
+def kv_values(buf, soff, slen, is_bytes, bstart, value, raw):
+    """The values of key-value lines from their hex text buf[soff:soff+slen].
+
+    Numbers: the last 16 hex digits (as the OTF library, which shifts digits into a
+    uint64).  Byte arrays (is_bytes): 0, their bytes written to raw[bstart:], two digits
+    a byte, an odd count of digits read with a leading 0 (bytes.fromhex("0" + text)).
+    """
+    for i in range(soff.shape[0]):
+        s, e = soff[i], soff[i] + slen[i]
+        if is_bytes[i]:
+            o = bstart[i]
+            if slen[i] & 1:
+                raw[o] = _hexval(buf[s])
+                o += 1
+                s += 1
+            for p in range(s, e, 2):
+                raw[o] = _hexval(buf[p]) * 16 + _hexval(buf[p + 1])
+                o += 1
+            value[i] = 0
+        else:
+            v = np.uint64(0)
+            for p in range(max(s, e - 16), e):
+                v = v * np.uint64(16) + np.uint64(_hexval(buf[p]))
+            value[i] = v
 
 
 def column_map(table: str, names: list[str]) -> np.ndarray:

@@ -103,9 +103,3 @@ def parse_line(line: bytes, index: dict[bytes, Rec], path: Path, no: int) -> tup
         fail(f"end of line after {rec.name}")
     return rec, vals
 
-
-def kv_value(type_code: int, text: str) -> tuple[int, bytes]:
-    """(raw 64-bit value, bytes) of a key-value's hex text."""
-    if type_code == 0xB:
-        return 0, bytes.fromhex(text) if len(text) % 2 == 0 else bytes.fromhex("0" + text)
-    return (int(text[-16:], 16) if text else 0), b""

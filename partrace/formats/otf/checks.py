@@ -1,0 +1,128 @@
+"""References from records to definitions: every token a record names must be defined.
+
+The OTF library checks none of them: it drops (silently) the records of a process
+the master file does not list and hands any other token on as is.  partrace
+refuses both, so no row points at a location, region, ... that the output's
+definition tables do not have.  The checks run on whole parsed chunks with numpy
+(np.isin per field position); only the first bad row is turned into a message.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import TraceError
+from . import grammar as G
+from .kernel import NV
+
+# column -> (definitions table, defining record keyword, what it is)
+TARGETS = {
+    "region": ("regions", "DF", "function"),
+    "counter": ("counters", "DCNT", "counter"),
+    "collop": ("collectives", "DCO", "collective operation"),
+    "comm": ("communicators", "DPG", "process group"),
+    "scl": ("scl", "DS", "source code location"),
+    "file": ("files", "DFL", "file"),
+    "function_group": ("function_groups", "DFG", "function group"),
+    "file_group": ("file_groups", "DFLG", "file group"),
+    "peer": ("locations", "DP", "process"),
+    "root": ("locations", "DP", "process"),
+    "origin": ("locations", "DP", "process"),
+    "key": ("keys", "DK", "key"),
+}
+# 0 means "none" for these (OTF_Handler.h): it need not be defined.
+_ZERO_ALWAYS = {"comm", "scl", "root", "origin"}
+
+
+def _zero_ok(rec: G.Rec, f: G.Field) -> bool:
+    # summaries use 0 for "all" (all peers, collectives, files, groups: SM0..., SCO..CL0 in hybrid16)
+    return f.opt != G.REQ or f.col in _ZERO_ALWAYS or rec.table == "statistics"
+
+
+class References:
+    """The defined ids of one trace, and which field of which record refers to which table."""
+
+    def __init__(self, defs, master_name: str):
+        self.master_name = master_name
+        self.ids = {t: np.unique(np.asarray(defs.tables[t]["id"]).astype(np.uint64))
+                    for t, _, _ in set(TARGETS.values())}
+        listed = np.unique(np.array(defs.attrs.get("process_order", []), np.uint64))
+        self.listed = listed
+        self.processes = np.intersect1d(self.ids["locations"], listed)
+        # per field position j: target column index of (record code, j), or -1
+        self.cols = sorted(TARGETS)
+        self.refmap = np.full((NV, len(G.STREAM_RECORDS)), -1, np.int8)
+        self.zero = np.zeros((NV, len(G.STREAM_RECORDS)), bool)
+        for r, rec in enumerate(G.STREAM_RECORDS):
+            for j, f in enumerate(rec.fields):
+                if f.col in TARGETS:
+                    self.refmap[j, r] = self.cols.index(f.col)
+                    self.zero[j, r] = _zero_ok(rec, f)
+        self.positions = [j for j in range(NV) if (self.refmap[j] >= 0).any()]
+
+    def check_stream_rows(self, path, rec, proc, vals, lines) -> None:
+        """TraceError at the line of the first row (of rec/proc/vals) naming something undefined."""
+        first = None              # (row, message)
+        bad = np.flatnonzero(~np.isin(proc.astype(np.uint64), self.processes))
+        if len(bad):
+            first = (int(bad[0]), self._process_message(int(proc[bad[0]]), G.STREAM_RECORDS[rec[bad[0]]].name))
+        bad = np.flatnonzero((rec == G.KV_CODE) & (vals[:, 1] > G.MAX_KV_TYPE))
+        if len(bad) and (first is None or bad[0] < first[0]):
+            first = (int(bad[0]), f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} for type of KeyValue, "
+                                  f"got {int(vals[bad[0], 1]):x}")
+        for j in self.positions:
+            target = self.refmap[j][rec]
+            rows = np.flatnonzero(target >= 0)
+            if first is not None:
+                rows = rows[rows < first[0]]
+            if not len(rows):
+                continue
+            v = vals[rows, j]
+            t = target[rows]
+            ok = self.zero[j][rec[rows]] & (v == 0)
+            for c in np.unique(t).tolist():
+                sel = t == c
+                ok[sel] |= np.isin(v[sel], self.ids[TARGETS[self.cols[c]][0]])
+            if not ok.all():
+                k = int(np.argmin(ok))
+                row = int(rows[k])
+                if first is None or row < first[0]:
+                    r = G.STREAM_RECORDS[rec[row]]
+                    first = (row, self._token_message(self.cols[t[k]], int(v[k]), r.name))
+        if first is not None:
+            raise TraceError.at_line(path, int(lines[first[0]]), first[1])
+
+    def check_marker_spots(self, path, marker, loc, lines, marker_ids, kv_owner, kv_key, kv_type) -> None:
+        """Marker spots: their marker must be defined (MD), their process too (DP + master
+        file), and the keys of their key-value lines (DK) with an OTF value type."""
+        bad_loc = ~np.isin(loc.view(np.uint64), self.processes)
+        bad_marker = ~np.isin(marker.view(np.uint64), np.asarray(marker_ids).astype(np.uint64))
+        bad_kv = np.zeros(len(loc), bool)
+        kv_key = np.asarray(kv_key, np.uint64)
+        kv_bad = ~np.isin(kv_key, self.ids["keys"]) | (np.asarray(kv_type, np.uint64) > G.MAX_KV_TYPE)
+        bad_kv[np.asarray(kv_owner, np.int64)[kv_bad]] = True
+        bad = np.flatnonzero(bad_loc | bad_marker | bad_kv)
+        if not len(bad):
+            return
+        i = int(bad[0])
+        if bad_loc[i]:
+            msg = self._process_message(int(loc.view(np.uint64)[i]), "MarkerSpot")
+        elif bad_marker[i]:
+            msg = f"expected a marker defined by an MD record, got MarkerSpot of marker {int(marker.view(np.uint64)[i]):x}"
+        else:
+            k = np.flatnonzero((np.asarray(kv_owner, np.int64) == i) & kv_bad)[0]
+            msg = (self._token_message("key", int(kv_key[k]), "a key-value line before this MarkerSpot")
+                   if not np.isin(kv_key[k], self.ids["keys"]) else
+                   f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} in the key-value lines before this "
+                   f"MarkerSpot, got {int(kv_type[k]):x}")
+        raise TraceError.at_line(path, int(lines[i]), msg)
+
+    def _process_message(self, p: int, rec_name: str) -> str:
+        why = ("no DP record defines it" if p not in self.ids["locations"]
+               else f"{self.master_name} does not list it")
+        return (f"expected a process defined by a DP record and listed in {self.master_name}, "
+                f"got {rec_name} of process {p:x} ({why})")
+
+    @staticmethod
+    def _token_message(col: str, v: int, rec_name: str) -> str:
+        _, kw, what = TARGETS[col]
+        return f"expected a {what} defined by a {kw} record, got {rec_name} naming {col} {v:x}"

@@ -1,0 +1,297 @@
+"""Damaged copies of the real OTF fixtures, through the CLI (serial and 2 ranks).
+
+Every case: exit 2, exactly one stderr line ``partrace: error: <file>[:line N]: ...``
+naming the damaged file, no output left behind, the input unchanged.  Also:
+strings that are not UTF-8 (Latin-1, KOI8-R names of VampirTrace-era traces)
+survive OTF -> OTF byte for byte.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import DATA, run_cli
+
+RING8 = DATA / "otf" / "ring8" / "trace"
+HYBRID16 = DATA / "otf" / "hybrid16" / "trace"
+ZLIB = DATA / "otf" / "real-zlib" / "trace"
+
+
+def _copy(tmp_path, src=RING8) -> Path:
+    dst = tmp_path / "in"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")
+
+
+def _replace_line(path: Path, old: bytes, new: bytes, nth: int = 0) -> int:
+    """Replace the nth line equal to ``old`` by ``new``; its 1-based line number."""
+    lines = _lines(path)
+    at = [i for i, l in enumerate(lines) if l == old][nth]
+    lines[at] = new
+    path.write_bytes(b"\n".join(lines))
+    return at + 1
+
+
+def _next_record_line(path: Path, line: int) -> int:
+    """The first record line at or after ``line`` (not a time or '*' line)."""
+    lines = _lines(path)
+    for i in range(line - 1, len(lines)):
+        l = lines[i]
+        if l and not l.startswith(b"*") and not all(c in b"0123456789abcdef" for c in l):
+            return i + 1
+    raise AssertionError("no record after the line")
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {p.name: ("dir" if p.is_dir() else "fifo" if p.is_fifo() else hashlib.sha1(p.read_bytes()).hexdigest())
+            for p in sorted(folder.iterdir())}
+
+
+def _fails(tmp_path, trace: Path, where: str, expect: str, nranks=(None, 2), outputs=(".h5", ".otf")):
+    """Merge ``trace`` to each output kind: one clear error line, nothing written, input unchanged."""
+    folder = trace if trace.is_dir() else trace.parent
+    before = _snapshot(folder)
+    for n in nranks:
+        for suffix in outputs:
+            out = tmp_path / f"out{n}{suffix}"
+            r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=120)
+            lines = [x for x in r.stderr.splitlines() if x.strip()]
+            assert r.returncode == 2, r.stderr
+            assert len(lines) == 1, r.stderr
+            assert lines[0].startswith(f"partrace: error: {where}: "), lines[0]
+            assert expect in lines[0], lines[0]
+            assert "internal error" not in lines[0]
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["in"], r.stderr
+    assert _snapshot(folder) == before
+    return lines[0]
+
+
+# ---- references to definitions --------------------------------------------------------------------
+
+def test_process_zero_is_refused(tmp_path):
+    d = _copy(tmp_path)
+    f = d / "ring8.3.events"
+    line = _replace_line(f, b"*3", b"*0", nth=5)
+    msg = _fails(tmp_path, d / "ring8.otf", f"{f}:line {_next_record_line(f, line)}",
+                 "expected a process defined by a DP record and listed in ring8.otf")
+    assert "of process 0 (no DP record defines it)" in msg
+
+
+def test_process_not_in_the_master_file_is_refused(tmp_path):
+    d = _copy(tmp_path)
+    lines = _lines(d / "ring8.0.def")
+    at = lines.index(b'DP8NM"Process 7"')
+    (d / "ring8.0.def").write_bytes(b"\n".join(lines[:at + 1] + [b'DP9NM"stray"'] + lines[at + 1:]))
+    f = d / "ring8.2.events"
+    line = _replace_line(f, b"*2", b"*9", nth=3)
+    msg = _fails(tmp_path, d / "ring8.otf", f"{f}:line {_next_record_line(f, line)}", "process 9",
+                 nranks=(None,), outputs=(".h5",))
+    assert "ring8.otf does not list it" in msg
+
+
+@pytest.mark.parametrize("old,new,expect", [
+    (b"E6", b"E1f", "expected a function defined by a DF record, got Enter naming region 1f"),
+    (b"L6", b"L77", "expected a function defined by a DF record, got Leave naming region 77"),
+    (b"CNT2V0", b"CNT9V0", "expected a counter defined by a DCNT record, got Counter naming counter 9"),
+    (b"K4Y5V0", b"KaY5V0", "expected a key defined by a DK record, got KeyValue naming key a"),
+    (b"E2X1", b"E2X5", "expected a source code location defined by a DS record, got Enter naming scl 5"),
+])
+def test_undefined_token_in_events(tmp_path, old, new, expect):
+    d = _copy(tmp_path)
+    f = d / "ring8.1.events"
+    line = _replace_line(f, old, new)
+    _fails(tmp_path, d / "ring8.otf", f"{f}:line {line}", expect)
+
+
+def test_undefined_peer_and_communicator(tmp_path):
+    d = _copy(tmp_path)
+    f = d / "ring8.1.events"
+    send = next(l for l in _lines(f) if l.startswith(b"S") and b"Cf4241" in l)
+    line = _replace_line(f, send, send.replace(b"Cf4241", b"Cf4249"))
+    _fails(tmp_path, d / "ring8.otf", f"{f}:line {line}",
+           "expected a process group defined by a DPG record, got SendMsg naming comm f4249",
+           nranks=(None,), outputs=(".h5",))
+
+
+def test_undefined_tokens_in_statistics_and_snapshots(tmp_path):
+    d = _copy(tmp_path, HYBRID16)
+    f = d / "hybrid16.1.stats"
+    line = _replace_line(f, b"SF12N1E961I961", b"SF99N1E961I961")
+    _fails(tmp_path, d / "hybrid16.otf", f"{f}:line {line}",
+           "got FunctionSummary naming region 99", nranks=(2,), outputs=(".h5",))
+
+
+def test_zero_where_otf_means_all_is_accepted(tmp_path):
+    """Summaries name peer 0 / collective 0 for "all" (hybrid16: SM0..., SCO...CL0): not an error."""
+    stats = (HYBRID16 / "hybrid16.1.stats").read_bytes()
+    assert b"\nSM0C" in stats and b"CL0NS" in stats
+    out = tmp_path / "o.h5"
+    r = run_cli(["merge", str(HYBRID16 / "hybrid16.otf"), "-o", str(out), "-q"])
+    assert r.returncode == 0, r.stderr
+
+
+def test_marker_spot_of_undefined_process_or_marker(tmp_path):
+    d = _copy(tmp_path)
+    f = d / "ring8.0.marker"
+    spot = next(l for l in _lines(f) if l.startswith(b"MS"))
+    proc = spot[spot.index(b"P") + 1:spot.index(b"V")]
+    line = _replace_line(f, spot, spot.replace(b"P" + proc + b"V", b"P0V"))
+    _fails(tmp_path, d / "ring8.otf", f"{f}:line {line}", "got MarkerSpot of process 0", nranks=(None,))
+    _replace_line(f, spot.replace(b"P" + proc + b"V", b"P0V"), b"MS77" + spot[spot.index(b"T"):])
+    _fails(tmp_path, d / "ring8.otf", f"{f}:line {line}",
+           "expected a marker defined by an MD record, got MarkerSpot of marker 77", nranks=(2,), outputs=(".otf",))
+
+
+# ---- files that are not regular files -------------------------------------------------------------
+
+@pytest.mark.parametrize("name,kind", [
+    ("ring8.3.events", "fifo"), ("ring8.4.events", "dir"), ("ring8.0.def", "fifo"),
+    ("ring8.0.def", "dir"), ("ring8.0.marker", "fifo"), ("ring8.otf", "fifo"),
+])
+def test_fifo_or_directory_in_place_of_a_trace_file(tmp_path, name, kind):
+    d = _copy(tmp_path)
+    p = d / name
+    p.unlink()
+    os.mkfifo(p) if kind == "fifo" else p.mkdir()
+    what = "a FIFO" if kind == "fifo" else "a directory"
+    target = d if name.endswith(".otf") else d / "ring8.otf"
+    _fails(tmp_path, target, str(p), f"expected a regular file, found {what}")
+
+
+# ---- bytes flipped, lines cut ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("src,name,old,new,expect", [
+    (RING8, "ring8.2.events", b"E6", b"E6g", "expected end of line"),
+    (RING8, "ring8.2.events", b"E6", b"E", "expected a hexadecimal number for region of Enter"),
+    (RING8, "ring8.2.events", b"*2", b"*2x", "expected a process line"),
+    (RING8, "ring8.2.events", b"*2", b"*", "expected a process line"),
+    (RING8, "ring8.2.events", b"K1Y6V0", b"K1Y6V", "expected a hexadecimal number for value of KeyValue"),
+    (RING8, "ring8.2.events", b"E6", b"E11111111111111111", "number longer than 16 hex digits"),
+    (RING8, "ring8.0.def", b'DF1G1NM"main"X2', b'DF1G1NM"main', "expected a closing quote"),
+    (RING8, "ring8.0.def", b'DF1G1NM"main"X2', b'DF1GgNM"main"X2', "expected a hex number for group of DefFunction"),
+    (RING8, "ring8.0.def", b"DTR3b9aca00", b"DTR3b9aca00000000000", "expected at most 16 hex digits"),
+    (RING8, "ring8.0.def", b'DK1Y6NM"iteration"T"solver iteration number"',
+     b'DK1Y106NM"iteration"T"solver iteration number"',
+     "expected type of DefKeyValue to be an OTF value type 0..b, got 106"),
+    (RING8, "ring8.0.def", b'DP3NM"Process 2"', b'DP8000000000000000NM"Process 2"',
+     "expected token of DefProcess to be at most 7fffffffffffffff, got 8000000000000000"),
+    (RING8, "ring8.2.events", b"K1Y6V0", b"K1Y106V0", "expected an OTF value type 0..b for type of KeyValue, got 106"),
+    (RING8, "ring8.otf", b"3:3", b"3:3x", "expected '<stream>:<process>,<process>,...' in hex"),
+    (HYBRID16, "hybrid16.1.stats", b"SF12N1E961I961", b"SF12N1E961J961", "expected field tag 'I'"),
+    (HYBRID16, "hybrid16.1.snaps", None, None, "expected a known record keyword"),
+])
+def test_garbled_line(tmp_path, src, name, old, new, expect):
+    d = _copy(tmp_path, src)
+    f = d / name
+    if old is None:          # first record line of the file gets a byte it cannot start with
+        lines = _lines(f)
+        at = _next_record_line(f, 1) - 1
+        lines[at] = b"\xff" + lines[at]
+        f.write_bytes(b"\n".join(lines))
+        line = at + 1
+    else:
+        line = _replace_line(f, old, new)
+    master = next(d.glob("*.otf"))
+    _fails(tmp_path, master, f"{f}:line {line}", expect, nranks=(None,) if name.endswith(".def") else (None, 2))
+
+
+def test_missing_stream_file_of_a_master_line_with_leading_zeros(tmp_path):
+    d = _copy(tmp_path)
+    line = _replace_line(d / "ring8.otf", b"5:5", b"05:5")
+    (d / "ring8.5.events").unlink()
+    _fails(tmp_path, d / "ring8.otf", f"{d / 'ring8.otf'}:line {line}", "expected ring8.5.events", nranks=(None,))
+
+
+def test_truncated_in_a_record(tmp_path):
+    d = _copy(tmp_path)
+    f = d / "ring8.5.events"
+    data = f.read_bytes()
+    cut = data.index(b"\nCOP", len(data) // 2) + 4          # "COP" with no field values
+    f.write_bytes(data[:cut])
+    line = data[:cut].count(b"\n") + 1
+    _fails(tmp_path, d / "ring8.otf", f"{f}:line {line}",
+           "expected a hexadecimal number for collop of CollectiveOperation")
+
+
+def test_corrupt_zlib_names_the_compressed_bytes(tmp_path):
+    d = _copy(tmp_path, ZLIB)
+    f = next(d.glob("*.1.events.z"))
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 16] = b"\xff" * 16
+    f.write_bytes(bytes(data))
+    _fails(tmp_path, next(d.glob("*.otf")), f"{f}:bytes 0..{len(data) - 1}", "expected zlib data")
+
+
+# ---- strings that are not UTF-8 -------------------------------------------------------------------
+
+LATIN1 = "noyau_é_à".encode("latin-1")          # b'noyau_\xe9_\xe0'
+KOI8R = "ядро_вычислений".encode("koi8-r")
+
+
+def _foreign_names(tmp_path) -> Path:
+    d = _copy(tmp_path)
+    defs = d / "ring8.0.def"
+    data = defs.read_bytes()
+    for old, new in ((b'DF3G1NM"kernel_a"', b'DF3G1NM"' + LATIN1 + b'"'),
+                     (b'DF4G1NM"kernel_b"', b'DF4G1NM"' + KOI8R + b'"'),
+                     (b'DCR"otfgen_mpi (partrace refgen)"', b'DCR"' + "créé".encode("latin-1") + b'"')):
+        assert old in data
+        data = data.replace(old, new)
+    defs.write_bytes(data)
+    ev = d / "ring8.1.events"
+    ev.write_bytes(ev.read_bytes().replace(b'#"run started', b'#"' + KOI8R + b" run started", 1))
+    return d
+
+
+def test_non_utf8_names_keep_their_bytes(tmp_path):
+    import partrace
+    d = _foreign_names(tmp_path)
+    t = partrace.open(d / "ring8.otf")
+    names = dict(zip(t.definitions.tables["regions"]["id"].tolist(), t.definitions.tables["regions"]["name"]))
+    # str with the undecodable bytes as lone surrogates (errors="surrogateescape")
+    assert names[3].encode("utf-8", "surrogateescape") == LATIN1
+    assert names[4].encode("utf-8", "surrogateescape") == KOI8R
+    assert names[3] == LATIN1.decode("utf-8", "surrogateescape") and "\udce9" in names[3]
+    texts = [s.encode("utf-8", "surrogateescape") for s in t.table("text")["text"]]
+    assert KOI8R + b" run started: solver  cg , tol=1e-8" in texts
+
+
+def test_non_utf8_names_round_trip_through_otf_output(tmp_path):
+    d = _foreign_names(tmp_path)
+    for n in (None, 2):
+        out = tmp_path / f"o{n}" / "m.otf"
+        out.parent.mkdir()
+        r = run_cli(["merge", str(d / "ring8.otf"), "-o", str(out), "-q"], nranks=n)
+        assert r.returncode == 0, r.stderr
+        assert (out.parent / "m.0.def").read_bytes() == (d / "ring8.0.def").read_bytes()
+        assert (out.parent / "m.1.events").read_bytes() == (d / "ring8.1.events").read_bytes()
+
+
+def test_info_on_non_utf8_names(tmp_path):
+    d = _foreign_names(tmp_path)
+    r = run_cli(["info", str(d / "ring8.otf")])
+    assert r.returncode == 0, r.stderr
+    assert "creator:" in r.stdout
+
+
+def test_generated_trace_passes_the_reference_checks(tmp_path):
+    """A trace of scripts/gen_otf.py (partrace's own writer) names only defined tokens."""
+    import partrace
+    out = tmp_path / "g.otf"
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_otf.py"), str(out), "--processes", "4",
+                    "--streams", "2", "--events", "20000"], check=True, capture_output=True)
+    ev = partrace.open(out).table("events")
+    assert len(ev) > 19000
+    assert np.isin(ev["location"], partrace.open(out).definitions.tables["locations"]["id"]).all()
