@@ -334,6 +334,8 @@ def _terminate_on_sigterm(comm) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .display import register
+    register()      # non-UTF-8 names print as \xNN, never crash a UTF-8 stream
     from .engine.mpi import RankFailed, world
     from .errors import PartraceError
     from .output.staging import discard_live

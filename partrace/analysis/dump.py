@@ -16,6 +16,7 @@ import numpy as np
 
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
+from ..display import READABLE, register
 from ..errors import UsageError
 from ..model import Definitions, Kind, Schema, Table
 
@@ -60,6 +61,7 @@ class DumpSink(Sink):
 
     # -- the sink ----------------------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        register()
         self.defs, self.schema = defs, schema
         self.loc_filter = _ids(self.loc_filter, defs.tables["locations"], "location")
         self.region_filter = _ids(self.region_filter, defs.tables["regions"], "region")
@@ -115,7 +117,7 @@ class DumpSink(Sink):
                 continue
             shown = self.loc_names(v) if c.name in LOCATION_COLUMNS else v.astype("U24")
             line = np.char.add(line, np.where(v != 0, np.char.add(f"  {c.name}=", shown), ""))
-        return ("\n".join(line.tolist()) + "\n").encode("utf-8", "surrogateescape")
+        return ("\n".join(line.tolist()) + "\n").encode("utf-8", READABLE)
 
     def commit(self, comm: Comm) -> None:
         pass

@@ -5,6 +5,8 @@ import csv
 import io
 import json
 
+from ..display import readable
+
 
 def as_csv(records: list[dict], columns: list[str] | None = None) -> str:
     columns = columns or (list(records[0]) if records else [])
@@ -24,7 +26,7 @@ def _cell(v) -> str:
         return f"{v:,.3f}"
     if isinstance(v, int):
         return f"{v:,}"
-    return str(v)
+    return readable(str(v))     # non-UTF-8 bytes as \xNN: widths are then right
 
 
 def as_text(records: list[dict], columns: list[tuple[str, str]]) -> str:
