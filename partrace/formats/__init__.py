@@ -71,7 +71,8 @@ def detect(path: str | os.PathLike) -> str:
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
     if not (p.is_dir() or p.is_file()):    # a FIFO or device: a sniffer reading it would block
-        raise UsageError(f"{p}: not a regular file or folder (a FIFO, device or socket)")
+        raise UsageError(f"{p}: not a regular file (a FIFO, device or socket): expected a trace "
+                         f"file or folder")
     tried, broken = [], []
     for name in available():
         try:

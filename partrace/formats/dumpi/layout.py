@@ -270,7 +270,8 @@ def read_metafile(path: Path) -> dict[str, str]:
     except OSError as e:
         raise TraceError(path, None, f"cannot read the DUMPI metafile: {e.strerror}") from None
     out = {}
-    for no, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
         key, sep, value = line.partition("=")
@@ -279,7 +280,16 @@ def read_metafile(path: Path) -> dict[str, str]:
         out[key.strip()] = value.strip()
     for key in ("numprocs", "fileprefix"):
         if key not in out:
-            raise TraceError(path, None, f"metafile lacks the {key}= line")
+            raise TraceError.at_line(path, len(lines) + 1, f"the metafile ends without the {key}= line")
     if not out["numprocs"].isdigit():
-        raise TraceError(path, None, f"numprocs={out['numprocs']!r} is not a number")
+        raise TraceError.at_line(path, metafile_line(path, "numprocs"),
+                                 f"numprocs={out['numprocs']!r} is not a number")
     return out
+
+
+def metafile_line(path: Path, key: str) -> int:
+    """The line of ``key=`` in a metafile (for errors about its value)."""
+    for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if line.partition("=")[0].strip() == key:
+            return no
+    return 0

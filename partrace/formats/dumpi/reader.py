@@ -12,7 +12,7 @@ import numpy as np
 from ...errors import TraceError
 from ...model import LOCATION_COLUMNS, REGION_COLUMNS, Definitions, Schema, Table, conform
 from ..base import TraceReader, Unit
-from .layout import RankFile, read_metafile, read_rank_file, regular_file
+from .layout import RankFile, metafile_line, read_metafile, read_rank_file, regular_file
 
 _RANK = re.compile(r"-(\d+)\.bin$")
 ALWAYS = ("MPI_Function_enter", "MPI_Function_exit")   # labels without a footer slot
@@ -134,8 +134,9 @@ def _rank_files(meta: Path, facts: dict[str, str]) -> dict[int, Path]:
     error; rank files of the same prefix beyond numprocs (which they would skip) are
     an error too: their calls would be lost without a word."""
     prefix, numprocs = facts["fileprefix"], int(facts["numprocs"])
+    line = metafile_line(meta, "numprocs")
     if numprocs < 1:
-        raise TraceError(meta, None, f"numprocs={numprocs}: expected at least 1 rank")
+        raise TraceError.at_line(meta, line, f"numprocs={numprocs}: expected at least 1 rank")
     files = {r: meta.parent / f"{prefix}-{r:04d}.bin" for r in range(numprocs)}
     for r, f in files.items():
         if not os.path.lexists(f):
@@ -147,8 +148,8 @@ def _rank_files(meta: Path, facts: dict[str, str]) -> dict[int, Path]:
                     and int(m[1]) >= numprocs), key=lambda p: p.name)
     if extra:
         names = ", ".join(p.name for p in extra[:5]) + (" ..." if len(extra) > 5 else "")
-        raise TraceError(meta, None, f"numprocs={numprocs} but {len(extra)} more rank "
-                         f"file(s) of prefix {prefix!r} lie beside it: {names}")
+        raise TraceError.at_line(meta, line, f"numprocs={numprocs} but {len(extra)} more rank "
+                                 f"file(s) of prefix {prefix!r} lie beside it: {names}")
     return files
 
 
