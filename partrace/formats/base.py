@@ -45,9 +45,9 @@ class TraceReader(ABC):
     #: :meth:`start_after` with the survey of all units before that range, and
     #: decodes the range in key order.  Implies ``surveyed``.
     ordered: ClassVar[bool] = False
-    #: True if all rows of a location come from one unit, in source order (an OTF stream's
+    #: True if all events of a location come from one unit, in source order (an OTF stream's
     #: processes, a DUMPI rank file, an ovni thread): answers that walk each location's
-    #: rows in order (a profile) then need no exchange.
+    #: events in order (a profile) then need no exchange.
     locations_in_one_unit: ClassVar[bool] = False
     #: About how many input bytes one decoded chunk covers.  The engine sets
     #: it from the memory budget; readers that chunk by bytes honour it.

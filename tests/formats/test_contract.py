@@ -244,3 +244,20 @@ def test_each_fixture_is_recognised_by_its_format_only():
         for p in paths:
             claims = [n for n in names if get(n).sniff(p)]
             assert claims == [fmt], (p, claims)
+
+
+def test_a_location_in_one_unit_means_it(trace):
+    """A reader that says its locations' events each come from one unit must mean it
+    (the profile then folds without an exchange)."""
+    reader = _open(trace)
+    if not reader.locations_in_one_unit:
+        pytest.skip("not declared")
+    defs = _defs(reader)
+    where: dict[int, str] = {}
+    for unit in reader.units():
+        for chunk in reader.decode(unit, defs):
+            ev = chunk.get("events")
+            if ev is None:
+                continue
+            for loc in np.unique(np.asarray(ev["location"])).tolist():
+                assert where.setdefault(loc, unit.key) == unit.key, (loc, where[loc], unit.key)

@@ -29,6 +29,7 @@ class RankSurvey:
 
 class DumpiReader(TraceReader):
     format_name = "dumpi"
+    locations_in_one_unit = True     # a rank's events are all in its rank file
     surveyed = True
 
     def __init__(self, path: str | os.PathLike):

@@ -96,6 +96,7 @@ class _Seq:
 
 class OTFReader(TraceReader):
     format_name = "otf"
+    locations_in_one_unit = True     # a process's events are all in its stream's file
     surveyed = True         # each rank reads the local definitions of its streams
 
     def __init__(self, path):

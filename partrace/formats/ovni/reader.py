@@ -59,6 +59,7 @@ JUMBO_COLUMNS = [
 
 class OvniReader(TraceReader):
     format_name = "ovni"
+    locations_in_one_unit = True     # a thread's events are all in its stream
     surveyed = True         # each rank reads the metadata documents of its threads
 
     def __init__(self, path: str | os.PathLike):
