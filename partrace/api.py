@@ -20,10 +20,12 @@ from .model import Definitions, Kind, Table
 class TraceData:
     """Tables of a trace (decoded on first use) or of a partrace HDF5 file (read lazily)."""
 
-    def __init__(self, path, format: str | None = None):
-        from .formats import detect
+    def __init__(self, path, format: str | None = None, **options):
+        from .formats import detect, get
         self.path = Path(path)
         self.format = format or detect(path)
+        self.options = options
+        get(self.format).open(self.path, **options)     # refuses unknown options now, not later
         self._tables: dict[str, Table] | None = None
         self._defs: Definitions | None = None
         self._schema = None
@@ -37,7 +39,7 @@ class TraceData:
         from .engine.pipeline import run
         from .output.memory import MemorySink
         sink = MemorySink()
-        run(serial(), self.path, sink, format=self.format)
+        run(serial(), self.path, sink, format=self.format, reader_options=self.options)
         self._tables, self._defs, self._schema = sink.tables, sink.defs, sink.schema
 
     @property
@@ -45,7 +47,7 @@ class TraceData:
         if self._defs is None:
             if self.is_hdf5:
                 from .formats import get
-                self._defs = get("hdf5").open(self.path).read_definitions()
+                self._defs = get("hdf5").open(self.path, **self.options).read_definitions()
             else:
                 self._decode()
         return self._defs
@@ -75,10 +77,12 @@ class TraceData:
             from .formats.hdf5.select import read_selection
             with open_checked(self.path) as f:
                 if name not in f:
-                    raise KeyError(f"{self.path}: no table {name!r}")
+                    raise KeyError(f"{self.path}: no table {name!r}; tables: {', '.join(self.tables)}")
                 return read_selection(f[name], columns, time, locations)
         if self._tables is None:
             self._decode()
+        if name not in self._tables:
+            raise KeyError(f"{self.path}: no table {name!r}; tables: {', '.join(self._tables)}")
         return _select(self._tables[name], columns, time, locations)
 
     def columns(self, name: str = "events", columns: list[str] | None = None,
@@ -108,7 +112,8 @@ class TraceData:
         import pandas as pd
 
         from .analysis import profile
-        res = profile(self.path, format=self.format, per_location=per_location)
+        res = profile(self.path, format=self.format, per_location=per_location,
+                      reader_options=self.options)
         df = pd.DataFrame(res["locations"] if per_location else res["regions"])
         return df.sort_values(["exclusive_ns", "region"], ascending=[False, True],
                               ignore_index=True) if len(df) else df
@@ -118,7 +123,7 @@ class TraceData:
         import pandas as pd
 
         from .analysis import communication
-        return pd.DataFrame(communication(self.path, format=self.format, by=by)["pairs"],
+        return pd.DataFrame(communication(self.path, format=self.format, by=by, reader_options=self.options)["pairs"],
                             columns=["sender_id", "receiver_id", "sender", "receiver", "messages",
                                      "bytes"])
 
@@ -127,7 +132,7 @@ class TraceData:
         import pandas as pd
 
         from .analysis import communication
-        return pd.DataFrame(communication(self.path, format=self.format)["histogram"],
+        return pd.DataFrame(communication(self.path, format=self.format, reader_options=self.options)["histogram"],
                             columns=["low", "high", "messages", "bytes"])
 
     def collectives(self):
@@ -135,7 +140,7 @@ class TraceData:
         import pandas as pd
 
         from .analysis import communication
-        return pd.DataFrame(communication(self.path, format=self.format)["collectives"],
+        return pd.DataFrame(communication(self.path, format=self.format, reader_options=self.options)["collectives"],
                             columns=["collective", "calls", "bytes_sent", "bytes_received", "locations"])
 
     def __repr__(self) -> str:
@@ -161,20 +166,25 @@ def _select(table: Table, columns, time, locations) -> Table:
     return Table({c: table[c][keep] for c in names})
 
 
-def open(path: str | os.PathLike, format: str | None = None) -> TraceData:  # noqa: A001
-    """Open a trace of any supported format, or a partrace HDF5 output."""
-    return TraceData(path, format)
+def open(path: str | os.PathLike, format: str | None = None, **options) -> TraceData:  # noqa: A001
+    """Open a trace of any supported format, or a partrace HDF5 output.  ``options`` are the
+    format's own (ROSS: ``region_size``, ``model_dtypes``), as ``--reader-option``."""
+    return TraceData(path, format, **options)
 
 
 def merge(trace, output, *, streams: int | None = None, to: str | None = None,
           format: str | None = None, overwrite: bool = False, compression: str | None = None,
-          layout: str | None = None, comm=None):
+          layout: str | None = None, memory: int | str = "2G", tmpdir=None,
+          reader_options: dict | None = None, comm=None):
     """Merge ``trace`` into ``output`` (.h5 or .otf), as ``partrace merge`` does.
 
     ``compression``: "gzip" or "lzf" for HDF5 columns, "zlib" for OTF files.
     ``layout`` (HDF5): "single" (default: one self-contained file at any rank
     count) or "parts" (virtual datasets over per-rank files in ``OUTPUT.parts/``,
     which must stay beside ``OUTPUT``).
+
+    ``memory``: the budget per rank (bytes, or "512M", "4G" as ``--memory``); ``tmpdir``:
+    where rows beyond it are spilled; ``reader_options``: the input format's own options.
 
     ``comm`` defaults to the world communicator when launched under MPI.
     """
@@ -183,4 +193,8 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
     from .output import make_sink
     sink = make_sink(output, to=to, source=str(trace), overwrite=overwrite, streams=streams,
                      compression=compression, layout=layout)
-    return run(comm or world(), trace, sink, format=format)
+    if isinstance(memory, str):
+        from .cli import _size
+        memory = _size(memory)
+    return run(comm or world(), trace, sink, format=format, memory=memory, spill_dir=tmpdir,
+               reader_options=reader_options)

@@ -28,6 +28,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="output path: NAME.h5 or NAME.otf")
     p.add_argument("--to", choices=["hdf5", "otf"], help="output format (default: from the name)")
     p.add_argument("--format", help="input format (default: detected)")
+    _add_reader_option(p)
     p.add_argument("--streams", type=int, metavar="M",
                    help="OTF output: number of streams (0 = one per process; "
                         "default: the input's layout, or one per location up to 1024)")
@@ -48,6 +49,29 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", choices=["auto", "bar", "log", "none"], default="auto",
                    help="progress on stderr: a bar, or a line every few seconds (log); "
                         "default: bar on a terminal, else log")
+
+
+def _add_reader_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reader-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the input format (repeatable); VALUE is JSON where it "
+                        "parses (numbers, lists, objects), else text. ROSS: region_size=BYTES, "
+                        "model_dtypes='{\"model\": [[\"count\", \"<i8\"], ...]}'")
+
+
+def reader_options(args) -> dict:
+    """--reader-option KEY=VALUE ... as a dict (VALUE as JSON where it parses)."""
+    import json
+    out = {}
+    for item in getattr(args, "reader_option", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            from .errors import UsageError
+            raise UsageError(f"--reader-option {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
 
 
 def _size(text: str) -> int:
@@ -86,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="what a trace holds: format, locations, counts, time span")
     p.add_argument("trace")
     p.add_argument("--format", help="input format (default: detected)")
+    _add_reader_option(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_info)
     _add_analysis_commands(sub)
@@ -99,6 +124,7 @@ def _add_analysis_commands(sub) -> None:
                        "locations and the imbalance max/mean. Runs on any number of ranks.")
     p.add_argument("trace")
     p.add_argument("--format", help="input format (default: detected)")
+    _add_reader_option(p)
     p.add_argument("--sort", choices=["exclusive", "inclusive", "calls", "name", "imbalance"],
                    default="exclusive", help="order of the regions (default: exclusive time)")
     p.add_argument("--top", type=int, default=30, metavar="N",
@@ -114,6 +140,7 @@ def _add_analysis_commands(sub) -> None:
                        "histogram, and calls and bytes of collectives.")
     p.add_argument("trace")
     p.add_argument("--format", help="input format (default: detected)")
+    _add_reader_option(p)
     p.add_argument("--what", choices=["pairs", "histogram", "collectives"], default=None,
                    help="CSV: which table (default: pairs); text shows all three")
     p.add_argument("--by", choices=["location", "process"], default="location",
@@ -129,6 +156,7 @@ def _add_analysis_commands(sub) -> None:
                        "Filters apply while decoding; output streams (| head ends the run).")
     p.add_argument("trace")
     p.add_argument("--format", help="input format (default: detected)")
+    _add_reader_option(p)
     p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (ns; "
                    "either side may be empty)")
     p.add_argument("--location", metavar="L,...", help="only these locations (names or ids)")
@@ -144,6 +172,7 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("trace")
     p.add_argument("--plot", metavar="FILE", required=True, help="the picture (.png, .svg, .pdf)")
     p.add_argument("--format", help="input format (default: detected)")
+    _add_reader_option(p)
     p.add_argument("--time", metavar="T0:T1", help="the window (ns; default: the whole trace, "
                    "at most 2,000,000 events)")
     p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
@@ -163,6 +192,7 @@ def cmd_profile(comm, args) -> int:
     from .analysis import profile
     from .analysis import render as R
     res = profile(args.trace, comm=comm, format=args.format, memory=args.memory, tmpdir=args.tmpdir,
+                  reader_options=reader_options(args),
                   per_location=args.per_location)
     if comm.rank != 0:
         return 0
@@ -188,6 +218,7 @@ def cmd_profile(comm, args) -> int:
 def cmd_timeline(comm, args) -> int:
     from .analysis.timeline import timeline_data
     data = timeline_data(comm, args.trace, format=args.format, time=_time_range(args.time),
+                         reader_options=reader_options(args),
                          memory=args.memory, tmpdir=args.tmpdir)
     if comm.rank == 0:
         from .analysis.plot import timeline
@@ -217,7 +248,8 @@ def cmd_dump(comm, args) -> int:
     sink = DumpSink(time=_time_range(args.time), locations=split(args.location),
                     kinds=split(args.kind), regions=split(args.region))
     try:
-        run(comm, args.trace, sink, format=args.format, memory=args.memory, spill_dir=args.tmpdir)
+        run(comm, args.trace, sink, format=args.format, memory=args.memory, spill_dir=args.tmpdir,
+            reader_options=reader_options(args))
     except Stop:            # the reader closed the pipe (| head): a normal end
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -227,7 +259,8 @@ def cmd_dump(comm, args) -> int:
 def cmd_comm(comm, args) -> int:
     from .analysis import communication
     from .analysis import render as R
-    res = communication(args.trace, comm=comm, format=args.format, with_names=True, by=args.by)
+    res = communication(args.trace, comm=comm, format=args.format, with_names=True, by=args.by,
+                        reader_options=reader_options(args))
     if comm.rank != 0:
         return 0
     names = res.pop("location_names")
@@ -273,6 +306,7 @@ def cmd_run(comm, args) -> int:
     t0 = time.perf_counter()
     try:
         stats = run(comm, args.trace, sink, format=args.format, progress=progress,
+                    reader_options=reader_options(args),
                     memory=args.memory, spill_dir=args.tmpdir)
     finally:    # also when the plan fails, before the run's own cleanup
         progress.done()
@@ -299,7 +333,7 @@ def _peak_rss() -> int:
 
 def cmd_info(comm, args) -> int:
     from .info import gather_info, render
-    report = gather_info(comm, args.trace, args.format)
+    report = gather_info(comm, args.trace, args.format, reader_options(args))
     if comm.rank == 0:
         print(render(report, as_json=args.json))
     return 0

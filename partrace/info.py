@@ -10,9 +10,9 @@ import json
 
 import numpy as np
 
+from .engine.fold import fold
 from .engine.mpi import Comm
-from .engine.pipeline import RunStats, decode_share, open_on_all_ranks, read_plan
-from .engine.progress import Progress
+from .engine.pipeline import open_on_all_ranks
 from .model import Kind
 
 # how the text names each input format
@@ -27,8 +27,8 @@ def _add(into: dict, keys, counts: np.ndarray) -> None:
 
 
 class _Counts:
-    """Counts rows chunk by chunk (a stand-in for the engine's run store): per
-    chunk a few ``np.unique``; the dicts grow with distinct keys, not rows."""
+    """Counts rows chunk by chunk (a fold of the engine): per chunk a few
+    ``np.unique``; the dicts grow with distinct keys, not rows."""
 
     def __init__(self):
         self.rows: dict[str, int] = {}
@@ -38,6 +38,22 @@ class _Counts:
         self.enters: dict[int, int] = {}
         self.mcv: dict[int, int] = {}
         self.per_location: dict[tuple[str, int], int] = {}    # (table, location): rows
+
+    def step(self, chunk: dict) -> "_Counts":
+        for name, t in chunk.items():
+            self.add(name, t)
+        return self
+
+    @staticmethod
+    def combine(a: "_Counts", b: "_Counts") -> "_Counts":
+        for field in ("rows", "events", "regions", "enters", "mcv", "per_location"):
+            into = getattr(a, field)
+            for k, c in getattr(b, field).items():
+                into[k] = into.get(k, 0) + c
+        for n, (lo, hi) in b.span.items():
+            x, y = a.span.get(n, (lo, hi))
+            a.span[n] = (min(x, lo), max(y, hi))
+        return a
 
     def add(self, name: str, t) -> None:
         self.rows[name] = self.rows.get(name, 0) + len(t)
@@ -72,21 +88,23 @@ def _merge(parts: list[dict], field: str) -> dict:
     return out
 
 
-def gather_info(comm: Comm, path, format: str | None = None) -> dict | None:
+def gather_info(comm: Comm, path, format: str | None = None,
+                reader_options: dict | None = None) -> dict | None:
     """The info report on rank 0 (None on other ranks); memory does not grow with the trace."""
-    reader = open_on_all_ranks(comm, path, format)
-    units, mine, defs = read_plan(comm, reader)
-    schema = reader.schema(defs)
-    counts = _Counts()
-    for name in schema:
-        counts.rows[name] = 0
-    decode_share(comm, reader, mine, defs, schema, Progress(comm, mode="none"), RunStats(),
-                 store=counts)
-    parts = comm.gather({"rows": counts.rows, "span": counts.span, "events": counts.events,
-                         "regions": counts.regions, "enters": counts.enters, "mcv": counts.mcv,
-                         "per_location": counts.per_location})
+    reader = open_on_all_ranks(comm, path, format, reader_options)
+
+    def start(defs):
+        counts = _Counts()
+        counts.rows = dict.fromkeys(reader.schema(defs), 0)
+        return counts
+    defs, counts, units = fold(comm, path, tables=None, start=start,
+                               step=lambda acc, chunk: acc.step(chunk), combine=_Counts.combine,
+                               reader=reader)
     if comm.rank != 0:
         return None
+    parts = [{"rows": counts.rows, "span": counts.span, "events": counts.events,
+              "regions": counts.regions, "enters": counts.enters, "mcv": counts.mcv,
+              "per_location": counts.per_location}]
     rows, span = _merge(parts, "rows"), {}
     for p in parts:
         for n, (a, b) in p["span"].items():

@@ -23,17 +23,18 @@ def _names(defs, table: str) -> dict[int, str]:
 
 
 def profile(path: str | os.PathLike, *, comm: Comm | None = None, format: str | None = None,
-            memory: int | None = None, tmpdir=None, progress=None, per_location: bool = False) -> dict:
+            memory: int | None = None, tmpdir=None, progress=None, per_location: bool = False,
+            reader_options: dict | None = None) -> dict:
     """{"regions": [per region record], "locations": [per (location, region)] or None,
     "unmatched": {"leave": n, "enter": n}} on rank 0 (None on other ranks)."""
     from ..engine.pipeline import DEFAULT_MEMORY, open_on_all_ranks, run
     from .regions import ProfileSink, _assemble
     comm = comm or serial()
     sink = ProfileSink()
-    reader = open_on_all_ranks(comm, path, format)
+    reader = open_on_all_ranks(comm, path, format, reader_options)
     if reader.locations_in_one_unit:    # no exchange: fold each rank's chunks, sum on rank 0
         from ..engine.fold import fold
-        defs, acc = fold(comm, path, tables={"events"}, start=sink.fold_start, step=sink.fold_step,
+        defs, acc, _ = fold(comm, path, tables={"events"}, start=sink.fold_start, step=sink.fold_step,
                          combine=ProfileSink.fold_combine, progress=progress, reader=reader)
         if comm.rank != 0:
             return None
@@ -41,7 +42,7 @@ def profile(path: str | os.PathLike, *, comm: Comm | None = None, format: str | 
                                           acc.unmatched_leave, acc.depth)])
         return _profile_records(defs, result, per_location)
     run(comm, path, sink, format=format, progress=progress, memory=memory or DEFAULT_MEMORY,
-        spill_dir=tmpdir)
+        spill_dir=tmpdir, reader_options=reader_options)
     if comm.rank != 0:
         return None
     return _profile_records(sink.defs, sink.result, per_location)
@@ -95,15 +96,16 @@ def roots(defs) -> dict[int, int]:
 
 
 def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: str | None = None,
-                  progress=None, with_names: bool = False, by: str = "location") -> dict:
+                  progress=None, with_names: bool = False, by: str = "location",
+                  reader_options: dict | None = None) -> dict:
     """{"pairs": [...], "histogram": [...], "collectives": [...]} on rank 0 (None elsewhere).
     ``by="process"`` sums the pairs of locations under the same outermost location (the
     threads of a process, the LPs of a PE)."""
     from ..engine.fold import fold
     from . import messages as C
     comm = comm or serial()
-    defs, acc = fold(comm, path, tables={"events"}, start=C.start, step=C.step, combine=C.combine,
-                     format=format, progress=progress)
+    defs, acc, _ = fold(comm, path, tables={"events"}, start=C.start, step=C.step, combine=C.combine,
+                     format=format, progress=progress, reader_options=reader_options)
     if comm.rank != 0:
         return None
     locations = _names(defs, "locations")

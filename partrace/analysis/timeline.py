@@ -159,10 +159,12 @@ class CollectSink(Sink):
         pass
 
 
-def timeline_data(comm: Comm, path, *, format=None, time=None, memory=None, tmpdir=None) -> dict | None:
+def timeline_data(comm: Comm, path, *, format=None, time=None, memory=None, tmpdir=None,
+                  reader_options: dict | None = None) -> dict | None:
     from ..engine.pipeline import DEFAULT_MEMORY, run
     sink = CollectSink(time)
-    run(comm, path, sink, format=format, memory=memory or DEFAULT_MEMORY, spill_dir=tmpdir)
+    run(comm, path, sink, format=format, memory=memory or DEFAULT_MEMORY, spill_dir=tmpdir,
+        reader_options=reader_options)
     if comm.rank != 0:
         return None
     defs = sink.defs

@@ -16,20 +16,20 @@ from .pipeline import open_on_all_ranks, read_plan
 from .progress import Progress
 
 
-def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str],
+def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
          start: Callable[[Definitions], Any],
          step: Callable[[Any, dict[str, Table]], Any],
          combine: Callable[[Any, Any], Any],
          format: str | None = None, progress: Progress | None = None,
-         reader=None) -> tuple[Definitions, Any]:
-    """(definitions, the combined accumulator on rank 0 and None elsewhere).
+         reader=None, reader_options: dict | None = None) -> tuple[Definitions, Any, list]:
+    """(definitions, the combined accumulator on rank 0 and None elsewhere, the units).
 
     ``start(defs)`` makes an empty accumulator, ``step(acc, chunk)`` adds one
-    decoded chunk (only the ``tables`` asked for) and returns the accumulator,
+    decoded chunk (only the ``tables`` asked for; None: all) and returns the accumulator,
     ``combine(a, b)`` joins two (associative and commutative: any grouping of
     ranks gives the same result).
     """
-    reader = reader or open_on_all_ranks(comm, path, format)
+    reader = reader or open_on_all_ranks(comm, path, format, reader_options)
     units, mine, defs = read_plan(comm, reader)
     progress = progress or Progress(comm, enabled=False)
     progress.start("decode", sum(u.size for u in units))
@@ -38,8 +38,9 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str],
         acc = start(defs)
         for unit in mine:
             for chunk in reader.decode(unit, defs):
-                acc = step(acc, {n: t for n, t in chunk.items() if n in tables})
+                acc = step(acc, chunk if tables is None else
+                           {n: t for n, t in chunk.items() if n in tables})
             progress.advance(unit.size)
     comm.check()
     progress.done()
-    return defs, comm.reduce(acc, combine)
+    return defs, comm.reduce(acc, combine), units

@@ -41,7 +41,8 @@ class RunStats:
     rows_written: dict[str, int] = field(default_factory=dict)
 
 
-def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None):
+def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None,
+                      options: dict | None = None):
     """Rank 0 detects the format; every rank opens the trace with it (cheap)."""
     from ..formats import detect, get
     name = None
@@ -52,7 +53,7 @@ def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None):
     name = comm.bcast(name)
     reader = None
     with comm.guard():
-        reader = get(name).open(path)
+        reader = get(name).open(path, **(options or {}))
     comm.check()
     return reader
 
@@ -137,7 +138,7 @@ def _wanted(schema: Schema, tables: dict | None) -> Schema:
 
 def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = None,
         progress: Progress | None = None, memory: int = DEFAULT_MEMORY,
-        spill_dir: str | os.PathLike | None = None) -> RunStats:
+        spill_dir: str | os.PathLike | None = None, reader_options: dict | None = None) -> RunStats:
     """Decode the trace at ``path`` on all ranks, merge, and write through ``sink``.
 
     ``memory`` is the budget per rank in bytes: decoded rows beyond KEEP of it
@@ -148,7 +149,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     stats = RunStats()
     progress = progress or Progress(comm, enabled=False)
     progress.phase("plan")
-    reader = open_on_all_ranks(comm, path, format)
+    reader = open_on_all_ranks(comm, path, format, reader_options)
     units, mine, defs = read_plan(comm, reader, progress)
     schema = _wanted(reader.schema(defs), sink.needs)
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and

@@ -87,6 +87,7 @@ def detect(path: str | os.PathLike) -> str:
     raise UsageError(f"{p}: not a trace of any known format (tried {', '.join(tried)}){extra}")
 
 
-def open_trace(path: str | os.PathLike, format: str | None = None):
-    """Open ``path`` with the named format or the one that recognises it."""
-    return get(format or detect(path)).open(path)
+def open_trace(path: str | os.PathLike, format: str | None = None, **options):
+    """Open ``path`` with the named format or the one that recognises it (``options``: the
+    format's own)."""
+    return get(format or detect(path)).open(path, **options)

@@ -123,5 +123,16 @@ class Format(ABC):
 
     @classmethod
     @abstractmethod
-    def open(cls, path: str | os.PathLike) -> TraceReader:
-        """Open a trace for reading."""
+    def open(cls, path: str | os.PathLike, **options) -> TraceReader:
+        """Open a trace for reading.  ``options`` are the format's own (``partrace.open(path,
+        **options)``, ``--reader-option KEY=VALUE``); a format refuses those it does not know
+        (:func:`check_options`)."""
+
+
+def check_options(format_name: str, options: dict, known: tuple[str, ...] = ()) -> None:
+    """A UsageError for an option the format does not take."""
+    from ..errors import UsageError
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        takes = f"its options: {', '.join(known)}" if known else "it takes no options"
+        raise UsageError(f"format {format_name!r} has no option {unknown[0]!r} ({takes})")

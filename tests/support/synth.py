@@ -94,5 +94,7 @@ class Synth(Format):
             return False
 
     @classmethod
-    def open(cls, path):
+    def open(cls, path, **options):
+        from partrace.formats.base import check_options
+        check_options(cls.name, options)
         return SynthReader(path)

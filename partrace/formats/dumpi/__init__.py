@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..base import Format, TraceReader
+from ..base import Format, TraceReader, check_options
 
 MAGIC = bytes.fromhex("ffaadd44554d5049")
 
@@ -49,6 +49,7 @@ class DUMPI(Format):
         return path.suffix == ".bin" and _has_magic(path)
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> TraceReader:
+    def open(cls, path: str | os.PathLike, **options) -> TraceReader:
+        check_options(cls.name, options)
         from .reader import DumpiReader
         return DumpiReader(path)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import TraceError
 from ...model import BYTES, STR, Column, Definitions, Schema, Table
-from ..base import Format, TraceReader, Unit
+from ..base import Format, TraceReader, Unit, check_options
 from .files import open_checked
 
 MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -110,5 +110,6 @@ class HDF5(Format):
         return is_partrace_file(path)
 
     @classmethod
-    def open(cls, path) -> HDF5Reader:
+    def open(cls, path, **options) -> HDF5Reader:
+        check_options(cls.name, options)
         return HDF5Reader(path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..base import Format, TraceReader
+from ..base import Format, TraceReader, check_options
 
 
 def _master(path: Path) -> Path | None:
@@ -40,7 +40,8 @@ class OTF(Format):
         return True
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> TraceReader:
+    def open(cls, path: str | os.PathLike, **options) -> TraceReader:
+        check_options(cls.name, options)
         from ...errors import TraceError
         from .reader import OTFReader
         m = _master(Path(path))

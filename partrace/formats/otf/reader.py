@@ -8,10 +8,10 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import BYTES, KIND_DTYPE, STR, Column, Definitions, Schema, Table, column, conform
+from ...model import BYTES, STR, Column, Definitions, Schema, Table, column, conform
 from ..base import TraceReader, Unit
 from . import grammar as G
-from .files import CHUNK, file_size, master_lines, parse_master, read_all, read_blocks, stream_file, stub_of
+from .files import file_size, master_lines, parse_master, read_blocks, stream_file, stub_of
 
 STREAM_KINDS = ("events", "snaps", "stats")
 MARKER_KEY = "marker"

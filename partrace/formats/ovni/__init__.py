@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..base import Format, TraceReader
+from ..base import Format, TraceReader, check_options
 
 
 class Ovni(Format):
@@ -24,7 +24,8 @@ class Ovni(Format):
         return path.is_dir() and trace_dir(path) is not None
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> TraceReader:
+    def open(cls, path: str | os.PathLike, **options) -> TraceReader:
+        check_options(cls.name, options)
         from .reader import OvniReader
         return OvniReader(path)
 

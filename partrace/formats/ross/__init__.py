@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from ...errors import TraceError
-from ..base import Format, TraceReader
+from ..base import Format, TraceReader, check_options
 
 
 class ROSS(Format):
@@ -23,9 +23,22 @@ class ROSS(Format):
 
     @classmethod
     def open(cls, path: str | os.PathLike, **options) -> TraceReader:
-        """Options: region_size (bytes per work unit), model_dtypes ({table: np.dtype})."""
+        """Options: region_size (bytes per work unit), model_dtypes ({table: np.dtype}; from
+        the command line a JSON object of [[name, type], ...] lists, as numpy's dtype takes
+        tuples)."""
         from .reader import ROSSReader
+        check_options(cls.name, options, ("region_size", "model_dtypes"))
+        if isinstance(options.get("model_dtypes"), dict):
+            options["model_dtypes"] = {k: _tuples(v) for k, v in options["model_dtypes"].items()}
         return ROSSReader(path, **options)
+
+
+def _tuples(descr):
+    """JSON's lists of [name, type(, shape)] as the tuples np.dtype takes."""
+    if isinstance(descr, list):
+        return [tuple(_tuples(x) if isinstance(x, list) and i == 1 else x for i, x in enumerate(f))
+                if isinstance(f, list) else f for f in descr]
+    return descr
 
 
 __all__ = ["ROSS"]
