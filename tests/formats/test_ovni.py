@@ -364,7 +364,7 @@ def test_bad_metadata_json_is_an_error(tmp_path):
     with pytest.raises(TraceError, match=r"proc.31004/metadata.json:line 3: expected valid JSON"):
         Ovni.open(trace).read_definitions()
     md.write_text('{"version": 9}')
-    with pytest.raises(TraceError, match=r'metadata.json: expected "version" 1 or 2, got 9'):
+    with pytest.raises(TraceError, match=r'metadata.json:line 1: expected "version" 1 or 2, got 9'):
         Ovni.open(trace).read_definitions()
 
 
@@ -375,7 +375,7 @@ def test_thread_file_without_process_metadata_is_an_error(tmp_path):
         Ovni.open(trace).units()
     trace = _copy(V3, tmp_path / "b")
     (trace / "ovni" / "loom.mpi0" / "proc.27414" / "thread.27417" / "stream.json").unlink()
-    with pytest.raises(TraceError, match=r"thread.27417/stream.obs: thread stream without its metadata"):
+    with pytest.raises(TraceError, match=r"thread.27417/stream.json: missing: the metadata of thread stream"):
         Ovni.open(trace).units()
 
 

@@ -204,14 +204,14 @@ def test_v3_metadata_version(tmp_path, version, match):
     trace = copy(V3, tmp_path)
     sj = thread_dir(trace, 27413) / "stream.json"
     sj.write_text(json.dumps({**json.loads(sj.read_text()), "version": version}))
-    check(trace, tmp_path, sj, None, match)
+    check(trace, tmp_path, sj, "line 1", match)
 
 
 def test_v1_metadata_version_unknown(tmp_path):
     trace = copy(V1, tmp_path)
     md = trace / "loom.zoo0" / "proc.31001" / "metadata.json"
     md.write_text(json.dumps({**json.loads(md.read_text()), "version": 0}))
-    check(trace, tmp_path, md, None, 'expected "version" 1 or 2, got 0: not an ovni metadata')
+    check(trace, tmp_path, md, "line 1", 'expected "version" 1 or 2, got 0: not an ovni metadata')
 
 
 def _with_loom_cpus(trace: Path) -> Path:
@@ -237,7 +237,7 @@ def test_metadata_facts_of_the_wrong_type(tmp_path, src, key, value, match):
                         if "cpus" in p.read_text())
         doc = {**json.loads(doc_path.read_text()), key: value}
     doc_path.write_text(json.dumps(doc))
-    check(trace, tmp_path, doc_path, None, match)
+    check(trace, tmp_path, doc_path, "line 1", match)
 
 
 def test_truncated_json_at_its_line(tmp_path):

@@ -45,7 +45,11 @@ class DUMPI(Format):
             if not _regular(path):
                 return True                 # the reader reports it as not a regular file
             with open(path, "rb") as f:
-                return b"fileprefix=" in f.read(4096)
+                head = f.read(4096)
+            # a damaged metafile is still DUMPI's (its reader then names the line): empty,
+            # or any of the keys sst-dumpi writes
+            return not head.strip() or any(k in head for k in (b"fileprefix=", b"numprocs=",
+                                                               b"hostname=", b"startime="))
         return path.suffix == ".bin" and _has_magic(path)
 
     @classmethod

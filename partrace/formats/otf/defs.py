@@ -116,6 +116,8 @@ def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -
     if glob is None:
         raise TraceError(f"{stub}.0.def", None, "expected the global definition file")
     records = parse_records(glob, _DEF_INDEX, 0)
+    glob_lines = max([r["line"] for r in records], default=0)
+    dtr_lines = [r["line"] for r in records if r["type"] == "DefTimerResolution"]
     local = local or {}
     for s in streams:
         records += local[s] if s in local else local_definitions(stub, s)
@@ -134,8 +136,9 @@ def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -
         return v[-1][key] if v else default
 
     tps = one("DefTimerResolution", "ticks_per_second")
-    if not tps:
-        raise TraceError(glob, None, "expected a timer resolution record (DTR) with a value > 0")
+    if not tps:         # at the record's line, or past the last record when there is none
+        raise TraceError.at_line(glob, dtr_lines[-1] if dtr_lines else glob_lines + 1,
+                                 "expected a timer resolution record (DTR) with a value > 0")
     procs = by_type.get("DefProcess", [])
     groups = by_type.get("DefFunction", [])
     _check_ranges(records, {0: glob, "marker": marker}, stub)

@@ -81,7 +81,8 @@ def master_entries(path: Path, data: bytes | None = None) -> tuple[dict[int, lis
         out[stream] = procs
         lines[stream] = no
     if not out:
-        raise TraceError(path, None, "expected at least one stream line in the master file")
+        raise TraceError.at_line(path, data.count(b"\n") + 1,
+                                 "expected at least one stream line in the master file")
     return out, lines
 
 
@@ -106,14 +107,15 @@ def read_blocks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
             raw = f.read(max(chunk // 8, 1 << 16))
             if not raw:
                 break
+            before = d.copy()   # to find the failing byte: zlib does not say where it failed
             try:
                 out = d.decompress(raw, chunk)
                 while out:
                     yield out
                     out = d.decompress(d.unconsumed_tail, chunk) if d.unconsumed_tail else b""
             except zlib.error as e:
-                # zlib does not say where in the block it failed: name the block read
-                raise TraceError(path, f"bytes {at}..{at + len(raw) - 1}", f"expected zlib data ({e})") from None
+                raise TraceError.at_byte(path, at + _failing_byte(before, raw),
+                                         f"expected zlib data ({e})") from None
             at += len(raw)
         try:
             rest = d.flush()
@@ -129,3 +131,25 @@ def read_all(path: Path) -> bytes:
 
 def file_size(path: Path | None) -> int:
     return os.path.getsize(path) if path is not None else 0
+
+
+def _failing_byte(state, raw: bytes) -> int:
+    """The offset in `raw` of the first byte whose arrival makes a copy of the decompressor
+    `state` fail (bisection; output is discarded in bounded pieces)."""
+    def fails(n: int) -> bool:
+        d = state.copy()
+        try:
+            out = d.decompress(raw[:n], 1 << 16)
+            while out and d.unconsumed_tail:
+                out = d.decompress(d.unconsumed_tail, 1 << 16)
+        except zlib.error:
+            return True
+        return False
+    lo, hi = 0, len(raw)        # fails(hi) holds; find the smallest n with fails(n)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fails(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return max(lo - 1, 0)

@@ -150,7 +150,7 @@ def _process_streams(loom: str, pid: int, proc_dir: Path) -> list[Stream]:
                     "the thread folder holds neither stream.obs nor stream.json") + ")")
             regular_file(obs, "thread stream")
             if not os.path.lexists(meta):
-                raise TraceError(obs, None, f"thread stream without its metadata: expected {meta}")
+                raise TraceError(meta, None, f"missing: the metadata of thread stream {obs}")
             regular_file(meta, "thread stream metadata")
             out.append(Stream(loom, pid, int(m.group(1)), obs, meta, 3))
             continue
@@ -228,13 +228,15 @@ def gather_processes(streams: list[Stream], load=None) -> tuple[list[Process], d
         _check_facts(s.meta, o, "loom_cpus")
         for k, want in (("loom", s.loom), ("pid", s.pid), ("tid", s.tid)):
             if k in o and o[k] != want:
-                raise TraceError(s.meta, None, f'"{k}" is {o[k]!r} but the folder says {want!r}')
+                raise TraceError.at_line(s.meta, json_line(s.meta, k),
+                                         f'"{k}" is {o[k]!r} but the folder says {want!r}')
         proc = procs.setdefault(key, Process(s.loom, s.pid, 3))
         for k in ("app_id", "rank", "nranks"):
             if k in o:
                 if k in proc.facts and proc.facts[k] != o[k]:
-                    raise TraceError(s.meta, None, f'"{k}" = {o[k]!r} disagrees with '
-                                     f"{proc.facts[k]!r} from another stream of process {s.pid}")
+                    raise TraceError.at_line(s.meta, json_line(s.meta, k),
+                                             f'"{k}" = {o[k]!r} disagrees with {proc.facts[k]!r} '
+                                             f"from another stream of process {s.pid}")
                 proc.facts[k] = o[k]
         proc.cpus += list(o.get("loom_cpus", []))
     return [procs[k] for k in sorted(procs)], docs
@@ -244,10 +246,11 @@ def _check_facts(path: Path, doc: dict, cpus_key: str) -> None:
     """Process facts are integers and the CPU list a list (never read as "not given")."""
     for k in ("app_id", "rank", "nranks"):
         if k in doc and (type(doc[k]) is not int):
-            raise TraceError(path, None, f'expected an integer "{k}", got {doc[k]!r}')
+            raise TraceError.at_line(path, json_line(path, k),
+                                     f'expected an integer "{k}", got {doc[k]!r}')
     if cpus_key in doc and not isinstance(doc[cpus_key], list):
-        raise TraceError(path, None, f'expected "{cpus_key}" to be a list of '
-                         f'{{"index", "phyid"}} objects, got {doc[cpus_key]!r}')
+        raise TraceError.at_line(path, json_line(path, cpus_key), f'expected "{cpus_key}" to be a '
+                                 f'list of {{"index", "phyid"}} objects, got {doc[cpus_key]!r}')
 
 
 def loom_cpus(procs: list[Process]) -> dict[str, list[tuple[int, int]]]:
@@ -309,10 +312,23 @@ def _expect_version(path: Path, doc: dict, versions: tuple[int, ...]) -> None:
         return
     want = " or ".join(map(str, versions))
     if v in METADATA_VERSIONS:
-        raise TraceError(path, None, f'expected "version" {want} for this file layout, got {v!r}')
-    raise TraceError(path, None, f'expected "version" {want}, got {v!r}: not an ovni metadata '
+        raise TraceError.at_line(path, json_line(path, "version"),
+                                 f'expected "version" {want} for this file layout, got {v!r}')
+    raise TraceError.at_line(path, json_line(path, "version"),
+                             f'expected "version" {want}, got {v!r}: not an ovni metadata '
                      f'version partrace knows (supported: {", ".join(map(str, METADATA_VERSIONS))}'
                      ', written by libovni 1.0 to 1.14)')
+
+
+def json_line(path: Path, key: str) -> int:
+    """The line of a JSON document where ``"key"`` first appears (for errors about its value;
+    1 when it does not: the document as a whole)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return 1
+    at = text.find(f'"{key}"')
+    return text.count("\n", 0, at) + 1 if at >= 0 else 1
 
 
 def relpath(path: Path) -> str:

@@ -203,9 +203,11 @@ class OvniReader(TraceReader):
         path = info["path"]
         buf, big = scan.open_stream(Path(path))
         offs, end, status = scan.boundaries(buf, big)
-        if status in (scan.BAD_FLAGS, scan.BAD_JUMBO):
-            what = ("jumbo flag with a payload size code other than 3" if status == scan.BAD_JUMBO
-                    else f"unknown flag bits {buf[end] & 0xF0:#04x}")
+        if status in (scan.BAD_FLAGS, scan.BAD_JUMBO, scan.BAD_MCV):
+            what = {scan.BAD_JUMBO: "jumbo flag with a payload size code other than 3",
+                    scan.BAD_MCV: f"model/category/value bytes {bytes(buf[end + 1:end + 4]).hex(' ')} "
+                                  f"that are not printable characters",
+                    }.get(status, f"unknown flag bits {buf[end] & 0xF0:#04x}")
             raise TraceError.at_byte(path, end, f"expected an event header, found {what} "
                                      f"(first byte {buf[end]:#04x}) after {len(offs)} events")
         if status == scan.TRUNCATED:

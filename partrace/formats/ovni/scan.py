@@ -23,7 +23,7 @@ JUMBO = 0x10
 ONE_PASS = 1 << 25      # most event offsets reserved before the count is known (256 MB)
 
 # scan status codes
-OK, TRUNCATED, BAD_FLAGS, BAD_JUMBO = 0, 1, 2, 3
+OK, TRUNCATED, BAD_FLAGS, BAD_JUMBO, BAD_MCV = 0, 1, 2, 3, 4
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -60,6 +60,12 @@ def _walk(buf, start, big, out):
             size = 16 + np.int64(_uint(buf, pos + 12, 4, big))
         elif flags != 0:
             return count, pos, BAD_FLAGS
+        # model, category, value: printable characters (libovni takes them from C strings
+        # such as "OHx"); zeroed or random bytes here are damage, not an event
+        for k in range(1, 4):
+            c = buf[pos + k]
+            if c <= 32 or c >= 127:
+                return count, pos, BAD_MCV
         if pos + size > n:
             return count, pos, TRUNCATED
         if count < cap:
