@@ -121,3 +121,136 @@ def test_sigterm_to_one_rank_leaves_nothing_on_any_rank(synth_trace, tmp_path, s
     assert any(ln.startswith("partrace: ") and "terminated" in ln or "did not stop" in ln
                for ln in lines), err
     assert "Traceback" not in err, err
+
+
+# -- a signal while Python is still importing ----------------------------------------------
+@pytest.mark.parametrize("delay", [0.02, 0.1, 0.2, 0.35, 0.5, 0.8, 1.2])
+def test_sigterm_during_startup_exits_143_cleanly(synth_trace, tmp_path, delay):
+    trace = synth_trace(locations=4, events=20000, units=4)
+    out = tmp_path / "out.h5"
+    proc = _start(["merge", str(trace), "-o", str(out), "--memory", "1M",
+                   "--tmpdir", str(tmp_path)])
+    time.sleep(delay)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:        # the run won the race: a complete output
+        assert out.exists()
+        return
+    # -SIGTERM: killed before Python ran partrace's first line (the shell shows 143 too)
+    assert proc.returncode in (143, -signal.SIGTERM), err
+    assert "error" not in err and "Traceback" not in err, err
+    assert len(err.splitlines()) <= 1, err
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [trace.name], left
+
+
+# -- outputs that would destroy inputs or foreign folders ---------------------------------
+OTF_RING8 = Path(__file__).parent / "data" / "otf" / "ring8" / "trace"
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>"
+            for p in sorted(folder.rglob("*"))}
+
+
+def _refused(r, *words):
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("partrace: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("nranks", [None, 2])
+def test_overwrite_output_equal_to_otf_input_is_refused(tmp_path, nranks):
+    trace = tmp_path / "trace"
+    import shutil
+    shutil.copytree(OTF_RING8, trace)
+    before = _snapshot(tmp_path)
+    r = run_cli(["convert", str(trace / "ring8.otf"), "-o", str(trace / "ring8.otf"),
+                 "--overwrite", "-q"], nranks=nranks)
+    _refused(r, str(trace / "ring8.otf"), "input")
+    assert _snapshot(tmp_path) == before
+
+
+def test_output_through_a_symlinked_folder_onto_the_input_is_refused(tmp_path):
+    import shutil
+    trace = tmp_path / "trace"
+    shutil.copytree(OTF_RING8, trace)
+    (tmp_path / "alias").symlink_to(trace, target_is_directory=True)
+    before = _snapshot(trace)
+    r = run_cli(["convert", str(trace / "ring8.otf"), "-o", str(tmp_path / "alias" / "ring8.otf"),
+                 "--overwrite", "-q"])
+    _refused(r, "input")
+    assert _snapshot(trace) == before
+
+
+def test_otf_output_whose_stream_files_are_inputs_is_refused(tmp_path):
+    """-o NAME.otf writes NAME.<n>.events beside it: here such a name is the input."""
+    trace = tmp_path / "run.1.events"      # a (synth) trace under a name OTF output would take
+    trace.write_text('{"synth": {"locations": 2, "events": 100, "units": 2, "seed": 1}}')
+    before = _snapshot(tmp_path)
+    r = run_cli(["merge", str(trace), "--format", "synth", "-o", str(tmp_path / "run.otf"),
+                 "--overwrite", "-q"], nranks=2)
+    _refused(r, str(trace), "input")
+    assert _snapshot(tmp_path) == before
+
+
+def test_overwrite_of_hdf5_input_and_of_a_symlink_to_it_is_refused(synth_trace, tmp_path):
+    trace = synth_trace(locations=3, events=500, units=3)
+    first = tmp_path / "first.h5"
+    assert run_cli(["merge", str(trace), "-o", str(first), "-q"]).returncode == 0
+    (tmp_path / "link.h5").symlink_to(first)
+    before = _snapshot(tmp_path)
+    for target in (first, tmp_path / "link.h5"):
+        r = run_cli(["convert", str(first), "-o", str(target), "--overwrite", "-q"], nranks=2)
+        _refused(r, str(target), "input")
+        assert _snapshot(tmp_path) == before
+    r = run_cli(["merge", str(trace), "-o", str(trace), "--to", "hdf5", "--overwrite", "-q"])
+    _refused(r, str(trace), "input")
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("to", ["hdf5", "otf"])
+def test_overwrite_never_deletes_a_folder_that_is_not_partrace_output(synth_trace, tmp_path, to):
+    trace = synth_trace(locations=3, events=500, units=3)
+    folder = tmp_path / ("precious.otf" if to == "otf" else "precious")
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("years of work")
+    before = _snapshot(tmp_path)
+    r = run_cli(["merge", str(trace), "-o", str(folder), "--to", to, "--overwrite", "-q"],
+                nranks=2)
+    _refused(r, str(folder), "not a partrace output")
+    assert _snapshot(tmp_path) == before
+    # nor a NAME.h5.parts folder that holds something else than the HDF5 shards
+    parts = tmp_path / "out.h5.parts"
+    parts.mkdir()
+    (parts / "notes.txt").write_text("mine")
+    r = run_cli(["merge", str(trace), "-o", str(tmp_path / "out.h5"), "--overwrite", "-q"])
+    _refused(r, str(parts), "not a partrace output")
+    assert (parts / "notes.txt").read_text() == "mine"
+
+
+def test_input_inside_the_folder_the_output_would_replace_is_refused(synth_trace, tmp_path):
+    parts = tmp_path / "out.h5.parts"
+    parts.mkdir()
+    (parts / "rank-00000.h5").write_bytes(b"")      # looks like shards ...
+    trace = parts / "rank-00001.h5"                  # ... and holds the input
+    trace.write_text('{"synth": {"locations": 2, "events": 100, "units": 2, "seed": 1}}')
+    before = _snapshot(tmp_path)
+    r = run_cli(["merge", str(trace), "--format", "synth", "-o", str(tmp_path / "out.h5"),
+                 "--overwrite", "-q"])
+    _refused(r, str(parts), "input")
+    assert _snapshot(tmp_path) == before
+
+
+def test_overwrite_of_an_old_partrace_output_still_works(synth_trace, tmp_path):
+    trace = synth_trace(locations=3, events=500, units=3)
+    out = tmp_path / "out.h5"
+    assert run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=2).returncode == 0
+    assert (tmp_path / "out.h5.parts").is_dir()
+    r = run_cli(["merge", str(trace), "-o", str(out), "-q", "--overwrite"], nranks=3)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "out.h5.parts").iterdir()) == [
+        "rank-00000.h5", "rank-00001.h5", "rank-00002.h5"]
