@@ -1,6 +1,7 @@
 """Errors that reach the user as one clear line."""
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -76,9 +77,17 @@ def _os_error_text(exc: OSError) -> str:
     if name:        # h5py: "Unable to ... (... filename = '...', ... error message = '...')"
         what = _lower_first(why.group(1)) if why else _first_line(text)
         return f"{name.group(1)}: {what}"
+    if exc.errno in _WRITE_ERRNOS:     # only a write fails so: the output being written
+        from .output.staging import output_being_written
+        out = output_being_written()
+        if out is not None:
+            return f"{out}: {_lower_first(exc.strerror or text)} (writing the output)"
     if exc.strerror:
         return _lower_first(exc.strerror)
     return f"{type(exc).__name__}: {_first_line(text)}"
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def _lower_first(text: str) -> str:

@@ -254,3 +254,78 @@ def test_overwrite_of_an_old_partrace_output_still_works(synth_trace, tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "out.h5.parts").iterdir()) == [
         "rank-00000.h5", "rank-00001.h5", "rank-00002.h5"]
+
+
+# -- a full disk, HDF5's own errors, warnings: one line that names the user's file ------------
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs (needs root, as the test machines run): writes beyond it fail ENOSPC."""
+    where = tmp_path / "small"
+    where.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip()}")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _one_error_line(r) -> str:
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("partrace: error: "), r.stderr
+    assert ".partrace-" not in lines[0], lines[0]      # never the hidden staging path
+    return lines[0]
+
+
+@pytest.mark.parametrize("nranks", [None, 2])
+def test_full_spill_disk_names_the_spill_file(synth_trace, tmp_path, full_disk, nranks):
+    trace = synth_trace(locations=6, events=20000, units=6)
+    out = tmp_path / "out.h5"
+    r = run_cli(["merge", str(trace), "-o", str(out), "--memory", "1M", "--tmpdir",
+                 str(full_disk), "-q"], nranks=nranks, timeout=300)
+    line = _one_error_line(r)
+    assert f"{full_disk}/partrace-spill-" in line and ".bin: no space left on device" in line
+    assert "--tmpdir" in line
+    assert not list(full_disk.iterdir()), "spill files left on the full disk"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([trace.name, "small"])
+
+
+@pytest.mark.parametrize("nranks", [None, 2])
+@pytest.mark.parametrize("suffix", ["h5", "otf"])
+def test_full_output_disk_names_the_output(synth_trace, full_disk, nranks, suffix):
+    trace = synth_trace(locations=6, events=20000, units=6)
+    out = full_disk / f"out.{suffix}"
+    r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=nranks, timeout=300)
+    line = _one_error_line(r)
+    assert "no space left on device" in line, line
+    named = line.removeprefix("partrace: error: ").split(":")[0]
+    # the output, or (HDF5 on several ranks) one of its shard files
+    assert named == str(out) or named.startswith(f"{out}.parts/rank-"), line
+    assert not list(full_disk.iterdir()), "a partial output was left"
+
+
+def test_hdf5_error_is_one_line_naming_the_published_path(tmp_path):
+    """A real h5py error on a staged file (two lines, the staging path) -> one line, the output."""
+    import h5py
+
+    from partrace.errors import one_line
+    staged = tmp_path / ".out.h5.partrace-123-456" / "out.h5"     # its folder is missing
+    with pytest.raises(OSError) as info:
+        h5py.File(staged, "w")
+    assert ".partrace-123-456" in str(info.value)
+    assert one_line(info.value) == f"{tmp_path}/out.h5: no such file or directory"
+
+
+def test_warnings_are_one_line_naming_the_file(tmp_path):
+    import shutil
+    trace = tmp_path / "v1"
+    shutil.copytree(Path(__file__).parent / "data" / "ovni" / "v1-zoo-small", trace)
+    stream = sorted((trace / "ovni").rglob("*.obs"))[0]
+    stream.write_bytes(stream.read_bytes()[:-5])       # a half-written last event
+    r = run_cli(["merge", str(trace), "-o", str(tmp_path / "out.h5"), "-q"])
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines and all(ln.startswith("partrace: warning: ") for ln in lines), r.stderr
+    assert any(ln.startswith(f"partrace: warning: {stream}: byte ") and
+               "stream ends inside an event" in ln for ln in lines), r.stderr

@@ -43,6 +43,15 @@ stop.on_stop(discard_live)
 stop.on_stop(discard_known, hard_only=True)
 
 
+def output_being_written() -> Path | None:
+    """The output this process is writing (its unpublished staging folder's), if one."""
+    if len(_known) != 1:
+        return None
+    folder = next(iter(_known))
+    m = _STAGED.fullmatch(folder.name)
+    return folder.parent / m.group(1) if m else None
+
+
 def public_paths(text: str) -> str:
     """``text`` with staging paths shown as the output paths they are published as."""
     return _STAGED.sub(lambda m: "" if m.group(2) == "/" else m.group(1), text)
