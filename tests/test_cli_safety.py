@@ -329,3 +329,25 @@ def test_warnings_are_one_line_naming_the_file(tmp_path):
     assert lines and all(ln.startswith("partrace: warning: ") for ln in lines), r.stderr
     assert any(ln.startswith(f"partrace: warning: {stream}: byte ") and
                "stream ends inside an event" in ln for ln in lines), r.stderr
+
+
+# -- the error protocol: no rank hangs, one line, exit 2, nothing left ----------------------
+def test_a_failing_rank_that_spilled_leaves_one_line_and_nothing(synth_trace, tmp_path):
+    trace = synth_trace(locations=6, events=20000, units=6)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    r = run_cli(["merge", str(trace), "-o", str(tmp_path / "o.otf"), "--memory", "1M",
+                 "--tmpdir", str(spill)], nranks=2, env={"PARTRACE_TEST_FAIL_DECODE": "0005"},
+                timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [
+        f"partrace: error: {trace}:unit 0005: injected failure in unit 0005"], r.stderr
+    assert not list(spill.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([trace.name, "spill"])
+
+
+def test_a_usage_error_every_rank_meets_is_said_once(synth_trace, tmp_path):
+    trace = synth_trace()
+    r = run_cli(["merge", str(trace), "-o", str(tmp_path / "o.h5"), "--streams", "2"], nranks=3)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == ["partrace: error: --streams applies to OTF output only"]
