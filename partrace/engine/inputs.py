@@ -57,11 +57,12 @@ def _forms(p: Path) -> set[Path]:
 
 
 def _paths_in(info) -> list[Path]:
-    """Paths named in a unit's info (str with a slash, or PathLike), at any depth."""
+    """Paths named in a unit's info (PathLike, or a str with a slash or naming a file),
+    at any depth."""
     if isinstance(info, os.PathLike):
         return [Path(info)]
     if isinstance(info, str):
-        return [Path(info)] if os.sep in info else []
+        return [Path(info)] if os.sep in info or os.path.exists(info) else []
     if isinstance(info, dict):
         info = list(info.values())
     if isinstance(info, (list, tuple, set, frozenset)):

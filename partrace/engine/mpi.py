@@ -45,7 +45,8 @@ class Comm:
         self.size = mpi_comm.Get_size() if mpi_comm is not None else 1
         self._error: str | None = None
         self._guard_depth = 0
-        self._notices: list = []        # our stop notices to the other ranks (requests)
+        self._notices: list = []        # our stop notices to the other ranks, not yet matched
+        self._notified = False          # this rank sent its stop notices (once, ever)
         self._heard: set[int] = set()   # ranks whose stop notice we received
 
     @property
@@ -179,11 +180,11 @@ class Comm:
     def _exchange_notices(self) -> None:
         """Send our stop notice once (if signalled); receive the others' notices."""
         from mpi4py import MPI
-        if stop.signum is not None and not self._notices:
+        if stop.signum is not None and not self._notified:
+            self._notified = True
             note = np.array([stop.signum], dtype=np.int32)
             self._notices = [(self._c.Isend([note, MPI.INT], dest=r, tag=STOP_TAG), note)
                              for r in range(self.size) if r != self.rank]
-            self._notices.append((None, note))      # keeps a notice for one rank alive too
         status = MPI.Status()
         while self._c.Iprobe(source=MPI.ANY_SOURCE, tag=STOP_TAG, status=status):
             got = np.empty(1, dtype=np.int32)

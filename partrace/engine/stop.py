@@ -35,6 +35,7 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 signum: int | None = None       # the first stop signal this process received
 _comm = None                    # the communicator of a parallel run, once started
 _raised = False                 # StopRequested was raised once already
+_shield = 0                     # > 0: in a step that must not be cut (publishing the output)
 _cleanups: list = []            # (callable, hard): what removes this process's files
 
 
@@ -89,15 +90,36 @@ def install() -> None:
 def begin(comm) -> None:
     """From now on a parallel run stops cooperatively (see the module's doc)."""
     global _comm
-    if comm.parallel and signal.getsignal(signal.SIGTERM) is _handler:
+    if comm.parallel and _installed():
         _comm = comm
         _start_watchdog(comm.rank)
+
+
+class shielded:
+    """A step a signal must not cut in two (moving the output into place): the stop
+    waits until it is done."""
+
+    def __enter__(self):
+        global _shield
+        _shield += 1
+
+    def __exit__(self, *exc):
+        global _shield
+        _shield -= 1
+        if not _shield and signum is not None and _comm is None and _installed():
+            _handler(signum, None)
+
+
+def _installed() -> bool:
+    return signal.getsignal(signal.SIGTERM) is _handler
 
 
 def _handler(sig, frame):
     global signum, _raised
     if signum is None:
         signum = sig
+    if _shield:
+        return
     comm = _comm
     if comm is None:        # serial, or not started: nothing can be waiting for us
         cleanup(hard=False)

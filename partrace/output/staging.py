@@ -102,6 +102,11 @@ class Staging:
 
     def publish(self, names: list[str]) -> None:
         """Move staged files/folders into the output's folder, replacing old ones."""
+        with stop.shielded():   # a signal now would leave half an output
+            self._move(names)
+        self.discard()
+
+    def _move(self, names: list[str]) -> None:
         for name in names:
             src, dst = self.dir / name, self.final.parent / name
             if inputs.conflict(dst) is not None:     # check_free said so; never reached
@@ -114,7 +119,6 @@ class Staging:
             elif dst.exists() or dst.is_symlink():
                 dst.unlink()
             os.replace(src, dst)
-        self.discard()
 
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
