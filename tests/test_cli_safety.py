@@ -248,9 +248,11 @@ def test_input_inside_the_folder_the_output_would_replace_is_refused(synth_trace
 def test_overwrite_of_an_old_partrace_output_still_works(synth_trace, tmp_path):
     trace = synth_trace(locations=3, events=500, units=3)
     out = tmp_path / "out.h5"
-    assert run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=2).returncode == 0
+    assert run_cli(["merge", str(trace), "-o", str(out), "-q", "--layout", "parts"],
+                   nranks=2).returncode == 0
     assert (tmp_path / "out.h5.parts").is_dir()
-    r = run_cli(["merge", str(trace), "-o", str(out), "-q", "--overwrite"], nranks=3)
+    r = run_cli(["merge", str(trace), "-o", str(out), "-q", "--overwrite", "--layout", "parts"],
+                nranks=3)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "out.h5.parts").iterdir()) == [
         "rank-00000.h5", "rank-00001.h5", "rank-00002.h5"]
@@ -310,11 +312,14 @@ def test_hdf5_error_is_one_line_naming_the_published_path(tmp_path):
     import h5py
 
     from partrace.errors import one_line
-    staged = tmp_path / ".out.h5.partrace-123-456" / "out.h5"     # its folder is missing
-    with pytest.raises(OSError) as info:
-        h5py.File(staged, "w")
-    assert ".partrace-123-456" in str(info.value)
-    assert one_line(info.value) == f"{tmp_path}/out.h5: no such file or directory"
+    staging = tmp_path / ".out.h5.partrace-123-456"                # the folder is missing
+    for inside, shown in [("out.h5", "out.h5"), ("out.h5.parts/rank-00001.h5",
+                                                  "out.h5.parts/rank-00001.h5"),
+                          ("parts/rank-00001.h5", "out.h5")]:   # a part that never leaves it
+        with pytest.raises(OSError) as info:
+            h5py.File(staging / inside, "w")
+        assert ".partrace-123-456" in str(info.value)
+        assert one_line(info.value) == f"{tmp_path}/{shown}: no such file or directory"
 
 
 def test_warnings_are_one_line_naming_the_file(tmp_path):

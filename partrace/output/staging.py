@@ -19,7 +19,8 @@ _live: set[Path] = set()    # staging folders this process made and has not yet 
 _known: set[Path] = set()   # staging folders of this process's runs, whichever rank made them
 
 # a path inside a staging folder, as error messages print it: ".NAME.partrace-ID/" or its end
-_STAGED = re.compile(r"""(?:^|(?<=[/'"\s(=]))\.([^/'"\s]+)\.partrace-[\w-]+?(/|(?=['"\s,;:)]|$))""")
+_STAGED = re.compile(r"""(?:^|(?<=[/'"\s(=]))\.([^/'"\s]+)\.partrace-[\w-]+?"""
+                     r"""(?:/([^'"\s,;:)]+)|(?=['"\s,;:)]|$))""")
 # the shard files the HDF5 sink writes in NAME.parts
 _SHARD = re.compile(r"rank-[0-9]+\.h5$")
 
@@ -43,6 +44,22 @@ stop.on_stop(discard_live)
 stop.on_stop(discard_known, hard_only=True)
 
 
+def public_paths(text: str) -> str:
+    """``text`` with staging paths shown as the output paths they are published as.
+
+    A file of the output set (NAME..., or NAME's stem and a dot: OTF) keeps its
+    name; the staging folder itself and the files that never leave it (the
+    HDF5 sink's per-rank parts, the OTF marker body) stand for the output.
+    """
+    def shown(m: re.Match) -> str:
+        final, inner = m.group(1), m.group(2)
+        stem = final.rsplit(".", 1)[0]
+        if inner and (inner.startswith(final) or inner.startswith(stem + ".")):
+            return inner
+        return final
+    return _STAGED.sub(shown, text)
+
+
 def output_being_written() -> Path | None:
     """The output this process is writing (its unpublished staging folder's), if one."""
     if len(_known) != 1:
@@ -50,11 +67,6 @@ def output_being_written() -> Path | None:
     folder = next(iter(_known))
     m = _STAGED.fullmatch(folder.name)
     return folder.parent / m.group(1) if m else None
-
-
-def public_paths(text: str) -> str:
-    """``text`` with staging paths shown as the output paths they are published as."""
-    return _STAGED.sub(lambda m: "" if m.group(2) == "/" else m.group(1), text)
 
 
 def is_partrace_parts(path: Path) -> bool:
