@@ -6,8 +6,10 @@ only the format and writer it uses.
 
 Exit status: 0 success, 2 bad input or usage (one line on stderr naming the
 file and where), 3 internal error, 130 interrupted (Ctrl-C), 143 terminated
-(SIGTERM, as Slurm sends at a time limit or `scancel`).  An interrupted or
-failed run removes its spill files and its unpublished output.
+(SIGTERM, as Slurm sends at a time limit or `scancel`, to every rank or to one
+alone).  An interrupted or failed run removes its spill files and its
+unpublished output on every rank (see partrace.engine.stop); warnings and
+errors are one line each.
 """
 from __future__ import annotations
 
@@ -300,8 +302,12 @@ def cmd_run(comm, args) -> int:
     from .engine.pipeline import run
     from .engine.progress import Progress
     from .output import make_sink
-    sink = make_sink(args.output, to=args.to, source=str(args.trace), overwrite=args.overwrite,
-                     streams=args.streams, compression=args.compress, layout=args.layout)
+    sink = None
+    with comm.guard():      # every rank refuses alike: rank 0 alone says so
+        sink = make_sink(args.output, to=args.to, source=str(args.trace),
+                         overwrite=args.overwrite, streams=args.streams,
+                         compression=args.compress, layout=args.layout)
+    comm.check()
     progress = Progress(comm, mode="none" if args.quiet else args.progress)
     t0 = time.perf_counter()
     try:
@@ -339,79 +345,96 @@ def cmd_info(comm, args) -> int:
     return 0
 
 
-def _terminate_on_sigterm(comm) -> None:
-    """On SIGTERM, remove what this rank made and end the job (exit 143).
+def _one_line_warnings() -> None:
+    """Every Python warning as one line: ``partrace: warning: <file>: <what>``.
 
-    The cleanup runs in the handler itself: an exception raised from a
-    handler can land in a weakref or GC callback (h5py makes many), where
-    Python prints and ignores it, and the run would go on.
+    The readers' warnings name their file first; the source line Python
+    would print under them means nothing to a user.
     """
-    import signal
+    import warnings
 
-    def handler(signum, frame):
-        import os
-        from .engine.runs import discard_spills
-        from .output.staging import discard_live
-        discard_spills()
-        discard_live()
-        print(f"partrace: terminated on rank {comm.rank}: spill files and unfinished output "
-              f"removed", file=sys.stderr)
+    def show(message, category, filename, lineno, file=None, line=None):
+        from .errors import _first_line
+        from .output.staging import public_paths
+        text = public_paths(_first_line(str(message)))
+        if category is not UserWarning:
+            text = f"{text} ({category.__name__})"
+        try:
+            print(f"partrace: warning: {text}", file=file or sys.stderr)
+        except (OSError, ValueError):
+            pass
+
+    warnings.showwarning = show
+
+
+def _leave(comm, code: int, line: str | None) -> int:
+    """An error on this rank alone: remove all this run's files it can see, end the job.
+
+    MPI_Abort makes the launcher SIGKILL every other rank, so this rank removes
+    what it can see of theirs (spill folders of the same run, the staging folder).
+    """
+    from .engine import stop
+    if line:
+        print(line, file=sys.stderr)
+    stop.cleanup(hard=comm.parallel)
+    if comm.parallel:
         sys.stderr.flush()
-        if comm.parallel:   # the launcher signalled every rank: let them clean up first
-            import time
-            time.sleep(1.0)
-            comm.abort(143)
-        os._exit(143)
-
-    signal.signal(signal.SIGTERM, handler)
+        comm.abort(code)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .display import register
     register()      # non-UTF-8 names print as \xNN, never crash a UTF-8 stream
-    from .engine.mpi import RankFailed, world
-    from .errors import PartraceError
-    from .output.staging import discard_live
+    from .engine import stop
+    from .engine.mpi import RankFailed, Terminated, world
+    from .errors import PartraceError, one_line
+    _one_line_warnings()
     comm = world()
-    _terminate_on_sigterm(comm)
+    stop.begin(comm)
     try:
-        return args.func(comm, args)
+        code = args.func(comm, args)
+    except Terminated as exc:     # every rank knows; each removed its files; rank 0 speaks
+        stop.cleanup()
+        if comm.rank == 0:
+            print(f"partrace: {exc.message}: spill files and unfinished output removed",
+                  file=sys.stderr)
+        return exc.exit_code
     except RankFailed as exc:     # every rank knows; rank 0 speaks
         if comm.rank == 0:
             print(f"partrace: error: {exc.message}", file=sys.stderr)
         return 2
     except PartraceError as exc:  # raised on this rank alone
-        print(f"partrace: error: {exc}", file=sys.stderr)
-        discard_live()
-        if comm.parallel:
-            sys.stderr.flush()
-            comm.abort(2)
-        return 2
+        return _leave(comm, 2, f"partrace: error: {one_line(exc)}")
     except BrokenPipeError:       # output piped into `head` and the like: stop quietly
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        discard_live()
-        if comm.parallel:
-            comm.abort(130)
-        return 130
+    except (KeyboardInterrupt, stop.StopRequested) as exc:   # outside any guard
+        sig = stop.signum or 2
+        return _leave(comm, stop.exit_code(sig), f"partrace: terminated "
+                      f"({stop.signal_name(sig)} on rank {comm.rank}): spill files and "
+                      f"unfinished output removed" if isinstance(exc, stop.StopRequested)
+                      else None)
     except Exception as exc:      # a bug: say so, end the whole job
         import os
         import traceback
         if os.environ.get("PARTRACE_DEBUG"):
             traceback.print_exc()
-        print(f"partrace: internal error on rank {comm.rank}: {type(exc).__name__}: {exc} "
-              f"(set PARTRACE_DEBUG=1 for a traceback)", file=sys.stderr)
-        discard_live()
-        if comm.parallel:
-            sys.stderr.flush()
-            comm.abort(3)
-        return 3
+        return _leave(comm, 3, f"partrace: internal error on rank {comm.rank}: "
+                      f"{one_line(exc).removeprefix('internal error: ')} "
+                      f"(set PARTRACE_DEBUG=1 for a traceback)")
+    if stop.signum is not None:   # arrived once the output was complete: it stays
+        print(f"partrace: {stop.signal_name(stop.signum)} on rank {comm.rank} after the "
+              f"output was written", file=sys.stderr)
+        return stop.exit_code()
+    return code
 
 
 def entry() -> None:
+    from .engine import stop
+    stop.install()      # before anything slow: a signal during imports exits 143 cleanly
     sys.exit(main())
 
 

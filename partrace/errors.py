@@ -1,7 +1,9 @@
 """Errors that reach the user as one clear line."""
 from __future__ import annotations
 
+import errno
 import os
+import re
 
 
 class PartraceError(Exception):
@@ -33,3 +35,71 @@ class TraceError(PartraceError):
 
 class UsageError(PartraceError):
     """Bad command-line use: wrong options, output exists, unknown format."""
+
+
+def one_line(exc: BaseException) -> str:
+    """The one line the user sees for ``exc``: the file it concerns, then what went wrong.
+
+    OSErrors name their file (h5py's name it inside a long parenthesis); paths
+    inside a hidden staging folder are shown as the output path they become.
+    """
+    from .output.staging import public_paths
+    if isinstance(exc, PartraceError):
+        text = str(exc)
+    elif isinstance(exc, OSError):
+        text = _os_error_text(exc)
+    elif isinstance(exc, MemoryError):
+        text = f"out of memory (MemoryError{': ' + str(exc) if str(exc) else ''}); " \
+               f"try a smaller --memory or more ranks"
+    else:
+        text = f"internal error: {type(exc).__name__}: {_first_line(str(exc))}"
+    return public_paths(_first_line(text))
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else str(text).strip()
+
+
+_H5_FILE = re.compile(r"""(?:file)?name = '([^']*)'""")
+_H5_WHY = re.compile(r"""error message = '([^']*)'""")
+
+
+def _os_error_text(exc: OSError) -> str:
+    """'<file>: <what>' for an OSError from Python, numpy or h5py."""
+    text = str(exc)
+    if exc.filename is not None and exc.strerror:
+        where = os.fspath(exc.filename)
+        if exc.filename2 is not None:
+            where = f"{where} -> {os.fspath(exc.filename2)}"
+        return f"{where}: {_lower_first(exc.strerror)}"
+    name, why = _H5_FILE.search(text), _H5_WHY.search(text)
+    if name:        # h5py: "Unable to ... (... filename = '...', ... error message = '...')"
+        what = _lower_first(why.group(1)) if why else _first_line(text)
+        return f"{name.group(1)}: {what}"
+    if exc.errno in _WRITE_ERRNOS:     # only a write fails so: the output being written
+        from .output.staging import output_being_written
+        out = output_being_written()
+        if out is not None:
+            return f"{out}: {_lower_first(exc.strerror or text)} (writing the output)"
+    if exc.strerror:
+        return _lower_first(exc.strerror)
+    return f"{type(exc).__name__}: {_first_line(text)}"
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+class WriteFailed(PartraceError):
+    """Writing a file partrace makes failed (disk full, quota, I/O error): names the file."""
+
+    @classmethod
+    def of(cls, path, exc: OSError, doing: str = "") -> "WriteFailed":
+        why = exc.strerror or _first_line(str(exc)) or type(exc).__name__
+        if exc.errno is None and "requested and" in str(exc):    # numpy's short write
+            why = "short write (" + str(exc) + "); is the device full?"
+        return cls(f"{os.fspath(path)}: {_lower_first(why)}{' ' + doing if doing else ''}")

@@ -42,7 +42,7 @@ def test_sigterm_removes_spill_and_unpublished_output(synth_trace, tmp_path, nra
     assert any(p.name.startswith(f".{out.name}.partrace-") for p in tmp_path.iterdir())
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 if nranks is None else proc.returncode != 0, err
+    assert proc.returncode == 143, err     # mpiexec passes the ranks' status on
     assert not list(spill.iterdir()), err
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted([trace.name, held.name, "spill"]), (left, err)

@@ -7,8 +7,9 @@ Failure protocol: work between collectives runs inside :meth:`Comm.guard`;
 an exception there is caught and every rank learns of it at the next
 :meth:`Comm.check`, so all ranks stop together, clean up and exit non-zero
 instead of one rank dying while the others wait in a collective forever.
-An error that escapes anyway reaches :func:`abort_on_error`, which aborts the
-whole job (as mpi4py's ``-m mpi4py`` runner does).
+An error that escapes anyway reaches the CLI, which aborts the whole job (as
+mpi4py's ``-m mpi4py`` runner does).  A stop signal (SIGTERM, Ctrl-C) travels
+the same way: see :mod:`partrace.engine.stop`.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import traceback
 from contextlib import contextmanager
 
 import numpy as np
+
+from . import stop
 
 # Environment variables that MPI launchers (Hydra, Open MPI, PMIx, Slurm's
 # srun with PMI) set in every process they start.
@@ -41,6 +44,10 @@ class Comm:
         self.rank = mpi_comm.Get_rank() if mpi_comm is not None else 0
         self.size = mpi_comm.Get_size() if mpi_comm is not None else 1
         self._error: str | None = None
+        self._guard_depth = 0
+        self._notices: list = []        # our stop notices to the other ranks, not yet matched
+        self._notified = False          # this rank sent its stop notices (once, ever)
+        self._heard: set[int] = set()   # ranks whose stop notice we received
 
     @property
     def parallel(self) -> bool:
@@ -146,18 +153,69 @@ class Comm:
         if self._error is not None:
             yield
             return
+        self._guard_depth += 1
         try:
             yield
+        except stop.StopRequested:
+            self._error = STOPPED
         except Exception as exc:  # noqa: BLE001 - reported at check()
             self._error = _one_line(exc)
             if os.environ.get("PARTRACE_DEBUG"):
                 traceback.print_exc()
+        finally:
+            self._guard_depth -= 1
+
+    def in_guard(self) -> bool:
+        """Inside local work whose error would be reported at the next check()."""
+        return self._guard_depth > 0 and self._error is None
+
+    def poll(self) -> None:
+        """Call in long local work: stop it if this rank or another one was told to stop."""
+        if self._c is None:
+            return
+        self._exchange_notices()
+        if (stop.signum is not None or self._heard) and self.in_guard():
+            raise stop.StopRequested(stop.signum)
+
+    def _exchange_notices(self) -> None:
+        """Send our stop notice once (if signalled); receive the others' notices."""
+        from mpi4py import MPI
+        if stop.signum is not None and not self._notified:
+            self._notified = True
+            note = np.array([stop.signum], dtype=np.int32)
+            self._notices = [(self._c.Isend([note, MPI.INT], dest=r, tag=STOP_TAG), note)
+                             for r in range(self.size) if r != self.rank]
+        status = MPI.Status()
+        while self._c.Iprobe(source=MPI.ANY_SOURCE, tag=STOP_TAG, status=status):
+            got = np.empty(1, dtype=np.int32)
+            self._c.Recv([got, MPI.INT], source=status.Get_source(), tag=STOP_TAG)
+            self._heard.add(status.Get_source())
+
+    def _settle_notices(self, senders: list[int]) -> None:
+        """Collective: match every stop notice sent, so none is pending at exit."""
+        from mpi4py import MPI
+        for r in senders:
+            if r != self.rank and r not in self._heard:
+                got = np.empty(1, dtype=np.int32)
+                self._c.Recv([got, MPI.INT], source=r, tag=STOP_TAG)
+                self._heard.add(r)
+        MPI.Request.Waitall([req for req, _ in self._notices if req is not None])
+        self._notices = []
 
     def check(self) -> None:
         """Collective: raise the lowest failing rank's error on every rank."""
         self._wait_for_all()
-        errors = self.allgather(self._error)
-        for r, e in enumerate(errors):
+        if self._c is None:
+            states = [(self._error, stop.signum, False)]
+        else:
+            self._exchange_notices()
+            states = self.allgather((self._error, stop.signum, bool(self._notices)))
+        signalled = [(r, sig) for r, (_, sig, _) in enumerate(states) if sig is not None]
+        if signalled:
+            if self._c is not None:
+                self._settle_notices([r for r, (_, _, sent) in enumerate(states) if sent])
+            raise Terminated(*signalled[0])
+        for r, (e, _, _) in enumerate(states):
             if e is not None:
                 raise RankFailed(e, r)
 
@@ -173,6 +231,7 @@ class Comm:
         import time
         request = self._c.Ibarrier()
         while not request.Test():
+            self._exchange_notices()
             time.sleep(pause)
 
     def abort(self, code: int = 1) -> None:
@@ -196,13 +255,22 @@ class RankFailed(Exception):
         self.rank = rank
 
 
+class Terminated(RankFailed):
+    """A rank was told to stop (SIGTERM, Ctrl-C), known to all ranks after Comm.check()."""
+
+    def __init__(self, rank: int, signum: int):
+        super().__init__(f"terminated ({stop.signal_name(signum)} on rank {rank})", rank)
+        self.signum = signum
+        self.exit_code = stop.exit_code(signum)
+
+
+STOP_TAG = 0x5354       # point-to-point tag of stop notices (collectives never match it)
+STOPPED = "\0stopped"   # Comm._error of a rank whose local work a stop interrupted
+
+
 def _one_line(exc: BaseException) -> str:
-    from ..errors import PartraceError
-    if isinstance(exc, PartraceError):
-        return str(exc)
-    if isinstance(exc, (OSError, MemoryError)):
-        return f"{type(exc).__name__}: {exc}"
-    return f"internal error: {type(exc).__name__}: {exc}"
+    from ..errors import one_line
+    return one_line(exc)
 
 
 _world: Comm | None = None

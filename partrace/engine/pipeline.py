@@ -8,10 +8,12 @@ as :class:`~partrace.engine.mpi.RankFailed` on every rank.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import Definitions, Schema, Table
+from . import inputs
 from .mpi import Comm, RankFailed
 from .plan import share_of
 from .progress import Progress
@@ -104,6 +106,7 @@ def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
     with comm.guard():
         for unit in mine:
             for chunk in reader.decode(unit, defs):
+                comm.poll()     # a stop signal here or on another rank ends the loop
                 for name, table in chunk.items():
                     if name not in schema:
                         continue
@@ -151,6 +154,10 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     progress.phase("plan")
     reader = open_on_all_ranks(comm, path, format, reader_options)
     units, mine, defs = read_plan(comm, reader, progress)
+    if comm.rank == 0:      # the output must never be written over one of these
+        inputs.protect(path, units)
+    # names every rank's spill folder, so that a rank forced to leave first can remove all it sees
+    run_id = comm.bcast(f"{os.getpid():x}{time.time_ns():x}" if comm.rank == 0 else None)
     schema = _wanted(reader.schema(defs), sink.needs)
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
     # each window 1/8 (else 2/5 for rows and 1/10 for chunks and windows: the OTF
@@ -160,7 +167,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     # text decodes to ~10x its size in columns: keep one chunk well inside its share
     reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // (10 * share))))
     progress.phase("decode", sum(u.size for u in units))
-    store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}",
+    store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}", run_id=run_id,
                      keep_fraction=COLUMNWISE_KEEP if lean else KEEP,
                      resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
     try:
@@ -196,6 +203,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                     comm.check()
                     merged[name] = by_destination(comm, rows, dest, schema[name])
                 written[name] += len(merged[name])
+            comm.poll()     # notices of a stop are read between windows too
             sink.write(comm, merged)
             del merged
             progress.advance(1)

@@ -15,10 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import WriteFailed
 from ..model import Column, Table
+from . import stop
 from .order import lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed
+# (folder, prefix) of every rank's spill folders of this process's runs
+_run_spills: set[tuple[Path, str]] = set()
 
 
 def discard_spills() -> None:
@@ -26,6 +30,22 @@ def discard_spills() -> None:
     for folder in list(_live_spills):
         shutil.rmtree(folder, ignore_errors=True)
         _live_spills.discard(folder)
+
+
+def discard_run_spills() -> None:
+    """Remove the spill folders of this run that this process can see, every rank's:
+    the last resort of a rank that must leave before the others cleaned up."""
+    discard_spills()
+    for root, prefix in list(_run_spills):
+        try:
+            for folder in root.glob(prefix + "*"):
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass
+
+
+stop.on_stop(discard_spills)
+stop.on_stop(discard_run_spills, hard_only=True)
 
 OBJECT_ROW_BYTES = 48   # estimate for a str/bytes cell (pointer + small object)
 
@@ -78,7 +98,7 @@ class SpilledRun:
             if values.dtype == object:      # str/bytes cells: kept (they live in small side tables)
                 self.objects[col] = values
             else:
-                np.ascontiguousarray(values).tofile(folder / f"{col}.bin")
+                _write_raw(folder / f"{col}.bin", np.ascontiguousarray(values))
                 self.layout[col] = (values.dtype, values.shape[1:])
         idx = np.arange(0, self.n, self.STRIDE)
         self.index = tuple(np.asarray(table[c][idx]) for c in ("time", "location", "seq"))
@@ -120,6 +140,16 @@ class SpilledRun:
         return a + lower_bound(*block, key)
 
 
+def _write_raw(path: Path, values: np.ndarray) -> None:
+    """Write an array's bytes; a failure (a full disk above all) names the file."""
+    try:
+        with open(path, "wb") as fh:
+            fh.write(values.reshape(-1).view(np.uint8).data)
+    except OSError as exc:
+        raise WriteFailed.of(path, exc, "(spilling decoded rows: point --tmpdir at a "
+                                        "larger file system, or raise --memory)") from exc
+
+
 def resident_bytes() -> int | None:
     """This process's resident memory now (Linux), else None."""
     try:
@@ -138,7 +168,7 @@ class RunStore:
     """
 
     def __init__(self, schema: dict[str, list[Column]], memory_bytes: int,
-                 spill_root: str | os.PathLike | None = None, tag: str = "",
+                 spill_root: str | os.PathLike | None = None, tag: str = "", run_id: str = "",
                  keep_fraction: float = 0.5, resident_fraction: float | None = None):
         self.schema = schema
         # the rest of the budget is for decoding, windows, exchange, output
@@ -147,7 +177,10 @@ class RunStore:
                                else int(memory_bytes * resident_fraction))
         self.in_memory = 0
         self.spill_root = spill_root
-        self.tag = tag
+        self.tag = f"{run_id}-{tag}" if run_id else tag
+        if run_id:      # every rank's spill folder of this run: partrace-spill-<run_id>-*
+            root = Path(spill_root if spill_root is not None else tempfile.gettempdir())
+            _run_spills.add((root, f"partrace-spill-{run_id}-"))
         self.spill_dir: Path | None = None
         self.runs: dict[str, list[Run]] = {name: [] for name in schema}
         self.rows: dict[str, int] = {name: 0 for name in schema}
@@ -179,7 +212,10 @@ class RunStore:
                                                    dir=self.spill_root))
             _live_spills.add(self.spill_dir)
         d = self.spill_dir / f"{name.replace('/', '__')}-{len(self.runs[name]):06d}"
-        d.mkdir()
+        try:
+            d.mkdir()
+        except OSError as exc:
+            raise WriteFailed.of(d, exc, "(spill folder)") from exc
         return SpilledRun(d, table)
 
     def total_bytes(self) -> int:

@@ -2,17 +2,27 @@
 
 A failed or killed run leaves at most the hidden ``.NAME.partrace-<id>``
 folder, never anything under the output's own name; existing files are never
-touched unless the user asked to overwrite them.
+touched unless the user asked to overwrite them, and even then an input of the
+run, or a folder that is not a partrace output, is never replaced.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
+from ..engine import inputs, stop
 from ..errors import UsageError
 
 _live: set[Path] = set()    # staging folders this process made and has not yet published
+_known: set[Path] = set()   # staging folders of this process's runs, whichever rank made them
+
+# a path inside a staging folder, as error messages print it: ".NAME.partrace-ID/" or its end
+_STAGED = re.compile(r"""(?:^|(?<=[/'"\s(=]))\.([^/'"\s]+)\.partrace-[\w-]+?"""
+                     r"""(?:/([^'"\s,;:)]+)|(?=['"\s,;:)]|$))""")
+# the shard files the HDF5 sink writes in NAME.parts
+_SHARD = re.compile(r"rank-[0-9]+\.h5$")
 
 
 def discard_live() -> None:
@@ -22,18 +32,78 @@ def discard_live() -> None:
         _live.discard(folder)
 
 
+def discard_known() -> None:
+    """Remove the unpublished staging folder of this run, whichever rank made it."""
+    discard_live()
+    for folder in list(_known):
+        shutil.rmtree(folder, ignore_errors=True)
+        _known.discard(folder)
+
+
+stop.on_stop(discard_live)
+stop.on_stop(discard_known, hard_only=True)
+
+
+def public_paths(text: str) -> str:
+    """``text`` with staging paths shown as the output paths they are published as.
+
+    A file of the output set (NAME..., or NAME's stem and a dot: OTF) keeps its
+    name; the staging folder itself and the files that never leave it (the
+    HDF5 sink's per-rank parts, the OTF marker body) stand for the output.
+    """
+    def shown(m: re.Match) -> str:
+        final, inner = m.group(1), m.group(2)
+        stem = final.rsplit(".", 1)[0]
+        if inner and (inner.startswith(final) or inner.startswith(stem + ".")):
+            return inner
+        return final
+    return _STAGED.sub(shown, text)
+
+
+def output_being_written() -> Path | None:
+    """The output this process is writing (its unpublished staging folder's), if one."""
+    if len(_known) != 1:
+        return None
+    folder = next(iter(_known))
+    m = _STAGED.fullmatch(folder.name)
+    return folder.parent / m.group(1) if m else None
+
+
+def is_partrace_parts(path: Path) -> bool:
+    """A folder of HDF5 shards as the HDF5 sink writes (NAME.parts/rank-NNNNN.h5)."""
+    if not path.name.endswith(".parts") or path.is_symlink() or not path.is_dir():
+        return False
+    return all(_SHARD.match(p.name) and p.is_file() and not p.is_symlink()
+               for p in path.iterdir())
+
+
 class Staging:
     def __init__(self, final: Path, run_id: str):
         self.final = Path(final)
         self.dir = self.final.parent / f".{self.final.name}.partrace-{run_id}"
+        _known.add(self.dir)
 
     def check_free(self, names: list[Path], overwrite: bool) -> None:
-        """Refuse (or, with overwrite, plan to replace) existing outputs."""
+        """Refuse (or, with overwrite, plan to replace) existing outputs.
+
+        Never replaced, whatever ``overwrite`` says: an input of the run (or a
+        folder holding one), and a folder that is not a partrace output.
+        """
         if not self.final.parent.is_dir():
             raise UsageError(f"{self.final.parent}: output folder does not exist")
+        for p in [self.final, *names]:
+            hit = inputs.conflict(p)
+            if hit is not None:
+                what = "is" if hit in inputs._forms(p) else "holds"
+                raise UsageError(f"{p}: the output {what} an input of this run ({hit}); "
+                                 f"choose another output name")
         taken = [p for p in names if p.exists() or p.is_symlink()]
         if taken and not overwrite:
             raise UsageError(f"{taken[0]}: output exists (use --overwrite to replace it)")
+        for p in taken:
+            if p.is_dir() and not p.is_symlink() and not is_partrace_parts(p):
+                raise UsageError(f"{p}: is a folder that is not a partrace output; "
+                                 f"not replacing it (remove it yourself or choose another name)")
 
     def create(self) -> None:
         self.dir.mkdir()
@@ -44,15 +114,25 @@ class Staging:
 
     def publish(self, names: list[str]) -> None:
         """Move staged files/folders into the output's folder, replacing old ones."""
+        with stop.shielded():   # a signal now would leave half an output
+            self._move(names)
+        self.discard()
+
+    def _move(self, names: list[str]) -> None:
         for name in names:
             src, dst = self.dir / name, self.final.parent / name
+            if inputs.conflict(dst) is not None:     # check_free said so; never reached
+                raise UsageError(f"{dst}: an input of this run; not replacing it")
             if dst.is_dir() and not dst.is_symlink():
+                if not is_partrace_parts(dst):
+                    raise UsageError(f"{dst}: is a folder that is not a partrace output; "
+                                     f"not replacing it")
                 shutil.rmtree(dst)
             elif dst.exists() or dst.is_symlink():
                 dst.unlink()
             os.replace(src, dst)
-        self.discard()
 
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
         _live.discard(self.dir)
+        _known.discard(self.dir)

@@ -1,0 +1,152 @@
+"""Stopping on SIGTERM or Ctrl-C: every rank removes what it made, no rank hangs.
+
+MPICH's launcher (Hydra) answers a rank that exits early, or calls MPI_Abort,
+by sending SIGKILL at once to every other rank (strace of hydra_pmi_proxy:
+``kill(-pgid, SIGKILL)``; mpiexec then returns the first exit code, e.g. 143).
+So a rank signalled on its own (a node failure, an OOM kill of one task) must
+not leave before the others have removed their spill folders.  In a parallel
+run, therefore:
+
+* the handler only notes the signal and, if the rank is inside local work
+  (``Comm.guard``), interrupts that work with :class:`StopRequested`, which the
+  guard records like an error;
+* the rank tells the others with a non-blocking message; they see it in
+  their long loops and while they wait at ``Comm.check`` (``Comm.poll``);
+* at the next ``Comm.check`` every rank learns of it and raises
+  ``Terminated``: the pipeline discards the unpublished output, every rank
+  removes its own spill folder, and all exit 128+signal together;
+* a watchdog thread, woken through the signal wakeup fd even while the main
+  thread is blocked inside MPI, falls back after ``GRACE`` seconds to removing
+  all it can see (its spill folder, the same run's spill folders of the other
+  ranks, the staging folder) and exiting.
+
+A serial run, and any run before the engine started, cleans up inside the
+handler and exits at once.  This module imports only the standard library and
+its handler imports nothing: a signal can arrive in the middle of an import.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+GRACE = float(os.environ.get("PARTRACE_STOP_GRACE", "20"))   # seconds, < Slurm's KillWait (30)
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+signum: int | None = None       # the first stop signal this process received
+_comm = None                    # the communicator of a parallel run, once started
+_raised = False                 # StopRequested was raised once already
+_shield = 0                     # > 0: in a step that must not be cut (publishing the output)
+_cleanups: list = []            # (callable, hard): what removes this process's files
+
+
+class StopRequested(BaseException):
+    """Raised by the handler inside local work (``Comm.guard`` records it).
+
+    A BaseException, like KeyboardInterrupt, so that an ``except Exception`` in
+    a reader or writer does not swallow it.
+    """
+
+
+def on_stop(fn, hard_only: bool = False) -> None:
+    """Register a cleanup (``hard_only``: only when leaving without the others)."""
+    _cleanups.append((fn, hard_only))
+
+
+def exit_code(sig: int | None = None) -> int:
+    return 128 + int(sig if sig is not None else signum)
+
+
+def signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def cleanup(hard: bool = False) -> None:
+    """Remove what this process made (``hard``: also what it can see of other ranks)."""
+    for fn, hard_only in list(_cleanups):
+        if hard or not hard_only:
+            try:
+                fn()
+            except Exception:   # noqa: BLE001 - best effort while leaving
+                pass
+
+
+def say(line: str) -> None:
+    """One line on stderr without Python's buffered streams (safe in a handler)."""
+    try:
+        os.write(2, (line + "\n").encode(errors="replace"))
+    except OSError:
+        pass
+
+
+def install() -> None:
+    """Handle SIGTERM and SIGINT (call first thing: imports come after)."""
+    for s in SIGNALS:
+        signal.signal(s, _handler)
+
+
+def begin(comm) -> None:
+    """From now on a parallel run stops cooperatively (see the module's doc)."""
+    global _comm
+    if comm.parallel and _installed():
+        _comm = comm
+        _start_watchdog(comm.rank)
+
+
+class shielded:
+    """A step a signal must not cut in two (moving the output into place): the stop
+    waits until it is done."""
+
+    def __enter__(self):
+        global _shield
+        _shield += 1
+
+    def __exit__(self, *exc):
+        global _shield
+        _shield -= 1
+        if not _shield and signum is not None and _comm is None and _installed():
+            _handler(signum, None)
+
+
+def _installed() -> bool:
+    return signal.getsignal(signal.SIGTERM) is _handler
+
+
+def _handler(sig, frame):
+    global signum, _raised
+    if signum is None:
+        signum = sig
+    if _shield:
+        return
+    comm = _comm
+    if comm is None:        # serial, or not started: nothing can be waiting for us
+        cleanup(hard=False)
+        say(f"partrace: terminated ({signal_name(sig)}): spill files and unfinished "
+            f"output removed")
+        os._exit(exit_code(sig))
+    if not _raised and comm.in_guard():
+        _raised = True
+        raise StopRequested(sig)
+
+
+def _start_watchdog(rank: int) -> None:
+    import threading
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w)     # written by the C-level handler, whatever the main thread does
+
+    def watch():
+        while True:
+            data = os.read(r, 1)
+            if data and data[0] in SIGNALS:
+                break
+        import time
+        time.sleep(GRACE)
+        say(f"partrace: rank {rank}: the ranks did not stop together within {GRACE:.0f} s; "
+            f"removing this run's files and leaving")
+        cleanup(hard=True)
+        os._exit(exit_code(data[0]))
+
+    threading.Thread(target=watch, name="partrace-stop", daemon=True).start()
