@@ -38,6 +38,7 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
         acc = start(defs)
         for unit in mine:
             for chunk in reader.decode(unit, defs):
+                comm.poll()     # a stop signal here or on another rank ends the loop
                 acc = step(acc, chunk if tables is None else
                            {n: t for n, t in chunk.items() if n in tables})
             progress.advance(unit.size)

@@ -53,6 +53,12 @@ class Comm:
     def parallel(self) -> bool:
         return self.size > 1
 
+    @property
+    def mpi(self):
+        """The mpi4py communicator (None when serial), for the few who need MPI itself
+        (h5py's mpio driver, progress's own communicator)."""
+        return self._c
+
     # --- object collectives (small data: plans, counts, samples, messages) ---
     def bcast(self, obj, root: int = 0):
         return obj if self._c is None else self._c.bcast(obj, root=root)

@@ -73,7 +73,7 @@ class Progress:
         if not self.enabled:
             return
         if comm.parallel:
-            self._pc = comm._c.Dup()
+            self._pc = comm.mpi.Dup()
             self._others = np.zeros(comm.size, dtype=np.int64)
             self._received = np.zeros(comm.size, dtype=np.int64)
             from mpi4py import MPI

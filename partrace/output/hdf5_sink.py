@@ -209,7 +209,7 @@ class HDF5Sink(Sink):
                     with h5py.File(path, "w", libver=hdf5.LIBVER) as f:
                         hdf5.write_header(f, self.defs, self.source, self.schema)
             comm.check()
-            self._file = h5py.File(path, "a", driver="mpio", comm=comm._c)
+            self._file = h5py.File(path, "a", driver="mpio", comm=comm.mpi)
             for name, columns in self.schema.items():
                 hdf5.create_table(self._file, name, columns, hdf5.CHUNK_ROWS, self.compression)
         for name, table in tables.items():

@@ -37,7 +37,7 @@ TIMEOUT_2 = 60.0                # under mpiexec (start-up of two interpreters in
 
 ERROR_LINE = re.compile(r"^partrace: error: (?P<path>/[^:]*?)(?::(?P<where>line \d+|byte \d+))?: "
                         r"(?P<msg>\S.*)$")
-WARNING_LINE = re.compile(r"^(?P<src>\S+\.py):\d+: \w*Warning: (?P<msg>.*)$")
+WARNING_LINE = re.compile(r"^(?:partrace: warning: |(?P<src>\S+\.py):\d+: \w*Warning: )(?P<msg>.*)$")
 SUMMARY_LINE = re.compile(r"^partrace: wrote .*: [\d,]+ events \((?P<rows>[\d,]+) rows in all tables\) "
                           r"from .* peak memory "
                           r"(?P<mib>[\d,]+) MiB per rank$")
