@@ -1,0 +1,191 @@
+"""The Perfetto output, read back with perfetto's own protos (perfetto_trace_pb2) and
+compared with the HDF5 merge of the same real fixture: every slice, instant, flow and
+counter value, on 1 and 3 ranks, and the files byte-identical across rank counts."""
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+import h5py
+import numpy as np
+import pytest
+
+from partrace.analysis.timeline import _messages
+from partrace.model import Kind, Table
+from partrace.output.hdf5 import read_table
+from partrace.output.perfetto_sink import REFERENCE_COLUMNS
+from tests.conftest import run_cli
+from tests.formats.test_contract import FIXTURES, _label
+
+pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+
+CASES = [pytest.param(path, id=f"{fmt}-{_label(path)}") for fmt, paths in FIXTURES.items()
+         for path in paths]
+BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.Type.Value(n) for n in
+                                ("TYPE_SLICE_BEGIN", "TYPE_SLICE_END", "TYPE_INSTANT", "TYPE_COUNTER"))
+CLEARED = pb.TracePacket.SequenceFlags.Value("SEQ_INCREMENTAL_STATE_CLEARED")
+
+
+def test_field_numbers_are_perfettos():
+    """The numbers the encoder writes (formats/perfetto/encode.py) are those of the protos."""
+    expected = {
+        (pb.Trace, "packet"): 1, (pb.TracePacket, "timestamp"): 8,
+        (pb.TracePacket, "trusted_packet_sequence_id"): 10, (pb.TracePacket, "track_event"): 11,
+        (pb.TracePacket, "interned_data"): 12, (pb.TracePacket, "sequence_flags"): 13,
+        (pb.TracePacket, "track_descriptor"): 60, (pb.TrackDescriptor, "uuid"): 1,
+        (pb.TrackDescriptor, "name"): 2, (pb.TrackDescriptor, "parent_uuid"): 5,
+        (pb.TrackDescriptor, "counter"): 8, (pb.TrackEvent, "type"): 9,
+        (pb.TrackEvent, "name_iid"): 10, (pb.TrackEvent, "track_uuid"): 11,
+        (pb.TrackEvent, "counter_value"): 30, (pb.TrackEvent, "double_counter_value"): 44,
+        (pb.TrackEvent, "flow_ids"): 47, (pb.TrackEvent, "terminating_flow_ids"): 48,
+        (pb.InternedData, "event_names"): 2, (pb.EventName, "iid"): 1, (pb.EventName, "name"): 2,
+    }
+    for (message, field), number in expected.items():
+        assert message.DESCRIPTOR.fields_by_name[field].number == number, (message, field)
+    from partrace.formats.perfetto import encode as E
+    assert (E.SLICE_BEGIN, E.SLICE_END, E.INSTANT, E.COUNTER) == (BEGIN, END, INSTANT, COUNTER)
+    assert E.STATE_CLEARED == CLEARED
+
+
+def _h5(path):
+    with h5py.File(path, "r") as f:
+        tables = {n: read_table(f[n]) for n in json.loads(f.attrs["tables"]) + ["locations", "regions"]}
+    return tables
+
+
+def _read(path):
+    """Tracks, and per track the events as (time, type, name, flow out, flow in, value)."""
+    trace = pb.Trace()
+    trace.ParseFromString(path.read_bytes())
+    tracks, events = {}, defaultdict(list)
+    names = {}                  # sequence -> iid -> name
+    started = set()
+    for p in trace.packet:
+        if p.HasField("track_descriptor"):
+            d = p.track_descriptor
+            assert d.uuid not in tracks
+            tracks[d.uuid] = (d.name, d.parent_uuid, d.HasField("counter"))
+            continue
+        seq = p.trusted_packet_sequence_id
+        if p.sequence_flags & CLEARED:
+            assert seq not in started
+            names[seq] = {}
+        te = p.track_event
+        if te.type != COUNTER:
+            assert seq in names, "a sequence's first packet clears its state"
+            started.add(seq)
+        for n in p.interned_data.event_names:
+            names[seq][n.iid] = n.name
+        name = names[seq][te.name_iid] if te.HasField("name_iid") else None
+        value = te.double_counter_value if te.HasField("double_counter_value") else \
+            (te.counter_value if te.HasField("counter_value") else None)
+        events[te.track_uuid].append((p.timestamp, te.type, name, tuple(te.flow_ids),
+                                      tuple(te.terminating_flow_ids), value))
+    return tracks, events
+
+
+@pytest.fixture(scope="module", params=CASES)
+def outputs(request, tmp_path_factory):
+    trace = request.param
+    tmp = tmp_path_factory.mktemp("pftrace")
+    h5 = tmp / "m.h5"
+    r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
+    assert r.returncode == 0, r.stderr
+    outs = []
+    for n in (None, 3):
+        out = tmp / f"m{n}.pftrace"
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=600)
+        assert r.returncode == 0, r.stderr
+        outs.append(out)
+    return _h5(h5), outs
+
+
+def test_same_bytes_on_1_and_3_ranks(outputs):
+    _, (one, three) = outputs
+    data = one.read_bytes()
+    assert data == three.read_bytes()
+    # protobuf's own serializer writes the parsed trace back byte for byte: every length,
+    # varint and field is as protobuf encodes it, in field-number order
+    trace = pb.Trace()
+    trace.ParseFromString(data)
+    assert trace.SerializeToString() == data
+
+
+def test_to_perfetto_names_any_file(tmp_path):
+    trace = FIXTURES["dumpi"][0]
+    out = tmp_path / "trace.bin"
+    r = run_cli(["merge", str(trace), "-o", str(out), "--to", "perfetto", "-q"])
+    assert r.returncode == 0, r.stderr
+    tracks, events = _read(out)
+    assert set(tracks) == {1, 2, 3, 4} and all(events[i] for i in tracks)
+    r = run_cli(["merge", str(trace), "-o", str(out), "--to", "perfetto", "-q"])
+    assert r.returncode != 0 and "exists" in r.stderr and out.exists()
+
+
+def test_tracks_slices_and_instants(outputs):
+    tables, (out, _) = outputs
+    tracks, events = _read(out)
+    locs = tables["locations"]
+    ids = set(int(i) for i in locs["id"])
+    for i, name, parent in zip(locs["id"], locs["name"], locs["parent"]):
+        assert tracks[int(i)] == (str(name), int(parent) if int(parent) in ids else 0, False)
+    regions = {int(i): str(n) for i, n in zip(tables["regions"]["id"], tables["regions"]["name"])}
+    ev = tables["events"]
+    kind = np.asarray(ev["kind"]).astype(np.int64)
+    loc, t, region = (np.asarray(ev[c]).astype(np.int64) for c in ("location", "time", "region"))
+    for i in ids:
+        rows = np.flatnonzero(loc == i)
+        want = []
+        for r in rows:      # the expected events of the location, one by one (small fixtures)
+            k = int(kind[r])
+            typ = BEGIN if k == Kind.ENTER else END if k == Kind.LEAVE else INSTANT
+            name = None if typ == END else regions.get(int(region[r])) or Kind(k).name
+            want.append((int(t[r]), typ, name))
+        got = [(ts, typ, name) for ts, typ, name, *_ in events.get(i, [])]
+        assert got == want, i
+    assert sum(len(events.get(i, [])) for i in ids) == len(ev["time"])
+
+
+def test_flows_join_each_message(outputs):
+    tables, (out, _) = outputs
+    _, events = _read(out)
+    ev = tables["events"]
+    sends, recvs = {}, {}
+    for track, rows in events.items():
+        for ts, _, _, fo, fi, _ in rows:
+            for f in fo:
+                assert f not in sends
+                sends[f] = (track, ts)
+            for f in fi:
+                assert f not in recvs
+                recvs[f] = (track, ts)
+    kind = np.asarray(ev["kind"]).astype(np.int64)
+    peer = np.asarray(ev["peer"]).astype(np.int64) if "peer" in ev else np.zeros(len(kind), np.int64)
+    assert len(sends) == int(((kind == Kind.SEND) & (peer != 0)).sum())
+    assert len(recvs) == int(((kind == Kind.RECV) & (peer != 0)).sum())
+    table = Table({c: np.asarray(ev[c]).astype(np.int64) for c in ("time", "location", "seq", "kind")}
+                  | {"peer": peer} | ({"tag": np.asarray(ev["tag"]).astype(np.int64)} if "tag" in ev else {}))
+    m = _messages(table)
+    want = Counter(zip(m["sender"].tolist(), m["send_time"].tolist(),
+                       m["receiver"].tolist(), m["recv_time"].tolist()))
+    joined = Counter(sends[f] + recvs[f] for f in sends if f in recvs)
+    assert joined == want
+
+
+def test_counters(outputs):
+    tables, (out, _) = outputs
+    tracks, events = _read(out)
+    counters = {u: v for u, v in tracks.items() if v[2]}
+    samples = [n for n, t in tables.items() if n not in ("events", "locations", "regions")
+               and not set(t.names) & REFERENCE_COLUMNS]
+    # every sample table becomes counter tracks (the ROSS fixtures have them)
+    assert {name.split(".")[0] for name, _, _ in counters.values()} == set(samples)
+    for uuid, (name, parent, _) in counters.items():
+        table, col = name.rsplit(".", 1)
+        t = tables[table]
+        rows = np.flatnonzero(np.asarray(t["location"]) == parent)
+        got = events.get(uuid, [])
+        assert [(ts, typ) for ts, typ, *_ in got] == [(int(x), COUNTER) for x in np.asarray(t["time"])[rows]]
+        values = np.asarray(t[col])[rows]
+        want = values.astype(np.float64) if values.dtype.kind == "f" else values.astype(np.int64)
+        assert [v for *_, v in got] == want.tolist(), name
