@@ -189,3 +189,63 @@ def test_counters(outputs):
         values = np.asarray(t[col])[rows]
         want = values.astype(np.float64) if values.dtype.kind == "f" else values.astype(np.int64)
         assert [v for *_, v in got] == want.tolist(), name
+
+
+# -- windows: the bytes do not depend on how the merge is cut ---------------------------------
+
+def _decoded(path):
+    from partrace.engine.mpi import serial
+    from partrace.engine.pipeline import run
+    from partrace.output.memory import MemorySink
+    sink = MemorySink()
+    run(serial(), path, sink)
+    return sink.defs, sink.schema, sink.tables
+
+
+def _write_windows(defs, schema, tables, out, windows: int) -> bytes:
+    """Write through PerfettoSink, each table cut into `windows` windows of its key order."""
+    from partrace.engine.mpi import serial
+    from partrace.output.perfetto_sink import PerfettoSink
+    comm, sink = serial(), PerfettoSink(out)
+    out.parent.mkdir()
+    sink.prepare(comm, defs, schema)
+    cuts = {name: (np.arange(windows + 1) * len(t)) // windows for name, t in tables.items()}
+    for w in range(windows):
+        sink.write(comm, {name: t.rows(int(c[w]), int(c[w + 1])) for (name, t), c in
+                          zip(tables.items(), cuts.values())})
+    sink.commit(comm)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("trace", ["dumpi/p2p-4rank", "ovni/v3-mpisim-small/ovni",
+                                   "ross/phold-np2-opt-gvt-pekplp/stats", "otf/hybrid16/trace/hybrid16.otf"])
+def test_sink_output_is_the_same_for_any_windows(trace, tmp_path):
+    from tests.conftest import DATA
+    defs, schema, tables = _decoded(DATA / trace)
+    want = _write_windows(defs, schema, tables, tmp_path / "one" / "x.pftrace", 1)
+    assert len(want) > 1000
+    for windows in (2, 7, 40):
+        assert _write_windows(defs, schema, tables, tmp_path / f"w{windows}" / "x.pftrace", windows) == want
+
+
+def test_budgeted_merge_on_3_ranks_equals_one_window(tmp_path):
+    """A generated DUMPI trace under a 1 MiB budget: many windows on 3 ranks, same bytes."""
+    import re
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_dumpi.py"), str(tmp_path),
+                        "--ranks", "4", "--calls", "3000"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    trace = tmp_path / "synth.meta"
+    outs, windows = [], []
+    for n, extra in ((None, []), (3, ["--memory", "1M"])):
+        out = tmp_path / f"o{n}.pftrace"
+        r = run_cli(["merge", str(trace), "-o", str(out), *extra], nranks=n, timeout=600)
+        assert r.returncode == 0, r.stderr
+        windows.append(int(re.search(r"(\d+) window\(s\)", r.stderr).group(1)))
+        outs.append(out.read_bytes())
+    assert windows[0] == 1 and windows[1] > 1
+    assert outs[0] == outs[1]
+    _, events = _read(tmp_path / "oNone.pftrace")
+    assert sum(len(e) for e in events.values()) > 10000
