@@ -249,3 +249,19 @@ def test_budgeted_merge_on_3_ranks_equals_one_window(tmp_path):
     assert outs[0] == outs[1]
     _, events = _read(tmp_path / "oNone.pftrace")
     assert sum(len(e) for e in events.values()) > 10000
+
+
+@pytest.mark.parametrize("nranks", [None, 3])
+def test_damaged_input_leaves_no_output(tmp_path, nranks):
+    """A truncated DUMPI file: exit 2 naming it, and nothing left beside the output name."""
+    import shutil
+    src = tmp_path / "in"
+    shutil.copytree(FIXTURES["dumpi"][0], src)
+    damaged = sorted(src.glob("*-0001.bin"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:3000])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    r = run_cli(["merge", str(src), "-o", str(out_dir / "x.pftrace"), "-q"], nranks=nranks)
+    assert r.returncode == 2, r.stderr
+    assert damaged.name in r.stderr
+    assert list(out_dir.iterdir()) == []
