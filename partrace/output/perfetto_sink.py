@@ -70,7 +70,7 @@ class PerfettoSink(Sink):
 
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
-        from ..formats.perfetto.encode import hash_of
+        from ..formats.perfetto.encode import hash_of, string_table
         self.defs, self.schema = defs, schema
         locs = defs.tables["locations"]
         order = np.argsort(np.asarray(locs["id"], dtype=np.int64), kind="stable")
@@ -99,11 +99,8 @@ class PerfettoSink(Sink):
         self.reg_ids = np.asarray(regs["id"], dtype=np.int64)[rorder]
         names = [str(regs["name"][i]) for i in rorder]
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
-        encoded = [s.encode("utf-8", "replace") for s in names]
-        self.name_off = np.zeros(len(encoded) + 2, np.int64)       # iid 0 unused
-        self.name_off[2:] = np.cumsum([len(b) for b in encoded])
-        self.names = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
-        self.niids = len(encoded) + 1
+        self.names, self.name_off = string_table([""] + names)      # iid 0: no name
+        self.niids = len(names) + 1
         # per-location state carried across windows
         self.interned = np.zeros(0, np.int64)       # location index * niids + iid already sent
         self.started = np.zeros(n, bool)            # sequence begun (state cleared)
@@ -246,15 +243,23 @@ class PerfettoSink(Sink):
 
     # -- end ------------------------------------------------------------------
     def _header(self) -> bytes:
-        from ..formats.perfetto.encode import track_descriptor
-        known = set(self.loc_ids.tolist())
-        out = [track_descriptor(int(i), name, int(p) if int(p) in known else 0)
-               for i, name, p in zip(self.loc_ids, self.loc_names, self.loc_parents)]
+        """The TrackDescriptors: every location's track (under its parent's, where the
+        parent is a location), then each location's counter tracks."""
+        from ..formats.perfetto import encode as E
+        n = len(self.loc_ids)
         columns = [f"{t}.{c.name}" for t, cols in self.counters for c in cols]
-        for li, loc in enumerate(self.loc_ids):
-            out += [track_descriptor(int(self.counter_uuid[li, j]), col, int(loc), counter=True)
-                    for j, col in enumerate(columns)]
-        return b"".join(out)
+        ncol = len(columns)
+        known = np.isin(self.loc_parents, self.loc_ids)
+        uuid = np.concatenate([self.loc_ids.view(np.uint64), self.counter_uuid.reshape(-1)])
+        parent = np.concatenate([np.where(known, self.loc_parents, 0), np.repeat(self.loc_ids, ncol)])
+        name = np.concatenate([np.arange(n), n + np.tile(np.arange(ncol), n)]).astype(np.int64)
+        is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol, bool)]
+        names, off = E.string_table(self.loc_names + columns)
+        # framing and ids take at most 64 bytes a track; names: each location's once, the
+        # column names once per location
+        out = np.empty(len(uuid) * 64 + int(off[n]) + n * int(off[-1] - off[n]), np.uint8)
+        used = E.encode_tracks(uuid, parent.astype(np.int64), name, is_counter, names, off, out)
+        return out[:used].tobytes()
 
     def commit(self, comm: Comm) -> None:
         with comm.guard():

@@ -18,6 +18,7 @@ from tests.conftest import run_cli
 from tests.formats.test_contract import FIXTURES, _label
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+pytestmark = pytest.mark.mpi        # most of them merge on 3 ranks too
 
 CASES = [pytest.param(path, id=f"{fmt}-{_label(path)}") for fmt, paths in FIXTURES.items()
          for path in paths]

@@ -158,29 +158,51 @@ def encode_counters(time, uuid, bits, is_double, seqid, out, ends):
     return pos
 
 
-# -- definitions (one packet per track: sized by the definitions, not the trace) ----------
-def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+@njit(cache=True)
+def encode_tracks(uuid, parent, name, is_counter, names, name_off, out):
+    """One packet per track: a TrackDescriptor {uuid, name = names[name_off[name[i]]:...],
+    parent_uuid (0: none), an empty CounterDescriptor where ``is_counter``}.  (A ROSS run
+    has a track per LP and per LP and sampled column: too many for Python.)"""
+    pos = 0
+    for i in range(len(uuid)):
+        u = np.uint64(uuid[i])
+        p = np.uint64(parent[i])
+        a = name_off[name[i]]
+        nl = name_off[name[i] + 1] - a
+        body = 1 + _vlen(u) + 1 + _vlen(np.uint64(nl)) + nl
+        if p != 0:
+            body += 1 + _vlen(p)
+        if is_counter[i]:
+            body += 2
+        size = 2 + _vlen(np.uint64(body)) + body
+        out[pos] = _PACKET
+        pos = _put(out, pos + 1, np.uint64(size))
+        out[pos] = 0xE2                                  # track_descriptor (60)
+        out[pos + 1] = 0x03
+        pos = _put(out, pos + 2, np.uint64(body))
+        out[pos] = 0x08                                  # uuid
+        pos = _put(out, pos + 1, u)
+        out[pos] = 0x12                                  # name
+        pos = _put(out, pos + 1, np.uint64(nl))
+        for j in range(nl):
+            out[pos + j] = names[a + j]
+        pos += nl
+        if p != 0:
+            out[pos] = 0x28                              # parent_uuid
+            pos = _put(out, pos + 1, p)
+        if is_counter[i]:
+            out[pos] = 0x42                              # counter: empty CounterDescriptor
+            out[pos + 1] = 0
+            pos += 2
+    return pos
 
 
-def _field(tag: bytes, body: bytes) -> bytes:
-    return tag + _varint(len(body)) + body
-
-
-def track_descriptor(uuid: int, name: str, parent: int = 0, counter: bool = False) -> bytes:
-    """A TracePacket holding a TrackDescriptor, framed as a Trace.packet."""
-    body = b"\x08" + _varint(uuid) + _field(b"\x12", name.encode("utf-8", "replace"))
-    if parent:
-        body += b"\x28" + _varint(parent)
-    if counter:
-        body += b"\x42\x00"          # an empty CounterDescriptor: a counter track
-    return _field(bytes([_PACKET]), _field(b"\xE2\x03", body))
+def string_table(strings) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of the strings laid end to end, and the offsets (len + 1) of each."""
+    encoded = [s.encode("utf-8", "replace") for s in strings]
+    off = np.zeros(len(encoded) + 1, np.int64)
+    off[1:] = np.cumsum([len(b) for b in encoded])
+    return np.frombuffer(b"".join(encoded) or b"\0", np.uint8), off
 
 
 # -- ids -----------------------------------------------------------------------------------
