@@ -87,7 +87,8 @@ class PerfettoSink(Sink):
         ncol = int(starts[-1])
         self.per_loc = 1 + ncol     # sequences (and part keys) per location: events, each column
         if n * self.per_loc >= (1 << 32) - 1:
-            raise UsageError(f"{n} locations x {self.per_loc} sequences exceed Perfetto's 2^32 sequences")
+            raise UsageError(f"{n} locations x {self.per_loc} sequences exceed "
+                             "Perfetto's 2^32 packet sequences")
         # counter track uuids: a hash of (location, counter number), top bit set so that they
         # never meet a location id
         grid = np.repeat(self.loc_ids, ncol), np.tile(np.arange(ncol, dtype=np.int64), n)
@@ -188,8 +189,9 @@ class PerfettoSink(Sink):
         self.started[li[starts]] = True
         flow_out, flow_in = self._flows(ev, g, loc, kind)
         seqid = (1 + li * self.per_loc).astype(np.uint32)
-        size = len(g) * 96 + int((self.name_off[iid[intern] + 1] - self.name_off[iid[intern]]).sum()) \
-            + 32 * int(intern.sum())
+        # at most 96 bytes a packet, and 32 more with a name (whose bytes come on top)
+        named = iid[intern]
+        size = len(g) * 96 + int((self.name_off[named + 1] - self.name_off[named]).sum()) + 32 * len(named)
         buf = np.empty(size, np.uint8)
         ends = np.empty(len(g), np.int64)
         E.encode_events(np.asarray(ev["time"], dtype=np.int64)[g], etype, loc.view(np.uint64),
@@ -205,7 +207,8 @@ class PerfettoSink(Sink):
         if "peer" not in ev:
             return out, into
         peer = np.asarray(ev["peer"], dtype=np.int64)[g]
-        tag = np.asarray(ev["tag"], dtype=np.int64)[g] if "tag" in ev else np.zeros(len(g), np.int64)
+        tag = np.asarray(ev["tag"], dtype=np.int64)[g] if "tag" in ev \
+            else np.zeros(len(g), np.int64)
         for side, target in ((Kind.SEND, out), (Kind.RECV, into)):
             rows = np.flatnonzero((kind == side) & (peer != 0))
             if not len(rows):
@@ -234,7 +237,8 @@ class PerfettoSink(Sink):
             keys = li * self.per_loc + 1 + col
             v = np.asarray(t[c.name])[g]
             is_double = v.dtype.kind == "f"
-            bits = v.astype(np.float64).view(np.uint64) if is_double else v.astype(np.int64).view(np.uint64)
+            # the value's bits: a double's, or an integer's as int64 (two's complement)
+            bits = (v.astype(np.float64) if is_double else v.astype(np.int64)).view(np.uint64)
             buf = np.empty(len(g) * 64, np.uint8)
             ends = np.empty(len(g), np.int64)
             E.encode_counters(tm, self.counter_uuid[li, col], bits, is_double,
@@ -251,7 +255,8 @@ class PerfettoSink(Sink):
         ncol = len(columns)
         known = np.isin(self.loc_parents, self.loc_ids)
         uuid = np.concatenate([self.loc_ids.view(np.uint64), self.counter_uuid.reshape(-1)])
-        parent = np.concatenate([np.where(known, self.loc_parents, 0), np.repeat(self.loc_ids, ncol)])
+        parent = np.concatenate([np.where(known, self.loc_parents, 0),
+                                 np.repeat(self.loc_ids, ncol)])
         name = np.concatenate([np.arange(n), n + np.tile(np.arange(ncol), n)]).astype(np.int64)
         is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol, bool)]
         names, off = E.string_table(self.loc_names + columns)
