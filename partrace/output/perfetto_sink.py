@@ -35,7 +35,7 @@ from ..errors import PartraceError, UsageError
 from ..model import KEY_COLUMNS, Definitions, Kind, Schema, Table
 from .staging import Staging
 
-EVENTS = "events"
+EVENTS, MARKERS = "events", "markers"
 # a table holding one of these columns describes events (or refers to them), it is no sample
 REFERENCE_COLUMNS = {"kind", "ref_table", "ref_seq", "event_seq", "call", "marker"}
 # columns of a sample table that identify or locate the record rather than measure anything
@@ -85,7 +85,13 @@ class PerfettoSink(Sink):
         starts = np.cumsum([0] + [len(c) for _, c in self.counters])
         self.first_column = {name: int(a) for (name, _), a in zip(self.counters, starts)}
         ncol = int(starts[-1])
-        self.per_loc = 1 + ncol     # sequences (and part keys) per location: events, each column
+        # a table of marker spots (OTF's: a `marker` column naming a marker_defs row) gives
+        # instants named by their marker
+        self.markers = MARKERS in schema and any(c.name == "marker" for c in schema[MARKERS]) \
+            and "marker_defs" in defs.tables
+        self.first_counter = 2 if self.markers else 1
+        # sequences (and part keys) per location: events, markers, one per sampled column
+        self.per_loc = self.first_counter + ncol
         if n * self.per_loc >= (1 << 32) - 1:
             raise UsageError(f"{n} locations x {self.per_loc} sequences exceed "
                              "Perfetto's 2^32 packet sequences")
@@ -100,11 +106,18 @@ class PerfettoSink(Sink):
         self.reg_ids = np.asarray(regs["id"], dtype=np.int64)[rorder]
         names = [str(regs["name"][i]) for i in rorder]
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
+        self.marker_ids = np.zeros(0, np.int64)
+        if self.markers:        # then one per marker definition (in id order)
+            mdefs = defs.tables["marker_defs"]
+            morder = np.argsort(np.asarray(mdefs["id"], dtype=np.int64), kind="stable")
+            self.marker_ids = np.asarray(mdefs["id"], dtype=np.int64)[morder]
+            self.first_marker_iid = len(names) + 1
+            names += [str(mdefs["name"][i]) for i in morder]
         self.names, self.name_off = string_table([""] + names)      # iid 0: no name
         self.niids = len(names) + 1
         # per-location state carried across windows
-        self.interned = np.zeros(0, np.int64)       # location index * niids + iid already sent
-        self.started = np.zeros(n, bool)            # sequence begun (state cleared)
+        self.interned = np.zeros(0, np.int64)       # sequence key * niids + iid already sent
+        self.started = np.zeros(0, np.int64)        # sequence keys begun (state cleared)
         self.sent = (np.zeros(0, np.uint64), np.zeros(0, np.int64))    # message key -> count
         self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self.pieces: list[np.ndarray] = []          # (key, offset in part, length) per window
@@ -133,7 +146,7 @@ class PerfettoSink(Sink):
         return i
 
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name != EVENTS and name not in self.tables:
+        if name != EVENTS and name not in self.tables and not (name == MARKERS and self.markers):
             return np.full(len(table), comm.rank, dtype=np.int64)     # not written
         return self.owner[self._index(np.asarray(table["location"]), name)]
 
@@ -143,6 +156,9 @@ class PerfettoSink(Sink):
             ev = tables.get(EVENTS)
             if ev is not None and len(ev):
                 self._write_events(ev)
+            mk = tables.get(MARKERS) if self.markers else None
+            if mk is not None and len(mk):
+                self._write_markers(mk)
             for name, cols in self.counters:
                 t = tables.get(name)
                 if t is not None and len(t):
@@ -175,29 +191,53 @@ class PerfettoSink(Sink):
         known = (region != 0) & (self.reg_ids[r] == region) if len(self.reg_ids) else region != 0
         iid = np.where(known, r + 1, len(self.reg_ids) + 1 + np.minimum(kind, MAX_KIND - 1))
         iid[etype == E.SLICE_END] = 0                 # an end needs no name
-        # a name's first packet on its location's sequence carries it
-        pair = li * self.niids + iid
+        flow_out, flow_in = self._flows(ev, g, loc, kind)
+        self._write_points(li * self.per_loc, np.asarray(ev["time"], dtype=np.int64)[g], loc,
+                           etype, iid, flow_out, flow_in)
+
+    def _write_markers(self, mk: Table) -> None:
+        """Marker spots: instants named by their marker's definition."""
+        from ..formats.perfetto import encode as E
+        li = self._index(np.asarray(mk["location"]), MARKERS)
+        g = np.argsort(li, kind="stable")
+        li = li[g]
+        marker = np.asarray(mk["marker"], dtype=np.int64)[g]
+        m = np.minimum(np.searchsorted(self.marker_ids, marker), max(len(self.marker_ids) - 1, 0))
+        if not len(self.marker_ids) or (self.marker_ids[m] != marker).any():
+            bad = marker[~np.isin(marker, self.marker_ids)][0]
+            raise PartraceError(f"{MARKERS}: marker {int(bad)} is not in the trace's marker definitions")
+        none = np.zeros(len(g), np.uint64)
+        self._write_points(li * self.per_loc + 1, np.asarray(mk["time"], dtype=np.int64)[g],
+                           self.loc_ids[li], np.full(len(g), E.INSTANT, np.uint8),
+                           self.first_marker_iid + m, none, none)
+
+    def _write_points(self, key, tm, loc, etype, iid, flow_out, flow_in) -> None:
+        """Rows grouped by sequence ``key`` (in key order within) as track events on their
+        location's track."""
+        from ..formats.perfetto import encode as E
+        # a name's first packet on its sequence carries it
+        pair = key * self.niids + iid
         _, first = np.unique(pair, return_index=True)
-        intern = np.zeros(len(g), bool)
+        intern = np.zeros(len(key), bool)
         intern[first] = True
         intern &= (iid != 0) & ~np.isin(pair, self.interned)
         self.interned = np.union1d(self.interned, pair[intern])
-        flags = np.full(len(g), E.NEEDS_STATE, np.uint8)
-        starts = np.r_[0, np.flatnonzero(li[1:] != li[:-1]) + 1]
-        new = starts[~self.started[li[starts]]]
-        flags[new] = E.STATE_CLEARED
-        self.started[li[starts]] = True
-        flow_out, flow_in = self._flows(ev, g, loc, kind)
-        seqid = (1 + li * self.per_loc).astype(np.uint32)
+        # and the first packet of a sequence clears its state
+        flags = np.full(len(key), E.NEEDS_STATE, np.uint8)
+        starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
+        fresh = ~np.isin(key[starts], self.started)
+        flags[starts[fresh]] = E.STATE_CLEARED
+        self.started = np.union1d(self.started, key[starts])
         # at most 96 bytes a packet, and 32 more with a name (whose bytes come on top)
         named = iid[intern]
-        size = len(g) * 96 + int((self.name_off[named + 1] - self.name_off[named]).sum()) + 32 * len(named)
+        size = len(key) * 96 + int((self.name_off[named + 1] - self.name_off[named]).sum()) \
+            + 32 * len(named)
         buf = np.empty(size, np.uint8)
-        ends = np.empty(len(g), np.int64)
-        E.encode_events(np.asarray(ev["time"], dtype=np.int64)[g], etype, loc.view(np.uint64),
-                        iid.astype(np.uint64), flow_out, flow_in, intern, flags, seqid,
-                        self.names, self.name_off, buf, ends)
-        self._append(li * self.per_loc, buf, ends)
+        ends = np.empty(len(key), np.int64)
+        E.encode_events(tm, etype, loc.view(np.uint64), iid.astype(np.uint64), flow_out, flow_in,
+                        intern, flags, (1 + key).astype(np.uint32), self.names, self.name_off,
+                        buf, ends)
+        self._append(key, buf, ends)
 
     def _flows(self, ev: Table, g: np.ndarray, loc: np.ndarray, kind: np.ndarray):
         """Flow ids leaving each SEND and ending at each RECV (0: none)."""
@@ -234,7 +274,7 @@ class PerfettoSink(Sink):
         tm = np.asarray(t["time"], dtype=np.int64)[g]
         for j, c in enumerate(cols):
             col = self.first_column[name] + j
-            keys = li * self.per_loc + 1 + col
+            keys = li * self.per_loc + self.first_counter + col
             v = np.asarray(t[c.name])[g]
             is_double = v.dtype.kind == "f"
             # the value's bits: a double's, or an integer's as int64 (two's complement)

@@ -51,14 +51,23 @@ def test_field_numbers_are_perfettos():
 def _h5(path):
     with h5py.File(path, "r") as f:
         tables = {n: read_table(f[n]) for n in json.loads(f.attrs["tables"]) + ["locations", "regions"]}
+        if "marker_defs" in f["definitions"]:
+            tables["marker_defs"] = read_table(f["definitions"]["marker_defs"])
     return tables
 
 
-def _read(path):
-    """Tracks, and per track the events as (time, type, name, flow out, flow in, value)."""
+def _marker_names(tables):
+    d = tables["marker_defs"]
+    return {int(i): str(n) for i, n in zip(d["id"], d["name"])}
+
+
+def _read(path, by_sequence=False):
+    """Tracks, and per track the events as (time, type, name, flow out, flow in, value)
+    (by_sequence: per track, per packet sequence, the (time, type, name) of each)."""
     trace = pb.Trace()
     trace.ParseFromString(path.read_bytes())
     tracks, events = {}, defaultdict(list)
+    sequences = defaultdict(lambda: defaultdict(list))
     names = {}                  # sequence -> iid -> name
     started = set()
     for p in trace.packet:
@@ -82,7 +91,8 @@ def _read(path):
             (te.counter_value if te.HasField("counter_value") else None)
         events[te.track_uuid].append((p.timestamp, te.type, name, tuple(te.flow_ids),
                                       tuple(te.terminating_flow_ids), value))
-    return tracks, events
+        sequences[te.track_uuid][seq].append((p.timestamp, te.type, name))
+    return (tracks, sequences) if by_sequence else (tracks, events)
 
 
 @pytest.fixture(scope="module", params=CASES)
@@ -124,8 +134,10 @@ def test_to_perfetto_names_any_file(tmp_path):
 
 
 def test_tracks_slices_and_instants(outputs):
+    """Each location's track holds its events, and its marker spots (OTF), each in key order
+    on a packet sequence of its own."""
     tables, (out, _) = outputs
-    tracks, events = _read(out)
+    tracks, sequences = _read(out, by_sequence=True)
     locs = tables["locations"]
     ids = set(int(i) for i in locs["id"])
     for i, name, parent in zip(locs["id"], locs["name"], locs["parent"]):
@@ -142,9 +154,17 @@ def test_tracks_slices_and_instants(outputs):
             typ = BEGIN if k == Kind.ENTER else END if k == Kind.LEAVE else INSTANT
             name = None if typ == END else regions.get(int(region[r])) or Kind(k).name
             want.append((int(t[r]), typ, name))
-        got = [(ts, typ, name) for ts, typ, name, *_ in events.get(i, [])]
-        assert got == want, i
-    assert sum(len(events.get(i, [])) for i in ids) == len(ev["time"])
+        wanted = [want] if want else []
+        if "markers" in tables:
+            mk = tables["markers"]
+            defs = _marker_names(tables)
+            spots = [(int(t), INSTANT, defs[int(m)]) for t, m in
+                     zip(np.asarray(mk["time"])[mk["location"] == i], np.asarray(mk["marker"])[mk["location"] == i])]
+            wanted += [spots] if spots else []
+        got = sorted(sequences.get(i, {}).items())
+        assert [rows for _, rows in got] == wanted, i
+    assert sum(len(rows) for s in sequences.values() for rows in s.values()) \
+        >= len(ev["time"])
 
 
 def test_flows_join_each_message(outputs):
@@ -177,7 +197,7 @@ def test_counters(outputs):
     tables, (out, _) = outputs
     tracks, events = _read(out)
     counters = {u: v for u, v in tracks.items() if v[2]}
-    samples = [n for n, t in tables.items() if n not in ("events", "locations", "regions")
+    samples = [n for n, t in tables.items() if n not in ("events", "locations", "regions", "marker_defs")
                and not set(t.names) & REFERENCE_COLUMNS]
     # every sample table becomes counter tracks (the ROSS fixtures have them)
     assert {name.split(".")[0] for name, _, _ in counters.values()} == set(samples)
