@@ -9,17 +9,22 @@ What a Perfetto user expects to see:
   T and the k-th RECV on R from S with tag T (MPI's non-overtaking order, as
   analysis/timeline.py pairs them) carry the flow id hash(S, R, T, k), which each
   side computes from its own location's rows;
+  both carry peer, tag and size as debug annotations;
+- marker spots (a ``markers`` table whose ``marker`` names a ``marker_defs`` row:
+  OTF's) as INSTANTs named by their marker;
 - sample tables (tables other than events that hold measures, not references to
   events: see ``counter_columns``) as counter tracks, one per (location, table.column).
 
 Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order).  Event rows of a location form one
 packet sequence (names interned per sequence: a name's first packet on the
-sequence carries it), each counter table of a location another.  A rank appends
+sequence carries it, its first packet clears the sequence's state), its marker
+spots another, each of its sampled columns another.  A rank appends
 each window's packets, grouped by sequence, to its own part file and notes where
 each sequence's pieces are; at commit every rank copies its sequences' bytes into
-the output at offsets ordered by (location, table), after the track descriptors
-that rank 0 writes.  No byte depends on windows or on which rank wrote it.
+the output at offsets ordered by sequence (location, then events, markers, columns),
+after the track descriptors that rank 0 writes.  No byte depends on windows or on
+which rank wrote it.
 """
 from __future__ import annotations
 
@@ -192,8 +197,16 @@ class PerfettoSink(Sink):
         iid = np.where(known, r + 1, len(self.reg_ids) + 1 + np.minimum(kind, MAX_KIND - 1))
         iid[etype == E.SLICE_END] = 0                 # an end needs no name
         flow_out, flow_in = self._flows(ev, g, loc, kind)
+        # a message carries its peer, tag and size as debug annotations (the args pane)
+        message = ((kind == Kind.SEND) | (kind == Kind.RECV)) & (flow_out | flow_in != 0)
+        zeros = np.zeros(len(g), np.int64)
+        peer, tag, size = (np.asarray(ev[c])[g] if c in ev else zeros
+                           for c in ("peer", "tag", "size"))
+        args = np.where(message, 1 | (2 if "tag" in ev else 0) | (4 if "size" in ev else 0), 0)
         self._write_points(li * self.per_loc, np.asarray(ev["time"], dtype=np.int64)[g], loc,
-                           etype, iid, flow_out, flow_in)
+                           etype, iid, flow_out, flow_in,
+                           (args.astype(np.uint8), peer.astype(np.int64), tag.astype(np.int64),
+                            size.astype(np.uint64)))
 
     def _write_markers(self, mk: Table) -> None:
         """Marker spots: instants named by their marker's definition."""
@@ -205,15 +218,21 @@ class PerfettoSink(Sink):
         m = np.minimum(np.searchsorted(self.marker_ids, marker), max(len(self.marker_ids) - 1, 0))
         if not len(self.marker_ids) or (self.marker_ids[m] != marker).any():
             bad = marker[~np.isin(marker, self.marker_ids)][0]
-            raise PartraceError(f"{MARKERS}: marker {int(bad)} is not in the trace's marker definitions")
+            raise PartraceError(f"{MARKERS}: marker {int(bad)} is not in the trace's "
+                                "marker definitions")
         none = np.zeros(len(g), np.uint64)
         self._write_points(li * self.per_loc + 1, np.asarray(mk["time"], dtype=np.int64)[g],
                            self.loc_ids[li], np.full(len(g), E.INSTANT, np.uint8),
                            self.first_marker_iid + m, none, none)
 
-    def _write_points(self, key, tm, loc, etype, iid, flow_out, flow_in) -> None:
+    @staticmethod
+    def _no_args(n: int):
+        return (np.zeros(n, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                np.zeros(n, np.uint64))
+
+    def _write_points(self, key, tm, loc, etype, iid, flow_out, flow_in, args=None) -> None:
         """Rows grouped by sequence ``key`` (in key order within) as track events on their
-        location's track."""
+        location's track (args: per row, which of peer, tag, size to annotate, and those)."""
         from ..formats.perfetto import encode as E
         # a name's first packet on its sequence carries it
         pair = key * self.niids + iid
@@ -228,15 +247,17 @@ class PerfettoSink(Sink):
         fresh = ~np.isin(key[starts], self.started)
         flags[starts[fresh]] = E.STATE_CLEARED
         self.started = np.union1d(self.started, key[starts])
-        # at most 96 bytes a packet, and 32 more with a name (whose bytes come on top)
+        args = args if args is not None else self._no_args(len(key))
+        # at most 96 bytes a packet, 64 more with annotations, and 32 more with a name
+        # (whose bytes come on top)
         named = iid[intern]
         size = len(key) * 96 + int((self.name_off[named + 1] - self.name_off[named]).sum()) \
-            + 32 * len(named)
+            + 32 * len(named) + 64 * int((args[0] != 0).sum())
         buf = np.empty(size, np.uint8)
         ends = np.empty(len(key), np.int64)
         E.encode_events(tm, etype, loc.view(np.uint64), iid.astype(np.uint64), flow_out, flow_in,
                         intern, flags, (1 + key).astype(np.uint32), self.names, self.name_off,
-                        buf, ends)
+                        *args, buf, ends)
         self._append(key, buf, ends)
 
     def _flows(self, ev: Table, g: np.ndarray, loc: np.ndarray, kind: np.ndarray):

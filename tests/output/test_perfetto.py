@@ -61,6 +61,19 @@ def _marker_names(tables):
     return {int(i): str(n) for i, n in zip(d["id"], d["name"])}
 
 
+def _args(path):
+    """Per track, the (time, {name: value}) of each packet with debug annotations."""
+    trace = pb.Trace()
+    trace.ParseFromString(path.read_bytes())
+    out = defaultdict(list)
+    for p in trace.packet:
+        te = p.track_event
+        if len(te.debug_annotations):
+            out[te.track_uuid].append((p.timestamp, {a.name: getattr(a, a.WhichOneof("value"))
+                                                     for a in te.debug_annotations}))
+    return out
+
+
 def _read(path, by_sequence=False):
     """Tracks, and per track the events as (time, type, name, flow out, flow in, value)
     (by_sequence: per track, per packet sequence, the (time, type, name) of each)."""
@@ -191,6 +204,17 @@ def test_flows_join_each_message(outputs):
                        m["receiver"].tolist(), m["recv_time"].tolist()))
     joined = Counter(sends[f] + recvs[f] for f in sends if f in recvs)
     assert joined == want
+    # each message's packet carries its peer, tag and size
+    args = _args(out)
+    loc, t = np.asarray(ev["location"]).astype(np.int64), np.asarray(ev["time"]).astype(np.int64)
+    msg = ((kind == Kind.SEND) | (kind == Kind.RECV)) & (peer != 0)
+    for i in np.unique(loc[msg]):
+        rows = np.flatnonzero(msg & (loc == i))
+        want = [(int(t[r]), {"peer": int(peer[r]),
+                             **({"tag": int(ev["tag"][r])} if "tag" in ev else {}),
+                             **({"size": int(ev["size"][r])} if "size" in ev else {})}) for r in rows]
+        assert args[int(i)] == want, i
+    assert sum(len(a) for a in args.values()) == int(msg.sum())
 
 
 def test_counters(outputs):

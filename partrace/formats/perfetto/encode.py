@@ -3,10 +3,11 @@
 Field numbers (protos/perfetto/trace/trace_packet.proto, track_event/*.proto):
   TracePacket: timestamp 8, trusted_packet_sequence_id 10, track_event 11,
                interned_data 12, sequence_flags 13, track_descriptor 60
-  TrackEvent:  type 9, name_iid 10, track_uuid 11, counter_value 30,
+  TrackEvent:  debug_annotations 4, type 9, name_iid 10, track_uuid 11, counter_value 30,
                double_counter_value 44, flow_ids 47 (fixed64), terminating_flow_ids 48 (fixed64)
   TrackDescriptor: uuid 1, name 2, parent_uuid 5, counter 8
   InternedData: event_names 2;  EventName: iid 1, name 2
+  DebugAnnotation: uint_value 3, int_value 4, name 10
 Fields are written in field-number order, as protobuf's own serializers do.
 """
 from __future__ import annotations
@@ -48,11 +49,42 @@ def _fixed64(out, pos, v):
     return pos + 8
 
 
+# a message's debug annotations, bits of ``args``: peer, tag (int_value), size (uint_value)
+_PEER, _TAG, _SIZE = 1, 2, 4
+
+
+@njit(cache=True)
+def _arg_len(v, name_len):
+    body = 1 + _vlen(v) + 2 + name_len
+    return 1 + _vlen(np.uint64(body)) + body
+
+
+@njit(cache=True)
+def _put_arg(out, pos, v, signed, name):
+    """A TrackEvent.debug_annotations entry {int_value or uint_value: v, name}."""
+    body = 1 + _vlen(v) + 2 + len(name)
+    out[pos] = 0x22                                      # debug_annotations (4)
+    pos = _put(out, pos + 1, np.uint64(body))
+    out[pos] = 0x20 if signed else 0x18                  # int_value (4) / uint_value (3)
+    pos = _put(out, pos + 1, v)
+    out[pos] = 0x52                                      # name (10)
+    out[pos + 1] = len(name)
+    for j in range(len(name)):
+        out[pos + 2 + j] = name[j]
+    return pos + 2 + len(name)
+
+
+_NAME_PEER = np.frombuffer(b"peer", np.uint8)
+_NAME_TAG = np.frombuffer(b"tag", np.uint8)
+_NAME_SIZE = np.frombuffer(b"size", np.uint8)
+
+
 @njit(cache=True)
 def encode_events(time, etype, uuid, iid, flow_out, flow_in, intern, flags, seqid,
-                  names, name_off, out, ends):
+                  names, name_off, args, peer, tag, nbytes, out, ends):
     """One packet per row: a TrackEvent of ``etype`` on track ``uuid`` named by ``iid``
-    (0: no name), with a flow leaving (``flow_out``) or arriving (``flow_in``, 0: none);
+    (0: no name), with a flow leaving (``flow_out``) or arriving (``flow_in``, 0: none),
+    and debug annotations peer, tag, size (``nbytes``) where bits 1, 2, 4 of ``args`` say so;
     where ``intern`` is set the packet also carries InternedData.event_names {iid,
     names[name_off[iid]:name_off[iid+1]]}.  Writes into ``out`` (large enough), the end
     offset of each row's packet into ``ends``; returns the bytes used."""
@@ -61,7 +93,14 @@ def encode_events(time, etype, uuid, iid, flow_out, flow_in, intern, flags, seqi
         t = np.uint64(time[i])
         u = np.uint64(uuid[i])
         n = np.uint64(iid[i])
+        a = args[i]
         te = 1 + _vlen(np.uint64(etype[i])) + 1 + _vlen(u)
+        if a & _PEER:
+            te += _arg_len(np.uint64(peer[i]), 4)
+        if a & _TAG:
+            te += _arg_len(np.uint64(tag[i]), 3)
+        if a & _SIZE:
+            te += _arg_len(np.uint64(nbytes[i]), 4)
         if n != 0:
             te += 1 + _vlen(n)
         if flow_out[i] != 0:
@@ -87,6 +126,12 @@ def encode_events(time, etype, uuid, iid, flow_out, flow_in, intern, flags, seqi
         pos = _put(out, pos + 1, s)
         out[pos] = 0x5A                                  # track_event
         pos = _put(out, pos + 1, np.uint64(te))
+        if a & _PEER:
+            pos = _put_arg(out, pos, np.uint64(peer[i]), True, _NAME_PEER)
+        if a & _TAG:
+            pos = _put_arg(out, pos, np.uint64(tag[i]), True, _NAME_TAG)
+        if a & _SIZE:
+            pos = _put_arg(out, pos, np.uint64(nbytes[i]), False, _NAME_SIZE)
         out[pos] = 0x48                                  # type
         pos = _put(out, pos + 1, np.uint64(etype[i]))
         if n != 0:
