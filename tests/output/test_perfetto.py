@@ -315,3 +315,14 @@ def test_damaged_input_leaves_no_output(tmp_path, nranks):
     assert r.returncode == 2, r.stderr
     assert damaged.name in r.stderr
     assert list(out_dir.iterdir()) == []
+
+
+def test_convert_from_hdf5_gives_the_same_bytes(tmp_path):
+    """partrace's HDF5 merge converted to Perfetto equals the direct merge (OTF: with markers)."""
+    trace = FIXTURES["otf"][0]
+    h5, direct, converted = tmp_path / "m.h5", tmp_path / "d.pftrace", tmp_path / "c.pftrace"
+    for args in (["merge", str(trace), "-o", str(h5)], ["merge", str(trace), "-o", str(direct)],
+                 ["convert", str(h5), "-o", str(converted)]):
+        r = run_cli([*args, "-q"])
+        assert r.returncode == 0, r.stderr
+    assert converted.read_bytes() == direct.read_bytes()
