@@ -12,7 +12,7 @@ import pytest
 
 from partrace.analysis.timeline import _messages
 from partrace.model import Kind, Table
-from partrace.output.hdf5 import read_table
+from partrace.formats.hdf5.layout import read_table
 from partrace.output.perfetto_sink import REFERENCE_COLUMNS
 from tests.conftest import run_cli
 from tests.formats.test_contract import FIXTURES, _label
