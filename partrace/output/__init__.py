@@ -1,4 +1,4 @@
-"""Output sinks, chosen by the output path (``.h5``/``.hdf5`` or ``.otf``)."""
+"""Output sinks, chosen by the output path (``.h5``/``.hdf5``, ``.otf`` or ``.pftrace``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,6 +6,7 @@ from pathlib import Path
 from ..errors import UsageError
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
+PERFETTO_SUFFIX = ".pftrace"
 
 
 def output_kind(path, to: str | None = None) -> str:
@@ -16,8 +17,10 @@ def output_kind(path, to: str | None = None) -> str:
         return "hdf5"
     if suffix == ".otf":
         return "otf"
+    if suffix == PERFETTO_SUFFIX:
+        return "perfetto"
     raise UsageError(f"{path}: cannot tell the output format from the name "
-                     f"(use .h5 or .otf, or --to hdf5|otf)")
+                     f"(use .h5, .otf or .pftrace, or --to hdf5|otf|perfetto)")
 
 
 def make_sink(path, *, to: str | None = None, source: str = "", overwrite: bool = False,
@@ -36,6 +39,11 @@ def make_sink(path, *, to: str | None = None, source: str = "", overwrite: bool 
                         layout=layout)
     if layout is not None:
         raise UsageError("--layout applies to HDF5 output only")
+    if kind == "perfetto":
+        if streams is not None or compression is not None:
+            raise UsageError("--streams and --compress do not apply to Perfetto output")
+        from .perfetto_sink import PerfettoSink
+        return PerfettoSink(path, overwrite=overwrite)
     if compression not in (None, "zlib"):
         raise UsageError(f"--compress {compression} applies to HDF5 output; OTF takes zlib")
     from .otf_sink import OTFSink

@@ -1,0 +1,428 @@
+"""Writing merged rows as a Perfetto protobuf trace (NAME.pftrace, opened by ui.perfetto.dev).
+
+What a Perfetto user expects to see:
+- one track per location (uuid = location id, named as the location, under its
+  parent location's track), all TrackDescriptors first;
+- ENTER/LEAVE as SLICE_BEGIN/SLICE_END named by the region; every other event as an
+  INSTANT named by its region, or by its kind where it has none;
+- a message as a flow from its SEND to its RECV: the k-th SEND from S to R with tag
+  T and the k-th RECV on R from S with tag T (MPI's non-overtaking order, as
+  analysis/timeline.py pairs them) carry the flow id hash(S, R, T, k), which each
+  side computes from its own location's rows;
+  both carry peer, tag and size as debug annotations;
+- marker spots (a ``markers`` table whose ``marker`` names a ``marker_defs`` row:
+  OTF's) as INSTANTs named by their marker;
+- sample tables (tables other than events that hold measures, not references to
+  events: see ``counter_columns``) as counter tracks, one per (location, table.column).
+
+Layout, identical whatever the rank count: a location's rows go to a fixed owner
+(contiguous blocks of locations in id order).  Event rows of a location form one
+packet sequence (names interned per sequence: a name's first packet on the
+sequence carries it, its first packet clears the sequence's state), its marker
+spots another, each of its sampled columns another.  A rank appends
+each window's packets, grouped by sequence, to its own part file and notes where
+each sequence's pieces are; at commit every rank copies its sequences' bytes into
+the output at offsets ordered by sequence (location, then events, markers, columns),
+after the track descriptors that rank 0 writes.  No byte depends on windows or on
+which rank wrote it.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.mpi import Comm
+from ..engine.sink import Sink
+from ..errors import PartraceError, UsageError
+from ..model import KEY_COLUMNS, Definitions, Kind, Schema, Table
+from .staging import Staging
+
+EVENTS, MARKERS = "events", "markers"
+# a table holding one of these columns describes events (or refers to them), it is no sample
+REFERENCE_COLUMNS = {"kind", "ref_table", "ref_seq", "event_seq", "call", "marker"}
+# columns of a sample table that identify or locate the record rather than measure anything
+IDENTITY_COLUMNS = {"offset", "sample_type", "sample_size", "stats_type", "model_size", "flag"}
+KIND_NAMES = {int(k): k.name for k in Kind}
+MAX_KIND = 256
+COPY_BLOCK = 16 << 20       # bytes read at once when the parts are copied into the output
+
+
+def counter_columns(schema: Schema) -> list[tuple[str, list]]:
+    """[(table, [its numeric measure columns])] of the sample tables, in schema order."""
+    out = []
+    for name, cols in schema.items():
+        if name == EVENTS or any(c.name in REFERENCE_COLUMNS for c in cols):
+            continue
+        measures = [c for c in cols if c.name not in KEY_COLUMNS and c.name not in IDENTITY_COLUMNS
+                    and not c.name.endswith("_id") and not c.is_object
+                    and not c.numpy_dtype().subdtype and c.numpy_dtype().kind in "iuf"]
+        if measures:
+            out.append((name, measures))
+    return out
+
+
+class PerfettoSink(Sink):
+    mode = "destination"
+    windows = True
+
+    def __init__(self, path, overwrite: bool = False):
+        self.final = Path(path)
+        self.overwrite = overwrite
+        self.staging: Staging | None = None
+        self.part = None
+
+    # -- definitions ---------------------------------------------------------
+    def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        from ..formats.perfetto.encode import hash_of, string_table
+        self.defs, self.schema = defs, schema
+        locs = defs.tables["locations"]
+        order = np.argsort(np.asarray(locs["id"], dtype=np.int64), kind="stable")
+        self.loc_ids = np.asarray(locs["id"], dtype=np.int64)[order]
+        self.loc_names = [str(locs["name"][i]) for i in order]
+        self.loc_parents = np.asarray(locs["parent"], dtype=np.int64)[order]
+        # each location's owner: contiguous blocks in id order
+        n = len(self.loc_ids)
+        self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
+        self.counters = counter_columns(schema)
+        self.tables = {name for name, _ in self.counters}
+        starts = np.cumsum([0] + [len(c) for _, c in self.counters])
+        self.first_column = {name: int(a) for (name, _), a in zip(self.counters, starts)}
+        ncol = int(starts[-1])
+        # a table of marker spots (OTF's: a `marker` column naming a marker_defs row) gives
+        # instants named by their marker
+        self.markers = MARKERS in schema and any(c.name == "marker" for c in schema[MARKERS]) \
+            and "marker_defs" in defs.tables
+        self.first_counter = 2 if self.markers else 1
+        # sequences (and part keys) per location: events, markers, one per sampled column
+        self.per_loc = self.first_counter + ncol
+        if n * self.per_loc >= (1 << 32) - 1:
+            raise UsageError(f"{n} locations x {self.per_loc} sequences exceed "
+                             "Perfetto's 2^32 packet sequences")
+        # counter track uuids: a hash of (location, counter number), top bit set so that they
+        # never meet a location id
+        grid = np.repeat(self.loc_ids, ncol), np.tile(np.arange(ncol, dtype=np.int64), n)
+        self.counter_uuid = (hash_of(*grid) | np.uint64(1 << 63)).reshape(n, ncol) if ncol \
+            else np.zeros((n, 0), np.uint64)
+        # interned names: iid 1.. for regions (in id order), then one per kind
+        regs = defs.tables["regions"]
+        rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
+        self.reg_ids = np.asarray(regs["id"], dtype=np.int64)[rorder]
+        names = [str(regs["name"][i]) for i in rorder]
+        names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
+        self.marker_ids = np.zeros(0, np.int64)
+        if self.markers:        # then one per marker definition (in id order)
+            mdefs = defs.tables["marker_defs"]
+            morder = np.argsort(np.asarray(mdefs["id"], dtype=np.int64), kind="stable")
+            self.marker_ids = np.asarray(mdefs["id"], dtype=np.int64)[morder]
+            self.first_marker_iid = len(names) + 1
+            names += [str(mdefs["name"][i]) for i in morder]
+        self.names, self.name_off = string_table([""] + names)      # iid 0: no name
+        self.niids = len(names) + 1
+        # per-location state carried across windows
+        self.interned = np.zeros(0, np.int64)       # sequence key * niids + iid already sent
+        self.started = np.zeros(0, np.int64)        # sequence keys begun (state cleared)
+        self.sent = (np.zeros(0, np.uint64), np.zeros(0, np.int64))    # message key -> count
+        self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        self.pieces: list[np.ndarray] = []          # (key, offset in part, length) per window
+        self.part_size = 0
+        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        self.staging = Staging(self.final, run_id)
+        with comm.guard():
+            if comm.rank == 0:
+                self.staging.check_free([self.final], self.overwrite)
+                self.staging.create()
+        comm.check()
+        comm.barrier()
+        with comm.guard():
+            self.part = open(self.staging.path(f"part-{comm.rank}"), "wb")
+        comm.check()
+
+    def _index(self, locations: np.ndarray, table: str) -> np.ndarray:
+        """Each row's location index (into loc_ids)."""
+        if not len(self.loc_ids):
+            raise PartraceError(f"{table}: the trace defines no location to make a track of")
+        i = np.minimum(np.searchsorted(self.loc_ids, locations), len(self.loc_ids) - 1)
+        bad = self.loc_ids[i] != locations
+        if bad.any():
+            loc = int(locations[np.flatnonzero(bad)[0]])
+            raise PartraceError(f"{table}: location {loc} is not in the trace's locations table")
+        return i
+
+    def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
+        if name != EVENTS and name not in self.tables and not (name == MARKERS and self.markers):
+            return np.full(len(table), comm.rank, dtype=np.int64)     # not written
+        return self.owner[self._index(np.asarray(table["location"]), name)]
+
+    # -- windows --------------------------------------------------------------
+    def write(self, comm: Comm, tables: dict[str, Table]) -> None:
+        with comm.guard():
+            ev = tables.get(EVENTS)
+            if ev is not None and len(ev):
+                self._write_events(ev)
+            mk = tables.get(MARKERS) if self.markers else None
+            if mk is not None and len(mk):
+                self._write_markers(mk)
+            for name, cols in self.counters:
+                t = tables.get(name)
+                if t is not None and len(t):
+                    self._write_counters(name, cols, t)
+        comm.check()
+
+    def _append(self, keys: np.ndarray, buf: np.ndarray, ends: np.ndarray) -> None:
+        """Write a window's packets (rows grouped by key, in order) and note each key's piece."""
+        last = np.r_[np.flatnonzero(keys[1:] != keys[:-1]), len(keys) - 1]
+        stop = ends[last]
+        start = np.r_[0, stop[:-1]]
+        self.pieces.append(np.stack([keys[last], start + self.part_size, stop - start], axis=1))
+        self.part.write(buf[:int(stop[-1])].tobytes())
+        self.part_size += int(stop[-1])
+
+    def _write_events(self, ev: Table) -> None:
+        from ..formats.perfetto import encode as E
+        li = self._index(np.asarray(ev["location"]), EVENTS)
+        g = np.argsort(li, kind="stable")             # grouped by location, in key order within
+        li = li[g]
+        loc = self.loc_ids[li]
+        kind = np.asarray(ev["kind"]).astype(np.int64)[g]
+        region = np.asarray(ev["region"], dtype=np.int64)[g] if "region" in ev \
+            else np.zeros(len(g), np.int64)
+        etype = np.full(len(g), E.INSTANT, np.uint8)
+        etype[kind == Kind.ENTER] = E.SLICE_BEGIN
+        etype[kind == Kind.LEAVE] = E.SLICE_END
+        # name: the region where there is one (and is defined), else the kind
+        r = np.minimum(np.searchsorted(self.reg_ids, region), max(len(self.reg_ids) - 1, 0))
+        known = (region != 0) & (self.reg_ids[r] == region) if len(self.reg_ids) else region != 0
+        iid = np.where(known, r + 1, len(self.reg_ids) + 1 + np.minimum(kind, MAX_KIND - 1))
+        iid[etype == E.SLICE_END] = 0                 # an end needs no name
+        flow_out, flow_in = self._flows(ev, g, loc, kind)
+        # a message carries its peer, tag and size as debug annotations (the args pane)
+        message = ((kind == Kind.SEND) | (kind == Kind.RECV)) & (flow_out | flow_in != 0)
+        zeros = np.zeros(len(g), np.int64)
+        peer, tag, size = (np.asarray(ev[c])[g] if c in ev else zeros
+                           for c in ("peer", "tag", "size"))
+        args = np.where(message, 1 | (2 if "tag" in ev else 0) | (4 if "size" in ev else 0), 0)
+        self._write_points(li * self.per_loc, np.asarray(ev["time"], dtype=np.int64)[g], loc,
+                           etype, iid, flow_out, flow_in,
+                           (args.astype(np.uint8), peer.astype(np.int64), tag.astype(np.int64),
+                            size.astype(np.uint64)))
+
+    def _write_markers(self, mk: Table) -> None:
+        """Marker spots: instants named by their marker's definition."""
+        from ..formats.perfetto import encode as E
+        li = self._index(np.asarray(mk["location"]), MARKERS)
+        g = np.argsort(li, kind="stable")
+        li = li[g]
+        marker = np.asarray(mk["marker"], dtype=np.int64)[g]
+        m = np.minimum(np.searchsorted(self.marker_ids, marker), max(len(self.marker_ids) - 1, 0))
+        if not len(self.marker_ids) or (self.marker_ids[m] != marker).any():
+            bad = marker[~np.isin(marker, self.marker_ids)][0]
+            raise PartraceError(f"{MARKERS}: marker {int(bad)} is not in the trace's "
+                                "marker definitions")
+        none = np.zeros(len(g), np.uint64)
+        self._write_points(li * self.per_loc + 1, np.asarray(mk["time"], dtype=np.int64)[g],
+                           self.loc_ids[li], np.full(len(g), E.INSTANT, np.uint8),
+                           self.first_marker_iid + m, none, none)
+
+    @staticmethod
+    def _no_args(n: int):
+        return (np.zeros(n, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                np.zeros(n, np.uint64))
+
+    def _write_points(self, key, tm, loc, etype, iid, flow_out, flow_in, args=None) -> None:
+        """Rows grouped by sequence ``key`` (in key order within) as track events on their
+        location's track (args: per row, which of peer, tag, size to annotate, and those)."""
+        from ..formats.perfetto import encode as E
+        # a name's first packet on its sequence carries it
+        pair = key * self.niids + iid
+        _, first = np.unique(pair, return_index=True)
+        intern = np.zeros(len(key), bool)
+        intern[first] = True
+        intern &= (iid != 0) & ~np.isin(pair, self.interned)
+        self.interned = np.union1d(self.interned, pair[intern])
+        # and the first packet of a sequence clears its state
+        flags = np.full(len(key), E.NEEDS_STATE, np.uint8)
+        starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
+        fresh = ~np.isin(key[starts], self.started)
+        flags[starts[fresh]] = E.STATE_CLEARED
+        self.started = np.union1d(self.started, key[starts])
+        args = args if args is not None else self._no_args(len(key))
+        # at most 96 bytes a packet, 64 more with annotations, and 32 more with a name
+        # (whose bytes come on top)
+        named = iid[intern]
+        size = len(key) * 96 + int((self.name_off[named + 1] - self.name_off[named]).sum()) \
+            + 32 * len(named) + 64 * int((args[0] != 0).sum())
+        buf = np.empty(size, np.uint8)
+        ends = np.empty(len(key), np.int64)
+        E.encode_events(tm, etype, loc.view(np.uint64), iid.astype(np.uint64), flow_out, flow_in,
+                        intern, flags, (1 + key).astype(np.uint32), self.names, self.name_off,
+                        *args, buf, ends)
+        self._append(key, buf, ends)
+
+    def _flows(self, ev: Table, g: np.ndarray, loc: np.ndarray, kind: np.ndarray):
+        """Flow ids leaving each SEND and ending at each RECV (0: none)."""
+        from ..formats.perfetto.encode import hash_of
+        out = np.zeros(len(g), np.uint64)
+        into = np.zeros(len(g), np.uint64)
+        if "peer" not in ev:
+            return out, into
+        peer = np.asarray(ev["peer"], dtype=np.int64)[g]
+        tag = np.asarray(ev["tag"], dtype=np.int64)[g] if "tag" in ev \
+            else np.zeros(len(g), np.int64)
+        for side, target in ((Kind.SEND, out), (Kind.RECV, into)):
+            rows = np.flatnonzero((kind == side) & (peer != 0))
+            if not len(rows):
+                continue
+            s, r = (loc[rows], peer[rows]) if side == Kind.SEND else (peer[rows], loc[rows])
+            key = hash_of(s, r, tag[rows])
+            k, state = _count_within(key, self.sent if side == Kind.SEND else self.recvd)
+            if side == Kind.SEND:
+                self.sent = state
+            else:
+                self.recvd = state
+            fid = hash_of(s, r, tag[rows], k)
+            target[rows] = np.where(fid == 0, np.uint64(1), fid)
+        return out, into
+
+    def _write_counters(self, name: str, cols: list, t: Table) -> None:
+        """Each (location, column) is a sequence of its own: its packets never interleave
+        with another's, so no window cut can reorder them."""
+        from ..formats.perfetto import encode as E
+        li = self._index(np.asarray(t["location"]), name)
+        g = np.argsort(li, kind="stable")
+        li = li[g]
+        tm = np.asarray(t["time"], dtype=np.int64)[g]
+        for j, c in enumerate(cols):
+            col = self.first_column[name] + j
+            keys = li * self.per_loc + self.first_counter + col
+            v = np.asarray(t[c.name])[g]
+            is_double = v.dtype.kind == "f"
+            # the value's bits: a double's, or an integer's as int64 (two's complement)
+            bits = (v.astype(np.float64) if is_double else v.astype(np.int64)).view(np.uint64)
+            buf = np.empty(len(g) * 64, np.uint8)
+            ends = np.empty(len(g), np.int64)
+            E.encode_counters(tm, self.counter_uuid[li, col], bits, is_double,
+                              (1 + keys).astype(np.uint32), buf, ends)
+            self._append(keys, buf, ends)
+
+    # -- end ------------------------------------------------------------------
+    def _header(self) -> bytes:
+        """The TrackDescriptors: every location's track (under its parent's, where the
+        parent is a location), then each location's counter tracks."""
+        from ..formats.perfetto import encode as E
+        n = len(self.loc_ids)
+        columns = [f"{t}.{c.name}" for t, cols in self.counters for c in cols]
+        ncol = len(columns)
+        known = np.isin(self.loc_parents, self.loc_ids)
+        uuid = np.concatenate([self.loc_ids.view(np.uint64), self.counter_uuid.reshape(-1)])
+        parent = np.concatenate([np.where(known, self.loc_parents, 0),
+                                 np.repeat(self.loc_ids, ncol)])
+        name = np.concatenate([np.arange(n), n + np.tile(np.arange(ncol), n)]).astype(np.int64)
+        is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol, bool)]
+        names, off = E.string_table(self.loc_names + columns)
+        # framing and ids take at most 64 bytes a track; names: each location's once, the
+        # column names once per location
+        out = np.empty(len(uuid) * 64 + int(off[n]) + n * int(off[-1] - off[n]), np.uint8)
+        used = E.encode_tracks(uuid, parent.astype(np.int64), name, is_counter, names, off, out)
+        return out[:used].tobytes()
+
+    def commit(self, comm: Comm) -> None:
+        with comm.guard():
+            self.part.close()
+            pieces = np.concatenate(self.pieces) if self.pieces else np.zeros((0, 3), np.int64)
+            # pieces of a key in window order; keys in (location, table) order
+            pieces = pieces[np.argsort(pieces[:, 0], kind="stable")]
+            keys, first = np.unique(pieces[:, 0], return_index=True)
+            totals = np.add.reduceat(pieces[:, 2], first) if len(keys) else np.zeros(0, np.int64)
+            header = self._header() if comm.rank == 0 else b""
+        comm.check()
+        everything = comm.allgather((keys, totals))
+        header_size = comm.bcast(len(header))
+        with comm.guard():
+            all_keys = np.concatenate([k for k, _ in everything])
+            all_totals = np.concatenate([t for _, t in everything])
+            o = np.argsort(all_keys, kind="stable")
+            offsets = np.empty(len(o), np.int64)
+            offsets[o] = header_size + np.r_[0, np.cumsum(all_totals[o])[:-1]]
+            # where each of this rank's sequences starts (every key is written by one rank)
+            dest = offsets[o][np.searchsorted(all_keys[o], keys)]
+            out = self.staging.path("out")
+            if comm.rank == 0:
+                with open(out, "wb") as f:
+                    f.write(header)
+                    f.truncate(header_size + int(all_totals.sum()))
+        comm.check()
+        comm.barrier()
+        with comm.guard():
+            fd = os.open(out, os.O_WRONLY)
+            src = os.open(self.staging.path(f"part-{comm.rank}"), os.O_RDONLY)
+            try:
+                at = dest[np.searchsorted(keys, pieces[:, 0])] + _within(pieces[:, 0], pieces[:, 2])
+                # pieces next to each other in the part and in the output are copied as one
+                # (one window: the whole part in one run), in blocks of COPY_BLOCK bytes
+                for off, length, to in _runs(pieces[:, 1], pieces[:, 2], at).tolist():
+                    for done in range(0, length, COPY_BLOCK):
+                        n = min(COPY_BLOCK, length - done)
+                        os.pwrite(fd, os.pread(src, n, off + done), to + done)
+            finally:
+                os.close(fd)
+                os.close(src)
+        comm.check()
+        comm.barrier()
+        with comm.guard():
+            if comm.rank == 0:
+                os.replace(out, self.staging.path(self.final.name))
+                for r in range(comm.size):
+                    self.staging.path(f"part-{r}").unlink()
+                self.staging.publish([self.final.name])
+        comm.check()
+
+    def discard(self, comm: Comm) -> None:
+        if self.part is not None and not self.part.closed:
+            self.part.close()
+        comm.barrier()
+        if comm.rank == 0 and self.staging is not None:
+            self.staging.discard()
+
+
+def _count_within(key: np.ndarray, state: tuple[np.ndarray, np.ndarray]):
+    """For rows of message keys (in order): how many earlier rows (this window's and
+    every earlier window's) had the same key; and the updated key -> count state."""
+    known, counts = state
+    uniq, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+    order = np.argsort(inv, kind="stable")
+    group_start = np.r_[0, np.cumsum(cnt)[:-1]]
+    within = np.empty(len(key), np.int64)
+    within[order] = np.arange(len(key)) - group_start[inv[order]]
+    pos = np.minimum(np.searchsorted(known, uniq), max(len(known) - 1, 0))
+    found = (known[pos] == uniq) if len(known) else np.zeros(len(uniq), bool)
+    base = np.where(found, counts[pos] if len(known) else 0, 0)
+    k = base[inv] + within
+    allk = np.concatenate([known, uniq[~found]])
+    allc = np.concatenate([counts, cnt[~found]])
+    if len(known):
+        allc[pos[found]] += cnt[found]
+    o = np.argsort(allk, kind="stable")
+    return k, (allk[o], allc[o])
+
+
+def _within(keys: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """For pieces grouped by key: each piece's offset from its key's first piece."""
+    if not len(keys):
+        return np.zeros(0, np.int64)
+    before = np.cumsum(lengths) - lengths
+    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
+    group = np.cumsum(np.r_[0, (keys[1:] != keys[:-1]).astype(np.int64)])
+    return before - before[first][group]
+
+
+def _runs(offsets: np.ndarray, lengths: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """(offset, length, destination) of the maximal runs of pieces that follow each other
+    both where they are and where they go."""
+    if not len(offsets):
+        return np.zeros((0, 3), np.int64)
+    joined = (offsets[1:] == offsets[:-1] + lengths[:-1]) & (at[1:] == at[:-1] + lengths[:-1])
+    first = np.r_[0, np.flatnonzero(~joined) + 1]
+    return np.stack([offsets[first], np.add.reduceat(lengths, first), at[first]], axis=1)

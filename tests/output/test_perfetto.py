@@ -1,0 +1,328 @@
+"""The Perfetto output, read back with perfetto's own protos (perfetto_trace_pb2) and
+compared with the HDF5 merge of the same real fixture: every slice, instant, flow and
+counter value, on 1 and 3 ranks, and the files byte-identical across rank counts."""
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+import h5py
+import numpy as np
+import pytest
+
+from partrace.analysis.timeline import _messages
+from partrace.model import Kind, Table
+from partrace.formats.hdf5.layout import read_table
+from partrace.output.perfetto_sink import REFERENCE_COLUMNS
+from tests.conftest import run_cli
+from tests.formats.test_contract import FIXTURES, _label
+
+pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+pytestmark = pytest.mark.mpi        # most of them merge on 3 ranks too
+
+CASES = [pytest.param(path, id=f"{fmt}-{_label(path)}") for fmt, paths in FIXTURES.items()
+         for path in paths]
+BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.Type.Value(n) for n in
+                                ("TYPE_SLICE_BEGIN", "TYPE_SLICE_END", "TYPE_INSTANT", "TYPE_COUNTER"))
+CLEARED = pb.TracePacket.SequenceFlags.Value("SEQ_INCREMENTAL_STATE_CLEARED")
+
+
+def test_field_numbers_are_perfettos():
+    """The numbers the encoder writes (formats/perfetto/encode.py) are those of the protos."""
+    expected = {
+        (pb.Trace, "packet"): 1, (pb.TracePacket, "timestamp"): 8,
+        (pb.TracePacket, "trusted_packet_sequence_id"): 10, (pb.TracePacket, "track_event"): 11,
+        (pb.TracePacket, "interned_data"): 12, (pb.TracePacket, "sequence_flags"): 13,
+        (pb.TracePacket, "track_descriptor"): 60, (pb.TrackDescriptor, "uuid"): 1,
+        (pb.TrackDescriptor, "name"): 2, (pb.TrackDescriptor, "parent_uuid"): 5,
+        (pb.TrackDescriptor, "counter"): 8, (pb.TrackEvent, "type"): 9,
+        (pb.TrackEvent, "name_iid"): 10, (pb.TrackEvent, "track_uuid"): 11,
+        (pb.TrackEvent, "counter_value"): 30, (pb.TrackEvent, "double_counter_value"): 44,
+        (pb.TrackEvent, "flow_ids"): 47, (pb.TrackEvent, "terminating_flow_ids"): 48,
+        (pb.InternedData, "event_names"): 2, (pb.EventName, "iid"): 1, (pb.EventName, "name"): 2,
+    }
+    for (message, field), number in expected.items():
+        assert message.DESCRIPTOR.fields_by_name[field].number == number, (message, field)
+    from partrace.formats.perfetto import encode as E
+    assert (E.SLICE_BEGIN, E.SLICE_END, E.INSTANT, E.COUNTER) == (BEGIN, END, INSTANT, COUNTER)
+    assert E.STATE_CLEARED == CLEARED
+
+
+def _h5(path):
+    with h5py.File(path, "r") as f:
+        tables = {n: read_table(f[n]) for n in json.loads(f.attrs["tables"]) + ["locations", "regions"]}
+        if "marker_defs" in f["definitions"]:
+            tables["marker_defs"] = read_table(f["definitions"]["marker_defs"])
+    return tables
+
+
+def _marker_names(tables):
+    d = tables["marker_defs"]
+    return {int(i): str(n) for i, n in zip(d["id"], d["name"])}
+
+
+def _args(path):
+    """Per track, the (time, {name: value}) of each packet with debug annotations."""
+    trace = pb.Trace()
+    trace.ParseFromString(path.read_bytes())
+    out = defaultdict(list)
+    for p in trace.packet:
+        te = p.track_event
+        if len(te.debug_annotations):
+            out[te.track_uuid].append((p.timestamp, {a.name: getattr(a, a.WhichOneof("value"))
+                                                     for a in te.debug_annotations}))
+    return out
+
+
+def _read(path, by_sequence=False):
+    """Tracks, and per track the events as (time, type, name, flow out, flow in, value)
+    (by_sequence: per track, per packet sequence, the (time, type, name) of each)."""
+    trace = pb.Trace()
+    trace.ParseFromString(path.read_bytes())
+    tracks, events = {}, defaultdict(list)
+    sequences = defaultdict(lambda: defaultdict(list))
+    names = {}                  # sequence -> iid -> name
+    started = set()
+    for p in trace.packet:
+        if p.HasField("track_descriptor"):
+            d = p.track_descriptor
+            assert d.uuid not in tracks
+            tracks[d.uuid] = (d.name, d.parent_uuid, d.HasField("counter"))
+            continue
+        seq = p.trusted_packet_sequence_id
+        if p.sequence_flags & CLEARED:
+            assert seq not in started
+            names[seq] = {}
+        te = p.track_event
+        if te.type != COUNTER:
+            assert seq in names, "a sequence's first packet clears its state"
+            started.add(seq)
+        for n in p.interned_data.event_names:
+            names[seq][n.iid] = n.name
+        name = names[seq][te.name_iid] if te.HasField("name_iid") else None
+        value = te.double_counter_value if te.HasField("double_counter_value") else \
+            (te.counter_value if te.HasField("counter_value") else None)
+        events[te.track_uuid].append((p.timestamp, te.type, name, tuple(te.flow_ids),
+                                      tuple(te.terminating_flow_ids), value))
+        sequences[te.track_uuid][seq].append((p.timestamp, te.type, name))
+    return (tracks, sequences) if by_sequence else (tracks, events)
+
+
+@pytest.fixture(scope="module", params=CASES)
+def outputs(request, tmp_path_factory):
+    trace = request.param
+    tmp = tmp_path_factory.mktemp("pftrace")
+    h5 = tmp / "m.h5"
+    r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
+    assert r.returncode == 0, r.stderr
+    outs = []
+    for n in (None, 3):
+        out = tmp / f"m{n}.pftrace"
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=600)
+        assert r.returncode == 0, r.stderr
+        outs.append(out)
+    return _h5(h5), outs
+
+
+def test_same_bytes_on_1_and_3_ranks(outputs):
+    _, (one, three) = outputs
+    data = one.read_bytes()
+    assert data == three.read_bytes()
+    # protobuf's own serializer writes the parsed trace back byte for byte: every length,
+    # varint and field is as protobuf encodes it, in field-number order
+    trace = pb.Trace()
+    trace.ParseFromString(data)
+    assert trace.SerializeToString() == data
+
+
+def test_to_perfetto_names_any_file(tmp_path):
+    trace = FIXTURES["dumpi"][0]
+    out = tmp_path / "trace.bin"
+    r = run_cli(["merge", str(trace), "-o", str(out), "--to", "perfetto", "-q"])
+    assert r.returncode == 0, r.stderr
+    tracks, events = _read(out)
+    assert set(tracks) == {1, 2, 3, 4} and all(events[i] for i in tracks)
+    r = run_cli(["merge", str(trace), "-o", str(out), "--to", "perfetto", "-q"])
+    assert r.returncode != 0 and "exists" in r.stderr and out.exists()
+
+
+def test_tracks_slices_and_instants(outputs):
+    """Each location's track holds its events, and its marker spots (OTF), each in key order
+    on a packet sequence of its own."""
+    tables, (out, _) = outputs
+    tracks, sequences = _read(out, by_sequence=True)
+    locs = tables["locations"]
+    ids = set(int(i) for i in locs["id"])
+    for i, name, parent in zip(locs["id"], locs["name"], locs["parent"]):
+        assert tracks[int(i)] == (str(name), int(parent) if int(parent) in ids else 0, False)
+    regions = {int(i): str(n) for i, n in zip(tables["regions"]["id"], tables["regions"]["name"])}
+    ev = tables["events"]
+    kind = np.asarray(ev["kind"]).astype(np.int64)
+    loc, t, region = (np.asarray(ev[c]).astype(np.int64) for c in ("location", "time", "region"))
+    for i in ids:
+        rows = np.flatnonzero(loc == i)
+        want = []
+        for r in rows:      # the expected events of the location, one by one (small fixtures)
+            k = int(kind[r])
+            typ = BEGIN if k == Kind.ENTER else END if k == Kind.LEAVE else INSTANT
+            name = None if typ == END else regions.get(int(region[r])) or Kind(k).name
+            want.append((int(t[r]), typ, name))
+        wanted = [want] if want else []
+        if "markers" in tables:
+            mk = tables["markers"]
+            defs = _marker_names(tables)
+            spots = [(int(t), INSTANT, defs[int(m)]) for t, m in
+                     zip(np.asarray(mk["time"])[mk["location"] == i], np.asarray(mk["marker"])[mk["location"] == i])]
+            wanted += [spots] if spots else []
+        got = sorted(sequences.get(i, {}).items())
+        assert [rows for _, rows in got] == wanted, i
+    assert sum(len(rows) for s in sequences.values() for rows in s.values()) \
+        >= len(ev["time"])
+
+
+def test_flows_join_each_message(outputs):
+    tables, (out, _) = outputs
+    _, events = _read(out)
+    ev = tables["events"]
+    sends, recvs = {}, {}
+    for track, rows in events.items():
+        for ts, _, _, fo, fi, _ in rows:
+            for f in fo:
+                assert f not in sends
+                sends[f] = (track, ts)
+            for f in fi:
+                assert f not in recvs
+                recvs[f] = (track, ts)
+    kind = np.asarray(ev["kind"]).astype(np.int64)
+    peer = np.asarray(ev["peer"]).astype(np.int64) if "peer" in ev else np.zeros(len(kind), np.int64)
+    assert len(sends) == int(((kind == Kind.SEND) & (peer != 0)).sum())
+    assert len(recvs) == int(((kind == Kind.RECV) & (peer != 0)).sum())
+    table = Table({c: np.asarray(ev[c]).astype(np.int64) for c in ("time", "location", "seq", "kind")}
+                  | {"peer": peer} | ({"tag": np.asarray(ev["tag"]).astype(np.int64)} if "tag" in ev else {}))
+    m = _messages(table)
+    want = Counter(zip(m["sender"].tolist(), m["send_time"].tolist(),
+                       m["receiver"].tolist(), m["recv_time"].tolist()))
+    joined = Counter(sends[f] + recvs[f] for f in sends if f in recvs)
+    assert joined == want
+    # each message's packet carries its peer, tag and size
+    args = _args(out)
+    loc, t = np.asarray(ev["location"]).astype(np.int64), np.asarray(ev["time"]).astype(np.int64)
+    msg = ((kind == Kind.SEND) | (kind == Kind.RECV)) & (peer != 0)
+    for i in np.unique(loc[msg]):
+        rows = np.flatnonzero(msg & (loc == i))
+        want = [(int(t[r]), {"peer": int(peer[r]),
+                             **({"tag": int(ev["tag"][r])} if "tag" in ev else {}),
+                             **({"size": int(ev["size"][r])} if "size" in ev else {})}) for r in rows]
+        assert args[int(i)] == want, i
+    assert sum(len(a) for a in args.values()) == int(msg.sum())
+
+
+def test_counters(outputs):
+    tables, (out, _) = outputs
+    tracks, events = _read(out)
+    counters = {u: v for u, v in tracks.items() if v[2]}
+    samples = [n for n, t in tables.items() if n not in ("events", "locations", "regions", "marker_defs")
+               and not set(t.names) & REFERENCE_COLUMNS]
+    # every sample table becomes counter tracks (the ROSS fixtures have them)
+    assert {name.split(".")[0] for name, _, _ in counters.values()} == set(samples)
+    for uuid, (name, parent, _) in counters.items():
+        table, col = name.rsplit(".", 1)
+        t = tables[table]
+        rows = np.flatnonzero(np.asarray(t["location"]) == parent)
+        got = events.get(uuid, [])
+        assert [(ts, typ) for ts, typ, *_ in got] == [(int(x), COUNTER) for x in np.asarray(t["time"])[rows]]
+        values = np.asarray(t[col])[rows]
+        want = values.astype(np.float64) if values.dtype.kind == "f" else values.astype(np.int64)
+        assert [v for *_, v in got] == want.tolist(), name
+
+
+# -- windows: the bytes do not depend on how the merge is cut ---------------------------------
+
+def _decoded(path):
+    from partrace.engine.mpi import serial
+    from partrace.engine.pipeline import run
+    from partrace.output.memory import MemorySink
+    sink = MemorySink()
+    run(serial(), path, sink)
+    return sink.defs, sink.schema, sink.tables
+
+
+def _write_windows(defs, schema, tables, out, windows: int) -> bytes:
+    """Write through PerfettoSink, each table cut into `windows` windows of its key order."""
+    from partrace.engine.mpi import serial
+    from partrace.output.perfetto_sink import PerfettoSink
+    comm, sink = serial(), PerfettoSink(out)
+    out.parent.mkdir()
+    sink.prepare(comm, defs, schema)
+    cuts = {name: (np.arange(windows + 1) * len(t)) // windows for name, t in tables.items()}
+    for w in range(windows):
+        sink.write(comm, {name: t.rows(int(c[w]), int(c[w + 1])) for (name, t), c in
+                          zip(tables.items(), cuts.values())})
+    sink.commit(comm)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("trace", ["dumpi/p2p-4rank", "ovni/v3-mpisim-small/ovni",
+                                   "ross/phold-np2-opt-gvt-pekplp/stats", "otf/hybrid16/trace/hybrid16.otf"])
+def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
+    from partrace.output import perfetto_sink
+    from tests.conftest import DATA
+    defs, schema, tables = _decoded(DATA / trace)
+    want = _write_windows(defs, schema, tables, tmp_path / "one" / "x.pftrace", 1)
+    assert len(want) > 1000
+    for windows in (2, 7, 40):
+        out = tmp_path / f"w{windows}" / "x.pftrace"
+        assert _write_windows(defs, schema, tables, out, windows) == want
+    # and the parts copied into the output in small blocks
+    monkeypatch.setattr(perfetto_sink, "COPY_BLOCK", 97)
+    assert _write_windows(defs, schema, tables, tmp_path / "blocks" / "x.pftrace", 7) == want
+
+
+def test_budgeted_merge_on_3_ranks_equals_one_window(tmp_path):
+    """A generated DUMPI trace under a 1 MiB budget: many windows on 3 ranks, same bytes."""
+    import re
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_dumpi.py"), str(tmp_path),
+                        "--ranks", "4", "--calls", "3000"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    trace = tmp_path / "synth.meta"
+    outs, windows = [], []
+    for n, extra in ((None, []), (3, ["--memory", "1M"])):
+        out = tmp_path / f"o{n}.pftrace"
+        r = run_cli(["merge", str(trace), "-o", str(out), *extra], nranks=n, timeout=600)
+        assert r.returncode == 0, r.stderr
+        windows.append(int(re.search(r"(\d+) window\(s\)", r.stderr).group(1)))
+        outs.append(out.read_bytes())
+    assert windows[0] == 1 and windows[1] > 1
+    assert outs[0] == outs[1]
+    _, events = _read(tmp_path / "oNone.pftrace")
+    assert sum(len(e) for e in events.values()) > 10000
+
+
+@pytest.mark.parametrize("nranks", [None, 3])
+def test_damaged_input_leaves_no_output(tmp_path, nranks):
+    """A truncated DUMPI file: exit 2 naming it, and nothing left beside the output name."""
+    import shutil
+    src = tmp_path / "in"
+    shutil.copytree(FIXTURES["dumpi"][0], src)
+    damaged = sorted(src.glob("*-0001.bin"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:3000])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    r = run_cli(["merge", str(src), "-o", str(out_dir / "x.pftrace"), "-q"], nranks=nranks)
+    assert r.returncode == 2, r.stderr
+    assert damaged.name in r.stderr
+    assert list(out_dir.iterdir()) == []
+
+
+def test_convert_from_hdf5_gives_the_same_bytes(tmp_path):
+    """partrace's HDF5 merge converted to Perfetto equals the direct merge (OTF: with markers)."""
+    trace = FIXTURES["otf"][0]
+    h5, direct, converted = tmp_path / "m.h5", tmp_path / "d.pftrace", tmp_path / "c.pftrace"
+    for args in (["merge", str(trace), "-o", str(h5)], ["merge", str(trace), "-o", str(direct)],
+                 ["convert", str(h5), "-o", str(converted)]):
+        r = run_cli([*args, "-q"])
+        assert r.returncode == 0, r.stderr
+    assert converted.read_bytes() == direct.read_bytes()
