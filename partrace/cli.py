@@ -27,7 +27,7 @@ examples:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="input trace (file or folder)")
-    p.add_argument("-o", "--output", required=True, help="output path: NAME.h5 or NAME.otf")
+    p.add_argument("-o", "--output", required=True, help="output path: NAME.h5, NAME.otf or NAME.pftrace")
     p.add_argument("--to", choices=["hdf5", "otf", "perfetto"], help="output format (default: from the name)")
     p.add_argument("--format", help="input format (default: detected)")
     _add_reader_option(p)
@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(
         prog="partrace", description="MPI-parallel trace processing: read OTF, DUMPI, ovni "
-        "and ROSS traces, merge all events into one global time order, write HDF5 or OTF.",
+        "and ROSS traces, merge all events into one global time order, write HDF5, OTF or "
+        "Perfetto; profile, communication, dump and timeline answers from any of them.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"partrace {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -106,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("convert", help="convert a trace (or partrace HDF5) to another format",
                        description="Same engine as merge; any input partrace reads, including "
-                       "its own HDF5 output, to HDF5 or OTF.")
+                       "its own HDF5 output, to HDF5, OTF or Perfetto.")
     _add_run_options(p)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("info", help="what a trace holds: format, locations, counts, time span")
