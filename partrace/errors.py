@@ -37,13 +37,26 @@ class UsageError(PartraceError):
     """Bad command-line use: wrong options, output exists, unknown format."""
 
 
+# How paths of unpublished output are shown, and which output is being written: set by
+# output/staging.py when it is imported (errors is a base room: it imports nothing of
+# partrace; a staging path can only appear in a message once staging is in use).
+_shown_paths = None
+_output_being_written = None
+
+
+def register_output_paths(shown, being_written) -> None:
+    """``shown(text)``: text with staging paths as the output paths they become;
+    ``being_written()``: the output this process is writing, or None."""
+    global _shown_paths, _output_being_written
+    _shown_paths, _output_being_written = shown, being_written
+
+
 def one_line(exc: BaseException) -> str:
     """The one line the user sees for ``exc``: the file it concerns, then what went wrong.
 
     OSErrors name their file (h5py's name it inside a long parenthesis); paths
     inside a hidden staging folder are shown as the output path they become.
     """
-    from .output.staging import public_paths
     if isinstance(exc, PartraceError):
         text = str(exc)
     elif isinstance(exc, OSError):
@@ -53,7 +66,8 @@ def one_line(exc: BaseException) -> str:
                f"try a smaller --memory or more ranks"
     else:
         text = f"internal error: {type(exc).__name__}: {_first_line(str(exc))}"
-    return public_paths(_first_line(text))
+    text = _first_line(text)
+    return _shown_paths(text) if _shown_paths is not None else text
 
 
 def _first_line(text: str) -> str:
@@ -78,8 +92,7 @@ def _os_error_text(exc: OSError) -> str:
         what = _lower_first(why.group(1)) if why else _first_line(text)
         return f"{name.group(1)}: {what}"
     if exc.errno in _WRITE_ERRNOS:     # only a write fails so: the output being written
-        from .output.staging import output_being_written
-        out = output_being_written()
+        out = _output_being_written() if _output_being_written is not None else None
         if out is not None:
             return f"{out}: {_lower_first(exc.strerror or text)} (writing the output)"
     if exc.strerror:

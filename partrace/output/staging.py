@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from ..engine import inputs, stop
-from ..errors import UsageError
+from ..errors import UsageError, register_output_paths
 
 _live: set[Path] = set()    # staging folders this process made and has not yet published
 _known: set[Path] = set()   # staging folders of this process's runs, whichever rank made them
@@ -136,3 +136,6 @@ class Staging:
         shutil.rmtree(self.dir, ignore_errors=True)
         _live.discard(self.dir)
         _known.discard(self.dir)
+
+
+register_output_paths(public_paths, output_being_written)

@@ -78,6 +78,15 @@ def _fails(tmp_path, trace: Path, where: str, expect: str, nranks=(None, 2), out
 
 # ---- references to definitions --------------------------------------------------------------------
 
+def test_snapshots_without_their_events_file(tmp_path):
+    """The fuzz case: hybrid16.2.events deleted beside .2.snaps and .2.stats lost the
+    stream's events with exit 0."""
+    d = _copy(tmp_path, HYBRID16)
+    (d / "hybrid16.2.events").unlink()
+    _fails(tmp_path, d / "hybrid16.otf", f"{d / 'hybrid16.2.events'}", "missing: the events of stream 2",
+           nranks=(None,))
+
+
 def test_process_zero_is_refused(tmp_path):
     d = _copy(tmp_path)
     f = d / "ring8.3.events"

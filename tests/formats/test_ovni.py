@@ -371,7 +371,7 @@ def test_bad_metadata_json_is_an_error(tmp_path):
 def test_thread_file_without_process_metadata_is_an_error(tmp_path):
     trace = _copy(V1, tmp_path)
     (trace / "ovni" / "loom.zoo0" / "proc.31004" / "metadata.json").unlink()
-    with pytest.raises(TraceError, match=r"thread.3100\d.obs: thread stream without process metadata"):
+    with pytest.raises(TraceError, match=r"proc.31004/metadata.json: missing: the process metadata of thread stream thread.3100\d.obs"):
         Ovni.open(trace).units()
     trace = _copy(V3, tmp_path / "b")
     (trace / "ovni" / "loom.mpi0" / "proc.27414" / "thread.27417" / "stream.json").unlink()

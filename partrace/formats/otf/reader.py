@@ -112,6 +112,12 @@ class OTFReader(TraceReader):
                 no = master_lines(self.path)[s]
                 raise TraceError.at_line(self.path, no, f"expected {self.stub.name}.{s:x}.events "
                                          f"(or .snaps/.stats/.marker, plain or .z) for stream {s:x} listed here")
+            if files.get("events") is None and (files.get("snaps") or files.get("stats")):
+                # snapshots and statistics sum up a stream's events: without the events
+                # file they were lost, not absent
+                have = files.get("snaps") or files.get("stats")
+                raise TraceError(f"{self.stub}.{s:x}.events", None,
+                                 f"missing: the events of stream {s:x}, whose {have.name} is here")
             units.append(Unit(f"{s:08x}", sum(file_size(p) for p in files.values()),
                               {"stream": s, "files": {k: str(p) for k, p in files.items() if p}}))
         marker = stream_file(self.stub, 0, "marker")

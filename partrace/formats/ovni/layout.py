@@ -168,8 +168,8 @@ def _process_streams(loom: str, pid: int, proc_dir: Path) -> list[Stream]:
     md = proc_dir / "metadata.json"
     if v12 or os.path.lexists(md):
         if not os.path.lexists(md):
-            raise TraceError(v12[0][1], None,
-                             f"thread stream without process metadata: expected {md}")
+            raise TraceError(md, None, f"missing: the process metadata of thread stream "
+                                       f"{v12[0][1].name} (and any others of process {pid})")
         regular_file(md, "process metadata")
         if not v12:      # libovni creates a thread's stream before the process metadata
             raise TraceError(md, None, "process metadata without any thread.<tid>.obs "
