@@ -61,6 +61,29 @@ def decode_all(path, fmt):
     return time.perf_counter() - t0, rows, reader
 
 
+def answer_rates(path, fmt, repeat: int) -> dict:
+    """Best-of-N seconds of `profile` and `comm` in this process (warm, 1 rank), as decode is
+    measured, and the number of events."""
+    from partrace import analysis
+    from partrace.formats import open_trace
+    reader = open_trace(path, fmt)
+    defs = reader.read_definitions()
+    if reader.ordered:
+        reader.start_after(None)
+    events = sum(len(c.get("events", ())) for u in reader.units() for c in reader.decode(u, defs))
+    out = {"events": events}
+    for name, run in (("profile", lambda: analysis.profile(path, format=fmt)),
+                      ("comm", lambda: analysis.communication(path, format=fmt))):
+        run()           # warm: numba kernels
+        times = []
+        for _ in range(max(1, repeat)):
+            t0 = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t0)
+        out[name] = min(times)
+    return out
+
+
 def mpiexec() -> str:
     here = Path(sys.executable).parent / "mpiexec"
     return str(here) if here.exists() else (shutil.which("mpiexec") or "mpiexec")
@@ -105,6 +128,7 @@ def main(argv=None) -> int:
 
     decode_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     results = [("read", 1, t_read, float("nan")), ("decode", 1, t_dec, decode_peak)]
+    answers = answer_rates(args.trace, args.format, args.repeat)
     extra = ["--memory", args.memory] if args.memory else []
     with tempfile.TemporaryDirectory(prefix="partrace-bench-", dir=args.tmpdir) as tmp:
         for n in ranks:
@@ -127,6 +151,10 @@ def main(argv=None) -> int:
         eff = one[phase] / (n * dt) if phase in one else float("nan")
         print(f"| {phase:<10} | {n:>5} | {dt:>8.3f} | {nbytes / dt / 1e6:>8.1f} | "
               f"{rows / dt / 1e6:>8.2f} | {t_read / dt:>7.3f} | {peak:>13,.0f} | {eff:>10.2f} |")
+    events = answers.pop("events")
+    for name, dt in answers.items():
+        print(f"{name}: {dt:.3f} s, {events / dt / 1e6:.2f} M events/s on 1 rank, "
+              f"{t_dec / dt:.2f} of the decode speed (target: >= 0.8 and >= 5 M events/s)")
     if args.ctools_repeat > 0:
         tools = {t: getattr(args, t) for t in bench_ctools.TOOLS}
         print()
