@@ -34,8 +34,8 @@ FIXTURES = {
 # generated traces of a few hundred kB and up: data dominates
 GENERATED = {
     "otf": (["gen_otf.py", "{d}/g.otf", "--processes", "8", "--streams", "3", "--events", "40000"],
-            "g.otf", 0.75),
-    "dumpi": (["gen_dumpi.py", "{d}", "--ranks", "4", "--calls", "3000"], "", 0.45),
+            "g.otf", 0.83),
+    "dumpi": (["gen_dumpi.py", "{d}", "--ranks", "4", "--calls", "3000"], "", 0.56),
     "ovni": (["gen_ovni.py", "{d}", "--looms", "1", "--procs", "2", "--threads", "2",
               "--events", "8000"], "ovni", 1.0),
     "ross": (["gen_ross.py", "{d}", "--mb", "1", "--kinds", "gvt,evtrace,model"], "", 0.95),

@@ -18,8 +18,11 @@ type.  Every table group carries ``columns`` (JSON list, in order) and ``rows``.
 Columns keep the model's dtypes (what you read is what the schema says) and are
 compressed with HDF5's built-in shuffle + deflate filters (no plugin needed to
 read them).  Measured on the fixtures and generated traces of every format,
-shuffle + deflate-4 beat scale-offset (alone or before deflate) everywhere:
-the shuffled zero bytes of wide integers cost deflate almost nothing.  Files
+shuffle + deflate beat scale-offset (alone or before deflate) everywhere:
+the shuffled zero bytes of wide integers cost deflate almost nothing.  Level 1:
+on the 35 MB OTF and 78 MB DUMPI suite traces it is 1.6x faster than level 4
+(the merge's largest cost after decoding) for 12-15% more bytes (0.59x and
+0.20x the input).  Files
 use the HDF5 1.10 format (``libver="v110"``): its chunk indexes take half the
 space of the 1.8 B-trees on small tables.
 
@@ -45,7 +48,7 @@ LAYOUT_VERSION = 2
 LIBVER = "v110"
 CHUNK_ROWS = 1 << 14
 TABLES_ATTR = "tables"
-DEFLATE_LEVEL = 4
+DEFLATE_LEVEL = 1
 NOT_UTF8 = "bytes"      # value of a text dataset's ``encoding`` attribute
 
 
