@@ -42,17 +42,15 @@ def start(defs: Definitions) -> CommAcc:
 
 
 def _sum_by(keys: np.ndarray, *values: np.ndarray):
-    """Rows of ``keys`` (n, 2) made unique (sorted), each value summed per key."""
+    """Rows of ``keys`` (n, 2) made unique (sorted), each value summed per key: one sort
+    of the rows and integer sums over runs (``np.add.reduceat``: exact, no per-row Python)."""
     if not len(keys):
         return (keys,) + values
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    out = []
-    for v in values:
-        s = np.zeros(len(uniq), v.dtype)
-        np.add.at(s, inverse, v)
-        out.append(s)
-    return (uniq, *out)
+    order = np.lexsort((keys[:, 1], keys[:, 0]))
+    k = keys[order]
+    starts = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]).any(axis=1)])
+    return (k[starts], *(np.add.reduceat(v[order], starts).astype(v.dtype, copy=False)
+                         for v in values))
 
 
 def _column(t: Table, name: str, dtype) -> np.ndarray:
@@ -75,7 +73,9 @@ def step(acc: CommAcc, chunk: dict[str, Table]) -> CommAcc:
             np.concatenate([acc.nbytes, size]))
         bins = size_bins(size)
         acc.hist += np.bincount(bins, minlength=HIST_BINS)
-        np.add.at(acc.hist_bytes, bins, size)
+        order = np.argsort(bins, kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(bins[order]) != 0])
+        acc.hist_bytes[bins[order][starts]] += np.add.reduceat(size[order], starts)
     coll = np.flatnonzero((kind == Kind.COLLECTIVE) | (kind == Kind.COLLECTIVE_BEGIN))
     if len(coll):
         region = _column(ev, "region", np.int64)[coll]
