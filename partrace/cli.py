@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"(set PARTRACE_DEBUG=1 for a traceback)")
     if stop.signum is not None:   # arrived once the output was complete: it stays
         print(f"partrace: {stop.signal_name(stop.signum)} on rank {comm.rank} after the "
-              f"output was written", file=sys.stderr)
+              f"output was written; it is kept", file=sys.stderr)
         return stop.exit_code()
     return code
 

@@ -123,6 +123,12 @@ def test_sigterm_to_one_rank_leaves_nothing_on_any_rank(synth_trace, tmp_path, s
     assert "Traceback" not in err, err
 
 
+def _assert_whole_h5(path: Path, events: int) -> None:
+    import h5py
+    with h5py.File(path, "r") as f:
+        assert f["events/time"].shape == (events,)
+
+
 # -- a signal while Python is still importing ----------------------------------------------
 @pytest.mark.parametrize("delay", [0.02, 0.1, 0.2, 0.35, 0.5, 0.8, 1.2])
 def test_sigterm_during_startup_exits_143_cleanly(synth_trace, tmp_path, delay):
@@ -134,7 +140,12 @@ def test_sigterm_during_startup_exits_143_cleanly(synth_trace, tmp_path, delay):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     if proc.returncode == 0:        # the run won the race: a complete output
-        assert out.exists()
+        _assert_whole_h5(out, 4 * 20000)
+        return
+    if "after the output was written; it is kept" in err:   # the signal came after publishing
+        assert proc.returncode == 143 and len(err.splitlines()) == 1, err
+        _assert_whole_h5(out, 4 * 20000)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([trace.name, out.name])
         return
     # -SIGTERM: killed before Python ran partrace's first line (the shell shows 143 too)
     assert proc.returncode in (143, -signal.SIGTERM), err
@@ -142,6 +153,38 @@ def test_sigterm_during_startup_exits_143_cleanly(synth_trace, tmp_path, delay):
     assert len(err.splitlines()) <= 1, err
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == [trace.name], left
+
+
+# -- a signal that arrives while the output is being moved into place -----------------------
+_SIGNAL_AT_PUBLISH = """
+import os, signal, sys
+from partrace.engine import stop
+from partrace.output import staging
+stop.install()
+move = staging.Staging._move
+def move_then_signal(self, names):
+    os.kill(os.getpid(), signal.SIGTERM)    # lands inside the shielded step
+    move(self, names)
+staging.Staging._move = move_then_signal
+from partrace import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_while_publishing_keeps_the_whole_output(synth_trace, tmp_path):
+    """The move cannot be cut in two; once done, the output is whole and stays (a
+    run that replaced an old file with --overwrite must not end with neither)."""
+    trace = synth_trace(locations=4, events=20000, units=4)
+    out = tmp_path / "out.h5"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH}
+    env.pop("PARTRACE_MPI", None)
+    r = subprocess.run([sys.executable, "-c", _SIGNAL_AT_PUBLISH, "merge", str(trace),
+                        "-o", str(out), "--tmpdir", str(tmp_path)],
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 143, r.stderr
+    assert r.stderr == "partrace: SIGTERM after the output was written; it is kept\n"
+    _assert_whole_h5(out, 4 * 20000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([trace.name, out.name])
 
 
 # -- outputs that would destroy inputs or foreign folders ---------------------------------

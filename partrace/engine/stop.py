@@ -37,6 +37,7 @@ _comm = None                    # the communicator of a parallel run, once start
 _raised = False                 # StopRequested was raised once already
 _shield = 0                     # > 0: in a step that must not be cut (publishing the output)
 _cleanups: list = []            # (callable, hard): what removes this process's files
+_published = False              # this process moved an output into place: a stop keeps it
 
 
 class StopRequested(BaseException):
@@ -50,6 +51,12 @@ class StopRequested(BaseException):
 def on_stop(fn, hard_only: bool = False) -> None:
     """Register a cleanup (``hard_only``: only when leaving without the others)."""
     _cleanups.append((fn, hard_only))
+
+
+def published() -> None:
+    """The output is in place and whole: a signal from now on must not say it was removed."""
+    global _published
+    _published = True
 
 
 def exit_code(sig: int | None = None) -> int:
@@ -123,8 +130,11 @@ def _handler(sig, frame):
     comm = _comm
     if comm is None:        # serial, or not started: nothing can be waiting for us
         cleanup(hard=False)
-        say(f"partrace: terminated ({signal_name(sig)}): spill files and unfinished "
-            f"output removed")
+        if _published:      # too late to undo, and undoing would lose a whole output
+            say(f"partrace: {signal_name(sig)} after the output was written; it is kept")
+        else:
+            say(f"partrace: terminated ({signal_name(sig)}): spill files and unfinished "
+                f"output removed")
         os._exit(exit_code(sig))
     if not _raised and comm.in_guard():
         _raised = True

@@ -116,6 +116,7 @@ class Staging:
         """Move staged files/folders into the output's folder, replacing old ones."""
         with stop.shielded():   # a signal now would leave half an output
             self._move(names)
+            stop.published()
         self.discard()
 
     def _move(self, names: list[str]) -> None:
