@@ -33,6 +33,10 @@ class TraceError(PartraceError):
         return cls(path, f"byte {offset}", message)
 
 
+class LimitError(PartraceError):
+    """A value the trace holds does not fit partrace's columns (e.g. an id above 2**31-1)."""
+
+
 class UsageError(PartraceError):
     """Bad command-line use: wrong options, output exists, unknown format."""
 

@@ -5,7 +5,7 @@ columns (:class:`Table`). Every table that is merged in time carries three key
 columns:
 
 * ``time``     int64, nanoseconds (formats convert their own clock),
-* ``location`` int64, the place the record happened (OTF process token,
+* ``location`` int32, the place the record happened (OTF process token,
   DUMPI rank, ovni thread, ROSS PE/KP/LP ...),
 * ``seq``      int64, the record's position among the records of the same
   location in the same table, counted from 0 in source order.
@@ -27,6 +27,8 @@ from enum import IntEnum
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+
+from .errors import LimitError
 
 
 class Kind(IntEnum):
@@ -112,29 +114,36 @@ def _c(name, dtype, description, unit=None, enum=None) -> Column:
 
 KIND_ENUM = {k.name: int(k) for k in Kind}
 
+# Ids of things a trace defines (locations, regions, communicators, ...) are
+# 32-bit: every format's own ids fit (OTF and DUMPI write them as 32-bit
+# integers; ovni and ROSS ids are partrace's own counts), and each id column
+# costs 4 bytes per row instead of 8 in every window, spill, exchange and
+# output.  An id that does not fit is refused (:func:`conform`), never wrapped.
+ID = "int32"
+
 # Columns with one meaning across formats.  Formats use the subset they need.
 COMMON_COLUMNS: dict[str, Column] = {c.name: c for c in [
     _c("time", "int64", "time of the record", "ns"),
-    _c("location", "int64", "location id, >= 1 (OTF process, DUMPI world rank + 1, ovni thread, ...)"),
+    _c("location", ID, "location id, >= 1 (OTF process, DUMPI world rank + 1, ovni thread, ...)"),
     _c("seq", "int64", "position among the records of this location in this table"),
     _c("kind", KIND_DTYPE, "record kind", enum=KIND_ENUM),
-    _c("region", "int64", "function / region id (regions/id); 0 = none"),
+    _c("region", ID, "function / region id (regions/id); 0 = none"),
     _c("ticks", "uint64", "time in the source's own clock ticks", "ticks"),
-    _c("scl", "int64", "source code location id; 0 = none"),
-    _c("peer", "int64", "other location of a message / RMA target or remote; 0 = none"),
-    _c("origin", "int64", "RMA origin location"),
-    _c("comm", "int64", "communicator / process group id"),
+    _c("scl", ID, "source code location id; 0 = none"),
+    _c("peer", ID, "other location of a message / RMA target or remote; 0 = none"),
+    _c("origin", ID, "RMA origin location"),
+    _c("comm", ID, "communicator / process group id"),
     _c("tag", "int64", "message tag"),
     _c("size", "uint64", "bytes sent / message length / bytes of an I/O operation", "bytes"),
     _c("received", "uint64", "bytes received (collectives)", "bytes"),
-    _c("root", "int64", "root location of a collective"),
-    _c("collop", "int64", "collective operation id"),
+    _c("root", ID, "root location of a collective"),
+    _c("collop", ID, "collective operation id"),
     _c("duration", "uint64", "duration given by the record itself", "ticks"),
     _c("match_id", "uint64", "id pairing begin/end records"),
     _c("handle", "uint64", "file handle"),
     _c("operation", "uint64", "file operation code"),
-    _c("file", "int64", "file id"),
-    _c("counter", "int64", "counter id"),
+    _c("file", ID, "file id"),
+    _c("counter", ID, "counter id"),
     _c("value", "uint64", "counter value (raw 64 bits)"),
 ]}
 
@@ -204,13 +213,31 @@ class Table:
 Schema = dict[str, list[Column]]   # table name -> columns, in order
 
 
+def cast(values, col: Column) -> np.ndarray:
+    """``values`` as ``col``'s dtype; narrowing (int64 ids into int32) is checked, never
+    wrapped: one min/max pass, only when the source type is wider."""
+    a = np.asarray(values)
+    dt = col.element_dtype()
+    if a.dtype == dt:
+        return a
+    if (a.size and a.dtype.kind in "iu" and dt.kind in "iu"
+            and a.dtype.itemsize > dt.itemsize):
+        lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+        amin, amax = int(a.min()), int(a.max())
+        if amin < lo or amax > hi:
+            bad = amax if amax > hi else amin
+            raise LimitError(f"column {col.name!r}: value {bad} does not fit partrace's "
+                             f"{dt} column ({lo}..{hi})")
+    return a.astype(dt, copy=False)
+
+
 def conform(table: Table, columns: list[Column]) -> Table:
     """The table with exactly the schema's columns and dtypes (missing = 0/empty)."""
     n = len(table)
     out = {}
     for c in columns:
         if c.name in table:
-            out[c.name] = np.asarray(table[c.name]).astype(c.element_dtype(), copy=False)
+            out[c.name] = cast(table[c.name], c)
         elif c.is_object:
             out[c.name] = np.full(n, "" if c.dtype == STR else b"", dtype=object)
         else:
@@ -255,8 +282,8 @@ DEFINITION_TABLES: dict[str, list[Column]] = {
                       _c("name", STR, "group name")],
     "communicators": [_c("id", "int64", "communicator / process group id (events/comm)"),
                       _c("name", STR, "communicator name")],
-    "communicator_members": [_c("comm", "int64", "communicator id"),
-                             _c("location", "int64", "member location id, in rank order")],
+    "communicator_members": [_c("comm", ID, "communicator id"),
+                             _c("location", ID, "member location id, in rank order")],
     "collectives": [_c("id", "int64", "collective operation id (events/collop)"),
                     _c("name", STR, "operation name"),
                     _c("type", "int64", "0 unknown, 1 barrier, 2 one-to-all, 3 all-to-one, "

@@ -18,8 +18,9 @@ WINDOWS = 4        # the first is not measured: it may compile the numba kernels
 # what the sink may allocate beyond a window, as a share of the window's bytes: less than a copy of
 # it (one stream's rows, with 4 streams about a quarter, and its block cuts; a stream index per row;
 # one formatter block).  Joining held rows to the window and taking every stream's rows at once
-# took 1.2-1.6.
-MAX_EXTRA = 0.85
+# took 1.2-1.6.  (0.85 before ids became 32-bit: the window shrank, the formatter's
+# 64-bit work arrays did not.)
+MAX_EXTRA = 0.95
 
 
 @pytest.fixture(scope="module")

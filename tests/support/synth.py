@@ -15,7 +15,7 @@ import numpy as np
 
 from partrace.formats.base import Format, TraceReader, Unit
 from partrace.model import (LOCATION_COLUMNS, REGION_COLUMNS, STR, Column, Definitions, Kind,
-                            Table, column)
+                            Table, column, conform)
 
 
 def spec(path) -> dict:
@@ -78,8 +78,9 @@ class SynthReader(TraceReader):
                          "payload": rng.integers(0, 256, (m, 4)).astype(np.uint8)})
             # two chunks per location, to exercise chunked decoding
             h = n // 2
-            yield {"events": ev.take(slice(0, h))}
-            yield {"events": ev.take(slice(h, n)), "notes": notes, "vectors": vec}
+            yield {"events": conform(ev.take(slice(0, h)), schema["events"])}
+            yield {"events": conform(ev.take(slice(h, n)), schema["events"]),
+                   "notes": conform(notes, schema["notes"]), "vectors": conform(vec, schema["vectors"])}
 
 
 class Synth(Format):

@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import BYTES, STR, Column, Definitions, Schema, Table, column, conform
+from ...model import BYTES, STR, Column, Definitions, Schema, Table, cast, column, conform
 from ..base import TraceReader, Unit
 from . import grammar as G
 from .files import file_size, master_lines, parse_master, read_blocks, stream_file, stub_of
@@ -284,23 +284,26 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
 # comment texts: str, bytes that are not UTF-8 kept as lone surrogates (s.encode("utf-8", "surrogateescape"))
 _TEXT = partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
 TYPES = {t: {c.name: c.numpy_dtype() for c in cols} for t, cols in SCHEMA.items()}
-_VALUES: dict[str, tuple[list[str], np.ndarray]] = {}
+_VALUES: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
 
 
-def _value_columns(table: str) -> tuple[list[str], np.ndarray]:
-    """The numeric field columns of a stream table, and split.column_map for them."""
+def _value_columns(table: str) -> tuple[list[str], list[str], np.ndarray]:
+    """The numeric field columns of a stream table, 8-byte and 32-bit (ids), and
+    split.column_map for them."""
     if table not in _VALUES:
         from .split import column_map
         names = sorted({f.col for r in G.STREAM_RECORDS if r.table == table
                         for f in r.fields if f.ftype != G.STRING})
-        assert all(TYPES[table][n].itemsize == 8 for n in names)   # rows of one uint64 matrix
-        _VALUES[table] = names, column_map(table, names)
+        wide = [n for n in names if TYPES[table][n].itemsize == 8]
+        narrow = [n for n in names if TYPES[table][n] == np.int32]
+        assert len(wide) + len(narrow) == len(names)
+        _VALUES[table] = wide, narrow, column_map(table, wide, narrow)
     return _VALUES[table]
 
 
 def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps, seqs, path, base):
     from .split import fill_columns
-    rec, ticks, proc = o_rec[:n], o_ticks[:n], o_proc[:n].astype(np.int64)
+    rec, ticks, proc = o_rec[:n], o_ticks[:n], cast(o_proc[:n], column("location"))
     vals, soff, slen = o_vals[:n], o_soff[:n], o_slen[:n]
     time = ticks_to_ns(ticks, tps)
     is_kv = rec == G.KV_CODE
@@ -315,11 +318,17 @@ def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps
         cols = {"time": time[rows], "location": proc[rows], "ticks": ticks[rows], "kind": KIND_OF[rec[rows]],
                 "src_order": base + rows}
         cols["seq"] = seq_all[rows] = seqs[tname].assign(cols["location"])
-        names, colmap = _value_columns(tname)
-        values = np.zeros((len(names), len(rows)), np.uint64)
-        fill_columns(rows, rec, colmap, vals, values)
-        for c, name in enumerate(names):
+        wide, narrow, colmap = _value_columns(tname)
+        values = np.zeros((len(wide), len(rows)), np.uint64)
+        ids = np.zeros((len(narrow), len(rows)), np.int32)
+        bad = fill_columns(rows, rec, colmap, vals, values, ids)
+        if bad >= 0:
+            raise TraceError.at_line(path, int(o_line[rows[bad]]), "an id above 2**31-1 "
+                                     "(partrace keeps ids in 32 bits)")
+        for c, name in enumerate(wide):
             cols[name] = values[c].view(TYPES[tname][name])
+        for c, name in enumerate(narrow):
+            cols[name] = ids[c]
         out[tname] = conform(Table(cols), SCHEMA[tname])
     # comments: the one string field of their record
     srows = np.flatnonzero(np.isin(rec, [i for i, r in enumerate(G.STREAM_RECORDS)

@@ -1,10 +1,10 @@
 """Parsed record lines -> the columns of each stream table (numba; no numpy pass per field).
 
 The parse kernel gives, per line, its record code and up to NV raw field
-values.  Every numeric column of the events, snapshots and statistics tables
-is 8 bytes wide (int64 or uint64), so a table's numeric columns are the rows
-of one (columns x rows) uint64 matrix filled in a single pass; each column is
-then a view of its row (int64 columns hold the same bits, as astype would).
+values.  A table's 8-byte numeric columns (int64 or uint64) are the rows of
+one (columns x rows) uint64 matrix, its 32-bit id columns the rows of one
+int32 matrix, both filled in a single pass; each column is then a view of its
+row (int64 columns hold the same bits, as astype would).
 """
 from __future__ import annotations
 
@@ -16,15 +16,26 @@ from .kernel import NV, _hexval
 
 
 @njit(cache=True)
-def fill_columns(rows, rec, colmap, vals, out):
-    """out[colmap[r, j], k] = vals[rows[k], j] for the fields j of row k's record r."""
+def fill_columns(rows, rec, colmap, vals, wide, narrow):
+    """For the fields j of row k's record r: wide[c, k] = vals[rows[k], j] where
+    c = colmap[r, j] >= 0; narrow[-c - 2, k] = the same where c <= -2 (32-bit ids).
+
+    Returns the first k whose id does not fit 31 bits, or -1 (the caller raises:
+    an id is never wrapped)."""
+    bad = -1
     for k in range(rows.shape[0]):
         i = rows[k]
         r = rec[i]
         for j in range(colmap.shape[1]):
             c = colmap[r, j]
             if c >= 0:
-                out[c, k] = vals[i, j]
+                wide[c, k] = vals[i, j]
+            elif c <= -2:
+                v = vals[i, j]
+                if v > 2147483647 and bad < 0:
+                    bad = k
+                narrow[-c - 2, k] = v
+    return bad
 
 
 @njit(cache=True)
@@ -62,9 +73,10 @@ def kv_values(buf, soff, slen, is_bytes, bstart, value, raw):
             value[i] = v
 
 
-def column_map(table: str, names: list[str]) -> np.ndarray:
-    """(record code, field) -> row of ``names`` its numeric value goes to, or -1."""
-    where = {n: i for i, n in enumerate(names)}
+def column_map(table: str, wide: list[str], narrow: list[str]) -> np.ndarray:
+    """(record code, field) -> row of ``wide`` its value goes to (>= 0), row r of
+    ``narrow`` as -r - 2, or -1 (none)."""
+    where = {n: i for i, n in enumerate(wide)} | {n: -i - 2 for i, n in enumerate(narrow)}
     out = np.full((len(G.STREAM_RECORDS), NV), -1, np.int64)
     for r, rec in enumerate(G.STREAM_RECORDS):
         if rec.table != table:
