@@ -20,6 +20,8 @@ the library's bindings.
 """
 from __future__ import annotations
 
+import ctypes
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,8 +191,8 @@ def write_global(folder, name: str, layout: Layout, events: np.ndarray, first: i
                  last: int, creator: str) -> None:
     """The anchor file NAME.otf2 and the global definitions NAME.def in ``folder``;
     ``events``: the number of records of each location; [first, last]: the time range."""
-    from .library import DEF_CHUNK, EVENT_CHUNK, load
-    o, _ = load()
+    from .library import DEF_CHUNK, EVENT_CHUNK, error_name, load
+    o, lib = load()
     archive = o.Archive_Open(str(folder), name, o.FILEMODE_WRITE, EVENT_CHUNK, DEF_CHUNK,
                              o.SUBSTRATE_POSIX, o.COMPRESSION_NONE)
     try:
@@ -249,8 +251,25 @@ def write_global(folder, name: str, layout: Layout, events: np.ndarray, first: i
             o.GlobalDefWriter_WriteMetricClass(w, m, refs, o.METRIC_SYNCHRONOUS_STRICT,
                                                o.RECORDER_KIND_ABSTRACT)
         o.Archive_CloseGlobalDefWriter(archive, w)
+        # the library draws a random trace id; a hash of what the archive holds instead keeps
+        # the anchor file the same on any rank count (an exported function of libotf2 that its
+        # public API does not declare: it sets the id read from an anchor file)
+        code = lib.otf2_archive_set_trace_id(ctypes.cast(archive, ctypes.c_void_p),
+                                             trace_id(layout, events, first, last))
+        if code:
+            raise OSError(f"{folder}: OTF2 library: {error_name(code)}")
     finally:
         o.Archive_Close(archive)
+
+
+def trace_id(layout: Layout, events: np.ndarray, first: int, last: int) -> int:
+    """A 64-bit hash of the definitions and record counts (the same on every rank count)."""
+    h = hashlib.blake2b(digest_size=8)
+    for part in (layout.loc_ids, events, np.asarray([first, last], np.int64)):
+        h.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
+    h.update(repr((layout.loc_names, layout.reg_names, layout.comm_names, layout.metrics))
+             .encode("utf-8", "replace"))
+    return int.from_bytes(h.digest(), "little")
 
 
 def _flush(user, file_type, location, caller, final):

@@ -47,6 +47,8 @@ def load():
     lib.OTF2_Archive_GetDefWriter.restype = p
     lib.OTF2_Archive_GetDefWriter.argtypes = [p, u64]
     lib.OTF2_Archive_CloseDefWriter.argtypes = [p, p]
+    # the anchor file's trace id is random unless set (see definitions.write_global)
+    lib.otf2_archive_set_trace_id.argtypes = [p, u64]
     lib.OTF2_Error_GetName.restype = ctypes.c_char_p
     lib.OTF2_Error_GetName.argtypes = [ctypes.c_int]
     return _otf2, lib
