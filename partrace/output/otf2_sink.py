@@ -17,7 +17,8 @@ not map them yet (README, "OTF2 output").
 Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order), which hands them, in (time, seq,
 table) order, to the library's event writer of that location (a numba loop
-calling the C functions: no Python per row).  Each rank writes its locations'
+calling the C functions: no Python per row).  Writers are independent, so rows go in the
+window's key order; only rows of several tables are sorted together.  Each rank writes its locations'
 event files in an archive of its own under the staging folder; at commit rank 0
 writes the anchor file and the global definitions (with each location's record
 count) and every rank moves its event files into the archive's folder.
@@ -149,37 +150,46 @@ class OTF2Sink(Sink):
             hit = (kind == k) & known
             op[hit] = o
             ref[hit] = r[hit]
-        # the communicator: a defined one with members, else every location (ref 0)
-        c, cknown = L.lookup(L.comm_ids, col("comm"))
-        cref = np.where(cknown, 1 + c, 0)
-        peer_i, peer_ok = L.location_index(col("peer"))
-        rank, member = L.ranks(cref, peer_i)
-        cref = np.where(member | ~peer_ok, cref, 0)
-        rank = np.where(member, rank, peer_i)
-        msg = peer_ok & ((kind == Kind.SEND) | (kind == Kind.RECV))
-        op[msg & (kind == Kind.SEND)] = E.SEND
-        op[msg & (kind == Kind.RECV)] = E.RECV
-        # collectives: the root's rank in the communicator (none: OTF2_UNDEFINED_UINT32)
-        root_i, root_ok = L.location_index(col("root"))
-        root, root_member = L.ranks(cref, root_i)
-        coll = np.isin(kind, [Kind.COLLECTIVE, Kind.COLLECTIVE_BEGIN, Kind.COLLECTIVE_END])
-        rank = np.where(coll, np.where(root_member & root_ok, root,
-                                       np.where(root_ok & (cref == 0), root_i, UNDEFINED_U32)),
-                        rank)
-        op[kind == Kind.COLLECTIVE_BEGIN] = E.COLL_BEGIN
-        op[kind == Kind.COLLECTIVE_END] = E.COLL_END
-        op[kind == Kind.COLLECTIVE] = E.COLLECTIVE
-        ci, cok = L.lookup(L.coll_ids, col("collop"))
-        collop = np.where(cok, L.coll_ops[ci] if len(L.coll_ops) else 0, 0).astype(np.uint8)
+        rank = np.zeros(n, np.int64)
+        collop = np.zeros(n, np.uint8)
+        col_at = lambda c, rows: np.asarray(ev[c])[rows].astype(np.int64) if c in ev \
+            else np.zeros(len(rows), np.int64)  # noqa: E731
+        # messages and collectives (their rows only): the communicator is a defined one with
+        # members, else every location (ref 0); peer and root as ranks in it
+        rows = np.flatnonzero((kind >= Kind.SEND) & (kind <= Kind.COLLECTIVE_END)
+                              & (kind != Kind.COUNTER))
+        if len(rows):
+            k = kind[rows]
+            c, cknown = L.lookup(L.comm_ids, col_at("comm", rows))
+            cref = np.where(cknown, 1 + c, 0)
+            peer_i, peer_ok = L.location_index(col_at("peer", rows))
+            prank, member = L.ranks(cref, peer_i)
+            msg = peer_ok & ((k == Kind.SEND) | (k == Kind.RECV))
+            cref = np.where(msg & ~member, 0, cref)     # a peer outside it: on every location's
+            prank = np.where(member, prank, peer_i)
+            root_i, root_ok = L.location_index(col_at("root", rows))
+            root, root_member = L.ranks(cref, root_i)
+            # no root: OTF2_UNDEFINED_UINT32
+            root = np.where(root_ok & root_member, root, UNDEFINED_U32)
+            coll = k >= Kind.COLLECTIVE
+            ops = np.select([msg & (k == Kind.SEND), msg & (k == Kind.RECV),
+                             k == Kind.COLLECTIVE_BEGIN, k == Kind.COLLECTIVE_END,
+                             k == Kind.COLLECTIVE],
+                            [E.SEND, E.RECV, E.COLL_BEGIN, E.COLL_END, E.COLLECTIVE], E.NONE)
+            op[rows] = ops
+            ref[rows] = cref
+            rank[rows] = np.where(coll, root, prank)
+            ci, cok = L.lookup(L.coll_ids, col_at("collop", rows))
+            collop[rows] = np.where(cok & coll, L.coll_ops[ci] if len(L.coll_ops) else 0, 0)
         # counters: a metric of one uint64 value
-        m, mok = L.lookup(L.counter_ids, col("counter"))
-        metric = (kind == Kind.COUNTER) & mok
-        op[metric] = E.METRIC
-        ref[metric] = m[metric]
         values = np.zeros((n, 1), np.uint64)
-        if "value" in ev:
-            values[:, 0] = np.asarray(ev["value"]).astype(np.uint64)
-        ref = np.where(msg | coll, cref, ref)
+        rows = np.flatnonzero(kind == Kind.COUNTER)
+        if len(rows):
+            m, mok = L.lookup(L.counter_ids, col_at("counter", rows))
+            op[rows[mok]] = E.METRIC
+            ref[rows[mok]] = m[mok]
+            if "value" in ev:
+                values[rows, 0] = np.asarray(ev["value"])[rows].astype(np.uint64)
         return dict(loc=li, time=np.asarray(ev["time"], dtype=np.int64), seq=col("seq"),
                     table=np.zeros(n, np.int64), op=op, ref=ref, rank=rank,
                     tag=col("tag") & 0xFFFFFFFF, size=np.asarray(ev["size"]).astype(np.uint64)
@@ -208,19 +218,21 @@ class OTF2Sink(Sink):
     def _write(self, parts: list[dict]) -> None:
         from ..formats.otf2 import events as E
         from ..formats.otf2.library import error_name
-        cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "values"}
-        # the values of metric rows, one row of the widest class each
-        values = np.zeros((len(cat["time"]), self.width), np.uint64)
-        at = 0
-        for p in parts:
-            v = p["values"]
-            values[at:at + len(v), :v.shape[1]] = v
-            at += len(v)
-        # a location's rows in (time, seq, table) order: the order any window cut keeps
-        # (the engine cuts every table at the same (time, location, seq) keys)
-        order = np.lexsort((cat["table"], cat["seq"], cat["time"], cat["loc"]))
-        cat = {k: v[order] for k, v in cat.items()}
-        values = np.ascontiguousarray(values[order])
+        if len(parts) == 1:         # one table's rows come in key order: each location's in order
+            cat, values = parts[0], np.ascontiguousarray(parts[0]["values"])
+            order = np.arange(len(cat["time"]))
+        else:
+            cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "values"}
+            # the values of metric rows, one row of the widest class each
+            values = np.zeros((len(cat["time"]), self.width), np.uint64)
+            at = 0
+            for p in parts:
+                v = p["values"]
+                values[at:at + len(v), :v.shape[1]] = v
+                at += len(v)
+            # a location's rows of several tables in (time, seq, table) order: the order any
+            # window cut keeps (the engine cuts every table at the same (time, location, seq))
+            order = np.lexsort((cat["table"], cat["seq"], cat["loc"], cat["time"]))
         written = cat["op"] != E.NONE
         if not written.any():
             return
@@ -231,11 +243,11 @@ class OTF2Sink(Sink):
                                 f"{int(cat['time'][bad])} ns is before 0, which OTF2's unsigned "
                                 "timestamps cannot hold")
         self.span = [min(self.span[0], int(tm.min())), max(self.span[1], int(tm.max()))]
-        rc, row = E.write_rows(self.writers, cat["loc"] - self.first_mine, cat["time"], cat["op"],
-                               cat["ref"], cat["rank"], cat["ref"], cat["tag"], cat["size"],
-                               cat["received"], cat["collop"], np.arange(len(order)),
-                               values.ctypes.data, values.shape[1] * 8, self.nvalues,
-                               self.types.ctypes.data, self.counts)
+        rc, row = E.write_rows(order, self.writers, cat["loc"] - self.first_mine, cat["time"],
+                               cat["op"], cat["ref"], cat["rank"], cat["ref"], cat["tag"],
+                               cat["size"], cat["received"], cat["collop"], values.ctypes.data,
+                               values.shape[1] * 8, self.nvalues, self.types.ctypes.data,
+                               self.counts)
         if rc:
             raise PartraceError(f"location {int(self.layout.loc_ids[cat['loc'][row]])}, time "
                                 f"{int(cat['time'][row])} ns: the OTF2 library refused the "

@@ -29,16 +29,18 @@ _metric = types.ExternalFunction("OTF2_EvtWriter_Metric", _rc(_u64, _u64, _u64, 
 
 
 @njit(cache=True)
-def write_rows(writers, loc, time, op, ref, rank, comm, tag, size, received, collop,
-               vrow, values_at, row_bytes, nvalues, types_at, counts):
-    """Row i goes to ``writers[loc[i]]`` as the record ``op[i]`` names (rows of a location in
-    order); ``ref`` is the region, metric or (collectives, messages: ``comm``) communicator,
-    ``rank`` the peer's or root's rank in it.  A metric row's values are the ``nvalues[ref]``
-    8-byte values at ``values_at + vrow * row_bytes``, typed by the bytes at ``types_at + ref *
-    256``.  Counts the records of each location into ``counts``; returns (0, -1), or the
-    library's error code and the row it refused."""
+def write_rows(order, writers, loc, time, op, ref, rank, comm, tag, size, received, collop,
+               values_at, row_bytes, nvalues, types_at, counts):
+    """Rows in ``order`` (each location's rows in its order: writers are independent),
+    row i to ``writers[loc[i]]`` as the record ``op[i]`` names; ``ref`` is the region, metric
+    or (collectives, messages: ``comm``) communicator, ``rank`` the peer's or root's rank in
+    it.  A metric row's values are the ``nvalues[ref]`` 8-byte values at ``values_at + i *
+    row_bytes``, typed by the bytes at ``types_at + ref * 256``.  Counts the records of each
+    location into ``counts``; returns (0, -1), or the library's error code and the row it
+    refused."""
     none = np.uint64(0)
-    for i in range(len(time)):
+    for k in range(len(order)):
+        i = order[k]
         o = op[i]
         if o == NONE:
             continue
@@ -69,7 +71,7 @@ def write_rows(writers, loc, time, op, ref, rank, comm, tag, size, received, col
             m = ref[i]
             rc = _metric(w, none, t, np.uint32(m), np.uint8(nvalues[m]),
                          np.uint64(types_at + m * 256),
-                         np.uint64(values_at + vrow[i] * row_bytes))
+                         np.uint64(values_at + i * row_bytes))
         if rc != 0:
             return rc, i
         counts[loc[i]] += n
