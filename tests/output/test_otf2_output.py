@@ -225,15 +225,40 @@ def test_definitions(outputs):
 
 # -- the CLI --------------------------------------------------------------------------------
 
-def test_convert_from_hdf5_gives_the_same_bytes(tmp_path):
+@pytest.mark.parametrize("trace", [FIXTURES["otf"][1], FIXTURES["dumpi"][1], FIXTURES["ovni"][1],
+                                   FIXTURES["ross"][2]], ids=["otf", "dumpi", "ovni", "ross"])
+def test_convert_from_hdf5_gives_the_same_bytes(trace, tmp_path):
     """partrace's HDF5 merge (the fifth input) converted to OTF2 equals the direct merge."""
-    trace = FIXTURES["dumpi"][1]
-    h5, direct, converted = tmp_path / "m.h5", tmp_path / "d.otf2", tmp_path / "c.otf2"
+    # the same archive name in two folders (OTF2 files may hold the name)
+    h5, direct, converted = tmp_path / "m.h5", tmp_path / "d" / "x.otf2", tmp_path / "c" / "x.otf2"
+    direct.parent.mkdir()
+    converted.parent.mkdir()
     for args in (["merge", str(trace), "-o", str(h5)], ["merge", str(trace), "-o", str(direct)],
                  ["convert", str(h5), "-o", str(converted)]):
         r = run_cli([*args, "-q"])
         assert r.returncode == 0, r.stderr
-    assert _files(direct) == _files(converted)
+    assert _files(converted) == _files(direct)
+
+
+def test_budgeted_merge_on_3_ranks_equals_one_window(tmp_path):
+    """A generated DUMPI trace under a 1 MiB budget: many windows on 3 ranks, same files."""
+    import re
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_dumpi.py"), str(tmp_path),
+                        "--ranks", "4", "--calls", "3000"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    trace = tmp_path / "synth.meta"
+    outs, windows = [], []
+    for n, extra in ((None, []), (3, ["--memory", "1M"])):
+        (tmp_path / f"n{n}").mkdir()
+        out = tmp_path / f"n{n}" / "o.otf2"
+        r = run_cli(["merge", str(trace), "-o", str(out), *extra], nranks=n, timeout=600)
+        assert r.returncode == 0, r.stderr
+        windows.append(int(re.search(r"(\d+) window\(s\)", r.stderr).group(1)))
+        outs.append(_files(out))
+    assert windows[0] == 1 and windows[1] > 1
+    assert outs[0] == outs[1]
+    with otf2.reader.open(str(tmp_path / "nNone" / "o.otf2")) as rd:
+        assert sum(1 for _ in rd.events) > 10000
 
 
 def test_to_otf2_and_existing_outputs(tmp_path):
