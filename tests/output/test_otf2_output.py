@@ -178,11 +178,13 @@ def _read(archive, sample_names):
     return events, samples, counts
 
 
-def test_every_record_equals_the_hdf5_merge(outputs):
+def test_every_record_equals_the_hdf5_merge(outputs, capfd):
     h5, (one, three) = outputs
     want_events, want_samples, names = _expected(h5)
     for archive in (one, three):
         events, samples, counts = _read(archive, names)
+        # the library reports what it finds wrong on stderr (a missing file, a bad chunk)
+        assert "[OTF2]" not in capfd.readouterr().err
         assert set(events) == set(want_events)
         for loc, want in want_events.items():
             got = events[loc]
@@ -217,6 +219,15 @@ def test_definitions(outputs):
         got = {loc._ref: (loc.name, loc.group.name) for loc in d.locations}
         assert got == {i: (n, name[parent[i]] if parent[i] in name else n)
                        for i, n in name.items()}
+        # a group under the node of its location's parent, else under the root
+        group_of = {i: parent[i] if parent[i] in name else i for i in name}
+        for loc in d.locations:
+            g = group_of[loc._ref]
+            node = loc.group.system_tree_parent
+            up = parent[g]
+            assert node.name == (name[up] if up in name else "partrace trace"), loc.name
+            if up not in name:
+                assert node.parent is None
         regions = [(x.name, str(x.paradigm).split(".")[-1]) for x in d.regions]
     want = [(str(n), "MPI" if int(g) in mpi_groups else "USER")
             for _, n, g in sorted(zip(np.asarray(regs["id"]).tolist(), regs["name"], regs["group"]))]
