@@ -28,7 +28,7 @@ examples:
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="input trace (file or folder)")
     p.add_argument("-o", "--output", required=True, help="output path: NAME.h5, NAME.otf or NAME.pftrace")
-    p.add_argument("--to", choices=["hdf5", "otf", "perfetto"], help="output format (default: from the name)")
+    p.add_argument("--to", choices=["hdf5", "otf", "perfetto", "otf2"], help="output format (default: from the name)")
     p.add_argument("--format", help="input format (default: detected)")
     _add_reader_option(p)
     p.add_argument("--streams", type=int, metavar="M",

@@ -8,6 +8,7 @@ Measured in one run, warm page cache:
   decode      every unit decoded on one process (no merge, no output)
   merge->h5   `partrace merge TRACE -o X.h5` under mpiexec -n N (whole command)
   merge->otf  `partrace merge TRACE -o X.otf --streams M` under mpiexec -n N
+  otf2        the OTF2 sink writing the decoded trace on one process (records/s)
 and printed as one table: seconds, MB/s, rows/s (rows of every table the
 format decodes: events, samples, ...), ratio to the raw read, peak resident
 memory per rank (as the merge reports it), and parallel efficiency
@@ -84,6 +85,34 @@ def answer_rates(path, fmt, repeat: int) -> dict:
     return out
 
 
+def otf2_rate(path, fmt, repeat: int, tmpdir=None) -> tuple[float, int] | None:
+    """Best-of-N seconds of the OTF2 sink writing the decoded trace on 1 rank (prepare,
+    every window, commit: definitions, events, publish), and the records it wrote; None
+    without the otf2 package."""
+    try:
+        import _otf2  # noqa: F401
+    except ImportError:
+        return None
+    from partrace.engine.mpi import serial
+    from partrace.engine.pipeline import run
+    from partrace.output.memory import MemorySink
+    from partrace.output.otf2_sink import OTF2Sink
+    mem = MemorySink()
+    run(serial(), path, mem, format=fmt)
+    times, records = [], 0
+    for i in range(max(1, repeat) + 1):        # the first run warms the numba kernels
+        with tempfile.TemporaryDirectory(prefix="partrace-bench-otf2-", dir=tmpdir) as tmp:
+            comm, sink = serial(), OTF2Sink(Path(tmp) / "x.otf2")
+            t0 = time.perf_counter()
+            sink.prepare(comm, mem.defs, mem.schema)
+            sink.write(comm, mem.tables)
+            sink.commit(comm)
+            if i:
+                times.append(time.perf_counter() - t0)
+            records = int(sink.counts.sum())
+    return min(times), records
+
+
 def mpiexec() -> str:
     here = Path(sys.executable).parent / "mpiexec"
     return str(here) if here.exists() else (shutil.which("mpiexec") or "mpiexec")
@@ -129,6 +158,7 @@ def main(argv=None) -> int:
     decode_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     results = [("read", 1, t_read, float("nan")), ("decode", 1, t_dec, decode_peak)]
     answers = answer_rates(args.trace, args.format, args.repeat)
+    otf2 = otf2_rate(args.trace, args.format, args.repeat, args.tmpdir)
     extra = ["--memory", args.memory] if args.memory else []
     with tempfile.TemporaryDirectory(prefix="partrace-bench-", dir=args.tmpdir) as tmp:
         for n in ranks:
@@ -155,6 +185,10 @@ def main(argv=None) -> int:
     for name, dt in answers.items():
         print(f"{name}: {dt:.3f} s, {events / dt / 1e6:.2f} M events/s on 1 rank, "
               f"{t_dec / dt:.2f} of the decode speed (target: >= 0.8 and >= 5 M events/s)")
+    if otf2 is not None:
+        dt, records = otf2
+        print(f"otf2 writing: {dt:.3f} s, {records / dt / 1e6:.2f} M records/s on 1 rank "
+              f"({records:,} records; target: >= 2 M events/s per rank)")
     if args.ctools_repeat > 0:
         tools = {t: getattr(args, t) for t in bench_ctools.TOOLS}
         print()

@@ -19,6 +19,8 @@ def output_kind(path, to: str | None = None) -> str:
         return "otf"
     if suffix == PERFETTO_SUFFIX:
         return "perfetto"
+    if suffix == ".otf2":
+        return "otf2"
     raise UsageError(f"{path}: cannot tell the output format from the name "
                      f"(use .h5, .otf or .pftrace, or --to hdf5|otf|perfetto)")
 
@@ -44,6 +46,11 @@ def make_sink(path, *, to: str | None = None, source: str = "", overwrite: bool 
             raise UsageError("--streams and --compress do not apply to Perfetto output")
         from .perfetto_sink import PerfettoSink
         return PerfettoSink(path, overwrite=overwrite)
+    if kind == "otf2":
+        if streams is not None or compression is not None:
+            raise UsageError("--streams and --compress do not apply to OTF2 output")
+        from .otf2_sink import OTF2Sink
+        return OTF2Sink(path, overwrite=overwrite)
     if compression not in (None, "zlib"):
         raise UsageError(f"--compress {compression} applies to HDF5 output; OTF takes zlib")
     from .otf_sink import OTFSink

@@ -1,0 +1,391 @@
+"""The OTF2 output, read back with the official OTF2 library (the ``otf2`` package's reader)
+and compared with the HDF5 merge of the same real fixture, record by record: every
+Enter/Leave, message, collective and metric of every location, on 1 and 3 ranks, and the
+archives byte-identical across rank counts."""
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import partrace
+from partrace.model import Kind
+from partrace.output.perfetto_sink import REFERENCE_COLUMNS
+from tests.conftest import ROOT, run_cli
+from tests.formats.test_contract import FIXTURES, _label
+
+otf2 = pytest.importorskip("otf2")
+pytestmark = pytest.mark.mpi        # each case merges on 3 ranks too
+
+CASES = [pytest.param(path, id=f"{fmt}-{_label(path)}") for fmt, paths in FIXTURES.items()
+         for path in paths]
+WORLD = "all locations"
+UNDEFINED = 0xFFFFFFFF
+OP_NAMES = {n for n in dir(otf2.CollectiveOp) if n.isupper()}
+
+
+def _files(archive):
+    """{name: bytes} of an archive: anchor, global definitions, the files of its folder
+    (named without the archive's own name)."""
+    stem = archive.with_suffix("")
+    out = {".otf2": archive.read_bytes(), ".def": stem.with_suffix(".def").read_bytes()}
+    for p in sorted(stem.iterdir()):
+        out[f"/{p.name}"] = p.read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module", params=CASES)
+def outputs(request, tmp_path_factory):
+    trace = request.param
+    tmp = tmp_path_factory.mktemp("otf2")
+    h5 = tmp / "m.h5"
+    r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
+    assert r.returncode == 0, r.stderr
+    outs = []
+    for n in (None, 3):
+        (tmp / f"n{n}").mkdir()
+        out = tmp / f"n{n}" / "m.otf2"      # the same name: OTF2 files may hold it
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=600)
+        assert r.returncode == 0, r.stderr
+        outs.append(out)
+    return h5, outs
+
+
+def test_same_bytes_on_1_and_3_ranks(outputs):
+    h5, (one, three) = outputs
+    a, b = _files(one), _files(three)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name] == b[name], name
+    n = len(partrace.open(h5).definitions.tables["locations"])
+    # the anchor, the global definitions, and an event and a local definition file per location
+    assert len(a) == 2 + 2 * n
+
+
+# -- what the HDF5 merge says the archive must hold ------------------------------------------
+
+def _value(v):
+    """A metric value as compared: a float by its bits (NaN equals NaN), an integer as is."""
+    if isinstance(v, (float, np.floating)):
+        return ("f", struct.pack("<d", float(v)))
+    return ("i", int(v))
+
+
+def _expected(h5):
+    """Per location: the records the events table gives (in order), and per sample table
+    the Metric records of its rows (in order); and the sample tables' metric names."""
+    t = partrace.open(h5)
+    defs = t.definitions.tables
+    regions = {int(i): str(n) for i, n in zip(defs["regions"]["id"], defs["regions"]["name"])}
+    locs = set(int(i) for i in defs["locations"]["id"])
+    counters = {int(i): str(n) for i, n in zip(defs["counters"]["id"], defs["counters"]["name"])} \
+        if "counters" in defs else {}
+    comms = {}
+    if "communicators" in defs and "communicator_members" in defs:
+        mem = defs["communicator_members"]
+        for i, n in zip(defs["communicators"]["id"], defs["communicators"]["name"]):
+            members = [int(x) for c, x in zip(mem["comm"], mem["location"]) if int(c) == int(i)]
+            if members and set(members) <= locs:
+                comms[int(i)] = (str(n), members)
+    colls = {int(i): str(n).upper().removeprefix("MPI_")
+             for i, n in zip(defs["collectives"]["id"], defs["collectives"]["name"])} \
+        if "collectives" in defs else {}
+    ev = t.columns("events")
+    n = len(ev["time"])
+    get = lambda c: ev[c] if c in ev else np.zeros(n, np.int64)  # noqa: E731
+    events = defaultdict(list)
+    for i in range(n):
+        loc, tm, k = int(ev["location"][i]), int(ev["time"][i]), int(ev["kind"][i])
+        comm = int(get("comm")[i])
+        cname, members = comms.get(comm, (WORLD, None))
+        if k in (Kind.ENTER, Kind.LEAVE) and int(get("region")[i]) in regions:
+            events[loc].append(("Enter" if k == Kind.ENTER else "Leave", tm,
+                                regions[int(get("region")[i])]))
+        elif k in (Kind.SEND, Kind.RECV) and int(get("peer")[i]) in locs:
+            peer = int(get("peer")[i])
+            if members is not None and peer not in members:
+                cname = WORLD
+            events[loc].append(("MpiSend" if k == Kind.SEND else "MpiRecv", tm, cname, peer,
+                                int(get("tag")[i]) & 0xFFFFFFFF, int(get("size")[i])))
+        elif k in (Kind.COLLECTIVE, Kind.COLLECTIVE_BEGIN, Kind.COLLECTIVE_END):
+            if k != Kind.COLLECTIVE_END:
+                events[loc].append(("Begin", tm))
+            if k != Kind.COLLECTIVE_BEGIN:
+                root = int(get("root")[i])
+                root = root if root in locs and (members is None or root in members) else None
+                op = colls.get(int(get("collop")[i]))
+                events[loc].append(("End", tm, op if op in OP_NAMES else None, cname, root,
+                                    int(get("size")[i]), int(get("received")[i])))
+        elif k == Kind.COUNTER and int(get("counter")[i]) in counters:
+            events[loc].append(("Metric", tm, (counters[int(get("counter")[i])],),
+                                (_value(np.uint64(get("value")[i])),)))
+    samples = defaultdict(list)
+    names = set()
+    for name in t.tables:
+        if name == "events":
+            continue
+        tab = t.columns(name)
+        if set(tab) & REFERENCE_COLUMNS:
+            continue
+        cols = [c for c in tab if c not in ("time", "location", "seq", "offset", "sample_type",
+                                            "sample_size", "stats_type", "model_size", "flag")
+                and not c.endswith("_id") and tab[c].dtype.kind in "iuf" and tab[c].ndim == 1]
+        if not cols:
+            continue
+        names |= {f"{name}.{c}" for c in cols}
+        for i in range(len(tab["time"])):
+            samples[(int(tab["location"][i]), name)].append(
+                ("Metric", int(tab["time"][i]), tuple(f"{name}.{c}" for c in cols),
+                 tuple(_value(tab[c][i]) for c in cols)))
+    return events, samples, names
+
+
+def _read(archive, sample_names):
+    """Per location: the records from events (in file order), per (location, table) the
+    sample Metric records, and each location's record count as defined."""
+    events, samples, counts = defaultdict(list), defaultdict(list), {}
+    with otf2.reader.open(str(archive)) as r:
+        for loc in r.definitions.locations:
+            counts[loc._ref] = loc.number_of_events
+        for loc, ev in r.events:
+            lid = loc._ref
+            kind = type(ev).__name__
+            if kind in ("Enter", "Leave"):
+                events[lid].append((kind, ev.time, ev.region.name))
+            elif kind in ("MpiSend", "MpiRecv"):
+                peer = ev.communicator.group.members[ev.receiver if kind == "MpiSend" else ev.sender]
+                events[lid].append((kind, ev.time, ev.communicator.name, peer._ref, ev.msg_tag,
+                                    ev.msg_length))
+            elif kind == "MpiCollectiveBegin":
+                events[lid].append(("Begin", ev.time))
+            elif kind == "MpiCollectiveEnd":
+                root = None if ev.root == UNDEFINED else ev.communicator.group.members[ev.root]._ref
+                events[lid].append(("End", ev.time, str(ev.collective_op).split(".")[-1], ev.communicator.name,
+                                    root, ev.size_sent, ev.size_received))
+            elif kind == "Metric":
+                members = tuple(m.name for m in ev.metric.members)
+                rec = ("Metric", ev.time, members, tuple(_value(v) for v in ev.values))
+                if set(members) <= sample_names:
+                    samples[(lid, members[0].split(".")[0])].append(rec)
+                else:
+                    events[lid].append(rec)
+            else:
+                raise AssertionError(f"unexpected record {kind} on location {lid}")
+    return events, samples, counts
+
+
+def test_every_record_equals_the_hdf5_merge(outputs, capfd):
+    h5, (one, three) = outputs
+    want_events, want_samples, names = _expected(h5)
+    for archive in (one, three):
+        events, samples, counts = _read(archive, names)
+        # the library reports what it finds wrong on stderr (a missing file, a bad chunk)
+        assert "[OTF2]" not in capfd.readouterr().err
+        assert set(events) == set(want_events)
+        for loc, want in want_events.items():
+            got = events[loc]
+            assert len(got) == len(want), loc
+            # an operation the OTF2 enum has no name for is written by its kind; not compared
+            got = [g[:2] + (None,) + g[3:] if g[0] == "End" and w[2] is None else g
+                   for g, w in zip(got, want)]
+            assert got == want, loc
+        assert samples.keys() == want_samples.keys()
+        for key, want in want_samples.items():
+            assert samples[key] == want, key
+        for loc, n in counts.items():
+            assert n == len(events.get(loc, ())) + sum(len(v) for (l, _), v in samples.items()
+                                                         if l == loc), loc
+    assert sum(len(v) for v in want_events.values()) + sum(len(v) for v in want_samples.values())
+
+
+def test_definitions(outputs):
+    """Locations keep their ids and names under their parent's location group (or their own),
+    regions their names, MPI regions the MPI paradigm."""
+    h5, (one, _) = outputs
+    defs = partrace.open(h5).definitions.tables
+    locs = defs["locations"]
+    name = {int(i): str(n) for i, n in zip(locs["id"], locs["name"])}
+    parent = {int(i): int(p) for i, p in zip(locs["id"], locs["parent"])}
+    regs = defs["regions"]
+    groups = next((defs[t] for t in ("region_groups", "function_groups") if t in defs), None)
+    mpi_groups = {int(i) for i, n in zip(groups["id"], groups["name"])
+                  if str(n).strip().lower() == "mpi"} if groups is not None else set()
+    with otf2.reader.open(str(one)) as r:
+        d = r.definitions
+        got = {loc._ref: (loc.name, loc.group.name) for loc in d.locations}
+        assert got == {i: (n, name[parent[i]] if parent[i] in name else n)
+                       for i, n in name.items()}
+        # a group under the node of its location's parent, else under the root
+        group_of = {i: parent[i] if parent[i] in name else i for i in name}
+        for loc in d.locations:
+            g = group_of[loc._ref]
+            node = loc.group.system_tree_parent
+            up = parent[g]
+            assert node.name == (name[up] if up in name else "partrace trace"), loc.name
+            if up not in name:
+                assert node.parent is None
+        regions = [(x.name, str(x.paradigm).split(".")[-1]) for x in d.regions]
+    want = [(str(n), "MPI" if int(g) in mpi_groups else "USER")
+            for _, n, g in sorted(zip(np.asarray(regs["id"]).tolist(), regs["name"], regs["group"]))]
+    assert [(n, p if p == "MPI" else "USER") for n, p in regions] == want
+
+
+# -- the CLI --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("trace", [FIXTURES["otf"][1], FIXTURES["dumpi"][1], FIXTURES["ovni"][1],
+                                   FIXTURES["ross"][2]], ids=["otf", "dumpi", "ovni", "ross"])
+def test_convert_from_hdf5_gives_the_same_bytes(trace, tmp_path):
+    """partrace's HDF5 merge (the fifth input) converted to OTF2 equals the direct merge."""
+    # the same archive name in two folders (OTF2 files may hold the name)
+    h5, direct, converted = tmp_path / "m.h5", tmp_path / "d" / "x.otf2", tmp_path / "c" / "x.otf2"
+    direct.parent.mkdir()
+    converted.parent.mkdir()
+    for args in (["merge", str(trace), "-o", str(h5)], ["merge", str(trace), "-o", str(direct)],
+                 ["convert", str(h5), "-o", str(converted)]):
+        r = run_cli([*args, "-q"])
+        assert r.returncode == 0, r.stderr
+    assert _files(converted) == _files(direct)
+
+
+def test_budgeted_merge_on_3_ranks_equals_one_window(tmp_path):
+    """A generated DUMPI trace under a 1 MiB budget: many windows on 3 ranks, same files."""
+    import re
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_dumpi.py"), str(tmp_path),
+                        "--ranks", "4", "--calls", "3000"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    trace = tmp_path / "synth.meta"
+    outs, windows = [], []
+    for n, extra in ((None, []), (3, ["--memory", "1M"])):
+        (tmp_path / f"n{n}").mkdir()
+        out = tmp_path / f"n{n}" / "o.otf2"
+        r = run_cli(["merge", str(trace), "-o", str(out), *extra], nranks=n, timeout=600)
+        assert r.returncode == 0, r.stderr
+        windows.append(int(re.search(r"(\d+) window\(s\)", r.stderr).group(1)))
+        outs.append(_files(out))
+    assert windows[0] == 1 and windows[1] > 1
+    assert outs[0] == outs[1]
+    with otf2.reader.open(str(tmp_path / "nNone" / "o.otf2")) as rd:
+        assert sum(1 for _ in rd.events) > 10000
+
+
+def test_to_otf2_and_existing_outputs(tmp_path):
+    trace = FIXTURES["ross"][1]
+    out = tmp_path / "x.otf2"
+    r = run_cli(["merge", str(trace), "-o", str(out), "--to", "otf2", "-q"])
+    assert r.returncode == 0, r.stderr
+    with otf2.reader.open(str(out)) as rd:
+        assert sum(1 for _ in rd.events) > 1000
+    r = run_cli(["merge", str(trace), "-o", str(out), "-q"])
+    assert r.returncode == 2 and "exists" in r.stderr
+    r = run_cli(["merge", str(trace), "-o", str(tmp_path / "y.bin"), "--to", "otf2", "-q"])
+    assert r.returncode == 2 and "NAME.otf2" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x", "x.def", "x.otf2"]
+
+
+@pytest.mark.parametrize("nranks", [None, 3])
+def test_damaged_input_leaves_no_output(tmp_path, nranks):
+    """A truncated DUMPI file: exit 2 naming it, and nothing left beside the output name."""
+    import shutil
+    src = tmp_path / "in"
+    shutil.copytree(FIXTURES["dumpi"][0], src)
+    damaged = sorted(src.glob("*-0001.bin"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:3000])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    r = run_cli(["merge", str(src), "-o", str(out_dir / "x.otf2"), "-q"], nranks=nranks)
+    assert r.returncode == 2, r.stderr
+    assert damaged.name in r.stderr
+    assert list(out_dir.iterdir()) == []
+
+
+def test_unwritable_folder_exits_2_with_nothing_written(tmp_path):
+    r = run_cli(["merge", str(FIXTURES["dumpi"][0]), "-o", str(tmp_path / "no" / "x.otf2"), "-q"])
+    assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+    out_dir = tmp_path / "ro"
+    out_dir.mkdir()
+    out_dir.chmod(0o555)
+    try:
+        probe = out_dir / "probe"
+        try:
+            probe.mkdir()
+        except PermissionError:
+            pass
+        else:
+            probe.rmdir()
+            pytest.skip("running as a user whom permissions do not stop (root)")
+        r = run_cli(["merge", str(FIXTURES["dumpi"][0]), "-o", str(out_dir / "x.otf2"), "-q"])
+        assert r.returncode == 2, r.stderr
+        assert list(out_dir.iterdir()) == []
+    finally:
+        out_dir.chmod(0o755)
+
+
+def test_missing_otf2_package_is_one_clear_line(tmp_path):
+    """Without the otf2 package the sink says what to install (exit 2), nothing written."""
+    code = ("import sys; sys.modules['_otf2'] = None; sys.argv[0] = 'partrace'; "
+            "from partrace.cli import entry; entry()")
+    out = tmp_path / "x.otf2"
+    r = subprocess.run([sys.executable, "-c", code, "merge", str(FIXTURES["dumpi"][0]), "-o",
+                        str(out), "-q"], capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "pip install" in lines[0] and "otf2" in lines[0], r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- windows: the bytes do not depend on how the merge is cut ---------------------------------
+
+def _cut(tables, windows: int) -> dict:
+    """Per table, the row bounds of ``windows`` windows cut at the same (time, location,
+    seq) keys in every table (as the engine cuts them for a destination-mode sink)."""
+    cols = {c: np.concatenate([np.asarray(t[c], dtype=np.int64) for t in tables.values()])
+            for c in ("time", "location", "seq")}
+    order = np.lexsort((cols["seq"], cols["location"], cols["time"]))
+    picks = order[(np.arange(1, windows) * len(order)) // windows]
+    bounds = {}
+    for name, t in tables.items():
+        tm, loc, seq = (np.asarray(t[c], dtype=np.int64) for c in ("time", "location", "seq"))
+        b = [0]
+        for p in picks:
+            ct, cl, cs = cols["time"][p], cols["location"][p], cols["seq"][p]
+            before = (tm < ct) | ((tm == ct) & ((loc < cl) | ((loc == cl) & (seq < cs))))
+            b.append(int(before.sum()))
+        bounds[name] = b + [len(t)]
+    return bounds
+
+
+def _write_windows(defs, schema, tables, out, windows: int) -> dict:
+    from partrace.engine.mpi import serial
+    from partrace.output.otf2_sink import OTF2Sink
+    comm, sink = serial(), OTF2Sink(out)
+    out.parent.mkdir()
+    sink.prepare(comm, defs, schema)
+    cuts = _cut(tables, windows)
+    for w in range(windows):
+        sink.write(comm, {name: t.rows(cuts[name][w], cuts[name][w + 1])
+                          for name, t in tables.items()})
+    sink.commit(comm)
+    return _files(out)
+
+
+@pytest.mark.parametrize("trace", ["otf/hybrid16/trace/hybrid16.otf",
+                                   "ross/pi-np1-seq-allmodes/stats"])
+def test_sink_output_is_the_same_for_any_windows(trace, tmp_path):
+    """Every table cut at the same keys into 1, 3 or 17 windows: the same files."""
+    from partrace.engine.mpi import serial
+    from partrace.engine.pipeline import run
+    from partrace.output.memory import MemorySink
+    from tests.conftest import DATA
+    sink = MemorySink()
+    run(serial(), DATA / trace, sink)
+    want = _write_windows(sink.defs, sink.schema, sink.tables, tmp_path / "one" / "x.otf2", 1)
+    assert sum(len(v) for k, v in want.items() if k.endswith(".evt")) > 10000
+    for windows in (3, 17):
+        got = _write_windows(sink.defs, sink.schema, sink.tables,
+                             tmp_path / f"w{windows}" / "x.otf2", windows)
+        assert got == want
