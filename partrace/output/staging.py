@@ -23,6 +23,8 @@ _STAGED = re.compile(r"""(?:^|(?<=[/'"\s(=]))\.([^/'"\s]+)\.partrace-[\w-]+?"""
                      r"""(?:/([^'"\s,;:)]+)|(?=['"\s,;:)]|$))""")
 # the shard files the HDF5 sink writes in NAME.parts
 _SHARD = re.compile(r"rank-[0-9]+\.h5$")
+# the per-location files of an OTF2 archive's folder (NAME/ beside NAME.otf2)
+_OTF2_LOCAL = re.compile(r"[0-9]+\.(evt|def)$")
 
 
 def discard_live() -> None:
@@ -70,10 +72,18 @@ def output_being_written() -> Path | None:
 
 
 def is_partrace_parts(path: Path) -> bool:
-    """A folder of HDF5 shards as the HDF5 sink writes (NAME.parts/rank-NNNNN.h5)."""
-    if not path.name.endswith(".parts") or path.is_symlink() or not path.is_dir():
+    """A folder partrace writes beside its output, that an overwrite may replace: HDF5
+    shards (NAME.parts/rank-NNNNN.h5), or an OTF2 archive's per-location files
+    (NAME/<location>.evt|.def beside NAME.otf2)."""
+    if path.is_symlink() or not path.is_dir():
         return False
-    return all(_SHARD.match(p.name) and p.is_file() and not p.is_symlink()
+    if path.name.endswith(".parts"):
+        pattern = _SHARD
+    elif path.with_name(path.name + ".otf2").is_file():
+        pattern = _OTF2_LOCAL
+    else:
+        return False
+    return all(pattern.match(p.name) and p.is_file() and not p.is_symlink()
                for p in path.iterdir())
 
 

@@ -284,6 +284,21 @@ def test_to_otf2_and_existing_outputs(tmp_path):
     r = run_cli(["merge", str(trace), "-o", str(tmp_path / "y.bin"), "--to", "otf2", "-q"])
     assert r.returncode == 2 and "NAME.otf2" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x", "x.def", "x.otf2"]
+    # --overwrite replaces the whole archive (its folder too) with another trace's
+    before = _files(out)
+    other = FIXTURES["dumpi"][0]
+    r = run_cli(["merge", str(other), "-o", str(out), "-q", "--overwrite"])
+    assert r.returncode == 0, r.stderr
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    r = run_cli(["merge", str(other), "-o", str(fresh / "x.otf2"), "-q"])
+    assert r.returncode == 0, r.stderr
+    assert _files(out) == _files(fresh / "x.otf2") != before
+    # a folder of the archive's name holding anything else is never replaced
+    (tmp_path / "x" / "notes.txt").write_text("mine")
+    r = run_cli(["merge", str(other), "-o", str(out), "-q", "--overwrite"])
+    assert r.returncode == 2 and "not a partrace output" in r.stderr, r.stderr
+    assert (tmp_path / "x" / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize("nranks", [None, 3])
