@@ -354,6 +354,7 @@ def test_hdf5_error_is_one_line_naming_the_published_path(tmp_path):
     """A real h5py error on a staged file (two lines, the staging path) -> one line, the output."""
     import h5py
 
+    import partrace.output.staging  # noqa: F401 - registers how staged paths are shown
     from partrace.errors import one_line
     staging = tmp_path / ".out.h5.partrace-123-456"                # the folder is missing
     for inside, shown in [("out.h5", "out.h5"), ("out.h5.parts/rank-00001.h5",
