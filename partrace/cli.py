@@ -25,12 +25,26 @@ examples:
 """
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="input trace (file or folder)")
-    p.add_argument("-o", "--output", required=True, help="output path: NAME.h5, NAME.otf or NAME.pftrace")
-    p.add_argument("--to", choices=["hdf5", "otf", "perfetto"], help="output format (default: from the name)")
+def _add_input(p: argparse.ArgumentParser, help: str | None = None, then=()) -> None:
+    """TRACE, the options ``then`` (argparse arguments), --format and --reader-option."""
+    p.add_argument("trace", help=help)
+    for args, kwargs in then:
+        p.add_argument(*args, **kwargs)
     p.add_argument("--format", help="input format (default: detected)")
     _add_reader_option(p)
+
+
+def _add_memory_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
+    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_input(p, "input trace (file or folder)", then=[
+        (("-o", "--output"), dict(required=True,
+                                  help="output path: NAME.h5, NAME.otf or NAME.pftrace")),
+        (("--to",), dict(choices=["hdf5", "otf", "perfetto"],
+                         help="output format (default: from the name)"))])
     p.add_argument("--streams", type=int, metavar="M",
                    help="OTF output: number of streams (0 = one per process; "
                         "default: the input's layout, or one per location up to 1024)")
@@ -111,12 +125,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("info", help="what a trace holds: format, locations, counts, time span")
-    p.add_argument("trace")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    _add_input(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_info)
     _add_analysis_commands(sub)
+    p = sub.add_parser("warm", help="compile the numba kernels once (after install); "
+                       "say where they are cached",
+                       description="Run every command on small sample traces of each format "
+                       "(tests/data of the source checkout) and on the TRACEs named, in one "
+                       "process, so that every compiled kernel is in numba's cache before a "
+                       "job starts; print the cache folder and the time taken. A parallel run "
+                       "whose cache is cold does this on rank 0 while the other ranks wait "
+                       "(PARTRACE_WARM=0: not).")
+    p.add_argument("traces", nargs="*", metavar="TRACE", help="traces to warm on besides the samples "
+                   "(with TRACEs and no --format, only those)")
+    p.add_argument("--format", dest="formats", action="append",
+                   choices=["otf", "dumpi", "ovni", "ross", "hdf5"],
+                   help="the samples of this format only (repeatable; default: all)")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the summary lines")
+    p.set_defaults(func=cmd_warm)
     return parser
 
 
@@ -125,9 +152,7 @@ def _add_analysis_commands(sub) -> None:
                        description="Calls, inclusive and exclusive time of every region (function, "
                        "MPI call, ovni state), summed over locations, with min/mean/max over "
                        "locations and the imbalance max/mean. Runs on any number of ranks.")
-    p.add_argument("trace")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    _add_input(p)
     p.add_argument("--sort", choices=["exclusive", "inclusive", "calls", "name", "imbalance"],
                    default="exclusive", help="order of the regions (default: exclusive time)")
     p.add_argument("--top", type=int, default=30, metavar="N",
@@ -141,9 +166,7 @@ def _add_analysis_commands(sub) -> None:
     p = sub.add_parser("comm", help="who talks to whom: message matrix, sizes, collectives",
                        description="Messages and bytes per sender/receiver pair, the message size "
                        "histogram, and calls and bytes of collectives.")
-    p.add_argument("trace")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    _add_input(p)
     p.add_argument("--what", choices=["pairs", "histogram", "collectives"], default=None,
                    help="CSV: which table (default: pairs); text shows all three")
     p.add_argument("--by", choices=["location", "process"], default="location",
@@ -157,29 +180,23 @@ def _add_analysis_commands(sub) -> None:
                        description="One line per event in (time, location, seq) order: time (ns), "
                        "location, kind, region and the non-zero columns, names instead of ids. "
                        "Filters apply while decoding; output streams (| head ends the run).")
-    p.add_argument("trace")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    _add_input(p)
     p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (ns; "
                    "either side may be empty)")
     p.add_argument("--location", metavar="L,...", help="only these locations (names or ids)")
     p.add_argument("--kind", metavar="K,...", help="only these kinds (enter, leave, send, ...)")
     p.add_argument("--region", metavar="R,...", help="only these regions (names or ids)")
-    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
-    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+    _add_memory_options(p)
     p.set_defaults(func=cmd_dump)
     p = sub.add_parser("timeline", help="draw a time window: regions per location, messages",
                        description="A picture of a time window: one lane per location (consecutive "
                        "locations share a lane beyond 64), region visits coloured by region, "
                        "messages as lines from send to receive. Needs matplotlib.")
-    p.add_argument("trace")
-    p.add_argument("--plot", metavar="FILE", required=True, help="the picture (.png, .svg, .pdf)")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    _add_input(p, then=[(("--plot",), dict(metavar="FILE", required=True,
+                                           help="the picture (.png, .svg, .pdf)"))])
     p.add_argument("--time", metavar="T0:T1", help="the window (ns; default: the whole trace, "
                    "at most 2,000,000 events)")
-    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
-    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+    _add_memory_options(p)
     p.set_defaults(func=cmd_timeline)
 
 
@@ -187,8 +204,7 @@ def _add_table_options(p) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--csv", action="store_true", help="CSV with a header row")
     g.add_argument("--json", action="store_true", help="JSON records")
-    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
-    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+    _add_memory_options(p)
 
 
 def cmd_profile(comm, args) -> int:
@@ -346,6 +362,19 @@ def cmd_info(comm, args) -> int:
     return 0
 
 
+def cmd_warm(comm, args) -> int:
+    from . import warm
+    with comm.guard():      # under mpiexec: rank 0 compiles, the others wait
+        if comm.rank == 0:
+            warm.main(args)
+    comm.check()
+    return 0
+
+
+# commands that decode a trace: a parallel run of one warms a cold cache on rank 0 first
+DECODING = {cmd_run, cmd_info, cmd_profile, cmd_comm, cmd_dump, cmd_timeline}
+
+
 def _one_line_warnings() -> None:
     """Every Python warning as one line: ``partrace: warning: <file>: <what>``.
 
@@ -395,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     comm = world()
     stop.begin(comm)
     try:
+        if comm.parallel and args.func in DECODING:
+            from .warm import before_parallel_run
+            before_parallel_run(comm, args.trace, args.format)
         code = args.func(comm, args)
     except Terminated as exc:     # every rank knows; each removed its files; rank 0 speaks
         stop.cleanup()
