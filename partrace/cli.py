@@ -22,6 +22,7 @@ examples:
   mpiexec -n 8 partrace merge trace.otf -o merged.otf --streams 4
   partrace convert trace.h5 -o back.otf
   partrace info trace.otf --json
+  partrace warm                      # once after install: compile the kernels
 """
 
 
@@ -134,9 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run every command on small sample traces of each format "
                        "(tests/data of the source checkout) and on the TRACEs named, in one "
                        "process, so that every compiled kernel is in numba's cache before a "
-                       "job starts; print the cache folder and the time taken. A parallel run "
-                       "whose cache is cold does this on rank 0 while the other ranks wait "
-                       "(PARTRACE_WARM=0: not).")
+                       "job starts; print the cache folder and the time taken. A run on 8 "
+                       "ranks or more whose cache is cold does this on rank 0 while the other "
+                       "ranks wait (PARTRACE_WARM=1: at any rank count, 0: never).")
     p.add_argument("traces", nargs="*", metavar="TRACE", help="traces to warm on besides the samples "
                    "(with TRACEs and no --format, only those)")
     p.add_argument("--format", dest="formats", action="append",

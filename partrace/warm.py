@@ -8,9 +8,9 @@ read-only: see ``partrace/__init__.py``) and later runs only load them.
 comm, timeline) on small sample traces of each format, in one process, so
 every kernel those paths use is compiled, and says where the cache is.
 
-A parallel run whose cache is cold for its input's format lets rank 0 do
-this while the other ranks wait (:func:`before_parallel_run`): one
-compilation instead of one per rank, all writing the same cache files.  A
+A parallel run of 8 ranks or more whose cache is cold for its input's format
+lets rank 0 do this while the other ranks wait (:func:`before_parallel_run`):
+one compilation instead of one per rank, all writing the same cache files.  A
 stamp in the cache folder (a hash of the kernels' sources and the numba,
 Python and CPU versions) says which formats were warmed.
 """
@@ -154,7 +154,8 @@ def _dispatchers() -> list:
 
 def warm(formats=None, traces=(), log=None) -> dict:
     """Run every command on the samples of ``formats`` (default all) and on ``traces``,
-    in this process; {"kernels", "compiled", "loaded", "seconds", "traces", "cache"}."""
+    in this process; {"compiled", "loaded", "seconds", "traces", "cache"} (compiled and
+    loaded: kernel signatures)."""
     from .engine.mpi import serial
     from .formats import detect
     log = log or (lambda line: None)
@@ -178,23 +179,34 @@ def warm(formats=None, traces=(), log=None) -> dict:
                 go()
                 log(f"  {fmt:<6} {name:<17} {time.perf_counter() - s:6.2f} s  {trace}")
             done.append(str(trace))
-    kernels = [d for d in _dispatchers() if d.signatures]
+    # numba counts per kernel and signature what it loaded and what it compiled (a
+    # kernel compiled for a caller is counted too; one loaded whole needs no callee)
+    kernels = _dispatchers()
     compiled = sum(sum(d._cache_misses.values()) for d in kernels)
     loaded = sum(sum(d._cache_hits.values()) for d in kernels)
     if formats:
         _write_stamp([f for f in formats if f == "hdf5" or samples(f)])
-    return {"kernels": len(kernels), "compiled": compiled, "loaded": loaded,
+    return {"compiled": compiled, "loaded": loaded,
             "seconds": time.perf_counter() - t0, "traces": done, "cache": cache_folder()}
 
 
+# ranks from which a cold cache is warmed on rank 0 first (PARTRACE_WARM=auto, the default)
+WARM_FROM_RANKS = 8
+
+
 def before_parallel_run(comm, trace, fmt: str | None) -> None:
-    """Several ranks, cold cache for this input's format: rank 0 compiles while the others
+    """Many ranks, cold cache for this input's format: rank 0 compiles while the others
     wait (then all load), instead of every rank compiling the same kernels at once.
 
-    Quietly does nothing when there is no sample of the format (an installed wheel,
-    a plugin format) or PARTRACE_WARM=0: the ranks then compile what they use, as
-    numba does.  An error here is the run's to report: warming is skipped."""
-    if os.environ.get("PARTRACE_WARM", "1").lower() in ("0", "no", "false", ""):
+    PARTRACE_WARM=auto (default) does it from WARM_FROM_RANKS ranks: below that, ranks
+    compiling side by side take no longer than one (numba replaces its cache files
+    whole, so they do not corrupt each other), and warming every command on the
+    samples would take longer than the few kernels one run needs.  PARTRACE_WARM=1:
+    at any rank count; 0: never.  Nothing happens when there is no sample of the
+    format (an installed wheel, a plugin format): the ranks compile what they use.
+    An input error is the run's to report: warming is skipped."""
+    mode = os.environ.get("PARTRACE_WARM", "auto").lower()
+    if mode in ("0", "no", "false", "") or (mode == "auto" and comm.size < WARM_FROM_RANKS):
         return
     with comm.guard():
         if comm.rank == 0:
@@ -226,8 +238,7 @@ def main(args) -> int:
                          "name traces to warm on, `partrace warm TRACE ...`")
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     r = warm(formats, args.traces, log)
-    print(f"partrace warm: {r['kernels']} kernels ready ({r['compiled']} compiled, "
-          f"{r['loaded']} loaded from the cache) in {r['seconds']:.1f} s "
-          f"on {len(r['traces'])} traces")
+    print(f"partrace warm: kernels ready in {r['seconds']:.1f} s on {len(r['traces'])} "
+          f"traces: {r['compiled']} compiled, {r['loaded']} loaded from the cache")
     print(f"cache: {r['cache']}")
     return 0
