@@ -26,6 +26,13 @@ examples:
 """
 
 
+def _command(sub, name: str, func, **parser_args) -> argparse.ArgumentParser:
+    """A subcommand ``name`` run by ``func(comm, args)``."""
+    p = sub.add_parser(name, **parser_args)
+    p.set_defaults(func=func)
+    return p
+
+
 def _add_input(p: argparse.ArgumentParser, help: str | None = None, then=()) -> None:
     """TRACE, the options ``then`` (argparse arguments), --format and --reader-option."""
     p.add_argument("trace", help=help)
@@ -36,7 +43,8 @@ def _add_input(p: argparse.ArgumentParser, help: str | None = None, then=()) -> 
 
 
 def _add_memory_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
+    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE",
+                   help="memory budget per rank")
     p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
 
 
@@ -114,45 +122,47 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"partrace {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("merge", help="merge every event of every location into one time order",
-                       description="Decode the trace on all ranks and write every event in one "
-                       "global (time, location, seq) order to HDF5, or to OTF remapped onto "
-                       "M streams.")
+    p = _command(sub, "merge", cmd_run,
+                 help="merge every event of every location into one time order",
+                 description="Decode the trace on all ranks and write every event in one "
+                 "global (time, location, seq) order to HDF5, or to OTF remapped onto "
+                 "M streams.")
     _add_run_options(p)
-    p.set_defaults(func=cmd_run)
-    p = sub.add_parser("convert", help="convert a trace (or partrace HDF5) to another format",
-                       description="Same engine as merge; any input partrace reads, including "
-                       "its own HDF5 output, to HDF5, OTF or Perfetto.")
+    p = _command(sub, "convert", cmd_run,
+                 help="convert a trace (or partrace HDF5) to another format",
+                 description="Same engine as merge; any input partrace reads, including "
+                 "its own HDF5 output, to HDF5, OTF or Perfetto.")
     _add_run_options(p)
-    p.set_defaults(func=cmd_run)
-    p = sub.add_parser("info", help="what a trace holds: format, locations, counts, time span")
+    p = _command(sub, "info", cmd_info,
+                 help="what a trace holds: format, locations, counts, time span")
     _add_input(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_info)
     _add_analysis_commands(sub)
-    p = sub.add_parser("warm", help="compile the numba kernels once (after install); "
-                       "say where they are cached",
-                       description="Run every command on small sample traces of each format "
-                       "(tests/data of the source checkout) and on the TRACEs named, in one "
-                       "process, so that every compiled kernel is in numba's cache before a "
-                       "job starts; print the cache folder and the time taken. A run on 8 "
-                       "ranks or more whose cache is cold does this on rank 0 while the other "
-                       "ranks wait (PARTRACE_WARM=1: at any rank count, 0: never).")
-    p.add_argument("traces", nargs="*", metavar="TRACE", help="traces to warm on besides the samples "
-                   "(with TRACEs and no --format, only those)")
+    p = _command(sub, "warm", cmd_warm,
+                 help="compile the numba kernels once (after install); "
+                 "say where they are cached",
+                 description="Run every command on small sample traces of each format "
+                 "(tests/data of the source checkout) and on the TRACEs named, in one "
+                 "process, so that every compiled kernel is in numba's cache before a "
+                 "job starts; print the cache folder and the time taken. A run on 8 "
+                 "ranks or more whose cache is cold does this on rank 0 while the other "
+                 "ranks wait (PARTRACE_WARM=1: at any rank count, 0: never).")
+    p.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="traces to warm on besides the samples (with TRACEs and no --format, "
+                        "only those)")
     p.add_argument("--format", dest="formats", action="append",
                    choices=["otf", "dumpi", "ovni", "ross", "hdf5"],
                    help="the samples of this format only (repeatable; default: all)")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary lines")
-    p.set_defaults(func=cmd_warm)
     return parser
 
 
 def _add_analysis_commands(sub) -> None:
-    p = sub.add_parser("profile", help="time per region: calls, inclusive and exclusive time",
-                       description="Calls, inclusive and exclusive time of every region (function, "
-                       "MPI call, ovni state), summed over locations, with min/mean/max over "
-                       "locations and the imbalance max/mean. Runs on any number of ranks.")
+    p = _command(sub, "profile", cmd_profile,
+                 help="time per region: calls, inclusive and exclusive time",
+                 description="Calls, inclusive and exclusive time of every region (function, "
+                 "MPI call, ovni state), summed over locations, with min/mean/max over "
+                 "locations and the imbalance max/mean. Runs on any number of ranks.")
     _add_input(p)
     p.add_argument("--sort", choices=["exclusive", "inclusive", "calls", "name", "imbalance"],
                    default="exclusive", help="order of the regions (default: exclusive time)")
@@ -163,10 +173,10 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--plot", metavar="FILE", help="also draw the profile as bars (.png, .svg, .pdf; "
                    "needs matplotlib)")
     _add_table_options(p)
-    p.set_defaults(func=cmd_profile)
-    p = sub.add_parser("comm", help="who talks to whom: message matrix, sizes, collectives",
-                       description="Messages and bytes per sender/receiver pair, the message size "
-                       "histogram, and calls and bytes of collectives.")
+    p = _command(sub, "comm", cmd_comm,
+                 help="who talks to whom: message matrix, sizes, collectives",
+                 description="Messages and bytes per sender/receiver pair, the message size "
+                 "histogram, and calls and bytes of collectives.")
     _add_input(p)
     p.add_argument("--what", choices=["pairs", "histogram", "collectives"], default=None,
                    help="CSV: which table (default: pairs); text shows all three")
@@ -176,11 +186,11 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--plot", metavar="FILE", help="also draw the matrix as a heatmap (.png, .svg, "
                    ".pdf; needs matplotlib)")
     _add_table_options(p)
-    p.set_defaults(func=cmd_comm)
-    p = sub.add_parser("dump", help="events as text in global time order, with names",
-                       description="One line per event in (time, location, seq) order: time (ns), "
-                       "location, kind, region and the non-zero columns, names instead of ids. "
-                       "Filters apply while decoding; output streams (| head ends the run).")
+    p = _command(sub, "dump", cmd_dump,
+                 help="events as text in global time order, with names",
+                 description="One line per event in (time, location, seq) order: time (ns), "
+                 "location, kind, region and the non-zero columns, names instead of ids. "
+                 "Filters apply while decoding; output streams (| head ends the run).")
     _add_input(p)
     p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (ns; "
                    "either side may be empty)")
@@ -188,17 +198,16 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--kind", metavar="K,...", help="only these kinds (enter, leave, send, ...)")
     p.add_argument("--region", metavar="R,...", help="only these regions (names or ids)")
     _add_memory_options(p)
-    p.set_defaults(func=cmd_dump)
-    p = sub.add_parser("timeline", help="draw a time window: regions per location, messages",
-                       description="A picture of a time window: one lane per location (consecutive "
-                       "locations share a lane beyond 64), region visits coloured by region, "
-                       "messages as lines from send to receive. Needs matplotlib.")
+    p = _command(sub, "timeline", cmd_timeline,
+                 help="draw a time window: regions per location, messages",
+                 description="A picture of a time window: one lane per location (consecutive "
+                 "locations share a lane beyond 64), region visits coloured by region, "
+                 "messages as lines from send to receive. Needs matplotlib.")
     _add_input(p, then=[(("--plot",), dict(metavar="FILE", required=True,
                                            help="the picture (.png, .svg, .pdf)"))])
     p.add_argument("--time", metavar="T0:T1", help="the window (ns; default: the whole trace, "
                    "at most 2,000,000 events)")
     _add_memory_options(p)
-    p.set_defaults(func=cmd_timeline)
 
 
 def _add_table_options(p) -> None:

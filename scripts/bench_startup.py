@@ -88,7 +88,8 @@ def main() -> int:
            for name, ts in times.items()}
     base = med["python -c 'import numpy'"][1] or 1e-9
     width = max(len(n) for n in med)
-    print(f"start-up, median of {args.repeat} interleaved rounds ({py}, load {os.getloadavg()[0]:.1f})")
+    print(f"start-up, median of {args.repeat} interleaved rounds ({py}, "
+          f"load {os.getloadavg()[0]:.1f})")
     print(f"{'command':<{width}}  {'input':>9}  {'wall s':>7}  {'CPU s':>6}  {'CPU x numpy':>11}")
     print(f"{'-' * width}  {'-' * 9}  {'-' * 7}  {'-' * 6}  {'-' * 11}")
     for name, (wall, cpu) in med.items():
