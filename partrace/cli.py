@@ -352,10 +352,15 @@ def cmd_run(comm, args) -> int:
         dt = time.perf_counter() - t0
         extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
         print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
-              f"from {nbytes / 1e6:,.1f} MB "
+              f"from {_amount(nbytes)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
               f"peak memory {peak / 2**20:,.0f} MiB per rank", file=sys.stderr)
     return 0
+
+
+def _amount(nbytes: int) -> str:
+    """Bytes as a reader counts them: exact below a megabyte (a small trace is not '0.0 MB')."""
+    return f"{nbytes:,} bytes" if nbytes < 1_000_000 else f"{nbytes / 1e6:,.1f} MB"
 
 
 def _peak_rss() -> int:

@@ -32,3 +32,17 @@ def test_warm_options():
                                       "-q"])
     assert (args.traces, args.formats, args.quiet, args.func) == (["a.otf", "b"], ["ovni", "ross"],
                                                                   True, cmd_warm)
+
+
+def test_summary_of_a_small_merge_counts_its_bytes_exactly(tmp_path):
+    """A 9 KB trace is not 'from 0.0 MB': below a megabyte the bytes read are given exactly."""
+    import re
+
+    from partrace.formats import get
+    from tests.conftest import DATA, run_cli
+    trace = DATA / "ovni" / "v3-mpisim-small" / "ovni"
+    units = get("ovni").open(trace).units()
+    r = run_cli(["merge", str(trace), "-o", str(tmp_path / "o.h5")])
+    assert r.returncode == 0, r.stderr
+    said = re.search(r"from ([\d,]+) bytes in ", r.stderr)
+    assert said and int(said[1].replace(",", "")) == sum(u.size for u in units) > 0, r.stderr
