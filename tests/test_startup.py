@@ -81,3 +81,19 @@ def test_bench_startup_answers_help():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_startup.py"), "--help"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "--repeat" in r.stdout
+
+
+def test_registry_reads_plugin_metadata_only_when_no_builtin_fits(monkeypatch, tmp_path):
+    """Scanning entry points reads every installed package's metadata (on every rank)."""
+    from partrace import formats
+    from partrace.errors import UsageError
+    asked = []
+    monkeypatch.setattr(formats, "_entry_points", lambda: asked.append(1) or {})
+    monkeypatch.delenv("PARTRACE_FORMATS", raising=False)
+    assert formats.detect(TRACES["dumpi"]) == "dumpi" and formats.get("ross").name == "ross"
+    assert asked == []
+    other = tmp_path / "notes.txt"
+    other.write_text("not a trace\n")
+    with pytest.raises(UsageError, match="tried hdf5, otf, dumpi, ovni, ross"):
+        formats.detect(other)
+    assert asked == [1]
