@@ -88,8 +88,8 @@ def detect(path: str | os.PathLike) -> str:
                          f"file or folder")
     tried, broken = [], []
     builtin = _builtins()
-    for names in (list(builtin), [n for n in _plugins() if n not in builtin]):
-        for name in names:
+    for names in (lambda: list(builtin), lambda: [n for n in _plugins() if n not in builtin]):
+        for name in names():        # the plugins are listed only once the built-ins are tried
             try:
                 fmt = get(name)
             except UsageError as exc:   # a broken plugin must not hide the others
