@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -68,8 +69,12 @@ def _stamp_path() -> Path:
     return PACKAGE / "__pycache__" / STAMP
 
 
+KERNEL = re.compile(r"^@(numba\.)?njit\b", re.M)
+
+
 def _kernel_sources() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if "njit" in p.read_text(errors="replace"))
+    """The modules that define compiled kernels (numba keys its cache on their sources)."""
+    return sorted(p for p in PACKAGE.rglob("*.py") if KERNEL.search(p.read_text(errors="replace")))
 
 
 def cache_key() -> str:
@@ -108,18 +113,19 @@ def _write_stamp(formats) -> None:
         pass    # no stamp: the next parallel run warms again, nothing worse
 
 
+def _merge(comm, trace: Path, fmt: str, target: Path) -> None:
+    from .engine.pipeline import run
+    from .output import make_sink
+    run(comm, trace, make_sink(target, source=str(trace), overwrite=True), format=fmt)
+
+
 def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[str, object]]:
     """(name, thunk) of every command warm runs on one trace."""
     from .analysis import communication, profile
-    from .engine.pipeline import run
     from .info import gather_info
-    from .output import make_sink
 
     def merge(to: str):
-        def go():
-            target = out / f"{tag}.{to}"
-            run(comm, trace, make_sink(target, source=str(trace), overwrite=True), format=fmt)
-        return go
+        return lambda: _merge(comm, trace, fmt, out / f"{tag}.{to}")
 
     def timeline():
         try:
@@ -171,7 +177,7 @@ def warm(formats=None, traces=(), log=None) -> dict:
         if "hdf5" in formats:   # partrace HDF5 as input: from the first OTF sample
             made = [p for f, p in work if f == HDF5_FROM][:1] or samples(HDF5_FROM)[:1]
             for i, p in enumerate(made):
-                _commands(comm, p, HDF5_FROM, out, f"h5src{i}")[1][1]()
+                _merge(comm, p, HDF5_FROM, out / f"h5src{i}.h5")
                 work.append(("hdf5", out / f"h5src{i}.h5"))
         for i, (fmt, trace) in enumerate(work):
             for name, go in _commands(comm, trace, fmt, out, f"t{i}"):
@@ -184,8 +190,8 @@ def warm(formats=None, traces=(), log=None) -> dict:
     kernels = _dispatchers()
     compiled = sum(sum(d._cache_misses.values()) for d in kernels)
     loaded = sum(sum(d._cache_hits.values()) for d in kernels)
-    if formats:
-        _write_stamp([f for f in formats if f == "hdf5" or samples(f)])
+    if work:
+        _write_stamp(sorted({fmt for fmt, _ in work}))
     return {"compiled": compiled, "loaded": loaded,
             "seconds": time.perf_counter() - t0, "traces": done, "cache": cache_folder()}
 

@@ -140,3 +140,24 @@ def test_cold_parallel_run_compiles_on_rank_0_while_the_others_wait(tmp_path):
     assert warm.returncode == 0 and warm.stderr == "", warm.stderr
     assert json.loads(warm.stdout) == json.loads(cold.stdout)
     assert json.loads(warm.stdout)["events"] > 0
+
+
+def test_stamp_follows_the_kernel_sources_only(tmp_path, monkeypatch):
+    """The warm stamp goes stale when a module defining a kernel changes, not another one."""
+    from partrace import warm
+    pkg = tmp_path / "partrace"
+    (pkg / "sub").mkdir(parents=True)
+    kernel = pkg / "sub" / "k.py"
+    kernel.write_text("from numba import njit\n\n\n@njit(cache=True)\ndef f(x):\n    return x\n")
+    other = pkg / "plain.py"
+    other.write_text("# mentions njit in a comment only\n")
+    monkeypatch.setattr(warm, "PACKAGE", pkg)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    assert warm._kernel_sources() == [kernel]
+    assert not warm.is_warm("otf")
+    warm._write_stamp(["otf"])
+    assert warm.is_warm("otf") and not warm.is_warm("ovni")
+    os.utime(other, ns=(1, 1))
+    assert warm.is_warm("otf")
+    os.utime(kernel, ns=(1, 1))
+    assert not warm.is_warm("otf")
