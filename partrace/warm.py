@@ -80,8 +80,10 @@ def _kernel_sources() -> list[Path]:
 def cache_key() -> str:
     """Changes whenever numba would not reuse its cache: a kernel source, numba, Python, CPU."""
     import numba
+    from llvmlite import binding
+    cpu = os.environ.get("NUMBA_CPU_NAME") or binding.get_host_cpu_name()   # numba's own key
     h = hashlib.sha1()
-    h.update(f"{numba.__version__} {sys.version} {platform.machine()} {PACKAGE}".encode())
+    h.update(f"{numba.__version__} {sys.version} {platform.machine()} {cpu} {PACKAGE}".encode())
     for p in _kernel_sources():
         st = p.stat()
         h.update(f"{p.relative_to(PACKAGE)} {st.st_mtime_ns} {st.st_size}".encode())
