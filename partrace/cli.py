@@ -34,7 +34,8 @@ def _command(sub, name: str, func, **parser_args) -> argparse.ArgumentParser:
 
 
 def _add_input(p: argparse.ArgumentParser, help: str | None = None, then=()) -> None:
-    """TRACE, the options ``then`` (argparse arguments), --format and --reader-option."""
+    """TRACE, the options ``then`` ((args, kwargs) of add_argument: placed here, they keep
+    their place in --help), --format and --reader-option."""
     p.add_argument("trace", help=help)
     for args, kwargs in then:
         p.add_argument(*args, **kwargs)
