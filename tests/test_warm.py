@@ -61,7 +61,8 @@ def _readonly_prefix(site: Path, probe=None) -> list[str] | None:
 def _run(args, site: Path, work: Path, **env) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items()
             if k not in ("NUMBA_CACHE_DIR", "PARTRACE_FORMATS", "PARTRACE_MPI")}
-    full.update(PYTHONPATH=str(site), XDG_CACHE_HOME=str(work / "cache"), HOME=str(work), **env)
+    full.update(PYTHONPATH=str(site), XDG_CACHE_HOME=str(work / "cache"), HOME=str(work))
+    full.update(env)
     return subprocess.run([*_readonly_prefix(site), sys.executable, *args], capture_output=True,
                           text=True, cwd=work, env=full, timeout=600)
 
@@ -103,6 +104,22 @@ def test_readonly_install_caches_kernels_in_user_folder(readonly_install):
     r = _run(["-m", "partrace", "info", str(work / "ross.h5"), "--json"], site, work)
     merged = json.loads(r.stdout)
     assert merged["rows"] == json.loads(here.stdout)["rows"] and merged["events"] > 0
+
+
+@pytest.mark.slow
+def test_readonly_install_and_home_cache_in_the_temporary_folder(readonly_install):
+    site, work = readonly_install
+    (work / "tmp").mkdir()
+    home = site / "home"        # inside the read-only copy: a home that cannot be written
+    env = {"XDG_CACHE_HOME": str(home / ".cache"), "TMPDIR": str(work / "tmp")}
+    r = _run(["-c", "import partrace, os; print(os.environ['NUMBA_CACHE_DIR'])"], site, work,
+             **env)
+    assert r.returncode == 0, r.stderr
+    cache = work / "tmp" / f"partrace-{os.getuid()}" / "numba"
+    assert r.stdout.strip() == str(cache)
+    r = _run(["-m", "partrace", "info", str(ROSS), "--json"], site, work, **env)
+    assert r.returncode == 0 and json.loads(r.stdout)["events"] > 0, r.stderr
+    assert any(p.parent.name.startswith("ross_") for p in _kernel_files(cache))
 
 
 def test_a_cache_folder_set_by_the_user_is_kept(tmp_path):
