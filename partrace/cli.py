@@ -22,15 +22,39 @@ examples:
   mpiexec -n 8 partrace merge trace.otf -o merged.otf --streams 4
   partrace convert trace.h5 -o back.otf
   partrace info trace.otf --json
+  partrace warm                      # once after install: compile the kernels
 """
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="input trace (file or folder)")
-    p.add_argument("-o", "--output", required=True, help="output path: NAME.h5, NAME.otf or NAME.pftrace")
-    p.add_argument("--to", choices=["hdf5", "otf", "perfetto", "otf2"], help="output format (default: from the name)")
+def _command(sub, name: str, func, **parser_args) -> argparse.ArgumentParser:
+    """A subcommand ``name`` run by ``func(comm, args)``."""
+    p = sub.add_parser(name, **parser_args)
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_input(p: argparse.ArgumentParser, help: str | None = None, then=()) -> None:
+    """TRACE, the options ``then`` ((args, kwargs) of add_argument: placed here, they keep
+    their place in --help), --format and --reader-option."""
+    p.add_argument("trace", help=help)
+    for args, kwargs in then:
+        p.add_argument(*args, **kwargs)
     p.add_argument("--format", help="input format (default: detected)")
     _add_reader_option(p)
+
+
+def _add_memory_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE",
+                   help="memory budget per rank")
+    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_input(p, "input trace (file or folder)", then=[
+        (("-o", "--output"), dict(required=True,
+                                  help="output path: NAME.h5, NAME.otf, NAME.pftrace or NAME.otf2")),
+        (("--to",), dict(choices=["hdf5", "otf", "perfetto", "otf2"],
+                         help="output format (default: from the name)"))])
     p.add_argument("--streams", type=int, metavar="M",
                    help="OTF output: number of streams (0 = one per process; "
                         "default: the input's layout, or one per location up to 1024)")
@@ -99,35 +123,48 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"partrace {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("merge", help="merge every event of every location into one time order",
-                       description="Decode the trace on all ranks and write every event in one "
-                       "global (time, location, seq) order to HDF5, or to OTF remapped onto "
-                       "M streams.")
+    p = _command(sub, "merge", cmd_run,
+                 help="merge every event of every location into one time order",
+                 description="Decode the trace on all ranks and write every event in one "
+                 "global (time, location, seq) order to HDF5, or to OTF remapped onto "
+                 "M streams.")
     _add_run_options(p)
-    p.set_defaults(func=cmd_run)
-    p = sub.add_parser("convert", help="convert a trace (or partrace HDF5) to another format",
-                       description="Same engine as merge; any input partrace reads, including "
-                       "its own HDF5 output, to HDF5, OTF or Perfetto.")
+    p = _command(sub, "convert", cmd_run,
+                 help="convert a trace (or partrace HDF5) to another format",
+                 description="Same engine as merge; any input partrace reads, including "
+                 "its own HDF5 output, to HDF5, OTF or Perfetto.")
     _add_run_options(p)
-    p.set_defaults(func=cmd_run)
-    p = sub.add_parser("info", help="what a trace holds: format, locations, counts, time span")
-    p.add_argument("trace")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    p = _command(sub, "info", cmd_info,
+                 help="what a trace holds: format, locations, counts, time span")
+    _add_input(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_info)
     _add_analysis_commands(sub)
+    p = _command(sub, "warm", cmd_warm,
+                 help="compile the numba kernels once (after install); "
+                 "say where they are cached",
+                 description="Run every command on small sample traces of each format "
+                 "(tests/data of the source checkout) and on the TRACEs named, in one "
+                 "process, so that every compiled kernel is in numba's cache before a "
+                 "job starts; print the cache folder and the time taken. A run on 8 "
+                 "ranks or more whose cache is cold does this on rank 0 while the other "
+                 "ranks wait (PARTRACE_WARM=1: at any rank count, 0: never).")
+    p.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="traces to warm on besides the samples (with TRACEs and no --format, "
+                        "only those)")
+    p.add_argument("--format", dest="formats", action="append",
+                   choices=["otf", "dumpi", "ovni", "ross", "hdf5"],
+                   help="the samples of this format only (repeatable; default: all)")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the summary lines")
     return parser
 
 
 def _add_analysis_commands(sub) -> None:
-    p = sub.add_parser("profile", help="time per region: calls, inclusive and exclusive time",
-                       description="Calls, inclusive and exclusive time of every region (function, "
-                       "MPI call, ovni state), summed over locations, with min/mean/max over "
-                       "locations and the imbalance max/mean. Runs on any number of ranks.")
-    p.add_argument("trace")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    p = _command(sub, "profile", cmd_profile,
+                 help="time per region: calls, inclusive and exclusive time",
+                 description="Calls, inclusive and exclusive time of every region (function, "
+                 "MPI call, ovni state), summed over locations, with min/mean/max over "
+                 "locations and the imbalance max/mean. Runs on any number of ranks.")
+    _add_input(p)
     p.add_argument("--sort", choices=["exclusive", "inclusive", "calls", "name", "imbalance"],
                    default="exclusive", help="order of the regions (default: exclusive time)")
     p.add_argument("--top", type=int, default=30, metavar="N",
@@ -137,13 +174,11 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--plot", metavar="FILE", help="also draw the profile as bars (.png, .svg, .pdf; "
                    "needs matplotlib)")
     _add_table_options(p)
-    p.set_defaults(func=cmd_profile)
-    p = sub.add_parser("comm", help="who talks to whom: message matrix, sizes, collectives",
-                       description="Messages and bytes per sender/receiver pair, the message size "
-                       "histogram, and calls and bytes of collectives.")
-    p.add_argument("trace")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    p = _command(sub, "comm", cmd_comm,
+                 help="who talks to whom: message matrix, sizes, collectives",
+                 description="Messages and bytes per sender/receiver pair, the message size "
+                 "histogram, and calls and bytes of collectives.")
+    _add_input(p)
     p.add_argument("--what", choices=["pairs", "histogram", "collectives"], default=None,
                    help="CSV: which table (default: pairs); text shows all three")
     p.add_argument("--by", choices=["location", "process"], default="location",
@@ -152,43 +187,35 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--plot", metavar="FILE", help="also draw the matrix as a heatmap (.png, .svg, "
                    ".pdf; needs matplotlib)")
     _add_table_options(p)
-    p.set_defaults(func=cmd_comm)
-    p = sub.add_parser("dump", help="events as text in global time order, with names",
-                       description="One line per event in (time, location, seq) order: time (ns), "
-                       "location, kind, region and the non-zero columns, names instead of ids. "
-                       "Filters apply while decoding; output streams (| head ends the run).")
-    p.add_argument("trace")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    p = _command(sub, "dump", cmd_dump,
+                 help="events as text in global time order, with names",
+                 description="One line per event in (time, location, seq) order: time (ns), "
+                 "location, kind, region and the non-zero columns, names instead of ids. "
+                 "Filters apply while decoding; output streams (| head ends the run).")
+    _add_input(p)
     p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (ns; "
                    "either side may be empty)")
     p.add_argument("--location", metavar="L,...", help="only these locations (names or ids)")
     p.add_argument("--kind", metavar="K,...", help="only these kinds (enter, leave, send, ...)")
     p.add_argument("--region", metavar="R,...", help="only these regions (names or ids)")
-    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
-    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
-    p.set_defaults(func=cmd_dump)
-    p = sub.add_parser("timeline", help="draw a time window: regions per location, messages",
-                       description="A picture of a time window: one lane per location (consecutive "
-                       "locations share a lane beyond 64), region visits coloured by region, "
-                       "messages as lines from send to receive. Needs matplotlib.")
-    p.add_argument("trace")
-    p.add_argument("--plot", metavar="FILE", required=True, help="the picture (.png, .svg, .pdf)")
-    p.add_argument("--format", help="input format (default: detected)")
-    _add_reader_option(p)
+    _add_memory_options(p)
+    p = _command(sub, "timeline", cmd_timeline,
+                 help="draw a time window: regions per location, messages",
+                 description="A picture of a time window: one lane per location (consecutive "
+                 "locations share a lane beyond 64), region visits coloured by region, "
+                 "messages as lines from send to receive. Needs matplotlib.")
+    _add_input(p, then=[(("--plot",), dict(metavar="FILE", required=True,
+                                           help="the picture (.png, .svg, .pdf)"))])
     p.add_argument("--time", metavar="T0:T1", help="the window (ns; default: the whole trace, "
                    "at most 2,000,000 events)")
-    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
-    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
-    p.set_defaults(func=cmd_timeline)
+    _add_memory_options(p)
 
 
 def _add_table_options(p) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--csv", action="store_true", help="CSV with a header row")
     g.add_argument("--json", action="store_true", help="JSON records")
-    p.add_argument("--memory", type=_size, default="2G", metavar="SIZE", help="memory budget per rank")
-    p.add_argument("--tmpdir", help="folder for spilled rows (default: $TMPDIR or /tmp)")
+    _add_memory_options(p)
 
 
 def cmd_profile(comm, args) -> int:
@@ -326,10 +353,15 @@ def cmd_run(comm, args) -> int:
         dt = time.perf_counter() - t0
         extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
         print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
-              f"from {nbytes / 1e6:,.1f} MB "
+              f"from {_amount(nbytes)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
               f"peak memory {peak / 2**20:,.0f} MiB per rank", file=sys.stderr)
     return 0
+
+
+def _amount(nbytes: int) -> str:
+    """Bytes as a reader counts them: exact below a megabyte (a small trace is not '0.0 MB')."""
+    return f"{nbytes:,} bytes" if nbytes < 1_000_000 else f"{nbytes / 1e6:,.1f} MB"
 
 
 def _peak_rss() -> int:
@@ -344,6 +376,19 @@ def cmd_info(comm, args) -> int:
     if comm.rank == 0:
         print(render(report, as_json=args.json))
     return 0
+
+
+def cmd_warm(comm, args) -> int:
+    from . import warm
+    with comm.guard():      # under mpiexec: rank 0 compiles, the others wait
+        if comm.rank == 0:
+            warm.main(args)
+    comm.check()
+    return 0
+
+
+# commands that decode a trace: a parallel run of one warms a cold cache on rank 0 first
+DECODING = {cmd_run, cmd_info, cmd_profile, cmd_comm, cmd_dump, cmd_timeline}
 
 
 def _one_line_warnings() -> None:
@@ -395,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     comm = world()
     stop.begin(comm)
     try:
+        if comm.parallel and args.func in DECODING:
+            from .warm import before_parallel_run
+            before_parallel_run(comm, args.trace, args.format)
         code = args.func(comm, args)
     except Terminated as exc:     # every rank knows; each removed its files; rank 0 speaks
         stop.cleanup()

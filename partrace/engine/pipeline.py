@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..model import Definitions, Schema, Table
@@ -17,10 +19,10 @@ from . import inputs
 from .mpi import Comm, RankFailed
 from .plan import share_of
 from .progress import Progress
-from .runs import RunStore, row_bytes
 from .sink import Sink
-from .windows import (by_destination, choose_cuts, choose_shared_cuts, next_window_keys,
-                      time_window, window_count, window_rows)
+
+if TYPE_CHECKING:
+    from .runs import RunStore
 
 DEFAULT_MEMORY = 2 << 30      # bytes per rank
 # Share of the budget for decoded rows kept in memory (the rest spills).  A sink
@@ -149,6 +151,11 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     (default: the system's temporary folder), and
     the merge runs in as many windows of the global order as the budget needs.
     """
+    # here, not at the top: these load numba's compiled merge kernels, which
+    # ``info`` and the folds (open_on_all_ranks, read_plan) never use
+    from .runs import RunStore, row_bytes
+    from .windows import (by_destination, choose_cuts, choose_shared_cuts, next_window_keys,
+                          time_window, window_count, window_rows)
     stats = RunStats()
     progress = progress or Progress(comm, enabled=False)
     progress.phase("plan")

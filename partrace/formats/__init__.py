@@ -38,14 +38,22 @@ def _from_environment() -> dict[str, str]:
     return dict(item.split("=", 1) for item in spec.split(",") if "=" in item)
 
 
+def _builtins() -> dict[str, str]:
+    return {name: target for name, target in BUILTIN.items()
+            if importlib.util.find_spec(target.split(":")[0]) is not None}
+
+
+def _plugins() -> dict[str, str]:
+    """Formats of other packages.  Asked for only when no built-in one fits: the
+    entry-point scan reads every installed distribution's metadata, which at 256
+    ranks on a shared file system is thousands of metadata operations for nothing."""
+    return {**_entry_points(), **_from_environment()}
+
+
 def available() -> dict[str, str]:
     """Every known format name -> its import target (built-ins first)."""
-    found = {}
-    for name, target in BUILTIN.items():
-        mod = target.split(":")[0]
-        if importlib.util.find_spec(mod) is not None:
-            found[name] = target
-    for name, target in {**_entry_points(), **_from_environment()}.items():
+    found = _builtins()
+    for name, target in _plugins().items():
         found.setdefault(name, target)
     return found
 
@@ -53,7 +61,9 @@ def available() -> dict[str, str]:
 def get(name: str):
     """The Format class registered under ``name``."""
     if name not in _loaded:
-        targets = available()
+        targets = _builtins()
+        if name not in targets:
+            targets = available()
         if name not in targets:
             raise UsageError(f"unknown format {name!r}; known: {', '.join(targets)}")
         mod, attr = targets[name].split(":")
@@ -66,7 +76,10 @@ def get(name: str):
 
 
 def detect(path: str | os.PathLike) -> str:
-    """The name of the format that recognises ``path``; an error naming those tried."""
+    """The name of the format that recognises ``path``; an error naming those tried.
+
+    Built-in formats are asked first, then (only if none fits) the plugins: the
+    same order as :func:`available`."""
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
@@ -74,15 +87,17 @@ def detect(path: str | os.PathLike) -> str:
         raise UsageError(f"{p}: not a regular file (a FIFO, device or socket): expected a trace "
                          f"file or folder")
     tried, broken = [], []
-    for name in available():
-        try:
-            fmt = get(name)
-        except UsageError as exc:   # a broken plugin must not hide the others
-            broken.append(str(exc))
-            continue
-        tried.append(name)
-        if fmt.sniff(p):
-            return name
+    builtin = _builtins()
+    for names in (lambda: list(builtin), lambda: [n for n in _plugins() if n not in builtin]):
+        for name in names():        # the plugins are listed only once the built-ins are tried
+            try:
+                fmt = get(name)
+            except UsageError as exc:   # a broken plugin must not hide the others
+                broken.append(str(exc))
+                continue
+            tried.append(name)
+            if fmt.sniff(p):
+                return name
     extra = f"; could not load {', '.join(broken)}" if broken else ""
     raise UsageError(f"{p}: not a trace of any known format (tried {', '.join(tried)}){extra}")
 

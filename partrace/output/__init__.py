@@ -1,4 +1,4 @@
-"""Output sinks, chosen by the output path (``.h5``/``.hdf5``, ``.otf`` or ``.pftrace``)."""
+"""Output sinks, chosen by the output path (``.h5``/``.hdf5``, ``.otf``, ``.pftrace`` or ``.otf2``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,7 +22,7 @@ def output_kind(path, to: str | None = None) -> str:
     if suffix == ".otf2":
         return "otf2"
     raise UsageError(f"{path}: cannot tell the output format from the name "
-                     f"(use .h5, .otf or .pftrace, or --to hdf5|otf|perfetto)")
+                     f"(use .h5, .otf, .pftrace or .otf2, or --to hdf5|otf|perfetto|otf2)")
 
 
 def make_sink(path, *, to: str | None = None, source: str = "", overwrite: bool = False,

@@ -1,0 +1,252 @@
+"""``partrace warm``: compile every numba kernel once, before a job needs it.
+
+The first run after an install (or after a kernel's source changed) compiles
+the kernels it uses; numba keeps them in its cache (``__pycache__`` beside
+each module, or ``$XDG_CACHE_HOME/partrace/numba`` when the package folder is
+read-only: see ``partrace/__init__.py``) and later runs only load them.
+``warm`` runs every command (info, merge to HDF5, OTF and Perfetto, profile,
+comm, timeline) on small sample traces of each format, in one process, so
+every kernel those paths use is compiled, and says where the cache is.
+
+A parallel run of 8 ranks or more whose cache is cold for its input's format
+lets rank 0 do this while the other ranks wait (:func:`before_parallel_run`):
+one compilation instead of one per rank, all writing the same cache files.  A
+stamp in the cache folder (a hash of the kernels' sources and the numba,
+Python and CPU versions) says which formats were warmed.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+
+# format -> sample traces under tests/data of a source checkout (an editable install)
+SAMPLES = {
+    "otf": ["otf/ring8/trace/ring8.otf", "otf/real-zlib/trace/ring8_z.otf",
+            "otf/real-long/trace/ring8_long.otf"],
+    "dumpi": ["dumpi/p2p-4rank", "dumpi/coll-4rank"],
+    "ovni": ["ovni/v1-zoo-small/ovni", "ovni/v3-mpisim-small/ovni"],
+    "ross": ["ross/pi-np1-seq-allmodes/stats", "ross/phold-np2-opt-gvt-pekplp/stats"],
+}
+HDF5_FROM = "otf"       # partrace HDF5 input: made from the OTF samples by the merge
+STAMP = "partrace-warm.json"
+
+
+def sample_folder() -> Path | None:
+    """tests/data of the source checkout this package runs from, if there is one."""
+    data = PACKAGE.parent / "tests" / "data"
+    return data if data.is_dir() else None
+
+
+def samples(fmt: str) -> list[Path]:
+    """The sample traces of ``fmt`` that exist here (none: no source checkout)."""
+    data = sample_folder()
+    if data is None:
+        return []
+    return [data / rel for rel in SAMPLES.get(HDF5_FROM if fmt == "hdf5" else fmt, [])
+            if (data / rel).exists()]
+
+
+def cache_folder() -> str:
+    """Where numba keeps partrace's compiled kernels, in words a user can follow."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.environ["NUMBA_CACHE_DIR"]
+    return f"{PACKAGE}/**/__pycache__ (beside each module)"
+
+
+def _stamp_path() -> Path:
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return Path(os.environ["NUMBA_CACHE_DIR"]) / STAMP
+    return PACKAGE / "__pycache__" / STAMP
+
+
+KERNEL = re.compile(r"^@(numba\.)?njit\b", re.M)
+
+
+def _kernel_sources() -> list[Path]:
+    """The modules that define compiled kernels (numba keys its cache on their sources)."""
+    return sorted(p for p in PACKAGE.rglob("*.py") if KERNEL.search(p.read_text(errors="replace")))
+
+
+def cache_key() -> str:
+    """Changes whenever numba would not reuse its cache: a kernel source, numba, Python, CPU."""
+    import numba
+    from llvmlite import binding
+    cpu = os.environ.get("NUMBA_CPU_NAME") or binding.get_host_cpu_name()   # numba's own key
+    h = hashlib.sha1()
+    h.update(f"{numba.__version__} {sys.version} {platform.machine()} {cpu} {PACKAGE}".encode())
+    for p in _kernel_sources():
+        st = p.stat()
+        h.update(f"{p.relative_to(PACKAGE)} {st.st_mtime_ns} {st.st_size}".encode())
+    return h.hexdigest()
+
+
+def _read_stamp() -> dict:
+    try:
+        return json.loads(_stamp_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def is_warm(fmt: str) -> bool:
+    return _read_stamp().get(fmt) == cache_key()
+
+
+def _write_stamp(formats) -> None:
+    key = cache_key()
+    stamp = {k: v for k, v in _read_stamp().items() if v == key}
+    stamp.update(dict.fromkeys(formats, key))
+    path = _stamp_path()
+    try:    # written whole, then renamed: a rank reading it never sees half of it
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(stamp, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass    # no stamp: the next parallel run warms again, nothing worse
+
+
+def _merge(comm, trace: Path, fmt: str, target: Path) -> None:
+    from .engine.pipeline import run
+    from .output import make_sink
+    run(comm, trace, make_sink(target, source=str(trace), overwrite=True), format=fmt)
+
+
+def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[str, object]]:
+    """(name, thunk) of every command warm runs on one trace."""
+    from .analysis import communication, profile
+    from .info import gather_info
+
+    def merge(to: str):
+        return lambda: _merge(comm, trace, fmt, out / f"{tag}.{to}")
+
+    def timeline():
+        try:
+            from .analysis.timeline import timeline_data
+        except ImportError:     # an optional part missing: nothing of it to compile
+            return
+        from .errors import UsageError
+        try:
+            timeline_data(comm, trace, format=fmt)
+        except UsageError:      # a trace with no events (ROSS GVT samples): nothing to draw
+            pass
+
+    return [("info", lambda: gather_info(comm, trace, fmt)),
+            ("merge -> h5", merge("h5")), ("merge -> otf", merge("otf")),
+            ("merge -> pftrace", merge("pftrace")),
+            ("profile", lambda: profile(trace, comm=comm, format=fmt)),
+            ("comm", lambda: communication(trace, comm=comm, format=fmt, with_names=True)),
+            ("timeline", timeline)]
+
+
+def _dispatchers() -> list:
+    """Every numba kernel of partrace loaded so far."""
+    from numba.core.dispatcher import Dispatcher
+    found = {}
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("partrace") and mod is not None:
+            for obj in vars(mod).values():
+                if isinstance(obj, Dispatcher):
+                    found[id(obj)] = obj
+    return list(found.values())
+
+
+def warm(formats=None, traces=(), log=None) -> dict:
+    """Run every command on the samples of ``formats`` (default all) and on ``traces``,
+    in this process; {"compiled", "loaded", "seconds", "traces", "cache"} (compiled and
+    loaded: kernel signatures)."""
+    from .engine.mpi import serial
+    from .formats import detect
+    log = log or (lambda line: None)
+    formats = list(SAMPLES) + ["hdf5"] if formats is None else list(formats)
+    t0 = time.perf_counter()
+    comm = serial()
+    work = [(fmt, p) for fmt in formats if fmt != "hdf5" for p in samples(fmt)]
+    work += [(detect(p), Path(p)) for p in traces]
+    done = []
+    with tempfile.TemporaryDirectory(prefix="partrace-warm-") as tmp, \
+            open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        out = Path(tmp)
+        if "hdf5" in formats:   # partrace HDF5 as input: from the first OTF sample
+            made = [p for f, p in work if f == HDF5_FROM][:1] or samples(HDF5_FROM)[:1]
+            for i, p in enumerate(made):
+                _merge(comm, p, HDF5_FROM, out / f"h5src{i}.h5")
+                work.append(("hdf5", out / f"h5src{i}.h5"))
+        for i, (fmt, trace) in enumerate(work):
+            for name, go in _commands(comm, trace, fmt, out, f"t{i}"):
+                s = time.perf_counter()
+                go()
+                log(f"  {fmt:<6} {name:<17} {time.perf_counter() - s:6.2f} s  {trace}")
+            done.append(str(trace))
+    # numba counts per kernel and signature what it loaded and what it compiled (a
+    # kernel compiled for a caller is counted too; one loaded whole needs no callee)
+    kernels = _dispatchers()
+    compiled = sum(sum(d._cache_misses.values()) for d in kernels)
+    loaded = sum(sum(d._cache_hits.values()) for d in kernels)
+    if work:
+        _write_stamp(sorted({fmt for fmt, _ in work}))
+    return {"compiled": compiled, "loaded": loaded,
+            "seconds": time.perf_counter() - t0, "traces": done, "cache": cache_folder()}
+
+
+# ranks from which a cold cache is warmed on rank 0 first (PARTRACE_WARM=auto, the default)
+WARM_FROM_RANKS = 8
+
+
+def before_parallel_run(comm, trace, fmt: str | None) -> None:
+    """Many ranks, cold cache for this input's format: rank 0 compiles while the others
+    wait (then all load), instead of every rank compiling the same kernels at once.
+
+    PARTRACE_WARM=auto (default) does it from WARM_FROM_RANKS ranks: below that, ranks
+    compiling side by side take no longer than one (numba replaces its cache files
+    whole, so they do not corrupt each other), and warming every command on the
+    samples would take longer than the few kernels one run needs.  PARTRACE_WARM=1:
+    at any rank count; 0: never.  Nothing happens when there is no sample of the
+    format (an installed wheel, a plugin format): the ranks compile what they use.
+    An input error is the run's to report: warming is skipped."""
+    mode = os.environ.get("PARTRACE_WARM", "auto").lower()
+    if mode in ("0", "no", "false", "") or (mode == "auto" and comm.size < WARM_FROM_RANKS):
+        return
+    with comm.guard():
+        if comm.rank == 0:
+            _warm_for_run(trace, fmt)
+    comm.check()
+
+
+def _warm_for_run(trace, fmt: str | None) -> None:
+    from .errors import PartraceError
+    try:
+        from .formats import detect
+        fmt = fmt or detect(trace)
+        if not samples(fmt) or is_warm(fmt):
+            return
+    except PartraceError:   # the run itself says what is wrong with the input
+        return
+    print(f"partrace: compiling the {fmt} kernels once on rank 0 (numba cache: "
+          f"{cache_folder()}); the other ranks wait", file=sys.stderr, flush=True)
+    report = warm([fmt])
+    print(f"partrace: kernels ready in {report['seconds']:.1f} s", file=sys.stderr, flush=True)
+
+
+def main(args) -> int:
+    """``partrace warm [TRACE ...] [--format F ...]``"""
+    formats = args.formats or (None if not args.traces else [])
+    if not args.traces and sample_folder() is None:
+        from .errors import UsageError
+        raise UsageError("no sample traces here (tests/data of a source checkout): "
+                         "name traces to warm on, `partrace warm TRACE ...`")
+    log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    r = warm(formats, args.traces, log)
+    print(f"partrace warm: kernels ready in {r['seconds']:.1f} s on {len(r['traces'])} "
+          f"traces: {r['compiled']} compiled, {r['loaded']} loaded from the cache")
+    print(f"cache: {r['cache']}")
+    return 0
