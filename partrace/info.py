@@ -21,6 +21,19 @@ FORMAT_NAMES = {"otf": "OTF", "dumpi": "DUMPI", "ovni": "ovni", "ross": "ROSS",
 _MCV_COLUMNS = ("model", "category", "value")
 
 
+def _tally(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, how many of each): one np.bincount pass when the values are
+    small non-negative ids (the common case: no sort), else np.unique."""
+    v = np.asarray(values)
+    if v.size and v.dtype.kind in "iu":
+        lo, hi = int(v.min()), int(v.max())
+        if lo >= 0 and hi < 4 * v.size + 65536:
+            counts = np.bincount(v.astype(np.intp, copy=False), minlength=hi + 1)
+            keys = np.flatnonzero(counts)
+            return keys, counts[keys]
+    return np.unique(v, return_counts=True)
+
+
 def _add(into: dict, keys, counts: np.ndarray) -> None:
     for k, c in zip(keys.tolist() if isinstance(keys, np.ndarray) else keys, counts.tolist()):
         into[k] = into.get(k, 0) + c
@@ -63,21 +76,21 @@ class _Counts:
         a, b = self.span.get(name, (lo, hi))
         self.span[name] = (min(a, lo), max(b, hi))
         if name != "events":
-            locs, counts = np.unique(t["location"], return_counts=True)
+            locs, counts = _tally(t["location"])
             _add(self.per_location, [(name, x) for x in locs.tolist()], counts)
             return
-        pairs = np.stack([t["location"].astype(np.int64), t["kind"].astype(np.int64)], axis=1)
-        uniq, counts = np.unique(pairs, axis=0, return_counts=True)
-        for (loc, k), c in zip(uniq.tolist(), counts.tolist()):
-            self.events[(loc, k)] = self.events.get((loc, k), 0) + c
+        # (location, kind) as one key: kinds are bytes
+        pairs, counts = _tally((t["location"].astype(np.int64) << 8) | t["kind"])
+        for key, c in zip(pairs.tolist(), counts.tolist()):
+            self.events[(key >> 8, key & 255)] = self.events.get((key >> 8, key & 255), 0) + c
         if "region" in t:
-            _add(self.regions, *np.unique(t["region"], return_counts=True))
+            _add(self.regions, *_tally(t["region"]))
             enter = t["kind"] == Kind.ENTER
-            _add(self.enters, *np.unique(t["region"][enter], return_counts=True))
+            _add(self.enters, *_tally(t["region"][enter]))
         if all(c in t for c in _MCV_COLUMNS):     # ovni: the event's model, category, value
             code = ((t["model"].astype(np.int64) << 16) | (t["category"].astype(np.int64) << 8)
                     | t["value"].astype(np.int64))
-            _add(self.mcv, *np.unique(code, return_counts=True))
+            _add(self.mcv, *_tally(code))
 
 
 def _merge(parts: list[dict], field: str) -> dict:
