@@ -42,9 +42,10 @@ import numpy as np
 
 from ... import __version__
 from ...model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
+from . import text as hdf5_text
 
 LAYOUT = "partrace-hdf5"
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3     # 3: text columns as data/ends pairs (2: variable-length)
 LIBVER = "v110"
 CHUNK_ROWS = 1 << 14
 TABLES_ATTR = "tables"
@@ -138,16 +139,24 @@ def _tail(col: Column) -> tuple:
 
 
 def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: int,
-                 compression: str | None = None, rows: int | None = None) -> h5py.Group:
+                 compression: str | None = None, rows: int | None = None,
+                 text: dict[str, tuple[int | None, int]] | None = None) -> h5py.Group:
     """An empty table: chunked column datasets of ``chunk`` rows, compressed.
 
     ``rows`` None: resizable (rows appended window after window); else the
     table's final size, fixed (a smaller chunk index: most of a small table's
     bytes are HDF5's per-dataset structures); 0 rows: no chunks at all.
+    ``text``: per text column, (its final bytes or None, bytes per chunk): the
+    column is a data/ends pair (text.py); without it, a variable-length dataset.
     """
     group = parent.require_group(name)
     for col in columns:
         tail = _tail(col)
+        if col.is_object and text is not None:
+            total, byte_chunk = text[col.name]
+            hdf5_text.create(group, col, rows, chunk, total, byte_chunk,
+                             filters(Column("ends", "uint64"), compression))
+            continue
         if rows == 0:
             ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=h5_dtype(col))
         else:
@@ -162,20 +171,27 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
 
 
 def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: int,
-               rows: int) -> None:
+               rows: int, text: dict | None = None) -> None:
     """Write a table's rows at global row ``start`` of a table that will hold ``rows``
-    rows (datasets grown to that, so every rank's part has the same shape)."""
+    rows (datasets grown to that, so every rank's part has the same shape).
+
+    ``text``: per data/ends pair column, (bytes, lengths, global byte offset of
+    the first, where the bytes go in this file's data, the data's size after)."""
     for col in columns:     # one column at a time: a merged window builds each on read
-        ds = group[col.name]
-        if ds.shape[0] < rows:
-            ds.resize(rows, axis=0)
+        obj = group[col.name]
+        if hdf5_text.is_pair(obj):
+            data, lengths, base, at, total = text[col.name]
+            hdf5_text.write(obj, data, lengths, start, rows, base, at, total)
+            continue
+        if obj.shape[0] < rows:
+            obj.resize(rows, axis=0)
         if len(table):
-            write_values(ds, col, np.asarray(table.column_once(col.name)), start)
+            write_values(obj, col, np.asarray(table.column_once(col.name)), start)
     group.attrs["rows"] = max(rows, int(group.attrs["rows"]))
 
 
 def append_rows(group: h5py.Group, table: Table, columns: list[Column]) -> None:
-    """Append a table's rows to a table made by create_table."""
+    """Append a table's rows to a table made by create_table (no text pairs)."""
     start = int(group.attrs["rows"])
     if len(table):
         write_rows(group, table, columns, start, start + len(table))
@@ -190,15 +206,22 @@ def write_table(parent: h5py.Group, name: str, table: Table, columns: list[Colum
 
 
 def link_shards(parent: h5py.Group, name: str, columns: list[Column],
-                blocks: list[tuple[str, int, int]], shard_rows: dict[str, int]) -> h5py.Group:
+                blocks: list[tuple[str, int, int]], shard_rows: dict[str, int],
+                text: dict | None = None) -> h5py.Group:
     """A table made of virtual datasets over blocks of per-rank shard files.
 
     ``blocks``: (relative shard file name, first row in the shard, rows), in
-    global order; ``shard_rows``: each shard's row count for this table.
+    global order; ``shard_rows``: each shard's row count for this table;
+    ``text``: per text column, (its byte blocks, each shard's bytes, not UTF-8).
     """
     group = parent.require_group(name)
     total = sum(rows for _, _, rows in blocks)
     for col in columns:
+        if col.is_object and text is not None:
+            byte_blocks, shard_bytes, not_utf8 = text[col.name]
+            hdf5_text.link(group, col, blocks, byte_blocks, name, shard_rows, shard_bytes,
+                           not_utf8)
+            continue
         tail, dtype = _tail(col), h5_dtype(col)
         if total == 0:
             ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=dtype)
@@ -271,7 +294,10 @@ def _decode_text(values: np.ndarray) -> np.ndarray:
 
 
 def read_column(ds, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """Rows start..stop of one column dataset, as the model holds them."""
+    """Rows start..stop of one column (a dataset, or a text data/ends pair), as the
+    model holds them (text as str objects, old variable-length files included)."""
+    if hdf5_text.is_pair(ds):
+        return hdf5_text.read(ds, start, stop)
     values = ds[start:stop]
     if h5py.check_string_dtype(ds.dtype) is not None:
         return _decode_text(values)
