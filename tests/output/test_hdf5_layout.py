@@ -62,3 +62,24 @@ def test_text_pairs_round_trip_any_text(tmp_path):
     back, window, _, _, bad = _pair_round_trip(tmp_path / "b.h5", Column("b", BYTES), raw)
     assert not bad and list(back) == list(raw) and list(window) == list(raw[2:5])
     assert all(isinstance(v, bytes) for v in back)
+
+
+def test_whole_tables_keep_names_as_fixed_width_strings(tmp_path):
+    """write_table (the definitions): names as fixed-width strings plain h5py reads;
+    a value that would not survive them (ending in NUL, or far wider than the rest)
+    makes that column a data/ends pair instead.  Every value reads back."""
+    cols = [Column("name", STR), Column("nul", STR), Column("wide", STR), Column("latin", STR)]
+    ten = lambda *v: np.array(list(v) * 10, dtype=object)     # noqa: E731
+    t = Table({"name": ten("main", "", "ünï"), "nul": ten("a", "end\x00", "b"),
+               "wide": np.array(["x"] * 29 + ["z" * 9000], dtype=object),
+               "latin": ten("caf\udce9", "ok", "")})
+    with h5py.File(tmp_path / "t.h5", "w") as f:
+        write_table(f, "t", t, cols)
+    with h5py.File(tmp_path / "t.h5", "r") as f:
+        assert [n.decode() for n in f["t/name"][:3]] == ["main", "", "ünï"]
+        assert isinstance(f["t/nul"], h5py.Group) and isinstance(f["t/wide"], h5py.Group)
+        assert f["t/latin"].attrs["encoding"] == "bytes" and f["t/latin"][0] == b"caf\xe9"
+        assert "encoding" not in f["t/name"].attrs
+        back = read_table(f["t"])
+    for name in t.names:
+        assert list(back[name]) == list(t[name]), name

@@ -83,41 +83,9 @@ def filters(col: Column, compression: str | None = None) -> dict:
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
 
 
-def _encode_text(values: np.ndarray) -> tuple[np.ndarray, bool]:
-    """str objects as bytes (surrogateescape'd source bytes back as they were);
-    True when some are not valid UTF-8."""
-    out = np.empty(len(values), dtype=object)
-    bad = False
-    for i, s in enumerate(values):
-        if isinstance(s, bytes):
-            b = s
-        else:
-            try:
-                b = s.encode("utf-8")
-            except UnicodeEncodeError:
-                b, bad = s.encode("utf-8", "surrogateescape"), True
-        out[i] = b
-    return out, bad
-
-
 def write_values(ds, col: Column, values: np.ndarray, start: int) -> None:
-    """Write ``values`` at rows start.. of ``ds`` (which must be long enough)."""
-    n = len(values)
-    if col.dtype == STR:
-        values, bad = _encode_text(values)
-        if bad:
-            ds.attrs["encoding"] = NOT_UTF8
-    if col.dtype != BYTES:
-        ds[start:start + n] = values
-        return
-    out = np.empty(n, dtype=h5py.vlen_dtype(np.uint8))
-    for i, b in enumerate(values):
-        out[i] = np.frombuffer(b, dtype=np.uint8)
-    # h5py's high-level write turns equal-length byte strings into a 2-D array
-    # and refuses it; the low-level write takes the vlen array as it is.
-    fspace = ds.id.get_space()
-    fspace.select_hyperslab((start,), (n,))
-    ds.id.write(h5py.h5s.create_simple((n,)), fspace, out)
+    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough)."""
+    ds[start:start + len(values)] = values
 
 
 def _column_attrs(ds, col: Column) -> None:
@@ -125,7 +93,7 @@ def _column_attrs(ds, col: Column) -> None:
     if col.unit:
         ds.attrs["unit"] = col.unit
     if col.enum:
-        ds.attrs["enum"] = json.dumps(dict(col.enum))
+        ds.attrs["enum"] = json.dumps(dict(col.enum), separators=(",", ":"))
 
 
 def _table_attrs(group, columns: list[Column], rows: int) -> None:
@@ -140,19 +108,27 @@ def _tail(col: Column) -> tuple:
 
 def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: int,
                  compression: str | None = None, rows: int | None = None,
-                 text: dict[str, tuple[int | None, int]] | None = None) -> h5py.Group:
+                 text: dict[str, tuple[int | None, int]] | None = None,
+                 fixed: dict[str, np.ndarray] | None = None) -> h5py.Group:
     """An empty table: chunked column datasets of ``chunk`` rows, compressed.
 
     ``rows`` None: resizable (rows appended window after window); else the
     table's final size, fixed (a smaller chunk index: most of a small table's
     bytes are HDF5's per-dataset structures); 0 rows: no chunks at all.
     ``text``: per text column, (its final bytes or None, bytes per chunk): the
-    column is a data/ends pair (text.py); without it, a variable-length dataset.
+    column is a data/ends pair (text.py).
+    ``fixed``: text columns written whole here as fixed-width byte strings.
     """
     group = parent.require_group(name)
     for col in columns:
         tail = _tail(col)
-        if col.is_object and text is not None:
+        if fixed and col.name in fixed:     # filters() gives no shuffle to text
+            kw = {} if not rows else dict(chunks=(min(chunk, rows),), maxshape=(rows,),
+                                          **filters(col, compression))
+            ds = group.create_dataset(col.name, data=fixed[col.name], **kw)
+            _column_attrs(ds, col)
+            continue
+        if col.is_object:
             total, byte_chunk = text[col.name]
             hdf5_text.create(group, col, rows, chunk, total, byte_chunk,
                              filters(Column("ends", "uint64"), compression))
@@ -160,10 +136,10 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
         if rows == 0:
             ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=h5_dtype(col))
         else:
-            fixed = rows is not None
-            ds = group.create_dataset(col.name, shape=((rows if fixed else 0),) + tail,
-                                      maxshape=((rows if fixed else None),) + tail,
-                                      chunks=((min(chunk, rows) if fixed else chunk),) + tail,
+            final = rows is not None
+            ds = group.create_dataset(col.name, shape=((rows if final else 0),) + tail,
+                                      maxshape=((rows if final else None),) + tail,
+                                      chunks=((min(chunk, rows) if final else chunk),) + tail,
                                       dtype=h5_dtype(col), **filters(col, compression))
         _column_attrs(ds, col)
     _table_attrs(group, columns, 0)
@@ -190,18 +166,29 @@ def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: in
     group.attrs["rows"] = max(rows, int(group.attrs["rows"]))
 
 
-def append_rows(group: h5py.Group, table: Table, columns: list[Column]) -> None:
-    """Append a table's rows to a table made by create_table (no text pairs)."""
-    start = int(group.attrs["rows"])
-    if len(table):
-        write_rows(group, table, columns, start, start + len(table))
-
-
 def write_table(parent: h5py.Group, name: str, table: Table, columns: list[Column],
                 compression: str | None = None) -> h5py.Group:
-    """Write one whole table as a group of column datasets."""
-    group = create_table(parent, name, columns, chunk_rows(len(table)), compression, len(table))
-    append_rows(group, table, columns)
+    """Write one whole table (rank 0: the definitions) as a group of column datasets.
+
+    Its text columns are fixed-width byte strings where that keeps every value
+    (``f["regions/name"][:]`` reads them), else data/ends pairs: never
+    variable-length (a 16-byte heap record per value, uncompressed)."""
+    n = len(table)
+    encoded = {c.name: hdf5_text.encode(c, table[c.name]) for c in columns if c.is_object}
+    fixed = {}
+    for c in columns:
+        if c.is_object:
+            strings = hdf5_text.fixed_width(c, *encoded[c.name][:2])
+            if strings is not None:
+                fixed[c.name] = strings
+    text = {k: (len(d), hdf5_text.data_chunk(len(d))) for k, (d, _, _) in encoded.items()}
+    group = create_table(parent, name, columns, chunk_rows(n), compression, n, text, fixed)
+    for c in columns:
+        if c.is_object and encoded[c.name][2]:      # not UTF-8: kept as the source's bytes
+            group[c.name].attrs["encoding"] = NOT_UTF8
+    pairs = {k: (d, lengths, 0, 0, len(d)) for k, (d, lengths, _) in encoded.items()
+             if k not in fixed}
+    write_rows(group, table, [c for c in columns if c.name not in fixed], 0, n, pairs)
     return group
 
 

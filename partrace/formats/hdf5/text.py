@@ -73,6 +73,24 @@ def encode(col: Column, values) -> tuple[np.ndarray, np.ndarray, bool]:
     return np.frombuffer(raw, np.uint8), lengths, bad
 
 
+def fixed_width(col: Column, data: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
+    """A whole table's text column as one fixed-width bytes array (numpy ``S<w>``,
+    compressed: padding costs deflate almost nothing), or None where that would
+    lose or waste: bytes columns (they would read back as text), a value ending
+    in NUL (numpy drops trailing NULs), a width far above the mean length."""
+    n, total = len(lengths), len(data)
+    width = int(lengths.max()) if n else 1
+    if col.dtype != STR or n * max(width, 1) > 4 * total + 4096:
+        return None
+    ends = np.cumsum(lengths)
+    if n and (data[ends[lengths > 0] - 1] == 0).any():
+        return None
+    grid = np.zeros((n, max(width, 1)), np.uint8)
+    row = np.repeat(np.arange(n), lengths)
+    grid[row, np.arange(total) - np.repeat(ends - lengths, lengths)] = data
+    return grid.view(f"S{max(width, 1)}").reshape(n)
+
+
 def _utf8(raw: bytes) -> bool:
     try:
         raw.decode("utf-8")
