@@ -6,6 +6,7 @@
                                   created_by, time_unit, order
     /events/<column>       one row per event, in global (time, location, seq) order
     /<table>/<column>      every other table the format decodes (snapshots, ...)
+    /<table>/<text>/{data,ends}   a text column: bytes, and where each row's end
     /locations/{id,name,parent,...}
     /regions/{id,name,group,...}
     /definitions/<table>/<column>   the format's other definition tables
@@ -26,11 +27,17 @@ on the 35 MB OTF and 78 MB DUMPI suite traces it is 1.6x faster than level 4
 use the HDF5 1.10 format (``libver="v110"``): its chunk indexes take half the
 space of the 1.8 B-trees on small tables.
 
-Text columns hold UTF-8 bytes.  A trace whose names are not UTF-8 (OTF in
-Latin-1 ...) is decoded to str with ``surrogateescape``; such values are
-stored as their original bytes and the dataset gets the attribute
-``encoding = "bytes"`` (read them with ``.decode("utf-8", "surrogateescape")``,
-or as the source's own charset).
+Text columns hold UTF-8 bytes, never variable-length strings (whose chunks
+point into their own file's heap, and cost 16 bytes of heap record per value,
+uncompressed).  A table the ranks write keeps each text (or bytes) column as a
+``data``/``ends`` pair of numeric datasets (text.py), written and joined like
+any column.  A whole table written here at once (the definitions) keeps its
+text as fixed-width byte strings, or as a pair where a value would not survive
+them.  A trace whose names are not UTF-8 (OTF in Latin-1 ...) is decoded to
+str with ``surrogateescape``; such values are stored as their original bytes
+and the column gets the attribute ``encoding = "bytes"`` (read them with
+``.decode("utf-8", "surrogateescape")``, or as the source's own charset).
+Files of layout 2 (variable-length text) still read.
 """
 from __future__ import annotations
 

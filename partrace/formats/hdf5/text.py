@@ -50,13 +50,18 @@ def encode(col: Column, values) -> tuple[np.ndarray, np.ndarray, bool]:
     n = len(values)
     if n == 0:
         return np.zeros(0, np.uint8), np.zeros(0, np.int64), False
-    if col.dtype == BYTES or not all(isinstance(v, str) for v in values):
+    joined = None
+    if col.dtype == STR:
+        try:
+            joined = "".join(values)
+        except TypeError:       # some values are bytes already: the slow way, rare
+            pass
+    if joined is None:
         items = values if col.dtype == BYTES else [
             v if isinstance(v, bytes) else v.encode("utf-8", "surrogateescape") for v in values]
         raw = b"".join(items)
         return (np.frombuffer(raw, np.uint8), np.fromiter(map(len, items), np.int64, n),
                 col.dtype == STR and not _utf8(raw))
-    joined = "".join(values)
     raw = joined.encode("utf-8", "surrogateescape")
     chars = np.fromiter(map(len, values), np.int64, n)
     bad = False
