@@ -151,7 +151,10 @@ class HDF5Sink(Sink):
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
         """Append one window: every rank its slice of the global order."""
-        encoded = self._encode_text(tables)
+        encoded = {}
+        with comm.guard():      # a value that cannot be encoded fails every rank, no hang
+            encoded = self._encode_text(tables)
+        comm.check()
         mine = {name: len(t) for name, t in tables.items()}
         for key, (data, _, bad) in encoded.items():
             mine[key] = len(data)
