@@ -10,9 +10,11 @@ Layouts (``layout=``):
   writes, so the costly part runs in parallel.  At commit rank 0 copies every
   chunk a part holds whole as compressed bytes (no decoding), and writes the
   few rows of chunks shared by two ranks (at most two per rank, window and
-  column) as values; text columns (variable-length, whose chunks point into
-  their own file's heap) are copied as values.  The parts are then deleted
-  (they never leave the hidden staging folder).
+  column) as values.  Text columns are data/ends pairs of plain numbers
+  (formats/hdf5/text.py): a rank writes its rows' bytes at their global byte
+  offset (known from one allgather of byte counts per window), so their chunks
+  copy raw too and no rank's text passes through rank 0 as values.  The parts
+  are then deleted (they never leave the hidden staging folder).
 * ``"parts"``: rank r keeps ``OUT.parts/rank-<r>.h5`` and rank 0 writes ``OUT``
   whose datasets are HDF5 virtual datasets over the parts (relative paths: move
   ``OUT`` and ``OUT.parts`` together).  No copy at commit; ``OUT`` alone is
@@ -33,6 +35,7 @@ from ..engine.sink import Sink
 from ..errors import UsageError
 from ..model import Definitions, Schema, Table
 from ..formats.hdf5 import layout as hdf5
+from ..formats.hdf5 import text as hdf5_text
 from .staging import Staging
 
 LAYOUTS = ("single", "parts")
@@ -61,9 +64,15 @@ class HDF5Sink(Sink):
         self.parts_name = self.final.name + ".parts"
         self.staging: Staging | None = None
         self._file: h5py.File | None = None
-        self.blocks: list[list[dict[str, int]]] = []   # per window: rows per rank per table
-        self.rows: dict[str, int] = {}                 # rows written so far, all ranks
+        # per window, per rank: rows per table (key: table name), bytes per text
+        # column (key: (table, column)), and ("not utf-8", table, column): True
+        self.blocks: list[list[dict]] = []
+        self.rows: dict = {}                           # rows (bytes) written so far, all ranks
         self.commit_seconds = 0.0                      # rank 0: joining the parts
+        # rank 0, joining: per "text"/"numbers", chunks copied raw, their stored
+        # bytes, and elements (text: bytes) of shared edge chunks copied as values
+        self.join_counts = {k: dict(chunks=0, stored_bytes=0, value_items=0)
+                            for k in ("text", "numbers")}
 
     @property
     def _split(self) -> bool:
@@ -73,7 +82,9 @@ class HDF5Sink(Sink):
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
         self._parallel = comm.parallel
-        self.rows = dict.fromkeys(schema, 0)
+        self.text_keys = [(name, c.name) for name, cols in schema.items() for c in cols
+                          if c.is_object]
+        self.rows = dict.fromkeys([*schema, *self.text_keys], 0)
         run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
         self.staging = Staging(self.final, run_id)
         with comm.guard():
@@ -93,16 +104,21 @@ class HDF5Sink(Sink):
             return f"{PARTS_DIR}/rank-{rank:05d}.h5"
         return self.final.name
 
-    def _shapes(self, counts: dict[str, int]) -> dict[str, tuple[int, int | None]]:
-        """Per table, (rows per chunk, final rows or None), the same on every rank:
-        fitted and fixed when the first window is the only one (the engine says no
-        table has later rows), else the largest chunks and resizable tables."""
+    def _shapes(self, counts: dict) -> dict:
+        """Per table and text column, (rows or bytes per chunk, final size or None),
+        the same on every rank: fitted and fixed when the first window is the only
+        one (the engine says no table has later rows), else the largest chunks and
+        resizable datasets."""
         later = self.next_keys
         only = later is not None and all(k is None for k in later.values())
-        return {name: (hdf5.chunk_rows(counts[name]), counts[name]) if only
-                else (hdf5.CHUNK_ROWS, None) for name in self.schema}
+        out = {name: (hdf5.chunk_rows(counts[name]), counts[name]) if only
+               else (hdf5.CHUNK_ROWS, None) for name in self.schema}
+        for key in self.text_keys:
+            out[key] = ((hdf5_text.data_chunk(counts[key]), counts[key]) if only
+                        else (hdf5_text.CHUNK_BYTES, None))
+        return out
 
-    def _open(self, comm: Comm, counts: dict[str, int]) -> None:
+    def _open(self, comm: Comm, counts: dict) -> None:
         # no chunk cache: whole chunks go straight to the file instead of
         # being copied through a 1 MiB cache per dataset (2-4x faster)
         f = h5py.File(self.staging.path(self._file_name(comm.rank)), "w", rdcc_nbytes=0,
@@ -113,45 +129,88 @@ class HDF5Sink(Sink):
             f.attrs["layout"] = hdf5.LAYOUT + "-shard"
         shapes = self._shapes(counts)
         for name, columns in self.schema.items():
-            if self._split and self.layout == "parts":
-                shapes[name] = (hdf5.chunk_rows(counts[name]), None)    # rows differ per part
+            if self._split and self.layout == "parts":     # sizes differ per part
+                shapes[name] = (hdf5.chunk_rows(counts[name]), None)
+                for c in columns:
+                    if c.is_object:
+                        shapes[name, c.name] = (hdf5_text.data_chunk(counts[name, c.name]), None)
             chunk, rows = shapes[name]
-            hdf5.create_table(f, name, columns, chunk, self.compression, rows)
+            text = {c.name: (shapes[name, c.name][1], shapes[name, c.name][0])
+                    for c in columns if c.is_object}
+            hdf5.create_table(f, name, columns, chunk, self.compression, rows, text)
         self._file = f
+
+    def _encode_text(self, tables: dict[str, Table]) -> dict:
+        """Per (table, text column): (bytes, per-row lengths, not UTF-8), this rank's."""
+        out = {}
+        for name, col in self.text_keys:
+            if name in tables:
+                spec = next(c for c in self.schema[name] if c.name == col)
+                out[name, col] = hdf5_text.encode(spec, tables[name].column_once(col))
+        return out
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
         """Append one window: every rank its slice of the global order."""
-        everyone = comm.allgather({name: len(t) for name, t in tables.items()})
+        encoded = {}
+        with comm.guard():      # a value that cannot be encoded fails every rank, no hang
+            encoded = self._encode_text(tables)
+        comm.check()
+        mine = {name: len(t) for name, t in tables.items()}
+        for key, (data, _, bad) in encoded.items():
+            mine[key] = len(data)
+            if bad:
+                mine[("not utf-8",) + key] = True
+        everyone = comm.allgather(mine)
         self.blocks.append(everyone)
         if self.collective and comm.parallel:
-            return self._write_collective(comm, tables, everyone)
+            return self._write_collective(comm, tables, everyone, encoded)
         with comm.guard():
             if self._file is None:
-                self._open(comm, {n: sum(e[n] for e in everyone) for n in self.schema})
+                self._open(comm, {k: sum(e.get(k, 0) for e in everyone) for k in self.rows})
+            parts = self._split and self.layout == "parts"
             for name, table in tables.items():
-                if self._split and self.layout == "parts":
-                    hdf5.append_rows(self._file[name], table, self.schema[name])
+                text = {}
+                for col in (c.name for c in self.schema[name] if c.is_object):
+                    data, lengths, _ = encoded[name, col]
+                    base, _, end = self._span((name, col), everyone, comm.rank)
+                    if parts:   # bytes appended to this part; ends say the global offsets
+                        at = self._file[name][col][hdf5_text.DATA].shape[0]
+                        text[col] = (data, lengths, base, at, at + len(data))
+                    else:
+                        text[col] = (data, lengths, base, base, end)
+                    if any(e.get(("not utf-8", name, col)) for e in everyone) and (
+                            self._file_name(comm.rank) == self.final.name):
+                        hdf5_text.mark_not_utf8(self._file[name][col])
+                if parts:
+                    at = int(self._file[name].attrs["rows"])
+                    hdf5.write_rows(self._file[name], table, self.schema[name], at,
+                                    at + len(table), text)
                     continue
-                base = self.rows[name]
-                start = base + sum(e[name] for e in everyone[:comm.rank])
-                end = base + sum(e[name] for e in everyone)
-                hdf5.write_rows(self._file[name], table, self.schema[name], start, end)
+                start, _, end = self._span(name, everyone, comm.rank)
+                hdf5.write_rows(self._file[name], table, self.schema[name], start, end, text)
         comm.check()
-        for name in self.schema:
-            self.rows[name] += sum(e[name] for e in everyone)
+        for key in self.rows:
+            self.rows[key] += sum(e.get(key, 0) for e in everyone)
+
+    def _span(self, key, everyone: list[dict], rank: int) -> tuple[int, int, int]:
+        """Global (first row or byte of ``rank``'s share, its end, the window's end)."""
+        start = self.rows[key] + sum(e.get(key, 0) for e in everyone[:rank])
+        return (start, start + everyone[rank].get(key, 0),
+                self.rows[key] + sum(e.get(key, 0) for e in everyone))
 
     def _close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
 
-    def _intervals(self, name: str, size: int) -> list[list[tuple[int, int]]]:
-        """Per rank, the global row ranges it wrote of table ``name`` (adjacent ones joined)."""
+    def _intervals(self, key, size: int) -> list[list[tuple[int, int]]]:
+        """Per rank, the global row (byte) ranges it wrote of table (text column)
+        ``key``, adjacent ones joined."""
         out: list[list[tuple[int, int]]] = [[] for _ in range(size)]
         at = 0
         for window in self.blocks:
             for r in range(size):
-                n = window[r][name]
+                n = window[r].get(key, 0)
                 if n:
                     if out[r] and out[r][-1][1] == at:
                         out[r][-1] = (out[r][-1][0], at + n)
@@ -165,7 +224,8 @@ class HDF5Sink(Sink):
 
         Column by column, rank after rank: a chunk shared by ranks r and r+1 is
         then written twice in a row and stays decoded in the final file's chunk
-        cache between the two writes (decoded and encoded once)."""
+        cache between the two writes (decoded and encoded once).  A text column
+        is two numeric datasets (ends by rows, data by bytes), copied the same way."""
         parts = [h5py.File(self.staging.path(self._file_name(r)), "r", rdcc_nbytes=0)
                  for r in range(1, comm.size)]
         try:
@@ -176,10 +236,19 @@ class HDF5Sink(Sink):
                     if not any(ranges[1:]):
                         continue
                     for col in columns:
-                        dst = f[name][col.name]
-                        for r, part in enumerate(parts, start=1):
-                            if ranges[r]:
-                                copy_rows(part[name][col.name], dst, col, ranges[r])
+                        pieces = [(col.name, ranges)]
+                        if col.is_object:
+                            pieces = [(f"{col.name}/{hdf5_text.ENDS}", ranges),
+                                      (f"{col.name}/{hdf5_text.DATA}",
+                                       self._intervals((name, col.name), comm.size))]
+                        tally = self.join_counts["text" if col.is_object else "numbers"]
+                        for path, spans in pieces:
+                            dst = f[name][path]
+                            for r, part in enumerate(parts, start=1):
+                                if spans[r]:
+                                    for k, v in copy_rows(part[name][path], dst,
+                                                          spans[r]).items():
+                                        tally[k] += v
         finally:
             for part in parts:
                 part.close()
@@ -189,18 +258,26 @@ class HDF5Sink(Sink):
     def _write_index(self, comm: Comm) -> None:
         """Rank 0 (layout "parts"): the top file, of virtual datasets over the parts."""
         shard = [f"./{self.parts_name}/rank-{r:05d}.h5" for r in range(comm.size)]
+
+        def blocks_of(key):
+            blocks, done = [], [0] * comm.size
+            for window in self.blocks:
+                for r in range(comm.size):
+                    n = window[r].get(key, 0)
+                    blocks.append((shard[r], done[r], n))
+                    done[r] += n
+            return blocks, dict(zip(shard, done))
+
         with h5py.File(self.staging.path(self.final.name), "w", libver=hdf5.LIBVER) as f:
             hdf5.write_header(f, self.defs, self.source, self.schema)
             for name, columns in self.schema.items():
-                blocks, done = [], [0] * comm.size
-                for window in self.blocks:
-                    for r in range(comm.size):
-                        rows = window[r][name]
-                        blocks.append((shard[r], done[r], rows))
-                        done[r] += rows
-                hdf5.link_shards(f, name, columns, blocks, dict(zip(shard, done)))
+                text = {}
+                for col in (c.name for c in columns if c.is_object):
+                    bad = any(w.get(("not utf-8", name, col)) for win in self.blocks for w in win)
+                    text[col] = (*blocks_of((name, col)), bad)
+                hdf5.link_shards(f, name, columns, *blocks_of(name), text)
 
-    def _write_collective(self, comm: Comm, tables, everyone) -> None:  # pragma: no cover
+    def _write_collective(self, comm: Comm, tables, everyone, encoded) -> None:  # pragma: no cover
         # Needs h5py built against parallel HDF5 (not the PyPI wheels): untested here.
         path = self.staging.path(self.final.name)
         if self._file is None:
@@ -211,18 +288,33 @@ class HDF5Sink(Sink):
             comm.check()
             self._file = h5py.File(path, "a", driver="mpio", comm=comm.mpi)
             for name, columns in self.schema.items():
-                hdf5.create_table(self._file, name, columns, hdf5.CHUNK_ROWS, self.compression)
+                text = {c.name: (None, hdf5_text.CHUNK_BYTES) for c in columns if c.is_object}
+                hdf5.create_table(self._file, name, columns, hdf5.CHUNK_ROWS,
+                                  self.compression, None, text)
         for name, table in tables.items():
             group = self._file[name]
-            base = int(group.attrs["rows"])
-            total = sum(e[name] for e in everyone)
-            start = base + sum(e[name] for e in everyone[:comm.rank])
+            start, stop, total = self._span(name, everyone, comm.rank)
             for col in self.schema[name]:
+                if col.is_object:       # every rank resizes and flags (collective metadata)
+                    g = group[col.name]
+                    data, lengths, _ = encoded[name, col.name]
+                    base, _, end = self._span((name, col.name), everyone, comm.rank)
+                    g[hdf5_text.ENDS].resize(total, axis=0)
+                    g[hdf5_text.DATA].resize(end, axis=0)
+                    if any(e.get(("not utf-8", name, col.name)) for e in everyone):
+                        hdf5_text.mark_not_utf8(g)
+                    with g[hdf5_text.ENDS].collective:
+                        g[hdf5_text.ENDS][start:stop] = base + np.cumsum(lengths, dtype=np.uint64)
+                    with g[hdf5_text.DATA].collective:
+                        g[hdf5_text.DATA][base:base + len(data)] = data
+                    continue
                 ds = group[col.name]
-                ds.resize(base + total, axis=0)
+                ds.resize(total, axis=0)
                 with ds.collective:
-                    ds[start:start + len(table)] = np.asarray(table.column_once(col.name))
-            group.attrs["rows"] = base + total
+                    ds[start:stop] = np.asarray(table.column_once(col.name))
+            group.attrs["rows"] = total
+        for key in self.rows:
+            self.rows[key] += sum(e.get(key, 0) for e in everyone)
 
     def commit(self, comm: Comm) -> None:
         if not self.blocks:     # no window at all: still an (empty) file
@@ -262,31 +354,36 @@ class HDF5Sink(Sink):
             self.staging.discard()
 
 
-def copy_rows(src, dst, col, ranges: list[tuple[int, int]]) -> None:
+def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
     """Copy rows ``ranges`` of ``src`` into ``dst`` (same shape, chunks and filters).
 
     Chunks wholly inside a range go as stored bytes (read_direct_chunk ->
     write_direct_chunk: no decompression); the rows of the chunks at a range's
-    ends, which other ranks share, go as values.  Variable-length columns go as
-    values (their chunks hold addresses in their own file's heap).
+    ends, which other ranks share, go as values.  Returns the chunks copied raw,
+    their stored bytes, and the rows copied as values.
     """
-    if col.is_object:
-        for a, b in ranges:
-            hdf5.write_values(dst, col, hdf5.read_column(src, a, b), a)
-        return
     step = src.chunks[0]
     tail = (0,) * (src.ndim - 1)
+    counts = dict(chunks=0, stored_bytes=0, value_items=0)
+
+    def values(a, b):
+        dst[a:b] = src[a:b]
+        counts["value_items"] += b - a
+
     for a, b in ranges:
         first, last = -(-a // step), min(b, src.shape[0]) // step   # whole chunks: [first, last)
         if b == src.shape[0] and b % step:
             last += 1       # the dataset's last, partial chunk is whole if the range ends it
         if first >= last:
-            dst[a:b] = src[a:b]
+            values(a, b)
             continue
         for c in range(first, last):
             mask, data = src.id.read_direct_chunk((c * step,) + tail)
             dst.id.write_direct_chunk((c * step,) + tail, data, mask)
+            counts["chunks"] += 1
+            counts["stored_bytes"] += len(data)
         if a < first * step:
-            dst[a:first * step] = src[a:first * step]
+            values(a, first * step)
         if min(last * step, b) < b:
-            dst[last * step:b] = src[last * step:b]
+            values(last * step, b)
+    return counts

@@ -126,7 +126,7 @@ def test_copy_rows_raw_chunks_and_shared_edges(tmp_path):
             if r == 0:
                 dst[0:37] = values[0:37]
             else:
-                copy_rows(src, dst, col, rs)
+                copy_rows(src, dst, rs)
         assert np.array_equal(dst[:], values)
         # chunk 4 (256..319) lies inside rank 2's rows, the last chunk in rank 1's
         assert dst.id.read_direct_chunk((256,)) == f["p2"].id.read_direct_chunk((256,))

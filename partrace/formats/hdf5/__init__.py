@@ -15,6 +15,7 @@ from ...errors import TraceError
 from ...model import BYTES, STR, Column, Definitions, Schema, Table
 from ..base import Format, TraceReader, Unit, check_options
 from .files import open_checked
+from .text import DATA, is_pair
 
 MAGIC = b"\x89HDF\r\n\x1a\n"
 ROWS_PER_UNIT = 1 << 20
@@ -46,7 +47,7 @@ class HDF5Reader(TraceReader):
             for name in json.loads(f.attrs["tables"]):
                 group = f[name]
                 rows = int(group.attrs["rows"])
-                row_bytes = sum(group[c].dtype.itemsize for c in json.loads(group.attrs["columns"]))
+                row_bytes = sum(_row_bytes(group[c], rows) for c in json.loads(group.attrs["columns"]))
                 for start in range(0, rows, ROWS_PER_UNIT):
                     stop = min(rows, start + ROWS_PER_UNIT)
                     out.append(Unit(f"{name}:{start:015d}", (stop - start) * row_bytes,
@@ -74,7 +75,9 @@ class HDF5Reader(TraceReader):
                 cols = []
                 for c in json.loads(f[name].attrs["columns"]):
                     ds = f[name][c]
-                    if h5py.check_string_dtype(ds.dtype) is not None:
+                    if is_pair(ds):     # text data/ends pair
+                        dtype = STR if ds.attrs.get("dtype") == STR else BYTES
+                    elif h5py.check_string_dtype(ds.dtype) is not None:
                         dtype = STR
                     elif h5py.check_vlen_dtype(ds.dtype) is not None:
                         dtype = BYTES
@@ -93,6 +96,13 @@ class HDF5Reader(TraceReader):
         name, start, stop = unit.info
         with self._open() as f:
             yield {name: read_table(f[name], start, stop)}
+
+
+def _row_bytes(obj, rows: int) -> int:
+    """Bytes per row of one column (a text pair: its end offset and average text)."""
+    if is_pair(obj):
+        return 8 + obj[DATA].shape[0] // max(1, rows)
+    return obj.dtype.itemsize * int(np.prod(obj.shape[1:], dtype=np.int64))
 
 
 class HDF5(Format):

@@ -6,6 +6,7 @@
                                   created_by, time_unit, order
     /events/<column>       one row per event, in global (time, location, seq) order
     /<table>/<column>      every other table the format decodes (snapshots, ...)
+    /<table>/<text>/{data,ends}   a text column: bytes, and where each row's end
     /locations/{id,name,parent,...}
     /regions/{id,name,group,...}
     /definitions/<table>/<column>   the format's other definition tables
@@ -26,11 +27,17 @@ on the 35 MB OTF and 78 MB DUMPI suite traces it is 1.6x faster than level 4
 use the HDF5 1.10 format (``libver="v110"``): its chunk indexes take half the
 space of the 1.8 B-trees on small tables.
 
-Text columns hold UTF-8 bytes.  A trace whose names are not UTF-8 (OTF in
-Latin-1 ...) is decoded to str with ``surrogateescape``; such values are
-stored as their original bytes and the dataset gets the attribute
-``encoding = "bytes"`` (read them with ``.decode("utf-8", "surrogateescape")``,
-or as the source's own charset).
+Text columns hold UTF-8 bytes, never variable-length strings (whose chunks
+point into their own file's heap, and cost 16 bytes of heap record per value,
+uncompressed).  A table the ranks write keeps each text (or bytes) column as a
+``data``/``ends`` pair of numeric datasets (text.py), written and joined like
+any column.  A whole table written here at once (the definitions) keeps its
+text as fixed-width byte strings, or as a pair where a value would not survive
+them.  A trace whose names are not UTF-8 (OTF in Latin-1 ...) is decoded to
+str with ``surrogateescape``; such values are stored as their original bytes
+and the column gets the attribute ``encoding = "bytes"`` (read them with
+``.decode("utf-8", "surrogateescape")``, or as the source's own charset).
+Files of layout 2 (variable-length text) still read.
 """
 from __future__ import annotations
 
@@ -42,9 +49,10 @@ import numpy as np
 
 from ... import __version__
 from ...model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
+from . import text as hdf5_text
 
 LAYOUT = "partrace-hdf5"
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3     # 3: text columns as data/ends pairs (2: variable-length)
 LIBVER = "v110"
 CHUNK_ROWS = 1 << 14
 TABLES_ATTR = "tables"
@@ -82,41 +90,9 @@ def filters(col: Column, compression: str | None = None) -> dict:
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
 
 
-def _encode_text(values: np.ndarray) -> tuple[np.ndarray, bool]:
-    """str objects as bytes (surrogateescape'd source bytes back as they were);
-    True when some are not valid UTF-8."""
-    out = np.empty(len(values), dtype=object)
-    bad = False
-    for i, s in enumerate(values):
-        if isinstance(s, bytes):
-            b = s
-        else:
-            try:
-                b = s.encode("utf-8")
-            except UnicodeEncodeError:
-                b, bad = s.encode("utf-8", "surrogateescape"), True
-        out[i] = b
-    return out, bad
-
-
 def write_values(ds, col: Column, values: np.ndarray, start: int) -> None:
-    """Write ``values`` at rows start.. of ``ds`` (which must be long enough)."""
-    n = len(values)
-    if col.dtype == STR:
-        values, bad = _encode_text(values)
-        if bad:
-            ds.attrs["encoding"] = NOT_UTF8
-    if col.dtype != BYTES:
-        ds[start:start + n] = values
-        return
-    out = np.empty(n, dtype=h5py.vlen_dtype(np.uint8))
-    for i, b in enumerate(values):
-        out[i] = np.frombuffer(b, dtype=np.uint8)
-    # h5py's high-level write turns equal-length byte strings into a 2-D array
-    # and refuses it; the low-level write takes the vlen array as it is.
-    fspace = ds.id.get_space()
-    fspace.select_hyperslab((start,), (n,))
-    ds.id.write(h5py.h5s.create_simple((n,)), fspace, out)
+    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough)."""
+    ds[start:start + len(values)] = values
 
 
 def _column_attrs(ds, col: Column) -> None:
@@ -124,7 +100,7 @@ def _column_attrs(ds, col: Column) -> None:
     if col.unit:
         ds.attrs["unit"] = col.unit
     if col.enum:
-        ds.attrs["enum"] = json.dumps(dict(col.enum))
+        ds.attrs["enum"] = json.dumps(dict(col.enum), separators=(",", ":"))
 
 
 def _table_attrs(group, columns: list[Column], rows: int) -> None:
@@ -138,23 +114,39 @@ def _tail(col: Column) -> tuple:
 
 
 def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: int,
-                 compression: str | None = None, rows: int | None = None) -> h5py.Group:
+                 compression: str | None = None, rows: int | None = None,
+                 text: dict[str, tuple[int | None, int]] | None = None,
+                 fixed: dict[str, np.ndarray] | None = None) -> h5py.Group:
     """An empty table: chunked column datasets of ``chunk`` rows, compressed.
 
     ``rows`` None: resizable (rows appended window after window); else the
     table's final size, fixed (a smaller chunk index: most of a small table's
     bytes are HDF5's per-dataset structures); 0 rows: no chunks at all.
+    ``text``: per text column, (its final bytes or None, bytes per chunk): the
+    column is a data/ends pair (text.py).
+    ``fixed``: text columns written whole here as fixed-width byte strings.
     """
     group = parent.require_group(name)
     for col in columns:
         tail = _tail(col)
+        if fixed and col.name in fixed:     # filters() gives no shuffle to text
+            kw = {} if not rows else dict(chunks=(min(chunk, rows),), maxshape=(rows,),
+                                          **filters(col, compression))
+            ds = group.create_dataset(col.name, data=fixed[col.name], **kw)
+            _column_attrs(ds, col)
+            continue
+        if col.is_object:
+            total, byte_chunk = text[col.name]
+            hdf5_text.create(group, col, rows, chunk, total, byte_chunk,
+                             filters(Column("ends", "uint64"), compression))
+            continue
         if rows == 0:
             ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=h5_dtype(col))
         else:
-            fixed = rows is not None
-            ds = group.create_dataset(col.name, shape=((rows if fixed else 0),) + tail,
-                                      maxshape=((rows if fixed else None),) + tail,
-                                      chunks=((min(chunk, rows) if fixed else chunk),) + tail,
+            final = rows is not None
+            ds = group.create_dataset(col.name, shape=((rows if final else 0),) + tail,
+                                      maxshape=((rows if final else None),) + tail,
+                                      chunks=((min(chunk, rows) if final else chunk),) + tail,
                                       dtype=h5_dtype(col), **filters(col, compression))
         _column_attrs(ds, col)
     _table_attrs(group, columns, 0)
@@ -162,43 +154,68 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
 
 
 def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: int,
-               rows: int) -> None:
+               rows: int, text: dict | None = None) -> None:
     """Write a table's rows at global row ``start`` of a table that will hold ``rows``
-    rows (datasets grown to that, so every rank's part has the same shape)."""
+    rows (datasets grown to that, so every rank's part has the same shape).
+
+    ``text``: per data/ends pair column, (bytes, lengths, global byte offset of
+    the first, where the bytes go in this file's data, the data's size after)."""
     for col in columns:     # one column at a time: a merged window builds each on read
-        ds = group[col.name]
-        if ds.shape[0] < rows:
-            ds.resize(rows, axis=0)
+        obj = group[col.name]
+        if hdf5_text.is_pair(obj):
+            data, lengths, base, at, total = text[col.name]
+            hdf5_text.write(obj, data, lengths, start, rows, base, at, total)
+            continue
+        if obj.shape[0] < rows:
+            obj.resize(rows, axis=0)
         if len(table):
-            write_values(ds, col, np.asarray(table.column_once(col.name)), start)
+            write_values(obj, col, np.asarray(table.column_once(col.name)), start)
     group.attrs["rows"] = max(rows, int(group.attrs["rows"]))
-
-
-def append_rows(group: h5py.Group, table: Table, columns: list[Column]) -> None:
-    """Append a table's rows to a table made by create_table."""
-    start = int(group.attrs["rows"])
-    if len(table):
-        write_rows(group, table, columns, start, start + len(table))
 
 
 def write_table(parent: h5py.Group, name: str, table: Table, columns: list[Column],
                 compression: str | None = None) -> h5py.Group:
-    """Write one whole table as a group of column datasets."""
-    group = create_table(parent, name, columns, chunk_rows(len(table)), compression, len(table))
-    append_rows(group, table, columns)
+    """Write one whole table (rank 0: the definitions) as a group of column datasets.
+
+    Its text columns are fixed-width byte strings where that keeps every value
+    (``f["regions/name"][:]`` reads them), else data/ends pairs: never
+    variable-length (a 16-byte heap record per value, uncompressed)."""
+    n = len(table)
+    encoded = {c.name: hdf5_text.encode(c, table[c.name]) for c in columns if c.is_object}
+    fixed = {}
+    for c in columns:
+        if c.is_object:
+            strings = hdf5_text.fixed_width(c, *encoded[c.name][:2])
+            if strings is not None:
+                fixed[c.name] = strings
+    text = {k: (len(d), hdf5_text.data_chunk(len(d))) for k, (d, _, _) in encoded.items()}
+    group = create_table(parent, name, columns, chunk_rows(n), compression, n, text, fixed)
+    for c in columns:
+        if c.is_object and encoded[c.name][2]:      # not UTF-8: kept as the source's bytes
+            group[c.name].attrs["encoding"] = NOT_UTF8
+    pairs = {k: (d, lengths, 0, 0, len(d)) for k, (d, lengths, _) in encoded.items()
+             if k not in fixed}
+    write_rows(group, table, [c for c in columns if c.name not in fixed], 0, n, pairs)
     return group
 
 
 def link_shards(parent: h5py.Group, name: str, columns: list[Column],
-                blocks: list[tuple[str, int, int]], shard_rows: dict[str, int]) -> h5py.Group:
+                blocks: list[tuple[str, int, int]], shard_rows: dict[str, int],
+                text: dict | None = None) -> h5py.Group:
     """A table made of virtual datasets over blocks of per-rank shard files.
 
     ``blocks``: (relative shard file name, first row in the shard, rows), in
-    global order; ``shard_rows``: each shard's row count for this table.
+    global order; ``shard_rows``: each shard's row count for this table;
+    ``text``: per text column, (its byte blocks, each shard's bytes, not UTF-8).
     """
     group = parent.require_group(name)
     total = sum(rows for _, _, rows in blocks)
     for col in columns:
+        if col.is_object and text is not None:
+            byte_blocks, shard_bytes, not_utf8 = text[col.name]
+            hdf5_text.link(group, col, blocks, byte_blocks, name, shard_rows, shard_bytes,
+                           not_utf8)
+            continue
         tail, dtype = _tail(col), h5_dtype(col)
         if total == 0:
             ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=dtype)
@@ -271,7 +288,10 @@ def _decode_text(values: np.ndarray) -> np.ndarray:
 
 
 def read_column(ds, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """Rows start..stop of one column dataset, as the model holds them."""
+    """Rows start..stop of one column (a dataset, or a text data/ends pair), as the
+    model holds them (text as str objects, old variable-length files included)."""
+    if hdf5_text.is_pair(ds):
+        return hdf5_text.read(ds, start, stop)
     values = ds[start:stop]
     if h5py.check_string_dtype(ds.dtype) is not None:
         return _decode_text(values)
