@@ -50,11 +50,11 @@ def _add_memory_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
+    from .output import OUTPUTS     # the registry alone: no sink is imported
     _add_input(p, "input trace (file or folder)", then=[
-        (("-o", "--output"), dict(required=True,
-                                  help="output path: NAME.h5, NAME.otf, NAME.pftrace or NAME.otf2")),
-        (("--to",), dict(choices=["hdf5", "otf", "perfetto", "otf2"],
-                         help="output format (default: from the name)"))])
+        (("-o", "--output"), dict(required=True, help="output path: " + ", ".join(
+            f"NAME{o.suffixes[0]}" for o in OUTPUTS.values()))),
+        (("--to",), dict(choices=list(OUTPUTS), help="output format (default: from the name)"))])
     p.add_argument("--streams", type=int, metavar="M",
                    help="OTF output: number of streams (0 = one per process; "
                         "default: the input's layout, or one per location up to 1024)")
@@ -126,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "merge", cmd_run,
                  help="merge every event of every location into one time order",
                  description="Decode the trace on all ranks and write every event in one "
-                 "global (time, location, seq) order to HDF5, or to OTF remapped onto "
-                 "M streams.")
+                 "global (time, location, seq) order to HDF5, OTF (remapped onto M "
+                 "streams), Perfetto or OTF2.")
     _add_run_options(p)
     p = _command(sub, "convert", cmd_run,
                  help="convert a trace (or partrace HDF5) to another format",

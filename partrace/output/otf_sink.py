@@ -56,7 +56,8 @@ class OTFSink(Sink):
     windows = True      # write() appends window after window
     wants_next_keys = True
 
-    def __init__(self, path, streams: int | None = None, overwrite: bool = False, compress: bool = False):
+    def __init__(self, path, streams: int | None = None, overwrite: bool = False, compress: bool = False,
+                 compression: str | None = None):
         self.final = Path(path)
         if self.final.suffix != ".otf":
             raise UsageError(f"{path}: an OTF output is named NAME.otf")
@@ -64,7 +65,7 @@ class OTFSink(Sink):
         if streams is not None and streams < 0:
             raise UsageError("--streams must be 0 (one per process) or more")
         self.overwrite = overwrite
-        self.compress = compress        # zlib: every file but the master file is NAME....z
+        self.compress = compress or compression == "zlib"   # every file but the master is NAME....z
         self.next_keys: dict | None = None    # optional: set by the pipeline before each write()
         self.name = self.final.name[:-len(".otf")]
         self.staging: Staging | None = None

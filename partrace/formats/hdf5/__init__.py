@@ -15,7 +15,6 @@ from ...errors import TraceError
 from ...model import BYTES, STR, Column, Definitions, Schema, Table
 from ..base import Format, TraceReader, Unit, check_options
 from .files import open_checked
-from .text import DATA, is_pair
 
 MAGIC = b"\x89HDF\r\n\x1a\n"
 ROWS_PER_UNIT = 1 << 20
@@ -69,13 +68,15 @@ class HDF5Reader(TraceReader):
 
     def schema(self, defs: Definitions) -> Schema:
         import h5py
+
+        from . import text      # h5py: only once an HDF5 file is read
         out: Schema = {}
         with self._open() as f:
             for name in json.loads(f.attrs["tables"]):
                 cols = []
                 for c in json.loads(f[name].attrs["columns"]):
                     ds = f[name][c]
-                    if is_pair(ds):     # text data/ends pair
+                    if text.is_pair(ds):     # text data/ends pair
                         dtype = STR if ds.attrs.get("dtype") == STR else BYTES
                     elif h5py.check_string_dtype(ds.dtype) is not None:
                         dtype = STR
@@ -100,8 +101,9 @@ class HDF5Reader(TraceReader):
 
 def _row_bytes(obj, rows: int) -> int:
     """Bytes per row of one column (a text pair: its end offset and average text)."""
-    if is_pair(obj):
-        return 8 + obj[DATA].shape[0] // max(1, rows)
+    from . import text
+    if text.is_pair(obj):
+        return 8 + obj[text.DATA].shape[0] // max(1, rows)
     return obj.dtype.itemsize * int(np.prod(obj.shape[1:], dtype=np.int64))
 
 
