@@ -24,61 +24,66 @@ def _names(defs, table: str) -> dict[int, str]:
 
 def profile(path: str | os.PathLike, *, comm: Comm | None = None, format: str | None = None,
             memory: int | None = None, tmpdir=None, progress=None, per_location: bool = False,
-            reader_options: dict | None = None) -> dict:
+            reader_options: dict | None = None, exchange: bool = False) -> dict:
     """{"regions": [per region record], "locations": [per (location, region)] or None,
-    "unmatched": {"leave": n, "enter": n}} on rank 0 (None on other ranks)."""
-    from ..engine.pipeline import DEFAULT_MEMORY, open_on_all_ranks, run
-    from .regions import ProfileSink, _assemble
+    "unmatched": {"leave": n, "enter": n}} on rank 0 (None on other ranks).
+
+    Folded from each rank's units with no exchange and no global order (see
+    :mod:`partrace.analysis.regions`).  ``exchange=True`` takes the reference path instead:
+    each location's rows routed to one rank in global time order (``memory``, ``tmpdir``:
+    its budget and spill folder)."""
+    from .regions import ProfileFold, ProfileSink
     comm = comm or serial()
-    sink = ProfileSink()
-    reader = open_on_all_ranks(comm, path, format, reader_options)
-    if reader.locations_in_one_unit:    # no exchange: fold each rank's chunks, sum on rank 0
-        from ..engine.fold import fold
-        defs, acc, _ = fold(comm, path, tables={"events"}, start=sink.fold_start, step=sink.fold_step,
-                         combine=ProfileSink.fold_combine, progress=progress, reader=reader)
-        if comm.rank != 0:
-            return None
-        result = _assemble(acc.reg_ids, [(acc.my_locs, acc.calls, acc.incl, acc.excl,
-                                          acc.unmatched_leave, acc.depth)])
-        return _profile_records(defs, result, per_location)
-    run(comm, path, sink, format=format, progress=progress, memory=memory or DEFAULT_MEMORY,
-        spill_dir=tmpdir, reader_options=reader_options)
-    if comm.rank != 0:
-        return None
-    return _profile_records(sink.defs, sink.result, per_location)
+    if exchange:
+        from ..engine.pipeline import DEFAULT_MEMORY, run
+        sink = ProfileSink()
+        run(comm, path, sink, format=format, progress=progress, memory=memory or DEFAULT_MEMORY,
+            spill_dir=tmpdir, reader_options=reader_options)
+        return _profile_records(sink.defs, sink.result, per_location) if comm.rank == 0 else None
+    from ..engine.fold import fold
+    defs, acc, _ = fold(comm, path, tables={"events"}, start=ProfileFold, step=ProfileFold.step,
+                        combine=ProfileFold.combine, end_unit=ProfileFold.end_unit, format=format,
+                        progress=progress, reader_options=reader_options)
+    return _profile_records(defs, acc.figures(defs), per_location) if comm.rank == 0 else None
 
 
-def _profile_records(defs, res: dict, per_location: bool) -> dict:
+def _region_name(regions: dict[int, str], rid: int) -> str:
+    return regions.get(rid, f"region {rid}") if rid else "(undefined region)"
+
+
+def _profile_records(defs, fig: dict, per_location: bool) -> dict:
+    """Records from the sparse per (location, region) figures (sorted by location, region
+    index): per region sums, and min / mean / max of the inclusive time over the locations
+    that called it."""
     regions = _names(defs, "regions")
     locations = _names(defs, "locations")
-    calls, incl, excl = res["calls"], res["inclusive"], res["exclusive"]
+    ridx, calls, incl, excl = fig["region_index"], fig["calls"], fig["inclusive"], fig["exclusive"]
+    order = np.argsort(ridx, kind="stable")
     out = []
-    for j in np.flatnonzero(calls.sum(axis=0)):
-        c = calls[:, j]
-        who = c > 0
-        per_loc = incl[who, j]
-        mean = float(per_loc.mean())
-        rid = int(res["regions"][j])
-        out.append({"region": regions.get(rid, f"region {rid}") if rid else "(undefined region)",
-                    "region_id": rid, "calls": int(c.sum()),
-                    "inclusive_ns": int(incl[:, j].sum()), "exclusive_ns": int(excl[:, j].sum()),
-                    "locations": int(who.sum()),
-                    "inclusive_min_ns": int(per_loc.min()), "inclusive_mean_ns": mean,
-                    "inclusive_max_ns": int(per_loc.max()),
-                    "imbalance": float(per_loc.max() / mean) if mean else 1.0})
+    if len(order):
+        r = ridx[order]
+        starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+        nloc = np.diff(np.r_[starts, len(r)])
+        sums = [np.add.reduceat(a[order], starts) for a in (calls, incl, excl)]
+        lo, hi = (f.reduceat(incl[order], starts) for f in (np.minimum, np.maximum))
+        rid = fig["region"][order][starts]
+        for j in range(len(starts)):
+            mean = float(sums[1][j]) / int(nloc[j])
+            out.append({"region": _region_name(regions, int(rid[j])), "region_id": int(rid[j]),
+                        "calls": int(sums[0][j]), "inclusive_ns": int(sums[1][j]),
+                        "exclusive_ns": int(sums[2][j]), "locations": int(nloc[j]),
+                        "inclusive_min_ns": int(lo[j]), "inclusive_mean_ns": mean,
+                        "inclusive_max_ns": int(hi[j]),
+                        "imbalance": float(int(hi[j]) / mean) if mean else 1.0})
     rows = None
     if per_location:
-        rows = []
-        li, ri = np.nonzero(calls)
-        for a, j in zip(li.tolist(), ri.tolist()):
-            lid, rid = int(res["locations"][a]), int(res["regions"][j])
-            rows.append({"location": locations.get(lid, str(lid)), "location_id": lid,
-                         "region": regions.get(rid, f"region {rid}") if rid else "(undefined region)",
-                         "region_id": rid, "calls": int(calls[a, j]),
-                         "inclusive_ns": int(incl[a, j]), "exclusive_ns": int(excl[a, j])})
+        rows = [{"location": locations.get(lid, str(lid)), "location_id": lid,
+                 "region": _region_name(regions, rid), "region_id": rid, "calls": c,
+                 "inclusive_ns": i, "exclusive_ns": e}
+                for lid, rid, c, i, e in zip(fig["location"].tolist(), fig["region"].tolist(),
+                                             calls.tolist(), incl.tolist(), excl.tolist())]
     return {"regions": out, "locations": rows,
-            "unmatched": {"leave": int(res["unmatched_leave"].sum()),
-                          "enter": int(res["unmatched_enter"].sum())}}
+            "unmatched": {"leave": int(fig["unmatched_leave"]), "enter": int(fig["unmatched_enter"])}}
 
 
 def roots(defs) -> dict[int, int]:
