@@ -108,6 +108,8 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
     threads of a process, the LPs of a PE)."""
     from ..engine.fold import fold
     from . import messages as C
+    if by not in ("location", "process"):
+        raise ValueError(f"by must be 'location' or 'process', not {by!r}")
     comm = comm or serial()
     defs, acc, _ = fold(comm, path, tables={"events"}, start=C.start, step=C.step, combine=C.combine,
                      format=format, progress=progress, reader_options=reader_options)
@@ -116,20 +118,27 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
     locations = _names(defs, "locations")
     regions = _names(defs, "regions")
     collops = _names(defs, "collectives")
-    if by == "process" and len(acc.pairs):
+    keys, sums = acc.pairs.items()
+    if by == "process" and len(keys):
         top = roots(defs)
-        mapped = np.array([[top.get(s, s), top.get(r, r)] for s, r in acc.pairs.tolist()], np.int64)
-        acc.pairs, acc.messages, acc.nbytes = C._sum_by(mapped, acc.messages, acc.nbytes)
-    elif by != "location":
-        raise ValueError(f"by must be 'location' or 'process', not {by!r}")
-    pairs = [{"sender_id": int(s), "receiver_id": int(r), "sender": locations.get(int(s), str(s)),
-              "receiver": locations.get(int(r), str(r)), "messages": int(m), "bytes": int(b)}
-             for (s, r), m, b in zip(acc.pairs.tolist(), acc.messages.tolist(), acc.nbytes.tolist())]
+        ids = np.array(sorted(top), np.int64)
+        tops = np.array([top[i] for i in ids.tolist()], np.int64)
+
+        def mapped(x):      # an id the definitions lack stays itself
+            at = np.minimum(np.searchsorted(ids, x), len(ids) - 1)
+            return np.where(ids[at] == x, tops[at], x)
+        keys, sums = C._sum_by(np.stack([mapped(keys[:, 0]), mapped(keys[:, 1])], axis=1), sums)
+    nbytes = sums[:, 1].view(np.uint64)
+    pairs = [{"sender_id": s, "receiver_id": r, "sender": locations.get(s, str(s)),
+              "receiver": locations.get(r, str(r)), "messages": m, "bytes": b}
+             for (s, r), m, b in zip(keys.tolist(), sums[:, 0].tolist(), nbytes.tolist())]
+    hist_bytes = acc.hist_bytes.view(np.uint64)
     hist = [{"low": C.bin_range(b)[0], "high": C.bin_range(b)[1], "messages": int(acc.hist[b]),
-             "bytes": int(acc.hist_bytes[b])} for b in np.flatnonzero(acc.hist).tolist()]
+             "bytes": int(hist_bytes[b])} for b in np.flatnonzero(acc.hist).tolist()]
+    ckeys, csums = acc.coll.items()
     per_op: dict[int, list[int]] = {}
-    for (_, ident), n, s, r in zip(acc.coll.tolist(), acc.coll_calls.tolist(), acc.coll_sent.tolist(),
-                                   acc.coll_received.tolist()):
+    for (_, ident), n, s, r in zip(ckeys.tolist(), csums[:, 0].tolist(),
+                                   csums[:, 1].view(np.uint64).tolist(), csums[:, 2].view(np.uint64).tolist()):
         v = per_op.setdefault(ident, [0, 0, 0, 0])
         v[0] += n
         v[1] += s
