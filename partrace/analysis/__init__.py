@@ -86,6 +86,22 @@ def _profile_records(defs, fig: dict, per_location: bool) -> dict:
             "unmatched": {"leave": int(fig["unmatched_leave"]), "enter": int(fig["unmatched_enter"])}}
 
 
+def _name_column(ids: np.ndarray, names: dict[int, str]) -> list[str]:
+    """The name of each id (its decimal form where the definitions have none), vectorized
+    over the distinct ids: pairs number up to locations squared."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return np.array([names.get(i, str(i)) for i in uniq.tolist()], object)[inv.ravel()].tolist()
+
+
+def _pair_records(keys: np.ndarray, sums: np.ndarray, locations: dict[int, str]) -> list[dict]:
+    # a dict display per pair (twice as fast as dict(zip(...))): pairs can number millions
+    return [{"sender_id": s, "receiver_id": r, "sender": sn, "receiver": rn, "messages": m, "bytes": b}
+            for s, r, sn, rn, m, b in zip(
+                keys[:, 0].tolist(), keys[:, 1].tolist(), _name_column(keys[:, 0], locations),
+                _name_column(keys[:, 1], locations), sums[:, 0].tolist(),
+                sums[:, 1].view(np.uint64).tolist())]
+
+
 def roots(defs) -> dict[int, int]:
     """Each location's outermost ancestor (its process, rank or PE): parents followed to 0."""
     t = defs.tables["locations"]
@@ -128,10 +144,7 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
             at = np.minimum(np.searchsorted(ids, x), len(ids) - 1)
             return np.where(ids[at] == x, tops[at], x)
         keys, sums = C._sum_by(np.stack([mapped(keys[:, 0]), mapped(keys[:, 1])], axis=1), sums)
-    nbytes = sums[:, 1].view(np.uint64)
-    pairs = [{"sender_id": s, "receiver_id": r, "sender": locations.get(s, str(s)),
-              "receiver": locations.get(r, str(r)), "messages": m, "bytes": b}
-             for (s, r), m, b in zip(keys.tolist(), sums[:, 0].tolist(), nbytes.tolist())]
+    pairs = _pair_records(keys, sums, locations)
     hist_bytes = acc.hist_bytes.view(np.uint64)
     hist = [{"low": C.bin_range(b)[0], "high": C.bin_range(b)[1], "messages": int(acc.hist[b]),
              "bytes": int(hist_bytes[b])} for b in np.flatnonzero(acc.hist).tolist()]

@@ -90,7 +90,10 @@ class KeyedSums:
     def items(self) -> tuple[np.ndarray, np.ndarray]:
         """(keys (n, width) in ascending lexicographic order, their sums (n, nvalues))."""
         keys, values = self.keys[self.used], self.values[self.used]
-        order = np.lexsort(keys.T[::-1])
+        if keys.shape[1] == 2 and len(keys) and keys.min() >= 0 and keys.max() < (1 << 31):
+            order = np.argsort((keys[:, 0] << 32) | keys[:, 1])    # one int64 sort: faster
+        else:
+            order = np.lexsort(keys.T[::-1])
         return keys[order], values[order]
 
     def merge(self, other: "KeyedSums") -> "KeyedSums":
