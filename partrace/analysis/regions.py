@@ -47,24 +47,38 @@ from .sparse import KeyedSums, slot_of
 
 COLUMNS = ("time", "location", "seq", "kind", "region")
 ENTER, LEAVE, CHILD = int(Kind.ENTER), int(Kind.LEAVE), 255    # CHILD: fragments only
-FULL_STACK, FULL_PENDING, FULL_SUMS = 1, 2, 3
+FULL_STACK, FULL_PENDING, FULL_SUMS, UNKNOWN_LOCATION = 1, 2, 3, 4
 
 
 @njit(cache=True)
-def _walk(loc, time, kind, region, depth, st_region, st_start, st_child, base_child,
-          pend_loc, pend_time, pend_child, npend, keys, used, values, count):  # pragma: no cover
-    """Rows grouped by location index and in order within each.  Returns (rows done, why it
-    stopped): the caller grows what is full and calls again from there."""
+def _walk(loc, time, kind, region, ltab, lbase, rtab, rbase, depth, st_region, st_start,
+          st_child, base_child, pend_loc, pend_time, pend_child, npend,
+          keys, used, values, count):  # pragma: no cover - compiled
+    """Rows of any locations, each location's in order.  ``loc`` and ``region`` are ids
+    looked up in ``ltab`` / ``rtab`` (position of id - base, -1: none), or, where a table is
+    empty, already indices (location index; region index + 1, 0: not defined).  Returns
+    (rows done, why it stopped): the caller grows what is full and calls again from there."""
     cap = st_region.shape[1]
     key = np.zeros(2, np.int64)
     for i in range(len(loc)):
-        l = loc[i]
         k = kind[i]
+        if k != ENTER and k != LEAVE and k != CHILD:
+            continue
+        l = loc[i]
+        if len(ltab):
+            o = l - lbase
+            if o < 0 or o >= len(ltab) or ltab[o] < 0:
+                return i, UNKNOWN_LOCATION
+            l = ltab[o]
         if k == ENTER:
             d = depth[l]
             if d == cap:
                 return i, FULL_STACK
-            st_region[l, d] = region[i]
+            r = region[i]
+            if len(rtab):
+                o = r - rbase
+                r = rtab[o] + 1 if 0 <= o < len(rtab) else 0
+            st_region[l, d] = r
             st_start[l, d] = time[i]
             st_child[l, d] = 0
             depth[l] = d + 1
@@ -104,6 +118,38 @@ def _walk(loc, time, kind, region, depth, st_region, st_start, st_child, base_ch
     return len(loc), 0
 
 
+class IdIndex:
+    """Position of each id in a sorted array of ids, -1 for an id not there: a lookup table
+    when the ids are dense enough (a gather per row), else a binary search."""
+
+    def __init__(self, ids: np.ndarray):
+        self.ids = ids
+        self.base = int(ids[0]) if len(ids) else 0
+        span = int(ids[-1]) - self.base + 1 if len(ids) else 0
+        self.table = None
+        if 0 < span <= 8 * len(ids) + 4096:
+            self.table = np.full(span, -1, np.int64)
+            self.table[ids - self.base] = np.arange(len(ids))
+
+    def of(self, x: np.ndarray) -> np.ndarray:
+        if not len(self.ids):
+            return np.full(len(x), -1, np.int64)
+        if self.table is not None:
+            off = x.astype(np.int64) - self.base
+            inside = (off >= 0) & (off < len(self.table))
+            if inside.all():
+                return self.table[off]
+            return np.where(inside, self.table[np.where(inside, off, 0)], -1)
+        at = np.minimum(np.searchsorted(self.ids, x), len(self.ids) - 1)
+        return np.where(self.ids[at] == x, at, -1)
+
+    def __getstate__(self):     # rebuilt where needed, not sent
+        return {"ids": self.ids}
+
+    def __setstate__(self, state):
+        self.__init__(state["ids"])
+
+
 class Walker:
     """Stacks per location (indexed as the sorted location ids of the definitions), the
     sparse sums per (location index, region index) and the pending LEAVEs of the current
@@ -112,6 +158,7 @@ class Walker:
     def __init__(self, defs: Definitions):
         self.loc_ids = np.sort(np.asarray(defs.tables["locations"]["id"], np.int64))
         self.reg_ids = np.sort(np.asarray(defs.tables["regions"]["id"], np.int64))
+        self.locations, self.regions = IdIndex(self.loc_ids), IdIndex(self.reg_ids)
         n = len(self.loc_ids)
         self.depth = np.zeros(n, np.int64)
         self.base_child = np.zeros(n, np.int64)
@@ -133,27 +180,41 @@ class Walker:
         return ridx
 
     def events(self, ev: Table) -> None:
-        """Walk the ENTER/LEAVE rows of a table (each location's rows in table order)."""
-        kind = np.asarray(ev["kind"])
-        sel = np.flatnonzero((kind == Kind.ENTER) | (kind == Kind.LEAVE))
-        if not len(sel):
-            return
-        loc = np.searchsorted(self.loc_ids, np.asarray(ev["location"])[sel])
-        self.rows(loc, np.asarray(ev["time"])[sel], kind[sel].astype(np.int64),
-                  self.region_index(np.asarray(ev["region"])[sel]))
+        """Walk the ENTER/LEAVE rows of a table (each location's rows in table order; the
+        kernel skips the other rows, and rows of different locations may interleave)."""
+        loc, reg = np.asarray(ev["location"]), np.asarray(ev["region"])
+        ltab, rtab = self.locations.table, self.regions.table
+        if ltab is None:
+            loc = self.locations.of(loc)
+            if len(loc) and loc.min() < 0:
+                self._unknown(np.asarray(ev["location"])[np.argmin(loc)])
+        if rtab is None:
+            reg = self.regions.of(reg) + 1      # 0: not defined
+        self.rows(loc, np.asarray(ev["time"]), np.asarray(ev["kind"]), reg, self.locations, self.regions)
 
-    def rows(self, loc, time, kind, ridx) -> None:
-        order = np.argsort(loc, kind="stable")
-        loc, time, kind, ridx = (np.ascontiguousarray(a[order], np.int64)
-                                 for a in (loc, time, kind, ridx))
+    @staticmethod
+    def _unknown(loc_id) -> None:     # a reader's bug: never index past the stacks
+        raise ValueError(f"events of location {int(loc_id)}, which the definitions do not have")
+
+    _NONE = np.zeros(0, np.int64)
+
+    def rows(self, loc, time, kind, ridx, locations=None, regions=None) -> None:
+        """Rows with location / region indices, or ids where ``locations`` / ``regions``
+        (IdIndex with a table) are given."""
+        lt = locations.table if locations is not None and locations.table is not None else self._NONE
+        rt = regions.table if regions is not None and regions.table is not None else self._NONE
+        lb = locations.base if len(lt) else 0
+        rb = regions.base if len(rt) else 0
         start = 0
         while start < len(loc):
             s = self.sums
-            done, why = _walk(loc[start:], time[start:], kind[start:], ridx[start:], self.depth,
-                              self.st_region, self.st_start, self.st_child, self.base_child,
-                              self.pend_loc, self.pend_time, self.pend_child, self.npend,
-                              s.keys, s.used, s.values, s.count)
+            done, why = _walk(loc[start:], time[start:], kind[start:], ridx[start:], lt, lb, rt, rb,
+                              self.depth, self.st_region, self.st_start, self.st_child,
+                              self.base_child, self.pend_loc, self.pend_time, self.pend_child,
+                              self.npend, s.keys, s.used, s.values, s.count)
             start += done
+            if why == UNKNOWN_LOCATION:
+                self._unknown(loc[start])
             if why == FULL_STACK:           # a deeper stack than ever before
                 self.st_region, self.st_start, self.st_child = (
                     np.concatenate([a, np.zeros_like(a)], axis=1) for a in
