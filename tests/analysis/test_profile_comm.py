@@ -222,14 +222,43 @@ def test_python_api_gives_dataframes_with_names():
     assert len(t.profile(per_location=True)) >= len(prof)
 
 
-@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-p2p", "ovni-v1", "ovni-v3"])
-def test_profile_by_fold_equals_profile_by_exchange(name, monkeypatch):
-    """Readers whose locations each sit in one unit are profiled with no exchange; the figures
-    must be those of the routed walk."""
-    from partrace.formats import open_trace
-    cls = type(open_trace(TRACES[name]))
-    monkeypatch.setattr(cls, "locations_in_one_unit", False)
-    routed = analysis.profile(TRACES[name], per_location=True)
-    monkeypatch.setattr(cls, "locations_in_one_unit", True)
+@pytest.mark.parametrize("name", list(TRACES))
+def test_profile_by_fold_equals_profile_by_exchange(name):
+    """The fold (no exchange, no global order) gives the figures of the routed walk."""
     folded = analysis.profile(TRACES[name], per_location=True)
-    assert folded == routed and routed["regions"]
+    routed = analysis.profile(TRACES[name], per_location=True, exchange=True)
+    assert folded == routed
+    assert bool(routed["regions"]) == (not name.startswith("ross"))
+
+
+@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-coll", "ovni-v1", "ovni-v3"])
+def test_profile_of_hdf5_cut_in_small_units_joins_them(name, merged, monkeypatch):
+    """A partrace HDF5 file cut into units of a few rows: every location's stacks cross
+    unit edges (the units' fragments are joined); the figures are those of the trace and of
+    a plain walk of the file's rows."""
+    import partrace.formats.hdf5 as H
+    ev, _ = _events(merged[name])
+    want, unmatched, still_open = _walk_profile(ev)
+    monkeypatch.setattr(H, "ROWS_PER_UNIT", 7)
+    assert len(H.HDF5.open(merged[name]).units()) > 10
+    got = analysis.profile(merged[name], per_location=True)
+    assert got == analysis.profile(TRACES[name], per_location=True)
+    assert got["unmatched"] == {"leave": unmatched, "enter": still_open}
+    assert {r["region_id"]: (r["calls"], r["inclusive_ns"], r["exclusive_ns"]) for r in got["regions"]} \
+        == {reg: tuple(v) for reg, v in want.items()}
+
+
+@pytest.mark.mpi
+def test_ross_comm_in_small_regions_is_the_same_on_1_and_3_ranks(merged):
+    """ROSS byte regions of 4 KiB (a location's rows in many units, spread over ranks)."""
+    pd = pytest.importorskip("pandas")
+    path = str(TRACES["ross-evtrace"])
+    args = ["comm", path, "--csv", "--reader-option", "region_size=4096"]
+    rows = [_cli_rows(args, n) for n in (None, 3)]
+    assert rows[0] == rows[1]
+    ev, _ = _events(merged["ross-evtrace"])
+    df = pd.DataFrame({"kind": ev["kind"], "s": ev["location"], "r": ev["peer"]})
+    want = df[(df.kind == SEND) & (df.r != 0)].groupby(["s", "r"]).size()
+    assert {(int(r["sender_id"]), int(r["receiver_id"])): int(r["messages"]) for r in rows[0]} == \
+        {k: int(v) for k, v in want.items()}
+    assert _cli_rows(["profile", path, "--csv", "--reader-option", "region_size=4096"], 3) == []
