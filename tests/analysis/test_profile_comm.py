@@ -262,3 +262,65 @@ def test_ross_comm_in_small_regions_is_the_same_on_1_and_3_ranks(merged):
     assert {(int(r["sender_id"]), int(r["receiver_id"])): int(r["messages"]) for r in rows[0]} == \
         {k: int(v) for k, v in want.items()}
     assert _cli_rows(["profile", path, "--csv", "--reader-option", "region_size=4096"], 3) == []
+
+
+def _h5_names(h5, table):
+    with h5py.File(h5, "r") as f:
+        return {int(i): (n.decode() if isinstance(n, bytes) else str(n))
+                for i, n in zip(f[table]["id"][()], f[table]["name"][()])}
+
+
+@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-p2p", "ovni-v3"])
+def test_to_pandas_with_names_joins_the_definitions(name, merged):
+    """names=True: location, peer and region names beside their ids, from the trace and
+    from its HDF5 merge, as a dict lookup of the HDF5 file's own definitions gives them."""
+    pytest.importorskip("pandas")
+    import partrace
+    locs, regs = _h5_names(merged[name], "locations"), _h5_names(merged[name], "regions")
+    for src in (TRACES[name], merged[name]):
+        df = partrace.open(src).to_pandas("events", names=True)
+        assert list(df.columns).index("location_name") == list(df.columns).index("location") + 1
+        for col, names in (("location", locs), ("region", regs), ("peer", locs)):
+            if col not in df:
+                continue
+            want = [names.get(i) for i in df[col].tolist()]
+            got = [None if isinstance(x, float) else x for x in df[f"{col}_name"].astype(object).tolist()]
+            assert got == want
+        assert df["region_name"].notna().any() and df["location_name"].notna().all()
+    plain = partrace.open(TRACES[name]).to_pandas("events")
+    assert "location_name" not in plain and list(plain.columns) == \
+        [c for c in df.columns if not c.endswith("_name")]
+
+
+@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-coll", "ovni-v1", "ross-evtrace"])
+def test_api_answers_equal_pandas_on_the_merged_events(name, merged):
+    """t.profile(), t.comm_matrix(), t.message_histogram(): DataFrames with names, equal to
+    a plain walk / pandas groupby over the HDF5 merge with the file's own names."""
+    pd = pytest.importorskip("pandas")
+    import partrace
+    ev, _ = _events(merged[name])
+    locs, regs = _h5_names(merged[name], "locations"), _h5_names(merged[name], "regions")
+    t = partrace.open(TRACES[name])
+
+    want, _, _ = _walk_profile(ev)
+    prof = t.profile()
+    assert {(r.region, r.calls, r.inclusive_ns, r.exclusive_ns) for r in prof.itertuples()} == \
+        {(regs.get(k, f"region {k}"), *v) for k, v in want.items()}
+    assert list(prof["exclusive_ns"]) == sorted(prof["exclusive_ns"], reverse=True)
+
+    df = pd.DataFrame({"kind": ev["kind"], "s": ev["location"], "r": ev.get("peer", 0),
+                       "size": ev["size"].astype(object) if "size" in ev else 0})
+    df = df[(df.kind == SEND) & (df.r != 0)]
+    m = t.comm_matrix()
+    assert list(m.columns) == ["sender_id", "receiver_id", "sender", "receiver", "messages", "bytes"]
+    got = {(r.sender_id, r.receiver_id, r.sender, r.receiver): (r.messages, r.bytes) for r in m.itertuples()}
+    pairs = df.groupby(["s", "r"]).agg(n=("kind", "size"), b=("size", "sum"))
+    assert got == {(s, r, locs[s], locs[r]): (int(v.n), int(v.b)) for (s, r), v in pairs.iterrows()}
+
+    h = t.message_histogram()
+    bins = Counter()
+    for size in df["size"].tolist():
+        b = int(size).bit_length()      # [2^(b-1), 2^b); 0 bytes: bin [0, 1)
+        lo, hi = (0, 1) if b == 0 else (1 << (b - 1), 1 << b)
+        bins[(lo, hi)] += 1
+    assert {(r.low, r.high): r.messages for r in h.itertuples()} == dict(bins)
