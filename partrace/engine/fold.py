@@ -3,7 +3,10 @@ its own units into an accumulator, and the accumulators meet on rank 0.
 
 For answers that do not depend on the order of rows (message matrices, counts,
 histograms) this runs at decode speed: nothing is sorted, spilled or exchanged
-but the accumulators, whose size does not grow with the trace.
+but the accumulators, whose size does not grow with the trace.  Answers that
+need each location's rows in order but not the global order (a profile's
+enter/leave stacks) fold each unit and keep what it leaves open at its edges
+(``end_unit``), to be joined in unit order at the end.
 """
 from __future__ import annotations
 
