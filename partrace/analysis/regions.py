@@ -118,6 +118,9 @@ def _walk(loc, time, kind, region, ltab, lbase, rtab, rbase, depth, st_region, s
     return len(loc), 0
 
 
+DENSE = 8      # a lookup table when the id span is at most DENSE x the ids (+ 4096)
+
+
 class IdIndex:
     """Position of each id in a sorted array of ids, -1 for an id not there: a lookup table
     when the ids are dense enough (a gather per row), else a binary search."""
@@ -127,7 +130,7 @@ class IdIndex:
         self.base = int(ids[0]) if len(ids) else 0
         span = int(ids[-1]) - self.base + 1 if len(ids) else 0
         self.table = None
-        if 0 < span <= 8 * len(ids) + 4096:
+        if 0 < span <= DENSE * len(ids) + 4096:
             self.table = np.full(span, -1, np.int64)
             self.table[ids - self.base] = np.arange(len(ids))
 
@@ -170,14 +173,6 @@ class Walker:
         self.pend_child = np.zeros(64, np.int64)
         self.npend = np.zeros(1, np.int64)
         self.sums = KeyedSums(2, 3)
-
-    def region_index(self, region: np.ndarray) -> np.ndarray:
-        ridx = np.searchsorted(self.reg_ids, region) + 1
-        known = (ridx <= len(self.reg_ids)) & \
-            (self.reg_ids[np.minimum(ridx - 1, max(len(self.reg_ids) - 1, 0))] == region) \
-            if len(self.reg_ids) else np.zeros(len(region), bool)
-        ridx[~known] = 0
-        return ridx
 
     def events(self, ev: Table) -> None:
         """Walk the ENTER/LEAVE rows of a table (each location's rows in table order; the

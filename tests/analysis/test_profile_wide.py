@@ -114,3 +114,34 @@ def test_memory_stays_bounded_at_20000_locations_and_5000_regions(make):
     got = analysis.profile(path, per_location=True)
     assert len(got["locations"]) > 20_000 and len(got["regions"]) > 4_000
     _check(got, path)
+
+
+def test_ids_looked_up_by_binary_search_give_the_same_profile(make, monkeypatch):
+    """Sparse ids (no lookup table): the binary-search path gives the same figures."""
+    from partrace.analysis import regions
+    from tests.analysis.test_profile_comm import TRACES
+    paths = [make(cut=True), TRACES["otf-hybrid16"], TRACES["ovni-v3"]]
+    want = [analysis.profile(p, per_location=True) for p in paths]
+    monkeypatch.setattr(regions, "DENSE", -10**9)
+    ids = np.array([3, 7, 1000, 10**12])
+    idx = regions.IdIndex(ids)
+    assert idx.table is None
+    assert idx.of(np.array([7, 8, 10**12, 0, 3])).tolist() == [1, -1, 3, -1, 0]
+    assert [analysis.profile(p, per_location=True) for p in paths] == want
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_a_location_the_definitions_lack_is_an_error_not_a_stray_write(monkeypatch, dense):
+    from partrace.analysis import regions
+    from partrace.model import Definitions, Table
+    if not dense:
+        monkeypatch.setattr(regions, "DENSE", -10**9)
+    defs = Definitions("t", {"locations": Table({"id": np.array([1, 2]), "name": np.array(["a", "b"], object),
+                                                 "parent": np.zeros(2, np.int64)}),
+                             "regions": Table({"id": np.array([5]), "name": np.array(["f"], object),
+                                               "group": np.zeros(1, np.int64)})}, {})
+    w = regions.Walker(defs)
+    ev = Table({"time": np.array([1, 2, 3]), "location": np.array([1, 9, 2]),
+                "kind": np.array([1, 2, 1], np.uint8), "region": np.array([5, 5, 5])})
+    with pytest.raises(ValueError, match="location 9"):
+        w.events(ev)
