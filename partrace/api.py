@@ -4,6 +4,8 @@
 >>> t = partrace.open("trace.otf")          # any trace, or a partrace .h5 file
 >>> ev = t.columns("events")                 # {"time": ndarray, "location": ..., ...}
 >>> df = t.to_pandas("events")               # kind as a categorical of names
+>>> df = t.to_pandas("events", names=True)   # + location_name, region_name, peer_name
+>>> t.profile(); t.comm_matrix(); t.message_histogram()   # answers as DataFrames, with names
 >>> df = t.to_pandas("events", columns=["time", "kind"], time=(0, 10**9), locations=[1, 2])
 >>> partrace.merge("trace.otf", "out.h5")    # what `partrace merge` does
 """
@@ -92,17 +94,27 @@ class TraceData:
         return dict(self.table(name, columns, time, locations).columns)
 
     def to_pandas(self, name: str = "events", columns: list[str] | None = None,
-                  time=None, locations=None):
+                  time=None, locations=None, names: bool = False):
         """One table as a pandas DataFrame (``kind`` as a categorical of kind names;
-        ``columns``, ``time``, ``locations``: as for :meth:`table`)."""
+        ``columns``, ``time``, ``locations``: as for :meth:`table`).
+
+        ``names=True`` joins the definitions' names in: a categorical column
+        ``location_name`` beside ``location``, ``peer_name`` beside ``peer`` (a location
+        too) and ``region_name`` beside ``region``, for the id columns the table has
+        (missing where the id is 0 or not defined)."""
         import pandas as pd
         cols = {}
         for k, v in self.columns(name, columns, time, locations).items():
             cols[k] = list(v) if v.ndim > 1 else v
         df = pd.DataFrame(cols)
         if "kind" in df:
-            names = {int(k): k.name for k in Kind}
-            df["kind"] = pd.Categorical(df["kind"].map(names), categories=[k.name for k in Kind])
+            kinds = {int(k): k.name for k in Kind}
+            df["kind"] = pd.Categorical(df["kind"].map(kinds), categories=[k.name for k in Kind])
+        if names:
+            for col, table in (("location", "locations"), ("peer", "locations"), ("region", "regions")):
+                if col in df and table in self.definitions.tables:
+                    df.insert(df.columns.get_loc(col) + 1, f"{col}_name",
+                              _named(df[col].to_numpy(), self.definitions.tables[table]))
         return df
 
     # -- answers (partrace.analysis), as pandas DataFrames with names -----------------
@@ -114,9 +126,12 @@ class TraceData:
         from .analysis import profile
         res = profile(self.path, format=self.format, per_location=per_location,
                       reader_options=self.options)
-        df = pd.DataFrame(res["locations"] if per_location else res["regions"])
-        return df.sort_values(["exclusive_ns", "region"], ascending=[False, True],
-                              ignore_index=True) if len(df) else df
+        columns = (["location", "location_id"] if per_location else []) + \
+            ["region", "region_id", "calls", "inclusive_ns", "exclusive_ns"] + \
+            ([] if per_location else ["locations", "inclusive_min_ns", "inclusive_mean_ns",
+                                      "inclusive_max_ns", "imbalance"])
+        df = pd.DataFrame(res["locations"] if per_location else res["regions"], columns=columns)
+        return df.sort_values(["exclusive_ns", "region"], ascending=[False, True], ignore_index=True)
 
     def comm_matrix(self, by: str = "location"):
         """Messages and bytes per sender/receiver pair (``by="process"``: of processes)."""
@@ -145,6 +160,22 @@ class TraceData:
 
     def __repr__(self) -> str:
         return f"<partrace.TraceData {self.format} {self.path}>"
+
+
+def _named(ids: np.ndarray, defs_table: Table):
+    """A categorical of the name of each id (of a definitions table with id and name columns):
+    one code per row, each distinct name stored once; NaN where the id is not defined."""
+    import pandas as pd
+    known = np.asarray(defs_table["id"], np.int64)
+    order = np.argsort(known, kind="stable")
+    known = known[order]
+    labels = np.array([str(x) for x in np.asarray(defs_table["name"], object)[order]], object)
+    categories, code_of = np.unique(labels, return_inverse=True) if len(labels) else (labels, labels)
+    ids = np.asarray(ids, np.int64)
+    at = np.minimum(np.searchsorted(known, ids), max(len(known) - 1, 0))
+    found = (known[at] == ids) if len(known) else np.zeros(len(ids), bool)
+    codes = np.where(found, np.asarray(code_of, np.int64)[at] if len(known) else -1, -1)
+    return pd.Categorical.from_codes(codes, categories=categories)
 
 
 def _select(table: Table, columns, time, locations) -> Table:

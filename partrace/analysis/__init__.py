@@ -24,61 +24,82 @@ def _names(defs, table: str) -> dict[int, str]:
 
 def profile(path: str | os.PathLike, *, comm: Comm | None = None, format: str | None = None,
             memory: int | None = None, tmpdir=None, progress=None, per_location: bool = False,
-            reader_options: dict | None = None) -> dict:
+            reader_options: dict | None = None, exchange: bool = False) -> dict:
     """{"regions": [per region record], "locations": [per (location, region)] or None,
-    "unmatched": {"leave": n, "enter": n}} on rank 0 (None on other ranks)."""
-    from ..engine.pipeline import DEFAULT_MEMORY, open_on_all_ranks, run
-    from .regions import ProfileSink, _assemble
+    "unmatched": {"leave": n, "enter": n}} on rank 0 (None on other ranks).
+
+    Folded from each rank's units with no exchange and no global order (see
+    :mod:`partrace.analysis.regions`).  ``exchange=True`` takes the reference path instead:
+    each location's rows routed to one rank in global time order (``memory``, ``tmpdir``:
+    its budget and spill folder)."""
+    from .regions import ProfileFold, ProfileSink
     comm = comm or serial()
-    sink = ProfileSink()
-    reader = open_on_all_ranks(comm, path, format, reader_options)
-    if reader.locations_in_one_unit:    # no exchange: fold each rank's chunks, sum on rank 0
-        from ..engine.fold import fold
-        defs, acc, _ = fold(comm, path, tables={"events"}, start=sink.fold_start, step=sink.fold_step,
-                         combine=ProfileSink.fold_combine, progress=progress, reader=reader)
-        if comm.rank != 0:
-            return None
-        result = _assemble(acc.reg_ids, [(acc.my_locs, acc.calls, acc.incl, acc.excl,
-                                          acc.unmatched_leave, acc.depth)])
-        return _profile_records(defs, result, per_location)
-    run(comm, path, sink, format=format, progress=progress, memory=memory or DEFAULT_MEMORY,
-        spill_dir=tmpdir, reader_options=reader_options)
-    if comm.rank != 0:
-        return None
-    return _profile_records(sink.defs, sink.result, per_location)
+    if exchange:
+        from ..engine.pipeline import DEFAULT_MEMORY, run
+        sink = ProfileSink()
+        run(comm, path, sink, format=format, progress=progress, memory=memory or DEFAULT_MEMORY,
+            spill_dir=tmpdir, reader_options=reader_options)
+        return _profile_records(sink.defs, sink.result, per_location) if comm.rank == 0 else None
+    from ..engine.fold import fold
+    defs, acc, _ = fold(comm, path, tables={"events"}, start=ProfileFold, step=ProfileFold.step,
+                        combine=ProfileFold.combine, end_unit=ProfileFold.end_unit, format=format,
+                        progress=progress, reader_options=reader_options)
+    return _profile_records(defs, acc.figures(defs), per_location) if comm.rank == 0 else None
 
 
-def _profile_records(defs, res: dict, per_location: bool) -> dict:
+def _region_name(regions: dict[int, str], rid: int) -> str:
+    return regions.get(rid, f"region {rid}") if rid else "(undefined region)"
+
+
+def _profile_records(defs, fig: dict, per_location: bool) -> dict:
+    """Records from the sparse per (location, region) figures (sorted by location, region
+    index): per region sums, and min / mean / max of the inclusive time over the locations
+    that called it."""
     regions = _names(defs, "regions")
     locations = _names(defs, "locations")
-    calls, incl, excl = res["calls"], res["inclusive"], res["exclusive"]
+    ridx, calls, incl, excl = fig["region_index"], fig["calls"], fig["inclusive"], fig["exclusive"]
+    order = np.argsort(ridx, kind="stable")
     out = []
-    for j in np.flatnonzero(calls.sum(axis=0)):
-        c = calls[:, j]
-        who = c > 0
-        per_loc = incl[who, j]
-        mean = float(per_loc.mean())
-        rid = int(res["regions"][j])
-        out.append({"region": regions.get(rid, f"region {rid}") if rid else "(undefined region)",
-                    "region_id": rid, "calls": int(c.sum()),
-                    "inclusive_ns": int(incl[:, j].sum()), "exclusive_ns": int(excl[:, j].sum()),
-                    "locations": int(who.sum()),
-                    "inclusive_min_ns": int(per_loc.min()), "inclusive_mean_ns": mean,
-                    "inclusive_max_ns": int(per_loc.max()),
-                    "imbalance": float(per_loc.max() / mean) if mean else 1.0})
+    if len(order):
+        r = ridx[order]
+        starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+        nloc = np.diff(np.r_[starts, len(r)])
+        sums = [np.add.reduceat(a[order], starts) for a in (calls, incl, excl)]
+        lo, hi = (f.reduceat(incl[order], starts) for f in (np.minimum, np.maximum))
+        rid = fig["region"][order][starts]
+        for j in range(len(starts)):
+            mean = float(sums[1][j]) / int(nloc[j])
+            out.append({"region": _region_name(regions, int(rid[j])), "region_id": int(rid[j]),
+                        "calls": int(sums[0][j]), "inclusive_ns": int(sums[1][j]),
+                        "exclusive_ns": int(sums[2][j]), "locations": int(nloc[j]),
+                        "inclusive_min_ns": int(lo[j]), "inclusive_mean_ns": mean,
+                        "inclusive_max_ns": int(hi[j]),
+                        "imbalance": float(int(hi[j]) / mean) if mean else 1.0})
     rows = None
     if per_location:
-        rows = []
-        li, ri = np.nonzero(calls)
-        for a, j in zip(li.tolist(), ri.tolist()):
-            lid, rid = int(res["locations"][a]), int(res["regions"][j])
-            rows.append({"location": locations.get(lid, str(lid)), "location_id": lid,
-                         "region": regions.get(rid, f"region {rid}") if rid else "(undefined region)",
-                         "region_id": rid, "calls": int(calls[a, j]),
-                         "inclusive_ns": int(incl[a, j]), "exclusive_ns": int(excl[a, j])})
+        rows = [{"location": locations.get(lid, str(lid)), "location_id": lid,
+                 "region": _region_name(regions, rid), "region_id": rid, "calls": c,
+                 "inclusive_ns": i, "exclusive_ns": e}
+                for lid, rid, c, i, e in zip(fig["location"].tolist(), fig["region"].tolist(),
+                                             calls.tolist(), incl.tolist(), excl.tolist())]
     return {"regions": out, "locations": rows,
-            "unmatched": {"leave": int(res["unmatched_leave"].sum()),
-                          "enter": int(res["unmatched_enter"].sum())}}
+            "unmatched": {"leave": int(fig["unmatched_leave"]), "enter": int(fig["unmatched_enter"])}}
+
+
+def _name_column(ids: np.ndarray, names: dict[int, str]) -> list[str]:
+    """The name of each id (its decimal form where the definitions have none), vectorized
+    over the distinct ids: pairs number up to locations squared."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return np.array([names.get(i, str(i)) for i in uniq.tolist()], object)[inv.ravel()].tolist()
+
+
+def _pair_records(keys: np.ndarray, sums: np.ndarray, locations: dict[int, str]) -> list[dict]:
+    # a dict display per pair (twice as fast as dict(zip(...))): pairs can number millions
+    return [{"sender_id": s, "receiver_id": r, "sender": sn, "receiver": rn, "messages": m, "bytes": b}
+            for s, r, sn, rn, m, b in zip(
+                keys[:, 0].tolist(), keys[:, 1].tolist(), _name_column(keys[:, 0], locations),
+                _name_column(keys[:, 1], locations), sums[:, 0].tolist(),
+                sums[:, 1].view(np.uint64).tolist())]
 
 
 def roots(defs) -> dict[int, int]:
@@ -103,6 +124,8 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
     threads of a process, the LPs of a PE)."""
     from ..engine.fold import fold
     from . import messages as C
+    if by not in ("location", "process"):
+        raise ValueError(f"by must be 'location' or 'process', not {by!r}")
     comm = comm or serial()
     defs, acc, _ = fold(comm, path, tables={"events"}, start=C.start, step=C.step, combine=C.combine,
                      format=format, progress=progress, reader_options=reader_options)
@@ -111,20 +134,24 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
     locations = _names(defs, "locations")
     regions = _names(defs, "regions")
     collops = _names(defs, "collectives")
-    if by == "process" and len(acc.pairs):
+    keys, sums = acc.pairs.items()
+    if by == "process" and len(keys):
         top = roots(defs)
-        mapped = np.array([[top.get(s, s), top.get(r, r)] for s, r in acc.pairs.tolist()], np.int64)
-        acc.pairs, acc.messages, acc.nbytes = C._sum_by(mapped, acc.messages, acc.nbytes)
-    elif by != "location":
-        raise ValueError(f"by must be 'location' or 'process', not {by!r}")
-    pairs = [{"sender_id": int(s), "receiver_id": int(r), "sender": locations.get(int(s), str(s)),
-              "receiver": locations.get(int(r), str(r)), "messages": int(m), "bytes": int(b)}
-             for (s, r), m, b in zip(acc.pairs.tolist(), acc.messages.tolist(), acc.nbytes.tolist())]
+        ids = np.array(sorted(top), np.int64)
+        tops = np.array([top[i] for i in ids.tolist()], np.int64)
+
+        def mapped(x):      # an id the definitions lack stays itself
+            at = np.minimum(np.searchsorted(ids, x), len(ids) - 1)
+            return np.where(ids[at] == x, tops[at], x)
+        keys, sums = C._sum_by(np.stack([mapped(keys[:, 0]), mapped(keys[:, 1])], axis=1), sums)
+    pairs = _pair_records(keys, sums, locations)
+    hist_bytes = acc.hist_bytes.view(np.uint64)
     hist = [{"low": C.bin_range(b)[0], "high": C.bin_range(b)[1], "messages": int(acc.hist[b]),
-             "bytes": int(acc.hist_bytes[b])} for b in np.flatnonzero(acc.hist).tolist()]
+             "bytes": int(hist_bytes[b])} for b in np.flatnonzero(acc.hist).tolist()]
+    ckeys, csums = acc.coll.items()
     per_op: dict[int, list[int]] = {}
-    for (_, ident), n, s, r in zip(acc.coll.tolist(), acc.coll_calls.tolist(), acc.coll_sent.tolist(),
-                                   acc.coll_received.tolist()):
+    for (_, ident), n, s, r in zip(ckeys.tolist(), csums[:, 0].tolist(),
+                                   csums[:, 1].view(np.uint64).tolist(), csums[:, 2].view(np.uint64).tolist()):
         v = per_op.setdefault(ident, [0, 0, 0, 0])
         v[0] += n
         v[1] += s

@@ -13,32 +13,109 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ..model import Definitions, Kind, Table
+from .sparse import KeyedSums, slot_of
 
 HIST_BINS = 65          # bin b holds sizes in [2^(b-1), 2^b); bin 0 holds size 0
+SEND, COLLECTIVE, COLLECTIVE_BEGIN = int(Kind.SEND), int(Kind.COLLECTIVE), int(Kind.COLLECTIVE_BEGIN)
 
 
 @dataclass
 class CommAcc:
-    """Sparse sums, kept sorted by key so two combine by one merge."""
+    """Sparse sums (hash tables: memory grows with the pairs that occur) and the histogram."""
 
-    pairs: np.ndarray       # (n, 2) int64 sender, receiver
-    messages: np.ndarray    # int64
-    nbytes: np.ndarray      # uint64
+    pairs: KeyedSums        # (sender, receiver) -> messages, bytes (uint64 as int64 bits)
     hist: np.ndarray        # (HIST_BINS,) messages per size bin
-    hist_bytes: np.ndarray  # (HIST_BINS,) bytes per size bin
-    coll: np.ndarray        # (m, 2) int64 location, collective id (region, or -collop)
-    coll_calls: np.ndarray
-    coll_sent: np.ndarray
-    coll_received: np.ndarray
+    hist_bytes: np.ndarray  # (HIST_BINS,) bytes per size bin (uint64 as int64 bits)
+    coll: KeyedSums         # (location, collective id: region, or -collop) -> calls, sent, received
 
 
 def start(defs: Definitions) -> CommAcc:
-    z = np.zeros(0, np.int64)
-    return CommAcc(np.zeros((0, 2), np.int64), z, z.astype(np.uint64), np.zeros(HIST_BINS, np.int64),
-                   np.zeros(HIST_BINS, np.uint64), np.zeros((0, 2), np.int64), z, z.astype(np.uint64),
-                   z.astype(np.uint64))
+    return CommAcc(KeyedSums(2, 2), np.zeros(HIST_BINS, np.int64), np.zeros(HIST_BINS, np.int64),
+                   KeyedSums(2, 3))
+
+
+@njit(cache=True)
+def _bit_length(v):     # pragma: no cover - compiled
+    """Bits of the uint64 whose int64 view is ``v`` (0 for 0)."""
+    x = np.uint64(v)
+    n = 0
+    for w in (32, 16, 8, 4, 2, 1):
+        if x >= (np.uint64(1) << np.uint64(w)):
+            x = x >> np.uint64(w)
+            n += w
+    return n + np.int64(x)
+
+
+@njit(cache=True)
+def _fold_rows(kind, loc, peer, size, region, collop, received, pk, pu, pv, pn,
+               ck, cu, cv, cn, hist, hist_bytes):   # pragma: no cover - compiled
+    """One pass over a chunk's rows.  Returns (rows done, 0) or (row, 1 | 2): the pair or
+    collective table is half full; the caller grows it and calls again from that row."""
+    key = np.zeros(2, np.int64)
+    for i in range(len(kind)):
+        k = kind[i]
+        if k == SEND and peer[i] != 0:
+            key[0] = loc[i]
+            key[1] = peer[i]
+            s = slot_of(pk, pu, pn, key)
+            if s < 0:
+                return i, 1
+            pv[s, 0] += 1
+            pv[s, 1] += size[i]
+            b = _bit_length(size[i])
+            hist[b] += 1
+            hist_bytes[b] += size[i]
+        elif k == COLLECTIVE or k == COLLECTIVE_BEGIN:
+            key[0] = loc[i]
+            key[1] = region[i] if region[i] != 0 else -collop[i]
+            s = slot_of(ck, cu, cn, key)
+            if s < 0:
+                return i, 2
+            cv[s, 0] += 1
+            cv[s, 1] += size[i]
+            cv[s, 2] += received[i]
+    return len(kind), 0
+
+
+def _column(t: Table, name: str, n: int) -> np.ndarray:
+    """An int64 column (unsigned ones as their int64 view: the same bits), zeros if absent."""
+    if name not in t.names:
+        return np.zeros(n, np.int64)
+    v = np.asarray(t[name])
+    if v.dtype == np.uint64:
+        return v.view(np.int64)
+    return np.ascontiguousarray(v, np.int64)
+
+
+def step(acc: CommAcc, chunk: dict[str, Table]) -> CommAcc:
+    ev = chunk.get("events")
+    if ev is None or not len(ev):
+        return acc
+    n = len(ev)
+    cols = [np.ascontiguousarray(ev["kind"]), _column(ev, "location", n)] + \
+        [_column(ev, c, n) for c in ("peer", "size", "region", "collop", "received")]
+    at = 0
+    while at < n:
+        p, c = acc.pairs, acc.coll
+        done, full = _fold_rows(*(a[at:] for a in cols), p.keys, p.used, p.values, p.count,
+                                c.keys, c.used, c.values, c.count, acc.hist, acc.hist_bytes)
+        at += done
+        if full == 1:
+            p.grow()
+        elif full == 2:
+            c.grow()
+    return acc
+
+
+def combine(a: CommAcc, b: CommAcc) -> CommAcc:
+    a.pairs.merge(b.pairs)
+    a.coll.merge(b.coll)
+    a.hist += b.hist
+    a.hist_bytes += b.hist_bytes
+    return a
 
 
 def _sum_by(keys: np.ndarray, *values: np.ndarray):
@@ -51,64 +128,6 @@ def _sum_by(keys: np.ndarray, *values: np.ndarray):
     starts = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]).any(axis=1)])
     return (k[starts], *(np.add.reduceat(v[order], starts).astype(v.dtype, copy=False)
                          for v in values))
-
-
-def _column(t: Table, name: str, dtype) -> np.ndarray:
-    return np.asarray(t[name], dtype) if name in t.names else np.zeros(len(t), dtype)
-
-
-def step(acc: CommAcc, chunk: dict[str, Table]) -> CommAcc:
-    ev = chunk.get("events")
-    if ev is None or not len(ev):
-        return acc
-    kind = np.asarray(ev["kind"])
-    send = np.flatnonzero((kind == Kind.SEND) & (_column(ev, "peer", np.int64) != 0))
-    if len(send):
-        loc = np.asarray(ev["location"])[send]
-        peer = np.asarray(ev["peer"], np.int64)[send]
-        size = _column(ev, "size", np.uint64)[send]
-        pairs = np.concatenate([acc.pairs, np.stack([loc, peer], axis=1)])
-        acc.pairs, acc.messages, acc.nbytes = _sum_by(
-            pairs, np.concatenate([acc.messages, np.ones(len(send), np.int64)]),
-            np.concatenate([acc.nbytes, size]))
-        bins = size_bins(size)
-        acc.hist += np.bincount(bins, minlength=HIST_BINS)
-        order = np.argsort(bins, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(bins[order]) != 0])
-        acc.hist_bytes[bins[order][starts]] += np.add.reduceat(size[order], starts)
-    coll = np.flatnonzero((kind == Kind.COLLECTIVE) | (kind == Kind.COLLECTIVE_BEGIN))
-    if len(coll):
-        region = _column(ev, "region", np.int64)[coll]
-        op = _column(ev, "collop", np.int64)[coll]
-        ident = np.where(region != 0, region, -op)
-        keys = np.concatenate([acc.coll, np.stack([np.asarray(ev["location"])[coll], ident], axis=1)])
-        acc.coll, acc.coll_calls, acc.coll_sent, acc.coll_received = _sum_by(
-            keys, np.concatenate([acc.coll_calls, np.ones(len(coll), np.int64)]),
-            np.concatenate([acc.coll_sent, _column(ev, "size", np.uint64)[coll]]),
-            np.concatenate([acc.coll_received, _column(ev, "received", np.uint64)[coll]]))
-    return acc
-
-
-def combine(a: CommAcc, b: CommAcc) -> CommAcc:
-    out = CommAcc(*_sum_by(np.concatenate([a.pairs, b.pairs]), np.concatenate([a.messages, b.messages]),
-                           np.concatenate([a.nbytes, b.nbytes])),
-                  a.hist + b.hist, a.hist_bytes + b.hist_bytes,
-                  *_sum_by(np.concatenate([a.coll, b.coll]), np.concatenate([a.coll_calls, b.coll_calls]),
-                           np.concatenate([a.coll_sent, b.coll_sent]),
-                           np.concatenate([a.coll_received, b.coll_received])))
-    return out
-
-
-def size_bins(size: np.ndarray) -> np.ndarray:
-    """0 for 0 bytes, else b with 2^(b-1) <= size < 2^b."""
-    size = np.asarray(size, np.uint64)
-    out = np.zeros(len(size), np.int64)
-    nz = size > 0
-    out[nz] = np.floor(np.log2(size[nz].astype(np.float64))).astype(np.int64) + 1
-    # float rounding just below a power of two
-    fix = nz & (np.left_shift(np.uint64(1), (out - 1).clip(0).astype(np.uint64)) > size)
-    out[fix] -= 1
-    return out
 
 
 def bin_range(b: int) -> tuple[int, int]:

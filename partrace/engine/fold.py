@@ -3,7 +3,10 @@ its own units into an accumulator, and the accumulators meet on rank 0.
 
 For answers that do not depend on the order of rows (message matrices, counts,
 histograms) this runs at decode speed: nothing is sorted, spilled or exchanged
-but the accumulators, whose size does not grow with the trace.
+but the accumulators, whose size does not grow with the trace.  Answers that
+need each location's rows in order but not the global order (a profile's
+enter/leave stacks) fold each unit and keep what it leaves open at its edges
+(``end_unit``), to be joined in unit order at the end.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
          start: Callable[[Definitions], Any],
          step: Callable[[Any, dict[str, Table]], Any],
          combine: Callable[[Any, Any], Any],
+         end_unit: Callable[[Any, int], Any] | None = None,
          format: str | None = None, progress: Progress | None = None,
          reader=None, reader_options: dict | None = None) -> tuple[Definitions, Any, list]:
     """(definitions, the combined accumulator on rank 0 and None elsewhere, the units).
@@ -27,12 +31,15 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
     ``start(defs)`` makes an empty accumulator, ``step(acc, chunk)`` adds one
     decoded chunk (only the ``tables`` asked for; None: all) and returns the accumulator,
     ``combine(a, b)`` joins two (associative and commutative: any grouping of
-    ranks gives the same result).
+    ranks gives the same result).  ``end_unit(acc, i)`` (optional) is called after the
+    rows of ``units[i]`` (sorted by key), for folds that keep what each unit leaves open
+    at its edges and join the units in key order at the end (a profile).
     """
     reader = reader or open_on_all_ranks(comm, path, format, reader_options)
     units, mine, defs = read_plan(comm, reader)
     progress = progress or Progress(comm, enabled=False)
     progress.start("decode", sum(u.size for u in units))
+    index = {id(u): i for i, u in enumerate(units)}
     acc = None
     with comm.guard():
         acc = start(defs)
@@ -41,6 +48,8 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
                 comm.poll()     # a stop signal here or on another rank ends the loop
                 acc = step(acc, chunk if tables is None else
                            {n: t for n, t in chunk.items() if n in tables})
+            if end_unit is not None:
+                acc = end_unit(acc, index[id(unit)])
             progress.advance(unit.size)
     comm.check()
     progress.done()

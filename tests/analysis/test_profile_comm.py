@@ -222,14 +222,105 @@ def test_python_api_gives_dataframes_with_names():
     assert len(t.profile(per_location=True)) >= len(prof)
 
 
-@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-p2p", "ovni-v1", "ovni-v3"])
-def test_profile_by_fold_equals_profile_by_exchange(name, monkeypatch):
-    """Readers whose locations each sit in one unit are profiled with no exchange; the figures
-    must be those of the routed walk."""
-    from partrace.formats import open_trace
-    cls = type(open_trace(TRACES[name]))
-    monkeypatch.setattr(cls, "locations_in_one_unit", False)
-    routed = analysis.profile(TRACES[name], per_location=True)
-    monkeypatch.setattr(cls, "locations_in_one_unit", True)
+@pytest.mark.parametrize("name", list(TRACES))
+def test_profile_by_fold_equals_profile_by_exchange(name):
+    """The fold (no exchange, no global order) gives the figures of the routed walk."""
     folded = analysis.profile(TRACES[name], per_location=True)
-    assert folded == routed and routed["regions"]
+    routed = analysis.profile(TRACES[name], per_location=True, exchange=True)
+    assert folded == routed
+    assert bool(routed["regions"]) == (not name.startswith("ross"))
+
+
+@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-coll", "ovni-v1", "ovni-v3"])
+def test_profile_of_hdf5_cut_in_small_units_joins_them(name, merged, monkeypatch):
+    """A partrace HDF5 file cut into units of a few rows: every location's stacks cross
+    unit edges (the units' fragments are joined); the figures are those of the trace and of
+    a plain walk of the file's rows."""
+    import partrace.formats.hdf5 as H
+    ev, _ = _events(merged[name])
+    want, unmatched, still_open = _walk_profile(ev)
+    monkeypatch.setattr(H, "ROWS_PER_UNIT", 7)
+    assert len(H.HDF5.open(merged[name]).units()) > 10
+    got = analysis.profile(merged[name], per_location=True)
+    assert got == analysis.profile(TRACES[name], per_location=True)
+    assert got["unmatched"] == {"leave": unmatched, "enter": still_open}
+    assert {r["region_id"]: (r["calls"], r["inclusive_ns"], r["exclusive_ns"]) for r in got["regions"]} \
+        == {reg: tuple(v) for reg, v in want.items()}
+
+
+@pytest.mark.mpi
+def test_ross_comm_in_small_regions_is_the_same_on_1_and_3_ranks(merged):
+    """ROSS byte regions of 4 KiB (a location's rows in many units, spread over ranks)."""
+    pd = pytest.importorskip("pandas")
+    path = str(TRACES["ross-evtrace"])
+    args = ["comm", path, "--csv", "--reader-option", "region_size=4096"]
+    rows = [_cli_rows(args, n) for n in (None, 3)]
+    assert rows[0] == rows[1]
+    ev, _ = _events(merged["ross-evtrace"])
+    df = pd.DataFrame({"kind": ev["kind"], "s": ev["location"], "r": ev["peer"]})
+    want = df[(df.kind == SEND) & (df.r != 0)].groupby(["s", "r"]).size()
+    assert {(int(r["sender_id"]), int(r["receiver_id"])): int(r["messages"]) for r in rows[0]} == \
+        {k: int(v) for k, v in want.items()}
+    assert _cli_rows(["profile", path, "--csv", "--reader-option", "region_size=4096"], 3) == []
+
+
+def _h5_names(h5, table):
+    with h5py.File(h5, "r") as f:
+        return {int(i): (n.decode() if isinstance(n, bytes) else str(n))
+                for i, n in zip(f[table]["id"][()], f[table]["name"][()])}
+
+
+@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-p2p", "ovni-v3"])
+def test_to_pandas_with_names_joins_the_definitions(name, merged):
+    """names=True: location, peer and region names beside their ids, from the trace and
+    from its HDF5 merge, as a dict lookup of the HDF5 file's own definitions gives them."""
+    pytest.importorskip("pandas")
+    import partrace
+    locs, regs = _h5_names(merged[name], "locations"), _h5_names(merged[name], "regions")
+    for src in (TRACES[name], merged[name]):
+        df = partrace.open(src).to_pandas("events", names=True)
+        assert list(df.columns).index("location_name") == list(df.columns).index("location") + 1
+        for col, names in (("location", locs), ("region", regs), ("peer", locs)):
+            if col not in df:
+                continue
+            want = [names.get(i) for i in df[col].tolist()]
+            got = [None if isinstance(x, float) else x for x in df[f"{col}_name"].astype(object).tolist()]
+            assert got == want
+        assert df["region_name"].notna().any() and df["location_name"].notna().all()
+    plain = partrace.open(TRACES[name]).to_pandas("events")
+    assert "location_name" not in plain and list(plain.columns) == \
+        [c for c in df.columns if not c.endswith("_name")]
+
+
+@pytest.mark.parametrize("name", ["otf-hybrid16", "dumpi-coll", "ovni-v1", "ross-evtrace"])
+def test_api_answers_equal_pandas_on_the_merged_events(name, merged):
+    """t.profile(), t.comm_matrix(), t.message_histogram(): DataFrames with names, equal to
+    a plain walk / pandas groupby over the HDF5 merge with the file's own names."""
+    pd = pytest.importorskip("pandas")
+    import partrace
+    ev, _ = _events(merged[name])
+    locs, regs = _h5_names(merged[name], "locations"), _h5_names(merged[name], "regions")
+    t = partrace.open(TRACES[name])
+
+    want, _, _ = _walk_profile(ev)
+    prof = t.profile()
+    assert {(r.region, r.calls, r.inclusive_ns, r.exclusive_ns) for r in prof.itertuples()} == \
+        {(regs.get(k, f"region {k}"), *v) for k, v in want.items()}
+    assert list(prof["exclusive_ns"]) == sorted(prof["exclusive_ns"], reverse=True)
+
+    df = pd.DataFrame({"kind": ev["kind"], "s": ev["location"], "r": ev.get("peer", 0),
+                       "size": ev["size"].astype(object) if "size" in ev else 0})
+    df = df[(df.kind == SEND) & (df.r != 0)]
+    m = t.comm_matrix()
+    assert list(m.columns) == ["sender_id", "receiver_id", "sender", "receiver", "messages", "bytes"]
+    got = {(r.sender_id, r.receiver_id, r.sender, r.receiver): (r.messages, r.bytes) for r in m.itertuples()}
+    pairs = df.groupby(["s", "r"]).agg(n=("kind", "size"), b=("size", "sum"))
+    assert got == {(s, r, locs[s], locs[r]): (int(v.n), int(v.b)) for (s, r), v in pairs.iterrows()}
+
+    h = t.message_histogram()
+    bins = Counter()
+    for size in df["size"].tolist():
+        b = int(size).bit_length()      # [2^(b-1), 2^b); 0 bytes: bin [0, 1)
+        lo, hi = (0, 1) if b == 0 else (1 << (b - 1), 1 << b)
+        bins[(lo, hi)] += 1
+    assert {(r.low, r.high): r.messages for r in h.itertuples()} == dict(bins)
