@@ -19,6 +19,17 @@ import numpy as np
 from .model import Definitions, Kind, Table
 
 
+def _pandas():
+    """pandas, or one clear line on how to get it (a cluster install may lack it)."""
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("partrace: DataFrames need pandas: pip install pandas (or pip "
+                          "install -e '.[pandas]'); .columns() and .table() give numpy "
+                          "arrays without it") from None
+    return pandas
+
+
 class TraceData:
     """Tables of a trace (decoded on first use) or of a partrace HDF5 file (read lazily)."""
 
@@ -102,7 +113,7 @@ class TraceData:
         ``location_name`` beside ``location``, ``peer_name`` beside ``peer`` (a location
         too) and ``region_name`` beside ``region``, for the id columns the table has
         (missing where the id is 0 or not defined)."""
-        import pandas as pd
+        pd = _pandas()
         cols = {}
         for k, v in self.columns(name, columns, time, locations).items():
             cols[k] = list(v) if v.ndim > 1 else v
@@ -121,7 +132,7 @@ class TraceData:
     def profile(self, per_location: bool = False):
         """Per region: calls, inclusive_ns, exclusive_ns, min/mean/max over locations,
         imbalance (``per_location``: per location and region), largest exclusive first."""
-        import pandas as pd
+        pd = _pandas()
 
         from .analysis import profile
         res = profile(self.path, format=self.format, per_location=per_location,
@@ -135,7 +146,7 @@ class TraceData:
 
     def comm_matrix(self, by: str = "location"):
         """Messages and bytes per sender/receiver pair (``by="process"``: of processes)."""
-        import pandas as pd
+        pd = _pandas()
 
         from .analysis import communication
         return pd.DataFrame(communication(self.path, format=self.format, by=by, reader_options=self.options)["pairs"],
@@ -144,7 +155,7 @@ class TraceData:
 
     def message_histogram(self):
         """Messages and bytes per size bin [low, high) (powers of two; bin [0, 1) is empty messages)."""
-        import pandas as pd
+        pd = _pandas()
 
         from .analysis import communication
         return pd.DataFrame(communication(self.path, format=self.format, reader_options=self.options)["histogram"],
@@ -152,7 +163,7 @@ class TraceData:
 
     def collectives(self):
         """Calls and bytes of each collective operation."""
-        import pandas as pd
+        pd = _pandas()
 
         from .analysis import communication
         return pd.DataFrame(communication(self.path, format=self.format, reader_options=self.options)["collectives"],
@@ -165,7 +176,7 @@ class TraceData:
 def _named(ids: np.ndarray, defs_table: Table):
     """A categorical of the name of each id (of a definitions table with id and name columns):
     one code per row, each distinct name stored once; NaN where the id is not defined."""
-    import pandas as pd
+    pd = _pandas()
     known = np.asarray(defs_table["id"], np.int64)
     order = np.argsort(known, kind="stable")
     known = known[order]

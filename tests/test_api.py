@@ -64,3 +64,20 @@ def test_merge_takes_what_the_cli_takes(tmp_path):
     assert stats.windows > 1 and len(partrace.open(out).table("events")) == 5972
     with pytest.raises(KeyError, match="tables: events"):
         partrace.open(out).to_pandas("evnets")
+
+
+def test_without_pandas_one_clear_line_and_numpy_still_works(tmp_path):
+    """A cluster install without the pandas extra: DataFrames say how to get pandas."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+    code = ("import sys; sys.modules['pandas'] = None\n"
+            "import partrace\n"
+            f"t = partrace.open({str(ROOT / 'tests/data/dumpi/p2p-4rank')!r})\n"
+            "assert len(t.columns('events', columns=['time'])['time']) > 0\n"
+            "try:\n    t.to_pandas('events')\nexcept ImportError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("partrace: DataFrames need pandas: pip install pandas"), r.stdout
