@@ -90,9 +90,29 @@ def filters(col: Column, compression: str | None = None) -> dict:
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
 
 
-def write_values(ds, col: Column, values: np.ndarray, start: int) -> None:
-    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough)."""
-    ds[start:start + len(values)] = values
+def write_values(ds, col: Column | None, values: np.ndarray, start: int) -> None:
+    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough).
+
+    Chunks whose rows are all zero are not written: the dataset's fill value (0)
+    reads back for them, they take no bytes and no compression time.  Columns that
+    do not apply to most records (an OTF trace's file, RMA and collective fields,
+    a DUMPI rank's root) are zero for whole chunks; writing skips them.
+    """
+    n = len(values)
+    if not n:
+        return
+    step = ds.chunks[0] if ds.chunks else n
+    first = -(-start // step) * step - start          # the first chunk boundary inside
+    bounds = np.concatenate(([0], np.arange(first if first > 0 else step, n, step), [n]))
+    flags = values.reshape(n, -1).any(axis=1) if values.ndim > 1 else values != 0
+    used = np.logical_or.reduceat(flags, bounds[:-1])
+    if used.all():
+        ds[start:start + n] = values
+        return
+    # runs of chunks with something in them, written one slice each
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], used, [False])).astype(np.int8)))
+    for a, b in zip(bounds[edges[0::2]], bounds[edges[1::2]]):
+        ds[start + a:start + b] = values[a:b]
 
 
 def _column_attrs(ds, col: Column) -> None:
