@@ -84,7 +84,8 @@ class HDF5Reader(TraceReader):
                         dtype = np.dtype(ds.dtype.str)
                     enum = ds.attrs.get("enum")
                     cols.append(Column(c, dtype, ds.attrs.get("description", ""),
-                                       ds.attrs.get("unit"), json.loads(enum) if enum else None))
+                                       ds.attrs.get("unit"), json.loads(enum) if enum else None,
+                                       ds.attrs.get("refers")))   # absent before roles: None
                 out[name] = cols
         return out
 

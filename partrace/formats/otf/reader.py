@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import BYTES, STR, Column, Definitions, Schema, Table, column, conform
+from ...model import BYTES, ROW_TABLE, STR, Column, Definitions, Schema, Table, column, conform
 from ..base import TraceReader, Unit
 from . import grammar as G
 from .files import file_size, master_lines, parse_master, read_blocks, stream_file, stub_of
@@ -17,8 +17,8 @@ STREAM_KINDS = ("events", "snaps", "stats")
 MARKER_KEY = "marker"
 
 
-def _own(name, dtype, desc="", unit=None) -> Column:
-    return Column(name, dtype, desc, unit)
+def _own(name, dtype, desc="", unit=None, refers=None) -> Column:
+    return Column(name, dtype, desc, unit, refers=refers)
 
 
 _KEY = [column("time"), column("location"), column("seq")]
@@ -45,16 +45,16 @@ SCHEMA: Schema = {
             ("n_open", "open calls"), ("n_close", "close calls"), ("n_read", "read calls"),
             ("n_write", "write calls"), ("n_seek", "seek calls"), ("bytes_read", "bytes read"),
             ("bytes_written", "bytes written"))] + [_ORDER],
-    "markers": _KEY + [column("ticks"), _own("marker", "int64", "marker definition id (marker_defs/id)"),
+    "markers": _KEY + [column("ticks"), _own("marker", "int64", "marker definition id (marker_defs/id)", refers="marker_defs"),
                        _own("text", STR, "marker text")],
     "keyvalues": _KEY + [_own("ref_table", "uint8", "table of the record (0 events 1 snapshots 2 statistics 3 markers)"),
-                         _own("ref_seq", "int64", "seq of the record in that table"),
+                         _own("ref_seq", "int64", "seq of the record in that table", refers=ROW_TABLE),
                          _own("key", "int64", "key id (keys/id)"), _own("type", "uint8", "OTF value type code"),
                          _own("value", "uint64", "raw 64-bit value"),
                          _own("length", "uint64", "byte-array length field"),
                          _own("bytes", BYTES, "byte-array value")],
     "text": _KEY + [_own("ref_table", "uint8", "table of the record (0 events 1 snapshots 2 statistics)"),
-                    _own("ref_seq", "int64", "seq of the record in that table"),
+                    _own("ref_seq", "int64", "seq of the record in that table", refers=ROW_TABLE),
                     _own("text", STR, "comment text")],
 }
 TABLE_OF = np.array([G.TABLE_CODE.get(r.table, -1) for r in G.STREAM_RECORDS], np.int64)
