@@ -30,7 +30,6 @@ from ...model import Definitions, Kind, Schema, Table
 from . import grammar as G
 
 FILE_OF_TABLE = {"events": "events", "snapshots": "snaps", "statistics": "stats"}
-STRING_FIELD_RECS = {r.name for r in G.STREAM_RECORDS if r.fields and r.fields[0].ftype == G.STRING}
 ROWS_PER_PASS = 1 << 16     # records per block and pass (100-400 bytes of columns and text each)
 ZLEVEL = 4                  # otfcompress's default level
 ZBLOCK = 1 << 20            # text bytes between full flushes (OTF_WStream's buffer size)
