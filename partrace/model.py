@@ -119,6 +119,18 @@ def _c(name, dtype, description, unit=None, enum=None) -> Column:
 
 ROW_TABLE = "*"     # Column.refers: the table is named per row (by its `ref_table` code)
 
+# Column.refers of the columns that carried it by their name alone before it was declared:
+# for a stored schema that predates `refers` (partrace HDF5 files written before it), whose
+# tables other than events keep their roles through these names.
+LEGACY_REFERS = {"call": "events", "event_seq": "events", "ref_seq": ROW_TABLE, "marker": "marker_defs"}
+
+
+def with_legacy_refers(schema: "Schema") -> "Schema":
+    """`schema` (stored before Column.refers existed) with the refers its column names meant."""
+    from dataclasses import replace
+    return {name: [replace(c, refers=LEGACY_REFERS[c.name]) if name != "events" and c.name in LEGACY_REFERS
+                   else c for c in cols] for name, cols in schema.items()}
+
 
 KIND_ENUM = {k.name: int(k) for k in Kind}
 
