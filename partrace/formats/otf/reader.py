@@ -229,7 +229,7 @@ def _kv_table(owner, key, vtype, text, soff, slen, length, time, loc, seq, ref_t
 
 
 def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> Iterator[dict[str, Table]]:
-    from .kernel import ERRORS, NV, Tables, parse
+    from .kernel import E_TAG, ERRORS, NV, Tables, parse
     tb = Tables(kind)
     carry = b""
     state = (np.uint64(0), np.uint64(0), 0, False, False)
@@ -255,15 +255,14 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
         o_soff = np.empty(cap, np.int64)
         o_slen = np.empty(cap, np.int64)
         t0, p0, line0, ht, hp = state
-        (n, used, t, p, line, ht, hp, err, eline, erec, efield, epos) = parse(
-            buf, done, tb.kwb, tb.kwl, tb.kwrec, tb.kwspan, tb.nf, tb.ftype, tb.fopt, tb.ftag, tb.ftagl,
-            np.uint64(t0), np.uint64(p0), line0, ht, hp,
-            o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen)
+        n, used, state, (err, eline, erec, efield, epos) = parse(
+            buf, done, tb.arrays, (np.uint64(t0), np.uint64(p0), line0, ht, hp),
+            (o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen))
         if err:
             what = ERRORS[err]
             if erec >= 0 and efield >= 0:
                 f = G.STREAM_RECORDS[erec].fields[efield]
-                what += f" {f.short!r} ({f.col})" if err == 2 else f" for {f.col}"
+                what += f" {f.short!r} ({f.col})" if err == E_TAG else f" for {f.col}"
                 what += f" of {G.STREAM_RECORDS[erec].name}"
             elif erec >= 0:
                 what += f" after {G.STREAM_RECORDS[erec].name}"
@@ -271,7 +270,6 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
             le = data.find(b"\n", epos)
             text = data[ls:le if le >= 0 else len(data)][:80].decode("latin-1")
             raise TraceError.at_line(path, eline, f"{what}, got {text!r} (column {epos - ls + 1})")
-        state = (t, p, line, ht, hp)
         carry = data[used:]
         if n:
             refs.check_stream_rows(path, o_rec[:n], o_proc[:n], o_vals[:n], o_line[:n])
