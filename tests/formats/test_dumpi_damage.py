@@ -8,7 +8,6 @@ output, input untouched.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import struct
@@ -23,7 +22,6 @@ from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_ran
 from partrace.formats.dumpi.layout import read_rank_file
 from partrace.formats.dumpi.tables import SIDE_ARG_ID
 from partrace.model import Table
-from tests.conftest import run_cli
 from tests.support import damage
 from tests.support.damage import decode_units
 
@@ -401,13 +399,7 @@ def test_files_beside_the_trace_are_not_counted_or_read(tmp_path):
     own = [meta(clean)] + [rank(clean, r) for r in range(4)]
     for path, trace in ((clean, clean), (dirty, dirty), (meta(dirty), dirty)):
         assert [p.name for p in DUMPI.open(path).source_files()] == [p.name for p in own]
-    infos = []
-    for trace in (clean, dirty):
-        r = run_cli(["info", str(trace), "--json"], nranks=2)
-        assert r.returncode == 0, r.stderr
-        info = json.loads(r.stdout)
-        assert info.pop("path") == str(trace)
-        infos.append(info)
+    infos = [damage.info_json(trace, nranks=2) for trace in (clean, dirty)]
     assert infos[0] == infos[1]
     assert infos[0]["size_bytes"] == sum(p.stat().st_size for p in own)
     assert infos[0]["files"] == 5

@@ -19,7 +19,6 @@ import pytest
 from partrace.errors import TraceError
 from partrace.formats.ovni import Ovni
 from partrace.model import Table
-from tests.conftest import run_cli
 from tests.support import damage
 from tests.support.damage import decode_units
 
@@ -268,13 +267,7 @@ def test_files_beside_the_trace_are_not_counted_or_read(tmp_path, src):
     for path, trace in ((clean, clean), (dirty.parent, dirty), (dirty, dirty)):
         assert [p.relative_to(trace) for p in Ovni.open(path).source_files()] == own
     assert [u.size for u in Ovni.open(dirty).units()] == [u.size for u in Ovni.open(clean).units()]
-    infos = []
-    for trace in (clean, dirty):
-        r = run_cli(["info", str(trace), "--json"], nranks=2)
-        assert r.returncode == 0, r.stderr
-        info = json.loads(r.stdout)
-        assert info.pop("path") == str(trace)
-        infos.append(info)
+    infos = [damage.info_json(trace, nranks=2) for trace in (clean, dirty)]
     assert infos[0] == infos[1]
     assert infos[0]["size_bytes"] == sum(f.stat().st_size for f in _own_files(clean))
     assert infos[0]["files"] == len(own)

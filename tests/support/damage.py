@@ -2,6 +2,7 @@
 API's TraceError, the CLI's exit 2), writes nothing and leaves the input as it was."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -64,6 +65,15 @@ def cli_fails(trace: Path, out_dir: Path, damaged, where: str | None = None, nra
     assert list(out_dir.iterdir()) == []
     assert snapshot(folder) == before
     return lines[0]
+
+
+def info_json(trace: Path, nranks: int | None = None) -> dict:
+    """What `partrace info --json` says of `trace` (which must succeed), its path taken out."""
+    r = run_cli(["info", str(trace), "--json"], nranks=nranks)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info.pop("path") == str(trace)
+    return info
 
 
 def check(decode, trace: Path, tmp_path: Path, damaged: Path, where: str | None, match: str,
