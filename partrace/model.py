@@ -93,6 +93,13 @@ class Column:
     description: str = ""
     unit: str | None = None
     enum: Mapping[str, int] | None = None
+    # The table whose records this column points at (rows of the same location): the rows of
+    # a table with such a column belong to records of another table (arguments, payloads,
+    # key-values) instead of being records of their own.  The column holds the record's `seq`,
+    # or a key of the same name in that table (DUMPI's `call`); ROW_TABLE: a `ref_table`
+    # column of the row names the table (OTF's key-values and comments).  A definitions table
+    # name: the column names a definition (as `region` names regions).
+    refers: str | None = None
 
     @property
     def is_object(self) -> bool:
@@ -110,6 +117,21 @@ class Column:
 
 def _c(name, dtype, description, unit=None, enum=None) -> Column:
     return Column(name, dtype, description, unit, enum)
+
+
+ROW_TABLE = "*"     # Column.refers: the table is named per row (by its `ref_table` code)
+
+# Column.refers of the columns that carried it by their name alone before it was declared:
+# for a stored schema that predates `refers` (partrace HDF5 files written before it), whose
+# tables other than events keep their roles through these names.
+LEGACY_REFERS = {"call": "events", "event_seq": "events", "ref_seq": ROW_TABLE, "marker": "marker_defs"}
+
+
+def with_legacy_refers(schema: "Schema") -> "Schema":
+    """`schema` (stored before Column.refers existed) with the refers its column names meant."""
+    from dataclasses import replace
+    return {name: [replace(c, refers=LEGACY_REFERS[c.name]) if name != "events" and c.name in LEGACY_REFERS
+                   else c for c in cols] for name, cols in schema.items()}
 
 
 KIND_ENUM = {k.name: int(k) for k in Kind}
@@ -229,6 +251,33 @@ def cast(values, col: Column) -> np.ndarray:
             raise LimitError(f"column {col.name!r}: value {bad} does not fit partrace's "
                              f"{dt} column ({lo}..{hi})")
     return a.astype(dt, copy=False)
+
+
+class Role:
+    """What the rows of a table are, so that writers never ask which format it came from."""
+
+    EVENTS = "events"        # the main table: one record per row, of a `Kind`
+    RECORDS = "records"      # records of their own (a `kind` column, or a column naming a
+                             # definition, as OTF's snapshots, statistics and marker spots)
+    ATTACHED = "attached"    # parts of records of another table (a column `refers` to it)
+    SAMPLES = "samples"      # measures taken at a time on a location (ROSS's sample tables)
+
+
+def table_role(name: str, columns: Iterable[Column], tables: Iterable[str] = ()) -> str:
+    """The role of table `name` of a schema whose table names are `tables` (see Role)."""
+    if name == "events":
+        return Role.EVENTS
+    columns, tables = list(columns), {*tables, "events"}
+    if any(c.refers == ROW_TABLE or c.refers in tables for c in columns):
+        return Role.ATTACHED
+    if any(c.name == "kind" or c.refers for c in columns):
+        return Role.RECORDS
+    return Role.SAMPLES
+
+
+def tables_of_role(schema: Schema, role: str) -> list[str]:
+    """The tables of `schema` that play `role`, in schema order."""
+    return [n for n, cols in schema.items() if table_role(n, cols, schema) == role]
 
 
 def conform(table: Table, columns: list[Column]) -> Table:

@@ -94,12 +94,6 @@ class Comm:
             return None
         return self._c.exscan(obj, op=_skip_none(op))
 
-    def exscan_sum(self, value: int) -> int:
-        if self._c is None:
-            return 0
-        out = self._c.exscan(value)
-        return 0 if out is None else out
-
     def barrier(self) -> None:
         if self._c is not None:
             self._c.Barrier()

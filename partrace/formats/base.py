@@ -10,6 +10,7 @@ reader returns must be picklable.
 from __future__ import annotations
 
 import os
+import stat
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,3 +137,41 @@ def check_options(format_name: str, options: dict, known: tuple[str, ...] = ()) 
     if unknown:
         takes = f"its options: {', '.join(known)}" if known else "it takes no options"
         raise UsageError(f"format {format_name!r} has no option {unknown[0]!r} ({takes})")
+
+
+# What a path that is not a regular file is, for error messages: (test of st_mode, words).
+FILE_TYPES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def regular_size(path: str | os.PathLike, *, missing: str | None = None,
+                 unreadable: str = "cannot read: {reason}",
+                 not_regular: str = "expected a regular file, found {found}",
+                 types=FILE_TYPES, other: str = "not a regular file") -> int:
+    """Size of `path` if it is a regular file (after symlinks), else a TraceError naming it.
+
+    Checked before every open: a FIFO would block the reader forever, a folder fails
+    with an OSError that names no place in the trace.  The wording is the format's:
+    `missing` (nothing there or a broken link; None: as `unreadable`), `unreadable`
+    ({reason}: the OS's), `not_regular` ({found}: the first of `types` that matches
+    the file's mode, else `other`).
+    """
+    from ..errors import TraceError
+    try:
+        st = os.stat(path)
+    except FileNotFoundError as e:
+        raise TraceError(path, None, missing if missing is not None
+                         else unreadable.format(reason=e.strerror)) from None
+    except OSError as e:
+        raise TraceError(path, None, unreadable.format(reason=e.strerror)) from None
+    if not stat.S_ISREG(st.st_mode):
+        found = next((words for test, words in types if test(st.st_mode)), other)
+        raise TraceError(path, None, not_regular.format(found=found))
+    return st.st_size
+
+
+def regular_file(path: str | os.PathLike, what: str) -> int:
+    """regular_size worded for a named part of a trace (`what`: "DUMPI metafile", "thread stream" ...)."""
+    return regular_size(path, missing=f"{what} is missing", unreadable=f"cannot read the {what}: {{reason}}",
+                        not_regular=f"not a regular file ({{found}}); expected the {what}",
+                        types=((stat.S_ISDIR, "a folder"),), other="a FIFO, device or socket")

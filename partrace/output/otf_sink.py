@@ -40,10 +40,10 @@ from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Schema, Table
 from ..engine.sink import Sink
+from ..formats.otf.grammar import MARKER_TABLE     # keyvalues.ref_table of a marker's key-values
 from .staging import Staging
 
-EVENTS, MARKERS, KEYVALUES = "events", "markers", "keyvalues"
-MARKER_REF = 3          # keyvalues.ref_table of a marker's key-values
+MARKERS, KEYVALUES = "markers", "keyvalues"
 NEVER = -(1 << 63)      # a horizon before every row: hold them all
 # Without --streams, a non-OTF input gets one stream per location up to this many
 # locations, and this many streams beyond (otfmerge's contiguous blocks): a ROSS run
@@ -78,12 +78,13 @@ class OTFSink(Sink):
         return [p for p in self.final.parent.iterdir() if pattern.match(p.name)]
 
     def _stream_map(self, defs: Definitions) -> dict[int, list[int]]:
-        from ..formats.otf.writer import stream_map
+        from ..formats.otf.writer import source_streams, stream_map
         order = defs.attrs.get("process_order")
         if order is None:
             order = [int(x) for x in defs.tables["locations"]["id"]]
-        if self.streams_wanted is None and defs.format == "otf" and defs.attrs.get("streams"):
-            return {int(s): [int(p) for p in procs] for s, procs in defs.attrs["streams"].items()}
+        kept = source_streams(defs) if self.streams_wanted is None else None
+        if kept:
+            return kept
         wanted = self.streams_wanted
         if wanted is None:
             wanted = 0 if len(order) <= DEFAULT_MAX_STREAMS else DEFAULT_MAX_STREAMS
@@ -97,7 +98,7 @@ class OTFSink(Sink):
         self.map = self._stream_map(defs)
         self.used, self.hold = [], []
         with comm.guard():
-            self.used, self.hold = self._written_tables(defs, schema)
+            self.used, self.hold = writer.written_tables(defs, schema)
         comm.check()
         self.held: dict[str, Table | None] = {}
         self.seen: dict[str, int] = {}
@@ -144,24 +145,12 @@ class OTFSink(Sink):
         dest = np.zeros(len(table), dtype=np.int64)
         sel = np.ones(len(table), dtype=bool)
         if name == KEYVALUES and "ref_table" in table and not self.local_markers:
-            sel = table["ref_table"] != MARKER_REF
+            sel = table["ref_table"] != MARKER_TABLE
         if sel.any():
             dest[sel] = self._lookup(table["location"][sel], self._rank_of, name)
         return dest
 
     # -- windows -----------------------------------------------------------
-    def _written_tables(self, defs: Definitions, schema: Schema) -> tuple[list[str], list[str]]:
-        """The tables that reach the files, and those of them whose rows share a file with rows
-        of another table (or re-sort at equal times): rows of the latter are written only once
-        no later window can bring rows before them."""
-        from ..formats.otf.generic import layout
-        from ..formats.otf.writer import FILE_OF_TABLE, is_otf
-        if is_otf(defs):
-            used = [n for n in schema if n in (*FILE_OF_TABLE, MARKERS, KEYVALUES, "text")]
-            return used, used
-        counters = list(layout(defs, {"events": [], **schema}).counters)
-        return [EVENTS] + counters, ([EVENTS] + counters if counters else [])
-
     def _horizon(self, comm: Comm, tables: dict[str, Table]) -> int | None:
         """Rows before this time can be written now (None: every row)."""
         if not self.hold:
@@ -230,7 +219,7 @@ class OTFSink(Sink):
                 if not self.local_markers:
                     markers, kv = (_joined(tables.get(n), self.schema.get(n)) for n in (MARKERS, KEYVALUES))
                     if kv is not None and "ref_table" in kv:
-                        kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_REF))
+                        kv = kv.take(np.flatnonzero(kv["ref_table"] == MARKER_TABLE))
                     self.markers.append(markers, kv)
         comm.check()
 
@@ -239,7 +228,7 @@ class OTFSink(Sink):
         rows = None                     # the rows that go to the streams (None: all)
         loc = _column(pieces, "location")
         if name == KEYVALUES and "ref_table" in pieces[0] and not self.local_markers:
-            rows = np.flatnonzero(_column(pieces, "ref_table") != MARKER_REF)
+            rows = np.flatnonzero(_column(pieces, "ref_table") != MARKER_TABLE)
             loc = loc[rows]
         if not len(loc):
             return {}

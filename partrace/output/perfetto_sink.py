@@ -12,8 +12,8 @@ What a Perfetto user expects to see:
   both carry peer, tag and size as debug annotations;
 - marker spots (a ``markers`` table whose ``marker`` names a ``marker_defs`` row:
   OTF's) as INSTANTs named by their marker;
-- sample tables (tables other than events that hold measures, not references to
-  events: see ``counter_columns``) as counter tracks, one per (location, table.column).
+- sample tables (Role.SAMPLES in the schema: measures, not records nor parts of
+  records; see ``counter_columns``) as counter tracks, one per (location, table.column).
 
 Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order).  Event rows of a location form one
@@ -37,12 +37,10 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
-from ..model import KEY_COLUMNS, Definitions, Kind, Schema, Table
+from ..model import KEY_COLUMNS, Definitions, Kind, Role, Schema, Table, tables_of_role
 from .staging import Staging
 
 EVENTS, MARKERS = "events", "markers"
-# a table holding one of these columns describes events (or refers to them), it is no sample
-REFERENCE_COLUMNS = {"kind", "ref_table", "ref_seq", "event_seq", "call", "marker"}
 # columns of a sample table that identify or locate the record rather than measure anything
 IDENTITY_COLUMNS = {"offset", "sample_type", "sample_size", "stats_type", "model_size", "flag"}
 KIND_NAMES = {int(k): k.name for k in Kind}
@@ -53,9 +51,8 @@ COPY_BLOCK = 16 << 20       # bytes read at once when the parts are copied into 
 def counter_columns(schema: Schema) -> list[tuple[str, list]]:
     """[(table, [its numeric measure columns])] of the sample tables, in schema order."""
     out = []
-    for name, cols in schema.items():
-        if name == EVENTS or any(c.name in REFERENCE_COLUMNS for c in cols):
-            continue
+    for name in tables_of_role(schema, Role.SAMPLES):
+        cols = schema[name]
         measures = [c for c in cols if c.name not in KEY_COLUMNS and c.name not in IDENTITY_COLUMNS
                     and not c.name.endswith("_id") and not c.is_object
                     and not c.numpy_dtype().subdtype and c.numpy_dtype().kind in "iuf"]

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from partrace.formats import available, get
-from partrace.model import Table
+from partrace.model import ROW_TABLE, Role, Table, table_role
 from tests.conftest import DATA
 
 FIXTURES = {
@@ -261,3 +261,20 @@ def test_a_location_in_one_unit_means_it(trace):
                 continue
             for loc in np.unique(np.asarray(ev["location"])).tolist():
                 assert where.setdefault(loc, unit.key) == unit.key, (loc, where[loc], unit.key)
+
+
+def test_table_roles_name_real_tables(trace):
+    """A column's `refers` names a table of the schema, a definitions table, or ROW_TABLE (then
+    the table has a `ref_table` column saying which); events is the events table; every table
+    has one role."""
+    reader = _open(trace)
+    defs = _defs(reader)
+    schema = reader.schema(defs)
+    assert next(iter(schema)) == "events" and table_role("events", schema["events"], schema) == Role.EVENTS
+    for name, cols in schema.items():
+        for c in cols:
+            if c.refers == ROW_TABLE:
+                assert "ref_table" in [x.name for x in cols], (name, c.name)
+            elif c.refers is not None:
+                assert c.refers in schema or c.refers in defs.tables, (name, c.name, c.refers)
+        assert table_role(name, cols, schema) in (Role.EVENTS, Role.RECORDS, Role.ATTACHED, Role.SAMPLES)

@@ -8,10 +8,8 @@ output, input untouched.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import stat
 import struct
 from pathlib import Path
 
@@ -24,7 +22,8 @@ from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_ran
 from partrace.formats.dumpi.layout import read_rank_file
 from partrace.formats.dumpi.tables import SIDE_ARG_ID
 from partrace.model import Table
-from tests.conftest import run_cli
+from tests.support import damage
+from tests.support.damage import decode_units
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "dumpi"
 SRC = DATA / "coll-4rank"
@@ -48,59 +47,22 @@ def rank(trace: Path, r: int) -> Path:
     return trace / f"{PREFIX}-{r:04d}.bin"
 
 
-def snapshot(root: Path) -> dict:
-    """Every entry below root: kind and, for regular files, bytes (a FIFO is never opened)."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        st = os.lstat(p)
-        out[str(p.relative_to(root))] = (stat.S_IFMT(st.st_mode),
-                                         p.read_bytes() if stat.S_ISREG(st.st_mode) else None)
-    return out
-
-
 def decode_all(path: Path) -> dict[str, dict[str, Table]]:
     """Per rank file, its tables (those its chunks hold) concatenated."""
-    r = DUMPI.open(path)
-    defs = r.read_definitions()
-    schema = r.schema(defs)
-    out = {}
-    for u in r.units():
-        chunks = list(r.decode(u, defs))
-        out[u.key] = {n: Table.concat([c[n] for c in chunks if n in c], schema[n])
-                      for n in schema if any(n in c for c in chunks)}
-    return out
-
-
-def api_error(path: Path) -> TraceError:
-    with pytest.raises(TraceError) as e:
-        decode_all(path)
-    return e.value
-
-
-def cli_fails(path: Path, tmp_path: Path, damaged: Path, where: str | None,
-              nranks: int | None = None) -> str:
-    """Merge exits 2 with one line naming ``damaged`` (at ``where``), writes nothing and
-    leaves the input as it was; returns the line."""
-    folder = path if path.is_dir() else path.parent
-    before = snapshot(folder)
-    out_dir = tmp_path / f"out-{nranks}"
-    out_dir.mkdir()
-    r = run_cli(["merge", str(path), "-o", str(out_dir / "o.h5")], nranks=nranks, timeout=120)
-    assert r.returncode == 2, r.stderr
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    loc = f"{damaged}:{where}: " if where else f"{damaged}: "
-    assert len(lines) == 1 and lines[0].startswith(f"partrace: error: {loc}"), r.stderr
-    assert list(out_dir.iterdir()) == []
-    assert snapshot(folder) == before
-    return lines[0]
+    return decode_units(DUMPI.open(path))
 
 
 def check(path: Path, tmp_path: Path, damaged: Path, where: str | None, match: str,
           nranks: int | None = None) -> None:
-    e = api_error(path)
-    assert (e.path, e.where) == (str(damaged), where), str(e)
-    assert match in e.message, str(e)
-    assert match in cli_fails(path, tmp_path, damaged, where, nranks)
+    damage.check(decode_all, path, tmp_path, damaged, where, match, nranks)
+
+
+def cli_fails(path: Path, tmp_path: Path, damaged: Path, where: str | None) -> str:
+    return damage.cli_fails(path, tmp_path / "out-None", damaged, where)
+
+
+def api_error(path: Path) -> TraceError:
+    return damage.api_error(decode_all, path)
 
 
 def numprocs_line(trace: Path) -> str:
@@ -437,13 +399,7 @@ def test_files_beside_the_trace_are_not_counted_or_read(tmp_path):
     own = [meta(clean)] + [rank(clean, r) for r in range(4)]
     for path, trace in ((clean, clean), (dirty, dirty), (meta(dirty), dirty)):
         assert [p.name for p in DUMPI.open(path).source_files()] == [p.name for p in own]
-    infos = []
-    for trace in (clean, dirty):
-        r = run_cli(["info", str(trace), "--json"], nranks=2)
-        assert r.returncode == 0, r.stderr
-        info = json.loads(r.stdout)
-        assert info.pop("path") == str(trace)
-        infos.append(info)
+    infos = [damage.info_json(trace, nranks=2) for trace in (clean, dirty)]
     assert infos[0] == infos[1]
     assert infos[0]["size_bytes"] == sum(p.stat().st_size for p in own)
     assert infos[0]["files"] == 5

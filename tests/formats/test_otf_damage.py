@@ -7,7 +7,6 @@ survive OTF -> OTF byte for byte.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import zlib
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA, run_cli
+from tests.support import damage
 
 RING8 = DATA / "otf" / "ring8" / "trace"
 HYBRID16 = DATA / "otf" / "hybrid16" / "trace"
@@ -52,28 +52,12 @@ def _next_record_line(path: Path, line: int) -> int:
     raise AssertionError("no record after the line")
 
 
-def _snapshot(folder: Path) -> dict[str, str]:
-    return {p.name: ("dir" if p.is_dir() else "fifo" if p.is_fifo() else hashlib.sha1(p.read_bytes()).hexdigest())
-            for p in sorted(folder.iterdir())}
-
-
 def _fails(tmp_path, trace: Path, where: str, expect: str, nranks=(None, 2), outputs=(".h5", ".otf")):
     """Merge ``trace`` to each output kind: one clear error line, nothing written, input unchanged."""
-    folder = trace if trace.is_dir() else trace.parent
-    before = _snapshot(folder)
     for n in nranks:
-        for suffix in outputs:
-            out = tmp_path / f"out{n}{suffix}"
-            r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=120)
-            lines = [x for x in r.stderr.splitlines() if x.strip()]
-            assert r.returncode == 2, r.stderr
-            assert len(lines) == 1, r.stderr
-            assert lines[0].startswith(f"partrace: error: {where}: "), lines[0]
-            assert expect in lines[0], lines[0]
-            assert "internal error" not in lines[0]
-            assert sorted(p.name for p in tmp_path.iterdir()) == ["in"], r.stderr
-    assert _snapshot(folder) == before
-    return lines[0]
+        line = damage.cli_fails(trace, tmp_path / f"out{n}", where, None, n, outputs=outputs)
+        assert expect in line, line
+    return line
 
 
 # ---- references to definitions --------------------------------------------------------------------

@@ -10,13 +10,9 @@ import pytest
 
 from partrace.errors import TraceError
 from partrace.formats.otf import OTF
+from partrace.formats.otf import grammar as G
 from partrace.model import Kind
-
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).parent))
-from test_otf_helpers import DATA, decode_all, otfprint, per_location
+from tests.formats.test_otf_helpers import DATA, decode_all, otfprint, per_location
 
 FILEOPS = {"OPEN": 0, "CLOSE": 1, "READ": 2, "WRITE": 3, "SEEK": 4, "UNLINK": 5, "RENAME": 6, "DUP": 7,
            "SYNC": 8, "LOCK": 9, "UNLOCK": 10}
@@ -73,7 +69,6 @@ MAP = {
                    ("received", "bytesreceived")]),
     "Marker": ("markers", None, "process", [("marker", "ID"), ("text", "text")]),
 }
-TABLE_NO = {"events": 0, "snapshots": 1, "statistics": 2, "markers": 3}
 
 
 def _val(label, v):
@@ -138,7 +133,7 @@ def _check_against_otfprint(trace, dump):
             sub = tab.take(sel)
             for loc, rows in per_location(sub, ["ticks", "seq"] + cols).items():
                 for ticks, seq, *vals in rows:
-                    key = (TABLE_NO[table], loc, seq)
+                    key = (G.TABLE_CODE[table], loc, seq)
                     if any(c == "text" for c, _ in MAP[typ][3]):
                         vals.append(texts[key] if table != "markers" else
                                     str(sub["text"][np.flatnonzero((sub["location"] == loc) & (sub["seq"] == seq))[0]]))
@@ -194,7 +189,7 @@ def test_file_statistics_match_the_stats_text():
     comments = [l[3:-1] for f in sorted((DATA / "hybrid16/trace").glob("*.stats"))
                 for l in f.read_text().splitlines() if l.startswith('SC"')]
     tx = tabs["text"]
-    assert sorted(comments) == sorted(tx["text"][tx["ref_table"] == 2].tolist())
+    assert sorted(comments) == sorted(tx["text"][tx["ref_table"] == G.TABLE_CODE["statistics"]].tolist())
 
 
 def test_merged_layout_decodes_to_the_same_dump():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import struct
 from pathlib import Path
 
@@ -20,7 +19,8 @@ import pytest
 from partrace.errors import TraceError
 from partrace.formats.ovni import Ovni
 from partrace.model import Table
-from tests.conftest import run_cli
+from tests.support import damage
+from tests.support.damage import decode_units
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ovni"
 V1 = DATA / "v1-zoo-small"
@@ -34,54 +34,21 @@ def copy(src: Path, tmp_path: Path) -> Path:
     return dst / "ovni"
 
 
-def snapshot(root: Path) -> dict:
-    """Every entry below root: its kind and, for regular files, its bytes (never
-    opening a FIFO)."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        st = os.lstat(p)
-        out[str(p.relative_to(root))] = (stat.S_IFMT(st.st_mode),
-                                         p.read_bytes() if stat.S_ISREG(st.st_mode) else None)
-    return out
-
-
 def decode_all(path: Path) -> dict[str, dict[str, Table]]:
-    r = Ovni.open(path)
-    defs = r.read_definitions()
-    schema = r.schema(defs)
-    return {u.key: {n: Table.concat([c[n] for c in r.decode(u, defs)], schema[n])
-                    for n in schema} for u in r.units()}
-
-
-def api_error(trace: Path) -> TraceError:
-    with pytest.raises(TraceError) as e:
-        decode_all(trace)
-    return e.value
-
-
-def cli_fails(trace: Path, tmp_path: Path, damaged: Path, where: str | None,
-              nranks: int | None = None) -> str:
-    """Merge must exit 2 with one line naming ``damaged`` (at ``where``), write nothing,
-    and leave the input as it was; returns the line."""
-    before = snapshot(trace.parent)
-    out_dir = tmp_path / f"out-{nranks}"
-    out_dir.mkdir()
-    r = run_cli(["merge", str(trace), "-o", str(out_dir / "o.h5")], nranks=nranks, timeout=120)
-    assert r.returncode == 2, r.stderr
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    loc = f"{damaged}:{where}: " if where else f"{damaged}: "
-    assert len(lines) == 1 and lines[0].startswith(f"partrace: error: {loc}"), r.stderr
-    assert list(out_dir.iterdir()) == []
-    assert snapshot(trace.parent) == before
-    return lines[0]
+    return decode_units(Ovni.open(path), every_table=True)
 
 
 def check(trace: Path, tmp_path: Path, damaged: Path, where: str | None, match: str,
           nranks: int | None = None) -> None:
-    e = api_error(trace)
-    assert (e.path, e.where) == (str(damaged), where), str(e)
-    assert match in e.message, str(e)
-    assert match in cli_fails(trace, tmp_path, damaged, where, nranks)
+    damage.check(decode_all, trace, tmp_path, damaged, where, match, nranks)
+
+
+def cli_fails(trace: Path, tmp_path: Path, damaged: Path, where: str | None) -> str:
+    return damage.cli_fails(trace, tmp_path / "out-None", damaged, where, folder=trace.parent)
+
+
+def api_error(trace: Path) -> TraceError:
+    return damage.api_error(decode_all, trace)
 
 
 def thread_dir(trace: Path, tid: int) -> Path:
@@ -300,13 +267,7 @@ def test_files_beside_the_trace_are_not_counted_or_read(tmp_path, src):
     for path, trace in ((clean, clean), (dirty.parent, dirty), (dirty, dirty)):
         assert [p.relative_to(trace) for p in Ovni.open(path).source_files()] == own
     assert [u.size for u in Ovni.open(dirty).units()] == [u.size for u in Ovni.open(clean).units()]
-    infos = []
-    for trace in (clean, dirty):
-        r = run_cli(["info", str(trace), "--json"], nranks=2)
-        assert r.returncode == 0, r.stderr
-        info = json.loads(r.stdout)
-        assert info.pop("path") == str(trace)
-        infos.append(info)
+    infos = [damage.info_json(trace, nranks=2) for trace in (clean, dirty)]
     assert infos[0] == infos[1]
     assert infos[0]["size_bytes"] == sum(f.stat().st_size for f in _own_files(clean))
     assert infos[0]["files"] == len(own)

@@ -20,6 +20,7 @@ from partrace.formats.ross import ROSS
 from partrace.formats.ross import layouts as L
 from partrace.model import Kind
 from tests.conftest import ROOT, SYNTH, run_cli
+from tests.support import damage
 from tests.formats.test_ross import DATA, EVT_RUN, GVT_RUN, SEQ_RUN, decode_all
 
 GVT, EVTRACE, MODEL, VT = ("ross-stats-gvt.bin", "ross-stats-evtrace.bin",
@@ -43,10 +44,6 @@ def patch(path, offset: int, value: int, dtype: str = "<u4"):
     path.write_bytes(bytes(b))
 
 
-def snapshot(folder) -> dict:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-
-
 def api_error(trace) -> TraceError:
     with pytest.raises(TraceError) as e:
         decode_all(trace, region_size=256)     # several regions: the scan and decode both see it
@@ -56,24 +53,8 @@ def api_error(trace) -> TraceError:
 def cli_error(tmp_path, trace, bad, where: str | None, nranks=None, fmt=None, info=False):
     """CLI merge (and info): exit 2, one line naming ``bad`` (and ``where``), no output left,
     input unchanged.  Returns the error line."""
-    folder = trace if trace.is_dir() else trace.parent
-    before = snapshot(folder)
-    out_dir = tmp_path / "out"
-    out_dir.mkdir(exist_ok=True)
-    extra = ["--format", fmt] if fmt else []
-    lines = []
-    commands = [["merge", str(trace), "-o", str(out_dir / "o.h5"), "-q"]]
-    for args in commands + [["info", str(trace)]] * info:
-        r = run_cli(args + extra, nranks=nranks, timeout=120)
-        assert r.returncode == 2, r.stderr
-        err = r.stderr.strip().splitlines()
-        assert len(err) == 1, r.stderr
-        loc = f"{bad}:{where}: " if where else f"{bad}: "
-        assert err[0].startswith(f"partrace: error: {loc}"), (err[0], loc)
-        lines.append(err[0])
-    assert list(out_dir.iterdir()) == []
-    assert snapshot(folder) == before
-    return lines[0]
+    return damage.cli_fails(trace, tmp_path / "out", bad, where, nranks, info=info,
+                            options=["--format", fmt] if fmt else [])
 
 
 def record_offsets(run, table) -> np.ndarray:

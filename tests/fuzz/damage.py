@@ -25,7 +25,7 @@ import re
 import shutil
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -304,16 +304,11 @@ def dumpi_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
                           8, bytes(8)))
         out.append(Damage("flip", f, "flip", rng.randrange(n - 64, n), rng.randrange(8)))
         out.append(Damage("flip", f, "flip", rng.randrange(header, n - 64), rng.randrange(8)))
-        choice = rng.randrange(4)
-        if choice == 0:
-            out.append(Damage("head-magic", f, "splice", 0, 1, b"\x00"))
-        elif choice == 1:
-            out.append(Damage("first-label-end-of-stream", f, "splice", 16, 2, b"\x01\x25"))
-        elif choice == 2:
-            out.append(Damage("first-label-huge", f, "splice", 16, 2, b"\xff\xf0"))
-        else:
-            out.append(Damage("footer-count", f, "splice", footer + 8 + 4 * 290, 4,
-                              b"\x00\x0f\x42\x40"))
+        out.append(rng.choice([          # one of these (rng.choice draws as randrange(4) did)
+            Damage("head-magic", f, "splice", 0, 1, b"\x00"),
+            Damage("first-label-end-of-stream", f, "splice", 16, 2, b"\x01\x25"),
+            Damage("first-label-huge", f, "splice", 16, 2, b"\xff\xf0"),
+            Damage("footer-count", f, "splice", footer + 8 + 4 * 290, 4, b"\x00\x0f\x42\x40")]))
         out.append(Damage("zero", f, "splice", rng.randrange(16, header - 32), 32, bytes(32)))
         cut = rng.choice([rng.randrange(16, header), n - 1, n - 64, rng.randrange(header, n)])
         out.append(Damage("truncate", f, "truncate", cut))
@@ -365,20 +360,13 @@ def ovni_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
         jumbo = [s for s in ev if raw[s] & 0x10]
         out.append(Damage("flip", f, "flip", rng.randrange(len(raw)), rng.randrange(8)))
         s = rng.choice(ev)
-        pick = rng.randrange(6)
-        if pick == 0:
-            out.append(Damage("header-magic", f, "splice", 0, 4, b"ovnj"))
-        elif pick == 1:
-            out.append(Damage("header-version", f, "splice", 4, 4, b"\x02\x00\x00\x00"))
-        elif pick == 2:
-            out.append(Damage("event-flags", f, "splice", s, 1, b"\xff"))
-        elif pick == 3:
-            out.append(Damage("event-size-code", f, "splice", s, 1,
-                              bytes([(raw[s] & 0xF0) | ((raw[s] + 5) & 0x0F)])))
-        elif pick == 4:
-            out.append(Damage("event-model-unknown", f, "splice", s + 1, 1, b"\x01"))
-        else:
-            out.append(Damage("event-clock-high-byte", f, "splice", s + 11, 1, b"\x7f"))
+        out.append(rng.choice([          # one of these (rng.choice draws as randrange(6) did)
+            Damage("header-magic", f, "splice", 0, 4, b"ovnj"),
+            Damage("header-version", f, "splice", 4, 4, b"\x02\x00\x00\x00"),
+            Damage("event-flags", f, "splice", s, 1, b"\xff"),
+            Damage("event-size-code", f, "splice", s, 1, bytes([(raw[s] & 0xF0) | ((raw[s] + 5) & 0x0F)])),
+            Damage("event-model-unknown", f, "splice", s + 1, 1, b"\x01"),
+            Damage("event-clock-high-byte", f, "splice", s + 11, 1, b"\x7f")]))
         if jumbo:
             out.append(Damage("jumbo-length-huge", f, "splice", rng.choice(jumbo) + 12, 4,
                               b"\xff\xff\xff\x7f"))

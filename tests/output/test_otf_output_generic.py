@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import partrace
+from partrace.formats.otf.grammar import MARKER_TABLE
 from partrace.model import Kind
 from tests.conftest import DATA, run_cli
 
@@ -18,7 +19,6 @@ SOURCES = ["dumpi/p2p-4rank", "dumpi/coll-4rank", "ovni/v1-zoo-small/ovni", "ovn
            "ross/phold-np2-opt-gvt-pekplp", "ross/pi-np1-seq-allmodes", "ross/pi-np2-opt-evtrace-full-model-gvt"]
 FILE_TABLES = {"events", "snapshots", "statistics", "markers", "keyvalues", "text"}
 NO_RECORD = {Kind.EVENT, Kind.SAMPLE, Kind.MARKER}     # written as NoOp (but point events with a region)
-MARKER_REF = 3                                         # keyvalues.ref_table of a marker's key-values
 
 
 def _points(ev):
@@ -167,7 +167,7 @@ def check_point_markers(src, odefs, mk, kv):
     assert sorted(oname) == sorted(set(sev["region"][point].tolist()))
     keys = dict(zip(odefs.tables["keys"]["name"], odefs.tables["keys"]["id"].tolist()))
     cols = [c for c in sev.names if c in keys and c != "region"]
-    got = _kv_by_record(kv, MARKER_REF)
+    got = _kv_by_record(kv, MARKER_TABLE)
 
     def text(i):
         parts = []
@@ -191,7 +191,7 @@ def check_point_markers(src, odefs, mk, kv):
     # byte-array columns: one KV per 100 bytes, the whole column read back
     arrays = [c for c in cols if sev[c].ndim == 2]
     ab = defaultdict(bytes)
-    sel = kv["ref_table"] == MARKER_REF
+    sel = kv["ref_table"] == MARKER_TABLE
     for loc, seq, key, raw in zip(kv["location"][sel].tolist(), kv["ref_seq"][sel].tolist(), kv["key"][sel].tolist(),
                                   kv["bytes"][sel]):
         ab[(loc, seq, key)] += raw or b""

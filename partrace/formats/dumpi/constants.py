@@ -37,7 +37,6 @@ INFO = {"MPI_INFO_NULL": 0}
 SOURCE = {"MPI_ANY_SOURCE": -1, "MPI_ROOT": -2}
 DEST = {"MPI_ROOT": -2}
 TAG = {"MPI_ANY_TAG": -1}
-STATUS_IGNORE = 0   # status count 0 = MPI_STATUS(ES)_IGNORE
 
 # argument role (functable) -> enum shown for its raw values
 ROLE_ENUM = {

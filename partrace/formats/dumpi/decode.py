@@ -31,11 +31,12 @@ class Walk:
         offs = np.array([rf.cpu_offset, rf.wall_offset], np.int64)
         pos = rf.stream_start if pos is None else pos
         limit = np.iinfo(np.int64).max if limit is None else limit
-        args = (buf, pos, rf.stream_end, limit, offs, start, count, ops)
+        args = (buf, pos, rf.stream_end, limit, (offs, start, count, ops))
         z = lambda *shape, dt=np.int64: np.zeros(shape, dt)     # noqa: E731
-        empty = [z(0), z(0, dt=np.int16), z(0, dt=np.uint8), z(0, dt=np.uint16), z(0, 4),
-                 z(0, dt=np.uint8), z(1, scan.MAXARGS)] + [z(0)] * 5 + [z(0)] * 6 + [
-                 z(0), z(0), z(0), z(0, 5), z(0), z(0), z(0, 2, dt=np.uint64)]
+        # the counting pass: no element arrays, one scratch row of slot values
+        empty = ((z(0), z(0, dt=np.int16), z(0, dt=np.uint8), z(0, dt=np.uint16), z(0, 4),
+                  z(0, dt=np.uint8), z(1, scan.MAXARGS)), (z(0),) * 5, (z(0),) * 6,
+                 (z(0), z(0), z(0), z(0, 5)), (z(0), z(0), z(0, 2, dt=np.uint64)))
         err, at, n = scan.walk(*args, False, *empty)
         self._check(err, at, rf, buf)
         self.end = int(at)
@@ -47,8 +48,9 @@ class Walk:
         self.s = [z(ns) for _ in range(6)]
         self.t = [z(nt), z(nt), z(nt), z(nt, 5)]
         self.p = [z(npf), z(npf), z(npf, 2, dt=np.uint64)]
-        err, at, _ = scan.walk(*args, True, self.off, self.func, self.mask, self.thread,
-                               self.times, self.perfn, self.vals, *self.e, *self.s, *self.t, *self.p)
+        calls = (self.off, self.func, self.mask, self.thread, self.times, self.perfn, self.vals)
+        err, at, _ = scan.walk(*args, True, calls, tuple(self.e), tuple(self.s), tuple(self.t),
+                               tuple(self.p))
         self._check(err, at, rf, buf)
         self.buf = buf
         self._times = self._groups = self._efunc = None

@@ -6,13 +6,12 @@ big-endian throughout; strings are u16 length + bytes.
 """
 from __future__ import annotations
 
-import os
-import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import TraceError
+from ..base import regular_file
 
 HEAD_MAGIC = 0xFFAADD44554D5049
 FOOT_MAGIC = 0x00000000F007FEE7
@@ -26,21 +25,6 @@ FOOTER_BYTES = 8 + 8 * NUM_FOOTER        # magic + calls and ignored counts
 # may have changed anything (sst-dumpi only warns; we refuse)
 NEWEST_MAJOR = 13
 SUPPORTED = "0.0.0 to 13.x, as sst-dumpi 13.0.0 reads them"
-
-
-def regular_file(path: Path, what: str) -> int:
-    """Size of ``path``, or a TraceError if it is missing or not a regular file
-    (checked before opening: a FIFO would block the read forever)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise TraceError(path, None, f"{what} is missing") from None
-    except OSError as e:
-        raise TraceError(path, None, f"cannot read the {what}: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO, device or socket"
-        raise TraceError(path, None, f"not a regular file ({kind}); expected the {what}")
-    return st.st_size
 
 
 class Cursor:

@@ -89,14 +89,24 @@ def _u64(b, p):
 
 
 @njit(cache=True)
-def walk(b, pos, end, limit, offs, fstart, fcount, ops, fill,
-         c_off, c_func, c_mask, c_thread, c_times, c_perfn, vals,
-         e_call, e_slot, e_i0, e_i1, e_val,
-         s_call, s_slot, s_i0, s_i1, s_start, s_len,
-         t_call, t_slot, t_i0, t_val,
-         p_call, p_i, p_val):
-    """Walk at most ``limit`` records from pos.  Returns (error, offset, counts[5]);
-    offset is where the walk stopped (the next record) or the bad record."""
+def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
+    """Walk at most ``limit`` records from pos.  Returns (error, offset, counts[5]); offset is
+    where the walk stopped (the next record) or the bad record; counts: calls, int elements,
+    strings, statuses, perf values.  `table`: (clock offsets, fstart, fcount, ops) (see
+    compile_table).  With `fill` (the second pass, arrays sized by the first) the values go to
+    `calls` (off, func, mask, thread, times, perfn, vals: per call), `ints` (call, slot, i0, i1,
+    value), `strs` (call, slot, i0, i1, start, length), `stats` (call, slot, index, values) and
+    `perf` (call, index, values); without, `calls`' vals holds one scratch row.
+
+    One function on purpose: numba pays for every helper called per record (measured: the
+    walk split into inlined helpers ran 2-20 times slower), so the kinds of arguments are the
+    branches below."""
+    offs, fstart, fcount, ops = table
+    c_off, c_func, c_mask, c_thread, c_times, c_perfn, vals = calls
+    e_call, e_slot, e_i0, e_i1, e_val = ints
+    s_call, s_slot, s_i0, s_i1, s_start, s_len = strs
+    t_call, t_slot, t_i0, t_val = stats
+    p_call, p_i, p_val = perf
     n = 0
     ne = 0
     ns = 0

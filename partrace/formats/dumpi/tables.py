@@ -32,7 +32,7 @@ def table_name(fname: str) -> str:
 
 def _key() -> list[Column]:
     return [column("time", description="entry wall time of the call"), column("location"),
-            column("seq"), Column("call", "int64", "index of the call in its rank file")]
+            column("seq"), Column("call", "int64", "index of the call in its rank file", refers="events")]
 
 
 def function_columns(args) -> list[Column]:
@@ -88,7 +88,7 @@ def requests_columns() -> list[Column]:
     return [
         column("time", description="exit wall time of the completing call"),
         column("location"), column("seq"),
-        Column("call", "int64", "the completing call (Wait, Test, Waitall, ...)"),
+        Column("call", "int64", "the completing call (Wait, Test, Waitall, ...)", refers="events"),
         column("region", description="MPI function of the completing call", enum=REGION_ENUM),
         Column("index", "int64", "position of the request in the call's requests array"),
         Column("request", "int64", "request handle", enum=C.REQUEST),

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import TraceError
-from ...model import BYTES, STR, Column, Definitions, Schema, Table
+from ...model import BYTES, STR, Column, Definitions, Schema, Table, with_legacy_refers
 from ..base import Format, TraceReader, Unit, check_options
 from .files import open_checked
 
@@ -88,8 +88,11 @@ class HDF5Reader(TraceReader):
                         dtype = np.dtype(ds.dtype.str)
                     enum = ds.attrs.get("enum")
                     cols.append(Column(c, dtype, ds.attrs.get("description", ""),
-                                       ds.attrs.get("unit"), json.loads(enum) if enum else None))
+                                       ds.attrs.get("unit"), json.loads(enum) if enum else None,
+                                       ds.attrs.get("refers")))
                 out[name] = cols
+        if not any(c.refers for cols in out.values() for c in cols):
+            out = with_legacy_refers(out)      # a file written before Column.refers (or with none)
         return out
 
     def decode(self, unit: Unit, defs: Definitions):

@@ -12,8 +12,8 @@
     /definitions/<table>/<column>   the format's other definition tables
     /definitions           attrs: attrs (JSON); dataset source (JSON): lossless
 
-Every column dataset carries ``description`` and, where it has them, ``unit``
-and ``enum`` (JSON name -> value) attributes; ``events/kind`` is an HDF5 enum
+Every column dataset carries ``description`` and, where it has them, ``unit``,
+``enum`` (JSON name -> value) and ``refers`` (model.Column.refers) attributes; ``events/kind`` is an HDF5 enum
 type.  Every table group carries ``columns`` (JSON list, in order) and ``rows``.
 
 Columns keep the model's dtypes (what you read is what the schema says) and are
@@ -121,6 +121,8 @@ def _column_attrs(ds, col: Column) -> None:
         ds.attrs["unit"] = col.unit
     if col.enum:
         ds.attrs["enum"] = json.dumps(dict(col.enum), separators=(",", ":"))
+    if col.refers:
+        ds.attrs["refers"] = col.refers
 
 
 def _table_attrs(group, columns: list[Column], rows: int) -> None:

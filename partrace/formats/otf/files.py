@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import os
-import stat
 import zlib
 from pathlib import Path
 from typing import Iterator
 
 from ...errors import TraceError
+from ..base import regular_size
 
 CHUNK = 32 << 20
 
@@ -17,25 +17,10 @@ def stub_of(master: Path) -> Path:
     return master.with_suffix("")
 
 
-_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
 def require_regular(path: Path) -> Path:
-    """``path`` if it is a regular file (after symlinks); TraceError naming it otherwise.
-
-    Checked before every open: a FIFO would block the reader forever, a directory
-    would fail with an OSError that names no place in the trace.
-    """
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise TraceError(path, None, "expected a file of the trace, found nothing (missing or broken link)") from None
-    except OSError as e:
-        raise TraceError(path, None, f"expected a readable file ({e.strerror})") from None
-    if not stat.S_ISREG(mode):
-        what = next((w for test, w in _NOT_REGULAR if test(mode)), "not a regular file")
-        raise TraceError(path, None, f"expected a regular file, found {what}")
+    """``path`` if it is a regular file (after symlinks); TraceError naming it otherwise."""
+    regular_size(path, missing="expected a file of the trace, found nothing (missing or broken link)",
+                 unreadable="expected a readable file ({reason})")
     return path
 
 

@@ -37,10 +37,12 @@ extra columns
   sub-array column is a byte array (100 bytes per pair, as
   OTF_KeyValueList_appendByteArray).  Text (object) columns are dropped.
 other tables
-  A table with a column naming an events row (EVENT_REF_COLUMNS: DUMPI's
-  per-call argument tables, ovni's jumbo payloads) holds the arguments of
-  events already written and is left out.  Any other table is a sample
-  table: each numeric 1-D column other than the keys is a counter
+  Each table's role is declared in its schema (model.table_role).  Attached
+  tables (a column `refers` to records of another table: DUMPI's per-call
+  argument tables, ovni's jumbo payloads) hold parts of events already
+  written and are left out, as are other record tables (a `kind` column, or
+  a column naming a definition).  A sample table
+  (Role.SAMPLES): each numeric 1-D column other than the keys is a counter
   "TABLE.COLUMN" (ids after the format's own counters; one counter group per
   table), written as CNT records at the row's time on the row's location;
   integers as signed 64-bit, floats as doubles (the DefCounter properties say
@@ -54,11 +56,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ...errors import PartraceError
-from ...model import KEY_COLUMNS, Definitions, Kind, Schema, Table
+from ...model import KEY_COLUMNS, Definitions, Kind, Role, Schema, Table, tables_of_role
 from . import grammar as G
 
-FILE_TABLES = ("events", "snapshots", "statistics", "markers", "keyvalues", "text")
-EVENT_REF_COLUMNS = ("call", "event_seq", "ref_seq")
 ROW_COLUMNS = ("time", "location", "seq", "kind")
 KV_TYPE = {"i1": 1, "u1": 2, "i2": 3, "u2": 4, "i4": 5, "u4": 6, "i8": 7, "u8": 8, "f4": 9, "f8": 10, "b1": 2}
 BYTE_ARRAY, MAX_ARRAY = 11, 100
@@ -119,10 +119,9 @@ def layout(defs: Definitions, schema: Schema) -> Layout:
         key += 1
     counter_id = max(_ids(defs, "counters") + [0]) + 1
     group_id = max(_ids(defs, "counters", "group") + [0]) + 2     # +1 is the default group
-    for name, cols in schema.items():
-        if name in FILE_TABLES or any(c.name in EVENT_REF_COLUMNS for c in cols):
-            continue
+    for name in tables_of_role(schema, Role.SAMPLES):
         mine = []
+        cols = schema[name]
         for c in cols:
             if c.name in KEY_COLUMNS or c.is_object or np.dtype(c.dtype).subdtype is not None:
                 continue

@@ -189,4 +189,5 @@ BY_NAME = {r.name: r for r in STREAM_RECORDS + MARKER_RECORDS + DEF_RECORDS}
 BY_KIND = {r.kind: r for r in STREAM_RECORDS if r.kind and not r.name.endswith("Old")}
 
 TABLES = ("events", "snapshots", "statistics", "markers")
-TABLE_CODE = {t: i for i, t in enumerate(TABLES)}
+TABLE_CODE = {t: i for i, t in enumerate(TABLES)}   # keyvalues/text `ref_table` values
+MARKER_TABLE = TABLE_CODE["markers"]                 # ref_table of a marker spot's key-values

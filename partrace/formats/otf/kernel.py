@@ -16,16 +16,19 @@ NV = 8          # most fields of any record (BeginCollopSnapshot, FileOperationS
 NALT = 3        # tag spellings: short, long, deprecated alias
 TAGW = 24       # longest keyword / tag
 
+# what parse stopped at (0 = nothing wrong)
+(E_KEYWORD, E_TAG, E_HEX, E_STRING, E_END_OF_LINE, E_TIME_LINE, E_PROCESS_LINE, E_NO_TIME_OR_PROCESS,
+ E_LONG_NUMBER) = range(1, 10)
 ERRORS = {
-    1: "expected a known record keyword",
-    2: "expected field tag",
-    3: "expected a hexadecimal number",
-    4: "expected a quoted string",
-    5: "expected end of line",
-    6: "expected a time line (hex number only)",
-    7: "expected a process line ('*' and a hex number)",
-    8: "expected a time line and a process line before the first record",
-    9: "number longer than 16 hex digits",
+    E_KEYWORD: "expected a known record keyword",
+    E_TAG: "expected field tag",
+    E_HEX: "expected a hexadecimal number",
+    E_STRING: "expected a quoted string",
+    E_END_OF_LINE: "expected end of line",
+    E_TIME_LINE: "expected a time line (hex number only)",
+    E_PROCESS_LINE: "expected a process line ('*' and a hex number)",
+    E_NO_TIME_OR_PROCESS: "expected a time line and a process line before the first record",
+    E_LONG_NUMBER: "number longer than 16 hex digits",
 }
 
 
@@ -74,6 +77,8 @@ class Tables:
                     for a, t in enumerate((f.short,) + f.long):
                         self.ftag[i, j, a] = _pad(t)
                         self.ftagl[i, j, a] = len(t)
+        # what parse takes
+        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.ftype, self.fopt, self.ftag, self.ftagl)
 
 
 @njit(cache=True)
@@ -103,24 +108,23 @@ def _hex_run(buf, i, end):
 
 
 @njit(cache=True)
-def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
-          time0, proc0, line0, have_time0, have_proc0,
-          o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen):
+def parse(buf, final, grammar, state, out):
     """Parse complete lines of buf.
 
-    Returns (n_records, consumed, time, proc, line, have_time, have_proc,
-    err, err_line, err_rec, err_field, err_pos).  When not final, parsing stops
-    before an incomplete last line, and before a trailing run of key-value lines
-    (they belong to a record in the next chunk), with the state at that point.
+    `grammar`: Tables.arrays; `state`: (time, process, line, have time, have process) where
+    the previous chunk stopped; `out`: (record code, ticks, process, line, (n, NV) field
+    values, string offset, string length) per record, as many rows as buf has lines.
+    Returns (n records, bytes consumed, state at the end, error) with error =
+    (code: 0 or E_*, line, record code or -1, field or -1, byte).  When not final, parsing
+    stops before an incomplete last line, and before a trailing run of key-value lines (they
+    belong to a record in the next chunk), with the state at that point.
     """
+    kwb, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl = grammar
+    o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen = out
+    t, p, line, have_t, have_p = state
     n = 0
     pos = 0
     size = buf.shape[0]
-    t = time0
-    p = proc0
-    line = line0
-    have_t = have_time0
-    have_p = have_proc0
     # state at the start of a pending run of KV lines
     kv_start_n = -1
     kv_pos = 0
@@ -148,9 +152,9 @@ def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
             while i < end and buf[i] == 32:
                 i += 1
             if i != end:
-                return n, pos, t, p, line, have_t, have_p, 6, line, -1, -1, i
+                return n, pos, (t, p, line, have_t, have_p), (E_TIME_LINE, line, -1, -1, i)
             if k > 16:
-                return n, pos, t, p, line, have_t, have_p, 9, line, -1, -1, i
+                return n, pos, (t, p, line, have_t, have_p), (E_LONG_NUMBER, line, -1, -1, i)
             t = v
             have_t = True
             pos = end + 1
@@ -162,7 +166,7 @@ def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
             while i < end and buf[i] == 32:
                 i += 1
             if i != end or k == 0 or k > 16:
-                return n, pos, t, p, line, have_t, have_p, 7, line, -1, -1, i
+                return n, pos, (t, p, line, have_t, have_p), (E_PROCESS_LINE, line, -1, -1, i)
             p = v
             have_p = True
             pos = end + 1
@@ -186,9 +190,9 @@ def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
                 rec = kwrec[q]
                 break
         if rec < 0:
-            return n, pos, t, p, line, have_t, have_p, 1, line, -1, -1, ks
+            return n, pos, (t, p, line, have_t, have_p), (E_KEYWORD, line, -1, -1, ks)
         if not (have_t and have_p):
-            return n, pos, t, p, line, have_t, have_p, 8, line, rec, -1, ks
+            return n, pos, (t, p, line, have_t, have_p), (E_NO_TIME_OR_PROCESS, line, rec, -1, ks)
         for j in range(NV):
             o_vals[n, j] = 0
         o_soff[n] = 0
@@ -217,7 +221,7 @@ def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
                     i = ts
                     if fopt[rec, j] != REQ:
                         continue
-                    return n, pos, t, p, line, have_t, have_p, 2, line, rec, j, ts
+                    return n, pos, (t, p, line, have_t, have_p), (E_TAG, line, rec, j, ts)
                 while i < end and buf[i] == 32:
                     i += 1
             elif fopt[rec, j] != REQ and (i == end or _hexval(buf[i]) < 0):
@@ -225,13 +229,13 @@ def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
             ft = ftype[rec, j]
             if ft == STRING:
                 if i >= end or buf[i] != 34:
-                    return n, pos, t, p, line, have_t, have_p, 4, line, rec, j, i
+                    return n, pos, (t, p, line, have_t, have_p), (E_STRING, line, rec, j, i)
                 s = i + 1
                 i = s
                 while i < end and buf[i] != 34:
                     i += 1
                 if i >= end:
-                    return n, pos, t, p, line, have_t, have_p, 4, line, rec, j, s - 1
+                    return n, pos, (t, p, line, have_t, have_p), (E_STRING, line, rec, j, s - 1)
                 o_soff[n] = s
                 o_slen[n] = i - s
                 i += 1
@@ -240,9 +244,9 @@ def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
                 v, i = _hex_run(buf, i, end)
                 k = i - s
                 if k == 0:
-                    return n, pos, t, p, line, have_t, have_p, 3, line, rec, j, i
+                    return n, pos, (t, p, line, have_t, have_p), (E_HEX, line, rec, j, i)
                 if ft == HEX and k > 16:
-                    return n, pos, t, p, line, have_t, have_p, 9, line, rec, j, s
+                    return n, pos, (t, p, line, have_t, have_p), (E_LONG_NUMBER, line, rec, j, s)
                 if ft == HEXSTR:
                     o_soff[n] = s
                     o_slen[n] = k
@@ -250,7 +254,7 @@ def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
         while i < end and buf[i] == 32:
             i += 1
         if i != end:
-            return n, pos, t, p, line, have_t, have_p, 5, line, rec, -1, i
+            return n, pos, (t, p, line, have_t, have_p), (E_END_OF_LINE, line, rec, -1, i)
         if rec == KV_CODE:
             if kv_start_n < 0:
                 kv_start_n = n
@@ -267,5 +271,5 @@ def parse(buf, final, kwb, kwl, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl,
         n += 1
         pos = end + 1
     if kv_start_n >= 0 and not final:
-        return kv_start_n, kv_pos, kv_t, kv_p, kv_line, True, True, 0, 0, -1, -1, 0
-    return n, min(pos, size), t, p, line, have_t, have_p, 0, 0, -1, -1, 0
+        return kv_start_n, kv_pos, (kv_t, kv_p, kv_line, True, True), (0, 0, -1, -1, 0)
+    return n, min(pos, size), (t, p, line, have_t, have_p), (0, 0, -1, -1, 0)

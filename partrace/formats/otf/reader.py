@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import BYTES, STR, Column, Definitions, Schema, Table, cast, column, conform
+from ...model import BYTES, ROW_TABLE, STR, Column, Definitions, Schema, Table, cast, column, conform
 from ..base import TraceReader, Unit
 from . import grammar as G
 from .files import file_size, master_lines, parse_master, read_blocks, stream_file, stub_of
@@ -17,8 +17,8 @@ STREAM_KINDS = ("events", "snaps", "stats")
 MARKER_KEY = "marker"
 
 
-def _own(name, dtype, desc="", unit=None) -> Column:
-    return Column(name, dtype, desc, unit)
+def _own(name, dtype, desc="", unit=None, refers=None) -> Column:
+    return Column(name, dtype, desc, unit, refers=refers)
 
 
 _KEY = [column("time"), column("location"), column("seq")]
@@ -45,16 +45,16 @@ SCHEMA: Schema = {
             ("n_open", "open calls"), ("n_close", "close calls"), ("n_read", "read calls"),
             ("n_write", "write calls"), ("n_seek", "seek calls"), ("bytes_read", "bytes read"),
             ("bytes_written", "bytes written"))] + [_ORDER],
-    "markers": _KEY + [column("ticks"), _own("marker", "int64", "marker definition id (marker_defs/id)"),
+    "markers": _KEY + [column("ticks"), _own("marker", "int64", "marker definition id (marker_defs/id)", refers="marker_defs"),
                        _own("text", STR, "marker text")],
     "keyvalues": _KEY + [_own("ref_table", "uint8", "table of the record (0 events 1 snapshots 2 statistics 3 markers)"),
-                         _own("ref_seq", "int64", "seq of the record in that table"),
+                         _own("ref_seq", "int64", "seq of the record in that table", refers=ROW_TABLE),
                          _own("key", "int64", "key id (keys/id)"), _own("type", "uint8", "OTF value type code"),
                          _own("value", "uint64", "raw 64-bit value"),
                          _own("length", "uint64", "byte-array length field"),
                          _own("bytes", BYTES, "byte-array value")],
     "text": _KEY + [_own("ref_table", "uint8", "table of the record (0 events 1 snapshots 2 statistics)"),
-                    _own("ref_seq", "int64", "seq of the record in that table"),
+                    _own("ref_seq", "int64", "seq of the record in that table", refers=ROW_TABLE),
                     _own("text", STR, "comment text")],
 }
 TABLE_OF = np.array([G.TABLE_CODE.get(r.table, -1) for r in G.STREAM_RECORDS], np.int64)
@@ -229,7 +229,7 @@ def _kv_table(owner, key, vtype, text, soff, slen, length, time, loc, seq, ref_t
 
 
 def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> Iterator[dict[str, Table]]:
-    from .kernel import ERRORS, NV, Tables, parse
+    from .kernel import E_TAG, ERRORS, NV, Tables, parse
     tb = Tables(kind)
     carry = b""
     state = (np.uint64(0), np.uint64(0), 0, False, False)
@@ -255,15 +255,14 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
         o_soff = np.empty(cap, np.int64)
         o_slen = np.empty(cap, np.int64)
         t0, p0, line0, ht, hp = state
-        (n, used, t, p, line, ht, hp, err, eline, erec, efield, epos) = parse(
-            buf, done, tb.kwb, tb.kwl, tb.kwrec, tb.kwspan, tb.nf, tb.ftype, tb.fopt, tb.ftag, tb.ftagl,
-            np.uint64(t0), np.uint64(p0), line0, ht, hp,
-            o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen)
+        n, used, state, (err, eline, erec, efield, epos) = parse(
+            buf, done, tb.arrays, (np.uint64(t0), np.uint64(p0), line0, ht, hp),
+            (o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen))
         if err:
             what = ERRORS[err]
             if erec >= 0 and efield >= 0:
                 f = G.STREAM_RECORDS[erec].fields[efield]
-                what += f" {f.short!r} ({f.col})" if err == 2 else f" for {f.col}"
+                what += f" {f.short!r} ({f.col})" if err == E_TAG else f" for {f.col}"
                 what += f" of {G.STREAM_RECORDS[erec].name}"
             elif erec >= 0:
                 what += f" after {G.STREAM_RECORDS[erec].name}"
@@ -271,7 +270,6 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
             le = data.find(b"\n", epos)
             text = data[ls:le if le >= 0 else len(data)][:80].decode("latin-1")
             raise TraceError.at_line(path, eline, f"{what}, got {text!r} (column {epos - ls + 1})")
-        state = (t, p, line, ht, hp)
         carry = data[used:]
         if n:
             refs.check_stream_rows(path, o_rec[:n], o_proc[:n], o_vals[:n], o_line[:n])

@@ -30,7 +30,6 @@ from ...model import Definitions, Kind, Schema, Table
 from . import grammar as G
 
 FILE_OF_TABLE = {"events": "events", "snapshots": "snaps", "statistics": "stats"}
-STRING_FIELD_RECS = {r.name for r in G.STREAM_RECORDS if r.fields and r.fields[0].ftype == G.STRING}
 ROWS_PER_PASS = 1 << 16     # records per block and pass (100-400 bytes of columns and text each)
 ZLEVEL = 4                  # otfcompress's default level
 ZBLOCK = 1 << 20            # text bytes between full flushes (OTF_WStream's buffer size)
@@ -141,13 +140,36 @@ def format_record(rec: G.Rec, vals: dict) -> str:
     return "".join(out) + "\n"
 
 
-def is_otf(defs: Definitions) -> bool:
+def own_source(defs: Definitions) -> bool:
+    """Whether `defs.source` holds OTF definition records, which are written back verbatim with
+    the rows' own ticks, key-values and comments.  Definitions.source is each format's own form,
+    so this is the one place that asks which format the definitions came from; every other
+    choice follows from it or from the schema's roles."""
     return defs.format == "otf" and defs.source is not None
+
+
+def source_streams(defs: Definitions) -> dict[int, list[int]] | None:
+    """The input's own process -> stream map, kept when an OTF input is written back, else None."""
+    if not own_source(defs) or not defs.attrs.get("streams"):
+        return None
+    return {int(s): [int(p) for p in procs] for s, procs in defs.attrs["streams"].items()}
+
+
+def written_tables(defs: Definitions, schema: Schema) -> tuple[list[str], list[str]]:
+    """The tables that reach the files, and those of them whose rows share a file with rows of
+    another table (or re-sort at equal times): a sink appends the latter's rows only once no
+    later rows can come before them."""
+    if own_source(defs):
+        used = [n for n in schema if n in (*FILE_OF_TABLE, "markers", "keyvalues", "text")]
+        return used, used
+    from .generic import layout
+    counters = list(layout(defs, {"events": [], **schema}).counters)
+    return ["events"] + counters, (["events"] + counters if counters else [])
 
 
 def _def_records(defs: Definitions, schema: Schema | None) -> list[dict]:
     """The definition records to write: OTF's own, or synthesized from the tables."""
-    if is_otf(defs):
+    if own_source(defs):
         return defs.source
     from .generic import definition_records
     return definition_records(defs, schema or {"events": []})
@@ -201,7 +223,7 @@ class MarkerFile:
         self._any = False
 
     def append(self, markers: Table | None = None, keyvalues: Table | None = None) -> None:
-        """Marker rows of one window (their key-values: `keyvalues`, ref_table 3)."""
+        """Marker rows of one window (their key-values: `keyvalues` rows of ref_table G.MARKER_TABLE)."""
         if markers is not None and len(markers):
             self._spots.write(_marker_table_spots(markers, keyvalues))
             self._any = True
@@ -211,7 +233,7 @@ class MarkerFile:
         if len(regions):
             from .generic import marker_defs
             lines.append(marker_defs(self.defs, [int(r) for r in regions]))
-        for r in (self.defs.source or []) if self.defs.format == "otf" else []:
+        for r in self.defs.source if own_source(self.defs) else []:
             if r.get("where") == "marker":
                 lines += [_kv_line(*kv) for kv in r.get("kv", [])]
                 lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
@@ -236,12 +258,12 @@ def local_markers(defs: Definitions) -> bool:
     """Whether marker spots go to their process's stream (NAME.<s>.marker) rather than NAME.0.marker:
     always for a non-OTF input; for an OTF input, as it had them (otfmerge and OTF_Writer write
     NAME.0.marker only; an input with any stream marker file gets all its spots per stream)."""
-    return not is_otf(defs) or bool(defs.attrs.get("marker_streams"))
+    return not own_source(defs) or bool(defs.attrs.get("marker_streams"))
 
 
 def _marker_table_spots(markers: Table, keyvalues: Table | None) -> bytes:
     """MarkerSpot lines of marker rows in (time, location, seq) order, each after its key-values."""
-    kvs = _side(keyvalues, 3)
+    kvs = _side(keyvalues, G.MARKER_TABLE)
     ticks = markers["ticks"] if "ticks" in markers else markers["time"]
     order = np.lexsort((markers["seq"], markers["location"], markers["time"]))
     mk = G.BY_NAME["MarkerSpot"]
@@ -336,7 +358,7 @@ class StreamWriter:
         """Rows of the stream's processes, each table sorted by (time, location, seq);
         `keyvalues` and `text` rows refer to their records by (ref_table, location, ref_seq).
         `markers` rows (an OTF input's, if local_markers) go to the stream's marker file."""
-        if not is_otf(self.defs):
+        if not own_source(self.defs):
             return self._append_generic(tables)
         mk = tables.get("markers")
         if mk is not None and len(mk):
@@ -344,7 +366,6 @@ class StreamWriter:
             self._write_marker(_marker_table_spots(mk, tables.get("keyvalues")),
                                int(mk["ticks"][first] if "ticks" in mk else mk["time"][first]),
                                int(mk["location"][first]))
-        use_ticks = self.defs.format == "otf"
         for tname, suffix in FILE_OF_TABLE.items():
             tab = tables.get(tname)
             if tab is None or not len(tab):
@@ -352,8 +373,8 @@ class StreamWriter:
             code = G.TABLE_CODE[tname]
             kvs = _side(tables.get("keyvalues"), code)
             texts = _side(tables.get("text"), code, kv=False)
-            ticks = (tab["ticks"] if use_ticks and "ticks" in tab else tab["time"]).astype(np.uint64)
-            if use_ticks and "src_order" in tab:
+            ticks = (tab["ticks"] if "ticks" in tab else tab["time"]).astype(np.uint64)
+            if "src_order" in tab:
                 # OTF input: equal ticks keep their source order (reproduces the input layout byte for byte)
                 order = np.lexsort((tab["src_order"], ticks))
                 tab, ticks = tab.take(order), ticks[order]

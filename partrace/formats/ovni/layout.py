@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...errors import TraceError
+from ..base import regular_file
 
 CLOCK_OFFSETS = "clock-offsets.txt"
 _THREAD_OBS = re.compile(r"^thread\.(\d+)\.obs$")
@@ -62,21 +62,6 @@ def trace_dir(path: Path) -> Path | None:
         if d.is_dir() and any(p.name.startswith("loom.") and p.is_dir() for p in d.iterdir()):
             return d
     return None
-
-
-def regular_file(path: Path, what: str) -> int:
-    """Size of ``path``, or a TraceError if it is missing or not a regular file
-    (checked before opening: reading a FIFO would block forever)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise TraceError(path, None, f"{what} is missing") from None
-    except OSError as e:
-        raise TraceError(path, None, f"cannot read the {what}: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO, device or socket"
-        raise TraceError(path, None, f"not a regular file ({kind}); expected the {what}")
-    return st.st_size
 
 
 def read_text(path: Path, what: str) -> str:

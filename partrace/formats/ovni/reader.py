@@ -49,7 +49,7 @@ EVENT_COLUMNS = [
 ]
 JUMBO_COLUMNS = [
     column("time"), column("location"), column("seq"),
-    Column("event_seq", "int64", "events/seq of the jumbo event this data belongs to"),
+    Column("event_seq", "int64", "events/seq of the jumbo event this data belongs to", refers="events"),
     _u1("model", "MCV model character"), _u1("category", "MCV category character"),
     _u1("value", "MCV value character"),
     column("size", description="jumbo data length"),

@@ -8,12 +8,11 @@ skipped.  Entries with other names are not ROSS output and are ignored.
 """
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
 
 from ...errors import TraceError
+from ..base import FILE_TYPES, regular_size
 from .layouts import FILE_KINDS
 
 NAME = re.compile(r"^(?P<prefix>.+)-(?P<kind>" + "|".join(FILE_KINDS) + r")\.bin$")
@@ -27,15 +26,8 @@ def kind_of(path: Path) -> str | None:
 def check_regular(path: Path) -> int:
     """Size of ``path``; a TraceError unless it is a regular file (opening a FIFO
     or a device could block forever, a directory cannot be read as records)."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise TraceError(path, None, f"cannot read: {exc.strerror}") from exc
-    if not stat.S_ISREG(st.st_mode):
-        what = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(
-            st.st_mode) else "a special file"
-        raise TraceError(path, None, f"not a regular file ({what}): expected a ROSS .bin file")
-    return st.st_size
+    return regular_size(path, not_regular="not a regular file ({found}): expected a ROSS .bin file",
+                        types=FILE_TYPES[:2], other="a special file")
 
 
 def _named(folder: Path) -> list[Path]:
