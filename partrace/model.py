@@ -229,7 +229,17 @@ class Table:
             c.element_dtype(), copy=False) for c in schema})
 
     def __repr__(self) -> str:
-        return f"Table({len(self)} rows: {', '.join(self.names)})"
+        head = f"Table({len(self)} rows: {', '.join(self.names)})"
+        shown = min(len(self), 10)
+        if not shown:
+            return head
+        cells = [[name] + [str(v) for v in self.columns[name][:shown].tolist()]
+                 for name in self.names]
+        widths = [max(len(c) for c in col) for col in cells]
+        lines = ["  ".join(col[i].rjust(w) for col, w in zip(cells, widths))
+                 for i in range(shown + 1)]
+        more = [f"... {len(self) - shown:,} more rows"] if len(self) > shown else []
+        return "\n".join([head, *lines, *more])
 
 
 Schema = dict[str, list[Column]]   # table name -> columns, in order
@@ -309,6 +319,10 @@ class Definitions:
     tables: dict[str, Table] = field(default_factory=dict)
     attrs: dict[str, Any] = field(default_factory=dict)
     source: Any = None
+
+    def __repr__(self) -> str:     # the source form can be megabytes: not shown
+        tables = ", ".join(f"{n} ({len(t)} rows)" for n, t in self.tables.items())
+        return f"Definitions({self.format}: {tables}; attrs {sorted(self.attrs)})"
 
 
 LOCATION_COLUMNS = [

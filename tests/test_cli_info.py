@@ -57,6 +57,15 @@ def test_info_text_names_format_and_kinds():
     assert "ENTER" in r.stdout and "time span:" in r.stdout
 
 
+def test_a_run_folder_holding_trace_name_otf_is_found_as_the_trace():
+    """ring8/ holds trace/ring8.otf (and reference/, merged_n1/ ...): as ovni/ is found."""
+    folder = run_cli(["info", "--json", str(DATA / "otf" / "ring8")])
+    master = run_cli(["info", "--json", str(DATA / "otf" / "ring8" / "trace" / "ring8.otf")])
+    assert folder.returncode == 0 and master.returncode == 0, folder.stderr + master.stderr
+    a, b = json.loads(folder.stdout), json.loads(master.stdout)
+    assert a.pop("path") != b.pop("path") and a == b
+
+
 def test_info_counts_ovni_events_per_model_like_ovnidump():
     trace = DATA / "ovni" / "v3-mpisim-small"
     model_names = {"O": "ovni", "M": "mpi", "6": "nanos6"}

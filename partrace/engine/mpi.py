@@ -25,7 +25,8 @@ from . import stop
 # Environment variables that MPI launchers (Hydra, Open MPI, PMIx, Slurm's
 # srun with PMI) set in every process they start.
 _LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
-                  "MPI_LOCALNRANKS", "HYDI_CONTROL_FD", "MPIR_CVAR_CH3_INTERFACE_HOSTNAME")
+                  "MPI_LOCALNRANKS", "HYDI_CONTROL_FD", "MPIR_CVAR_CH3_INTERFACE_HOSTNAME",
+                  "PALS_RANKID", "ALPS_APP_PE", "MV2_COMM_WORLD_SIZE")   # Cray PALS, ALPS, MVAPICH
 
 
 def launched_by_mpi() -> bool:

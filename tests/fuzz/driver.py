@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .damage import BY_NAME, Case, Damage, Fixture, copy_fixture, fixture_root
+from .damage import Case, Fixture, copy_fixture, fixture_root
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS: list = []             # (ranks, table row) of every failing case, for the summary

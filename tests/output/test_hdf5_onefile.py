@@ -20,7 +20,6 @@ import pytest
 
 import partrace
 from partrace.errors import TraceError
-from partrace.model import Column
 from partrace.output.hdf5_sink import copy_rows
 from tests.conftest import DATA, ROOT, run_cli
 from tests.support.compare import assert_same_content, h5_content
@@ -112,7 +111,6 @@ def test_whole_chunks_of_parts_are_copied_as_stored(tmp_path):
 
 def test_copy_rows_raw_chunks_and_shared_edges(tmp_path):
     """copy_rows on ranges that start and end mid-chunk and end the dataset."""
-    col = Column("v", "int64")
     values = np.arange(1000, dtype=np.int64) * 7 - 300
     ranges = [[(0, 37)], [(37, 200), (450, 1000)], [(200, 450)]]    # ranks 0, 1, 2
     with h5py.File(tmp_path / "d.h5", "w", libver="v110") as f:

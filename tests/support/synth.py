@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from partrace.formats.base import Format, TraceReader, Unit
-from partrace.model import (LOCATION_COLUMNS, REGION_COLUMNS, STR, Column, Definitions, Kind,
+from partrace.model import (STR, Column, Definitions, Kind,
                             Table, column, conform)
 
 

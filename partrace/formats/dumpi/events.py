@@ -35,7 +35,7 @@ def nbytes(count, dtype, sizes: np.ndarray) -> np.ndarray:
 
 def array_rows(w, fid: int, name: str) -> np.ndarray:
     """Rows of w.e holding argument ``name`` of calls of ``fid`` (in call, index order)."""
-    ec, es = w.e[0], w.e[1]
+    es = w.e[1]
     return np.nonzero((w.efunc == fid) & (es == slot(fid, name)))[0]
 
 

@@ -11,9 +11,10 @@ from ..base import Format, TraceReader, check_options
 
 
 def _master(path: Path) -> Path | None:
-    """The master file NAME.otf of a path (the file itself, or the only *.otf in a folder)."""
+    """The master file NAME.otf of a path (the file itself, or the only *.otf in a folder,
+    or in its ``trace/`` folder: a run folder as VampirTrace users keep them)."""
     if path.is_dir():
-        found = sorted(path.glob("*.otf"))
+        found = sorted(path.glob("*.otf")) or sorted(path.glob("trace/*.otf"))
         return found[0] if len(found) == 1 else None
     # any non-folder NAME.otf: parse_master then says if it is not a regular file
     return path if path.suffix == ".otf" and path.exists() else None
