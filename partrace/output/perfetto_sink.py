@@ -42,7 +42,6 @@ from .staging import Staging
 
 EVENTS, MARKERS = "events", "markers"
 # columns of a sample table that identify or locate the record rather than measure anything
-IDENTITY_COLUMNS = {"offset", "sample_type", "sample_size", "stats_type", "model_size", "flag"}
 KIND_NAMES = {int(k): k.name for k in Kind}
 MAX_KIND = 256
 COPY_BLOCK = 16 << 20       # bytes read at once when the parts are copied into the output
@@ -53,8 +52,7 @@ def counter_columns(schema: Schema) -> list[tuple[str, list]]:
     out = []
     for name in tables_of_role(schema, Role.SAMPLES):
         cols = schema[name]
-        measures = [c for c in cols if c.name not in KEY_COLUMNS and c.name not in IDENTITY_COLUMNS
-                    and not c.name.endswith("_id") and not c.is_object
+        measures = [c for c in cols if c.name not in KEY_COLUMNS and c.measure and not c.is_object
                     and not c.numpy_dtype().subdtype and c.numpy_dtype().kind in "iuf"]
         if measures:
             out.append((name, measures))
