@@ -100,6 +100,10 @@ class Column:
     # column of the row names the table (OTF's key-values and comments).  A definitions table
     # name: the column names a definition (as `region` names regions).
     refers: str | None = None
+    # False: a column of a sample table that identifies or places the sample (an id, the
+    # record's type, size or file offset) rather than measuring something; writers that
+    # draw samples as counters or metrics (Perfetto, OTF2) leave it out.
+    measure: bool = True
 
     @property
     def is_object(self) -> bool:
@@ -132,6 +136,19 @@ def with_legacy_refers(schema: "Schema") -> "Schema":
     from dataclasses import replace
     return {name: [replace(c, refers=LEGACY_REFERS[c.name]) if name != "events" and c.name in LEGACY_REFERS
                    else c for c in cols] for name, cols in schema.items()}
+
+
+# Sample-table columns that were bookkeeping, not measures, by their name alone before
+# Column.measure was declared (ROSS's record headers): for HDF5 files that predate it.
+LEGACY_NOT_MEASURED = {"offset", "sample_type", "sample_size", "stats_type", "model_size", "flag"}
+
+
+def with_legacy_measures(schema: "Schema") -> "Schema":
+    """`schema` (stored before Column.measure existed) with the measures its names meant."""
+    from dataclasses import replace
+    return {name: [replace(c, measure=False) if c.name in LEGACY_NOT_MEASURED
+                   or c.name.endswith("_id") else c for c in cols]
+            for name, cols in schema.items()}
 
 
 KIND_ENUM = {k.name: int(k) for k in Kind}

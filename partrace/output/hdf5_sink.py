@@ -19,7 +19,8 @@ Layouts (``layout=``):
   whose datasets are HDF5 virtual datasets over the parts (relative paths: move
   ``OUT`` and ``OUT.parts`` together).  No copy at commit; ``OUT`` alone is
   unreadable (partrace says which part is missing).
-* h5py built with MPI: one file, written collectively (mpio).
+The same with any h5py, with or without MPI: a collective (mpio) writer would
+need an MPI build of HDF5, which cannot be tested here, so there is none.
 """
 from __future__ import annotations
 
@@ -50,8 +51,7 @@ class HDF5Sink(Sink):
     wants_next_keys = True  # the engine sets next_keys before each write: None per table = no later rows
 
     def __init__(self, path, source: str = "", overwrite: bool = False,
-                 compression: str | None = None, collective: bool | None = None,
-                 layout: str | None = None):
+                 compression: str | None = None, layout: str | None = None):
         layout = layout or "single"
         if layout not in LAYOUTS:
             raise UsageError(f"--layout {layout}: HDF5 layouts are {', '.join(LAYOUTS)}")
@@ -60,7 +60,6 @@ class HDF5Sink(Sink):
         self.overwrite = overwrite
         self.compression = compression
         self.layout = layout
-        self.collective = h5py.get_config().mpi if collective is None else collective
         self.parts_name = self.final.name + ".parts"
         self.staging: Staging | None = None
         self._file: h5py.File | None = None
@@ -76,7 +75,7 @@ class HDF5Sink(Sink):
 
     @property
     def _split(self) -> bool:
-        return self._parallel and not self.collective
+        return self._parallel
 
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
@@ -162,8 +161,6 @@ class HDF5Sink(Sink):
                 mine[("not utf-8",) + key] = True
         everyone = comm.allgather(mine)
         self.blocks.append(everyone)
-        if self.collective and comm.parallel:
-            return self._write_collective(comm, tables, everyone, encoded)
         with comm.guard():
             if self._file is None:
                 self._open(comm, {k: sum(e.get(k, 0) for e in everyone) for k in self.rows})
@@ -276,45 +273,6 @@ class HDF5Sink(Sink):
                     bad = any(w.get(("not utf-8", name, col)) for win in self.blocks for w in win)
                     text[col] = (*blocks_of((name, col)), bad)
                 hdf5.link_shards(f, name, columns, *blocks_of(name), text)
-
-    def _write_collective(self, comm: Comm, tables, everyone, encoded) -> None:  # pragma: no cover
-        # Needs h5py built against parallel HDF5 (not the PyPI wheels): untested here.
-        path = self.staging.path(self.final.name)
-        if self._file is None:
-            with comm.guard():
-                if comm.rank == 0:
-                    with h5py.File(path, "w", libver=hdf5.LIBVER) as f:
-                        hdf5.write_header(f, self.defs, self.source, self.schema)
-            comm.check()
-            self._file = h5py.File(path, "a", driver="mpio", comm=comm.mpi)
-            for name, columns in self.schema.items():
-                text = {c.name: (None, hdf5_text.CHUNK_BYTES) for c in columns if c.is_object}
-                hdf5.create_table(self._file, name, columns, hdf5.CHUNK_ROWS,
-                                  self.compression, None, text)
-        for name, table in tables.items():
-            group = self._file[name]
-            start, stop, total = self._span(name, everyone, comm.rank)
-            for col in self.schema[name]:
-                if col.is_object:       # every rank resizes and flags (collective metadata)
-                    g = group[col.name]
-                    data, lengths, _ = encoded[name, col.name]
-                    base, _, end = self._span((name, col.name), everyone, comm.rank)
-                    g[hdf5_text.ENDS].resize(total, axis=0)
-                    g[hdf5_text.DATA].resize(end, axis=0)
-                    if any(e.get(("not utf-8", name, col.name)) for e in everyone):
-                        hdf5_text.mark_not_utf8(g)
-                    with g[hdf5_text.ENDS].collective:
-                        g[hdf5_text.ENDS][start:stop] = base + np.cumsum(lengths, dtype=np.uint64)
-                    with g[hdf5_text.DATA].collective:
-                        g[hdf5_text.DATA][base:base + len(data)] = data
-                    continue
-                ds = group[col.name]
-                ds.resize(total, axis=0)
-                with ds.collective:
-                    ds[start:stop] = np.asarray(table.column_once(col.name))
-            group.attrs["rows"] = total
-        for key in self.rows:
-            self.rows[key] += sum(e.get(key, 0) for e in everyone)
 
     def commit(self, comm: Comm) -> None:
         if not self.blocks:     # no window at all: still an (empty) file

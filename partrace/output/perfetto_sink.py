@@ -10,8 +10,9 @@ What a Perfetto user expects to see:
   analysis/timeline.py pairs them) carry the flow id hash(S, R, T, k), which each
   side computes from its own location's rows;
   both carry peer, tag and size as debug annotations;
-- marker spots (a ``markers`` table whose ``marker`` names a ``marker_defs`` row:
-  OTF's) as INSTANTs named by their marker;
+- named spots (a records table with a column that ``refers`` to a definitions
+  table of names: OTF's markers, whose ``marker`` names a ``marker_defs`` row) as
+  INSTANTs named by their definition;
 - sample tables (Role.SAMPLES in the schema: measures, not records nor parts of
   records; see ``counter_columns``) as counter tracks, one per (location, table.column).
 
@@ -40,12 +41,22 @@ from ..errors import PartraceError, UsageError
 from ..model import KEY_COLUMNS, Definitions, Kind, Role, Schema, Table, tables_of_role
 from .staging import Staging
 
-EVENTS, MARKERS = "events", "markers"
+EVENTS = "events"
 # columns of a sample table that identify or locate the record rather than measure anything
-IDENTITY_COLUMNS = {"offset", "sample_type", "sample_size", "stats_type", "model_size", "flag"}
 KIND_NAMES = {int(k): k.name for k in Kind}
 MAX_KIND = 256
 COPY_BLOCK = 16 << 20       # bytes read at once when the parts are copied into the output
+
+
+def named_spots(schema: Schema, defs: Definitions) -> tuple[str, str, str] | None:
+    """(table, column, definitions table) of the first records table whose rows are spots
+    named by a definition (a column that ``refers`` to a definitions table with names)."""
+    for name in tables_of_role(schema, Role.RECORDS):
+        for c in schema[name]:
+            named = defs.tables.get(c.refers) if c.refers else None
+            if named is not None and "name" in named and "id" in named:
+                return name, c.name, c.refers
+    return None
 
 
 def counter_columns(schema: Schema) -> list[tuple[str, list]]:
@@ -53,8 +64,7 @@ def counter_columns(schema: Schema) -> list[tuple[str, list]]:
     out = []
     for name in tables_of_role(schema, Role.SAMPLES):
         cols = schema[name]
-        measures = [c for c in cols if c.name not in KEY_COLUMNS and c.name not in IDENTITY_COLUMNS
-                    and not c.name.endswith("_id") and not c.is_object
+        measures = [c for c in cols if c.name not in KEY_COLUMNS and c.measure and not c.is_object
                     and not c.numpy_dtype().subdtype and c.numpy_dtype().kind in "iuf"]
         if measures:
             out.append((name, measures))
@@ -88,10 +98,10 @@ class PerfettoSink(Sink):
         starts = np.cumsum([0] + [len(c) for _, c in self.counters])
         self.first_column = {name: int(a) for (name, _), a in zip(self.counters, starts)}
         ncol = int(starts[-1])
-        # a table of marker spots (OTF's: a `marker` column naming a marker_defs row) gives
-        # instants named by their marker
-        self.markers = MARKERS in schema and any(c.name == "marker" for c in schema[MARKERS]) \
-            and "marker_defs" in defs.tables
+        # a table of named spots (a column naming a definition: OTF's markers) gives instants
+        # named by their definition: (table, column, definitions table), or None
+        self.spots = named_spots(schema, defs)
+        self.markers = self.spots is not None
         self.first_counter = 2 if self.markers else 1
         # sequences (and part keys) per location: events, markers, one per sampled column
         self.per_loc = self.first_counter + ncol
@@ -111,7 +121,7 @@ class PerfettoSink(Sink):
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
         self.marker_ids = np.zeros(0, np.int64)
         if self.markers:        # then one per marker definition (in id order)
-            mdefs = defs.tables["marker_defs"]
+            mdefs = defs.tables[self.spots[2]]
             morder = np.argsort(np.asarray(mdefs["id"], dtype=np.int64), kind="stable")
             self.marker_ids = np.asarray(mdefs["id"], dtype=np.int64)[morder]
             self.first_marker_iid = len(names) + 1
@@ -149,7 +159,7 @@ class PerfettoSink(Sink):
         return i
 
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name != EVENTS and name not in self.tables and not (name == MARKERS and self.markers):
+        if name != EVENTS and name not in self.tables and not (self.markers and name == self.spots[0]):
             return np.full(len(table), comm.rank, dtype=np.int64)     # not written
         return self.owner[self._index(np.asarray(table["location"]), name)]
 
@@ -159,7 +169,7 @@ class PerfettoSink(Sink):
             ev = tables.get(EVENTS)
             if ev is not None and len(ev):
                 self._write_events(ev)
-            mk = tables.get(MARKERS) if self.markers else None
+            mk = tables.get(self.spots[0]) if self.markers else None
             if mk is not None and len(mk):
                 self._write_markers(mk)
             for name, cols in self.counters:
@@ -209,15 +219,16 @@ class PerfettoSink(Sink):
     def _write_markers(self, mk: Table) -> None:
         """Marker spots: instants named by their marker's definition."""
         from ..formats.perfetto import encode as E
-        li = self._index(np.asarray(mk["location"]), MARKERS)
+        table, column, definitions = self.spots
+        li = self._index(np.asarray(mk["location"]), table)
         g = np.argsort(li, kind="stable")
         li = li[g]
-        marker = np.asarray(mk["marker"], dtype=np.int64)[g]
+        marker = np.asarray(mk[column], dtype=np.int64)[g]
         m = np.minimum(np.searchsorted(self.marker_ids, marker), max(len(self.marker_ids) - 1, 0))
         if not len(self.marker_ids) or (self.marker_ids[m] != marker).any():
             bad = marker[~np.isin(marker, self.marker_ids)][0]
-            raise PartraceError(f"{MARKERS}: marker {int(bad)} is not in the trace's "
-                                "marker definitions")
+            raise PartraceError(f"{table}: {column} {int(bad)} is not in the trace's "
+                                f"{definitions}")
         none = np.zeros(len(g), np.uint64)
         self._write_points(li * self.per_loc + 1, np.asarray(mk["time"], dtype=np.int64)[g],
                            self.loc_ids[li], np.full(len(g), E.INSTANT, np.uint8),

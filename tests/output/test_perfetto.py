@@ -331,3 +331,33 @@ def test_convert_from_hdf5_gives_the_same_bytes(tmp_path):
         r = run_cli([*args, "-q"])
         assert r.returncode == 0, r.stderr
     assert converted.read_bytes() == direct.read_bytes()
+
+
+def test_sample_measures_are_declared_and_survive_hdf5(tmp_path):
+    """The ROSS reader says which sample columns measure something (not ids, record types,
+    sizes or offsets); the counters follow it, through HDF5 too, and a file written before
+    Column.measure existed (no such attribute) gives the same counters."""
+    from partrace.formats import detect, get
+    from partrace.output.perfetto_sink import counter_columns
+
+    def schema_of(path):
+        reader = get(detect(path)).open(path)
+        return reader.schema(reader.read_definitions())
+    trace = FIXTURES["ross"][0]
+    schema = schema_of(trace)
+    measured = {t: [c.name for c in cols] for t, cols in counter_columns(schema)}
+    assert measured, "the ROSS fixture has sample tables"
+    for t, names in measured.items():
+        assert not {"offset", "sample_type", "sample_size", "flag"} & set(names), (t, names)
+        assert not [n for n in names if n.endswith("_id")], (t, names)
+    h5 = tmp_path / "m.h5"
+    assert run_cli(["merge", str(trace), "-o", str(h5), "-q"]).returncode == 0
+    assert {t: [c.name for c in cols] for t, cols in counter_columns(schema_of(h5))} == measured
+    direct = tmp_path / "direct.pftrace"
+    assert run_cli(["merge", str(trace), "-o", str(direct), "-q"]).returncode == 0
+    with h5py.File(h5, "r+") as f:          # as written before the attribute existed
+        f.visititems(lambda _n, obj: obj.attrs.__delitem__("measure")
+                     if "measure" in obj.attrs else None)
+    old = tmp_path / "old.pftrace"
+    assert run_cli(["convert", str(h5), "-o", str(old), "-q"]).returncode == 0
+    assert old.read_bytes() == direct.read_bytes()

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import TraceError
-from ...model import BYTES, STR, Column, Definitions, Schema, with_legacy_refers
+from ...model import BYTES, STR, Column, Definitions, Schema, with_legacy_measures, with_legacy_refers
 from ..base import Format, TraceReader, Unit, check_options
 from .files import open_checked
 
@@ -89,10 +89,13 @@ class HDF5Reader(TraceReader):
                     enum = ds.attrs.get("enum")
                     cols.append(Column(c, dtype, ds.attrs.get("description", ""),
                                        ds.attrs.get("unit"), json.loads(enum) if enum else None,
-                                       ds.attrs.get("refers")))
+                                       ds.attrs.get("refers"),
+                                       bool(ds.attrs.get("measure", True))))
                 out[name] = cols
         if not any(c.refers for cols in out.values() for c in cols):
             out = with_legacy_refers(out)      # a file written before Column.refers (or with none)
+        if all(c.measure for cols in out.values() for c in cols):
+            out = with_legacy_measures(out)    # before Column.measure (or nothing but measures)
         return out
 
     def decode(self, unit: Unit, defs: Definitions):

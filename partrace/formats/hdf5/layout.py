@@ -13,7 +13,7 @@
     /definitions           attrs: attrs (JSON); dataset source (JSON): lossless
 
 Every column dataset carries ``description`` and, where it has them, ``unit``,
-``enum`` (JSON name -> value) and ``refers`` (model.Column.refers) attributes; ``events/kind`` is an HDF5 enum
+``enum`` (JSON name -> value), ``refers`` (model.Column.refers) and ``measure`` (False only) attributes; ``events/kind`` is an HDF5 enum
 type.  Every table group carries ``columns`` (JSON list, in order) and ``rows``.
 
 Columns keep the model's dtypes (what you read is what the schema says) and are
@@ -123,6 +123,8 @@ def _column_attrs(ds, col: Column) -> None:
         ds.attrs["enum"] = json.dumps(dict(col.enum), separators=(",", ":"))
     if col.refers:
         ds.attrs["refers"] = col.refers
+    if not col.measure:
+        ds.attrs["measure"] = False
 
 
 def _table_attrs(group, columns: list[Column], rows: int) -> None:

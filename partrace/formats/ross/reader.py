@@ -35,6 +35,8 @@ DTYPE_ALIASES = {"evtrace": ("events",), "model": ("model_gvt", "model_rt"),
                  "analysis-lps": ("vt_model",)}
 MODEL_TABLES = ("events", "model_gvt", "model_rt", "vt_model")
 
+# header fields that say what a record is and how long, not what it measures
+BOOKKEEPING = {"sample_type", "sample_size", "stats_type", "model_size", "flag"}
 FIELD_DOC = {"offset": "byte offset of the record in its file",
              "process_event_cycles": "never filled by ROSS: raw garbage bytes",
              "padding": "struct padding: raw garbage bytes",
@@ -190,10 +192,11 @@ class ROSSReader(TraceReader):
         if code == L.EVTRACE:
             cols += [column("kind"), column("region"),
                      column("peer", description="destination LP location")]
-        cols.append(Column("offset", "uint64", FIELD_DOC["offset"], "bytes"))
+        cols.append(Column("offset", "uint64", FIELD_DOC["offset"], "bytes", measure=False))
         dt = L.HEADER_DTYPES[code]
         doc = dict(FIELD_DOC, **(LP_V1_DOC if code == L.LP_V1 else {}))
-        cols += [Column(n, dt.fields[n][0].newbyteorder("=").str, doc.get(n, ""))
+        cols += [Column(n, dt.fields[n][0].newbyteorder("=").str, doc.get(n, ""),
+                        measure=n not in BOOKKEEPING and not n.endswith("_id"))
                  for n in dt.names]
         width = defs.attrs["model_data_width"].get(table, 0)
         if width == "variable":
