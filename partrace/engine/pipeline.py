@@ -178,6 +178,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                      keep_fraction=COLUMNWISE_KEEP if lean else KEEP,
                      resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
     try:
+        sink.memory = memory
         sink.prepare(comm, defs, schema)
         decode_share(comm, reader, mine, defs, schema, progress, stats, store,
                      select=sink.select)

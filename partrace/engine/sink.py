@@ -38,6 +38,9 @@ class Sink(ABC):
     needs: dict[str, tuple[str, ...] | None] | None = None
 
     next_keys: dict | None = None
+    #: the run's memory budget per rank in bytes, set by the engine before prepare()
+    #: (a sink with a fixed cost per location can refuse a run it would not fit)
+    memory: int | None = None
 
     def select(self, name: str, table: Table) -> np.ndarray | None:
         """A mask of the decoded rows of ``table`` to keep (None: all)."""

@@ -58,6 +58,21 @@ class OTF2Sink(Sink):
         self.staging: Staging | None = None
         self.archive = None
 
+    def _check_chunks(self, comm: Comm, most: int) -> None:
+        """The library holds one event chunk (OTF2's smallest, 256 KiB) per location a rank
+        writes, for the whole run: refuse a run whose busiest rank's chunks would take more
+        than half the memory budget (every rank computes the same answer)."""
+        from ..formats.otf2.library import EVENT_CHUNK
+        if self.memory is None or most * EVENT_CHUNK <= self.memory // 2:
+            return
+        ranks = -(-(most * comm.size * EVENT_CHUNK) // (self.memory // 2))
+        def size(b):
+            return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / (1 << 20):.1f} MiB"
+        raise UsageError(f"OTF2 output holds a 256 KiB event chunk per location a rank "
+                         f"writes: {most:,} locations per rank need {size(most * EVENT_CHUNK)}, "
+                         f"more than half of the --memory budget ({size(self.memory)}); run "
+                         f"on {ranks:,} or more ranks, or raise --memory")
+
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         from ..formats.otf2.definitions import plan
@@ -75,6 +90,7 @@ class OTF2Sink(Sink):
         n = len(L.loc_ids)
         self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
         self.mine = np.flatnonzero(self.owner == comm.rank)     # contiguous
+        self._check_chunks(comm, int(np.bincount(self.owner, minlength=comm.size).max()))
         self.first_mine = int(self.mine[0]) if len(self.mine) else 0
         self.tables = {t for t, _, _ in L.sample_tables}
         self.counts = np.zeros(len(self.mine), np.int64)

@@ -407,3 +407,21 @@ def test_sink_output_is_the_same_for_any_windows(trace, tmp_path):
         got = _write_windows(sink.defs, sink.schema, sink.tables,
                              tmp_path / f"w{windows}" / "x.otf2", windows)
         assert got == want
+
+
+def test_a_run_whose_event_chunks_would_not_fit_the_budget_is_refused(tmp_path):
+    """The library keeps a 256 KiB chunk per location a rank writes: 26 locations need
+    6.5 MiB, more than half of an 8M budget on one rank, not on two (13 each)."""
+    trace = FIXTURES["ross"][0]
+    out = tmp_path / "x.otf2"
+    r = run_cli(["merge", str(trace), "-o", str(out), "-q", "--memory", "8M"])
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == ("partrace: error: OTF2 output holds a 256 KiB event chunk per "
+                                "location a rank writes: 26 locations per rank need 6.5 MiB, "
+                                "more than half of the --memory budget (8.0 MiB); run on 2 or "
+                                "more ranks, or raise --memory"), r.stderr
+    assert list(tmp_path.iterdir()) == []
+    r = run_cli(["merge", str(trace), "-o", str(out), "-q", "--memory", "8M"], nranks=2)
+    assert r.returncode == 0, r.stderr
+    with otf2.reader.open(str(out)) as rd:
+        assert len(rd.definitions.locations) == 26
