@@ -484,7 +484,9 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     from .engine import stop
     stop.install()      # before anything slow: a signal during imports exits 143 cleanly
-    sys.exit(main())
+    code = main()
+    stop.finished()     # from here a signal changes nothing: the exit status stands
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -187,6 +187,30 @@ def test_sigterm_while_publishing_keeps_the_whole_output(synth_trace, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([trace.name, out.name])
 
 
+_SIGNAL_AT_EXIT = """
+import atexit, os, signal, sys
+atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))   # while Python shuts down
+sys.argv[0] = "partrace"
+from partrace import cli
+cli.entry()
+"""
+
+
+def test_sigterm_while_python_shuts_down_changes_nothing(synth_trace, tmp_path):
+    """Once main() has returned the run is over: a signal then (CI saw one land while
+    Python finalized, with the default action back: -SIGTERM and a whole output) leaves
+    the exit status and the output as they are."""
+    trace = synth_trace(locations=4, events=20000, units=4)
+    out = tmp_path / "out.h5"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH}
+    env.pop("PARTRACE_MPI", None)
+    r = subprocess.run([sys.executable, "-c", _SIGNAL_AT_EXIT, "merge", str(trace), "-o",
+                        str(out), "-q"], env=env, cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    _assert_whole_h5(out, 4 * 20000)
+
+
 # -- outputs that would destroy inputs or foreign folders ---------------------------------
 OTF_RING8 = Path(__file__).parent / "data" / "otf" / "ring8" / "trace"
 

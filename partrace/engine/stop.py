@@ -59,6 +59,16 @@ def published() -> None:
     _published = True
 
 
+def finished() -> None:
+    """The run is over and its exit status decided: ignore the stop signals until the
+    process is gone.  (Python restores the default action of its handlers while it
+    finalizes, so a SIGTERM in those last milliseconds would kill a run whose output
+    is complete, giving -SIGTERM.  Blocking would not do: any thread, e.g. numpy's
+    BLAS threads, may take a signal sent to the process; an ignored one is dropped.)"""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+
+
 def exit_code(sig: int | None = None) -> int:
     return 128 + int(sig if sig is not None else signum)
 
