@@ -118,8 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(
         prog="partrace", description="MPI-parallel trace processing: read OTF, DUMPI, ovni "
-        "and ROSS traces, merge all events into one global time order, write HDF5, OTF or "
-        "Perfetto; profile, communication, dump and timeline answers from any of them.",
+        "and ROSS traces, merge all events into one global time order, write HDF5, OTF, "
+        "Perfetto or OTF2; profile, communication, dump and timeline answers from any of them.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"partrace {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "convert", cmd_run,
                  help="convert a trace (or partrace HDF5) to another format",
                  description="Same engine as merge; any input partrace reads, including "
-                 "its own HDF5 output, to HDF5, OTF or Perfetto.")
+                 "its own HDF5 output, to HDF5, OTF, Perfetto or OTF2.")
     _add_run_options(p)
     p = _command(sub, "info", cmd_info,
                  help="what a trace holds: format, locations, counts, time span")

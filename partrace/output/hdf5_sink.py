@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 import h5py
-import numpy as np
 
 from ..engine.mpi import Comm
 from ..engine.sink import Sink

@@ -83,3 +83,20 @@ def check(decode, trace: Path, tmp_path: Path, damaged: Path, where: str | None,
     assert (e.path, e.where) == (str(damaged), where), str(e)
     assert match in e.message, str(e)
     assert match in cli_fails(trace, tmp_path / f"out-{nranks}", damaged, where, nranks)
+
+
+def truncated_dumpi_leaves_nothing(tmp_path: Path, dumpi_trace: Path, output_name: str,
+                                   nranks: int | None = None) -> None:
+    """Merge a copy of ``dumpi_trace`` whose rank-1 file is cut at byte 3000 to
+    ``output_name``: exit 2 naming the file, and nothing left in the output's folder."""
+    import shutil
+    src = tmp_path / "in"
+    shutil.copytree(dumpi_trace, src)
+    damaged = sorted(src.glob("*-0001.bin"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:3000])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    r = run_cli(["merge", str(src), "-o", str(out_dir / output_name), "-q"], nranks=nranks)
+    assert r.returncode == 2, r.stderr
+    assert damaged.name in r.stderr
+    assert list(out_dir.iterdir()) == []
