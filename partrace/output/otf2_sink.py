@@ -51,7 +51,8 @@ MAX_MEMBERS = 255           # values one OTF2 Metric record holds
 # a record as spilled until commit (its metric values go to a file of their own)
 SPILLED = np.dtype([("time", "<i8"), ("ref", "<u4"), ("rank", "<u4"), ("tag", "<u4"),
                     ("size", "<u8"), ("received", "<u8"), ("op", "u1"), ("collop", "u1")])
-PIECE_SHARE = 8             # records read back at once: at most this fraction of --memory
+PIECE_SHARE = 16            # records read back at once: at most this fraction of --memory
+SPILL_ROWS = 1 << 20        # records copied into spill form at once
 DEFAULT_MEMORY = 2 << 30    # when no budget is given (the CLI's default)
 MIN_PIECE = 64 << 10
 
@@ -269,23 +270,28 @@ class OTF2Sink(Sink):
         loc = cat["loc"][rows] - self.first_mine
         g = rows[np.argsort(loc, kind="stable")]       # by location, in order within
         loc = cat["loc"][g] - self.first_mine
-        rec = np.empty(len(g), SPILLED)
-        for f in SPILLED.names:
-            rec[f] = cat[f][g]
-        nv = self._nvalues(rec)
-        vals = values[g][np.arange(values.shape[1]) < nv[:, None]]     # row by row
+        nv = np.zeros(len(g), np.int64)
+        metric = cat["op"][g] == E.METRIC
+        nv[metric] = self.nvalues[cat["ref"][g][metric]]
         locs, first = np.unique(loc, return_index=True)
         ends = np.stack([np.r_[0, np.cumsum(np.diff(np.r_[first, len(g)]))],
                          np.r_[0, np.cumsum(np.add.reduceat(nv, first))]], axis=1)
         self.loc_bytes[locs] += np.diff(ends[:, 0]) * SPILLED.itemsize + np.diff(ends[:, 1]) * 8
         self.spilled.append((self.spill_rows.tell(), self.spill_values.tell(), locs, ends))
-        self.spill_rows.write(rec.tobytes())
-        self.spill_values.write(vals.astype(np.uint64).tobytes())
+        for a in range(0, len(g), SPILL_ROWS):      # in slices: a copy of a slice at a time
+            part = g[a:a + SPILL_ROWS]
+            rec = np.empty(len(part), SPILLED)
+            for f in SPILLED.names:
+                rec[f] = cat[f][part]
+            v = values[part]
+            self.spill_rows.write(rec.tobytes())
+            self.spill_values.write(v[np.arange(v.shape[1]) < nv[a:a + SPILL_ROWS, None]]
+                                    .astype(np.uint64).tobytes())      # row by row
 
     def _drain(self) -> None:
         """Every location's records through the library, location after location, one event
-        writer open at a time, in pieces of at most PIECE bytes (groups of whole locations,
-        or a busy location's runs cut by window and by rows)."""
+        writer open at a time, in pieces of at most a share of --memory (groups of whole
+        locations, or a busy location's runs cut by window and by rows)."""
         budget = max((self.memory or DEFAULT_MEMORY) // PIECE_SHARE, MIN_PIECE)
         self.state = np.array([-1, 0], np.int64)     # no location's writer open yet
         self.my_ids = self.layout.loc_ids[self.mine].astype(np.int64)
@@ -296,11 +302,7 @@ class OTF2Sink(Sink):
             before = int(total[a - 1]) if a else 0
             b = max(a + 1, int(np.searchsorted(total, before + budget, "right")))
             if b > a + 1 or self.loc_bytes[a] <= budget:
-                parts = [self._read(w, a, b) for w in range(len(self.spilled))]
-                rec = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, SPILLED)
-                vals = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.uint64)
-                loc = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.int64)
-                self._emit(rec, vals, loc, np.argsort(loc, kind="stable"), b - 1)
+                self._drain_group(a, b)
             else:
                 self._drain_one(a, budget)
             a = b
@@ -308,33 +310,45 @@ class OTF2Sink(Sink):
                    np.empty(0, np.int64), n)
 
     def _bounds(self, w: int, a: int, b: int):
-        """(first row, end row, first value, end value) of locations [a, b) in window w's
-        spill, and the locations there with their rows' bounds."""
+        """(first row, first value), (end row, end value) of locations [a, b) in window w's
+        spill, the locations there and their rows' bounds."""
         _, _, locs, ends = self.spilled[w]
         j0, j1 = np.searchsorted(locs, [a, b])
         return ends[j0], ends[j1], locs[j0:j1], ends[j0:j1 + 1, 0]
 
-    def _read(self, w: int, a: int, b: int):
-        """Window w's records of locations [a, b), their values and each record's location."""
-        rows_at, values_at, _, _ = self.spilled[w]
-        (r0, v0), (r1, v1), locs, ends = self._bounds(w, a, b)
-        rec = _read(self.spill_rows, rows_at + r0 * SPILLED.itemsize, SPILLED, r1 - r0)
-        vals = _read(self.spill_values, values_at + v0 * 8, np.uint64, v1 - v0)
-        return rec, vals, np.repeat(locs, np.diff(ends))
+    def _drain_group(self, a: int, b: int) -> None:
+        """Locations [a, b): their runs of every window read into one buffer, then written
+        location by location."""
+        spans = [self._bounds(w, a, b) for w in range(len(self.spilled))]
+        nrec = sum(int(e[0] - s[0]) for s, e, _, _ in spans)
+        nval = sum(int(e[1] - s[1]) for s, e, _, _ in spans)
+        rec, vals = np.empty(nrec, SPILLED), np.empty(nval, np.uint64)
+        loc = np.empty(nrec, np.int64)
+        at = vat = 0
+        for (rows_at, values_at, _, _), ((r0, v0), (r1, v1), locs, ends) in zip(self.spilled, spans):
+            r0, r1, v0, v1 = int(r0), int(r1), int(v0), int(v1)
+            _read_into(self.spill_rows, rows_at + r0 * SPILLED.itemsize, rec[at:at + r1 - r0])
+            _read_into(self.spill_values, values_at + v0 * 8, vals[vat:vat + v1 - v0])
+            loc[at:at + r1 - r0] = np.repeat(locs, np.diff(ends))
+            at += r1 - r0
+            vat += v1 - v0
+        # windows one after another, each by location: a stable sort gives each location's
+        # records of every window in window order
+        self._emit(rec, vals, loc, np.argsort(loc, kind="stable"), b - 1)
 
     def _drain_one(self, a: int, budget: int) -> None:
         """A location bigger than a piece: its runs window by window, in slices of rows."""
-        from ..formats.otf2 import events as E
         step = max(1, budget // (SPILLED.itemsize + 8 * self.width))
         for w, (rows_at, values_at, _, _) in enumerate(self.spilled):
             (r0, v0), (r1, _), _, _ = self._bounds(w, a, a + 1)
+            v0 = int(v0)
             for r in range(int(r0), int(r1), step):
-                k = min(step, int(r1) - r)
-                rec = _read(self.spill_rows, rows_at + r * SPILLED.itemsize, SPILLED, k)
-                m = int(self._nvalues(rec).sum())
-                vals = _read(self.spill_values, values_at + int(v0) * 8, np.uint64, m)
-                v0 += m
-                self._emit(rec, vals, np.full(k, a, np.int64), np.arange(k), a)
+                rec = np.empty(min(step, int(r1) - r), SPILLED)
+                _read_into(self.spill_rows, rows_at + r * SPILLED.itemsize, rec)
+                vals = np.empty(int(self._nvalues(rec).sum()), np.uint64)
+                _read_into(self.spill_values, values_at + v0 * 8, vals)
+                v0 += len(vals)
+                self._emit(rec, vals, np.full(len(rec), a, np.int64), np.arange(len(rec)), a)
 
     def _nvalues(self, rec: np.ndarray) -> np.ndarray:
         """How many values each record carries (a metric's, else none)."""
@@ -419,9 +433,8 @@ class OTF2Sink(Sink):
             self.staging.discard()
 
 
-def _read(f, offset: int, dtype, count: int) -> np.ndarray:
+def _read_into(f, offset: int, out: np.ndarray) -> None:
+    """Fill ``out`` with the spilled bytes at ``offset``."""
     f.seek(int(offset))
-    a = np.fromfile(f, dtype=dtype, count=int(count))
-    if len(a) != count:
+    if out.nbytes and f.readinto(out.view(np.uint8)) != out.nbytes:
         raise OSError(f"{f.name}: spilled OTF2 records end early")
-    return a
