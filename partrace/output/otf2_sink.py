@@ -69,6 +69,7 @@ class OTF2Sink(Sink):
         self.overwrite = overwrite
         self.staging: Staging | None = None
         self.archive = None
+        self.spill_rows = self.spill_values = None
 
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
@@ -93,7 +94,6 @@ class OTF2Sink(Sink):
         # spilled records: per location the bytes of its records and values (all windows)
         self.loc_bytes = np.zeros(len(self.mine), np.int64)
         self.spilled: list[tuple] = []      # per window: (rows at, values at, locations, ends)
-        self.spill_rows = self.spill_values = None
         self.span = [np.iinfo(np.int64).max, np.iinfo(np.int64).min]
         # metric value types, 256 bytes a class (OTF2_Type codes)
         self.types = np.zeros((max(len(L.metrics), 1), 256), np.uint8)
