@@ -32,6 +32,7 @@ OUTPUTS = {o.name: o for o in [
     Output("otf", "OTF", (".otf",), "otf_sink:OTFSink", compression=("zlib",), streams=True),
     Output("perfetto", "Perfetto", (".pftrace",), "perfetto_sink:PerfettoSink"),
     Output("otf2", "OTF2", (".otf2",), "otf2_sink:OTF2Sink"),
+    Output("chrome", "Chrome JSON", (".json",), "chrome_sink:ChromeSink"),
 ]}
 HDF5_SUFFIXES = OUTPUTS["hdf5"].suffixes
 

@@ -15,13 +15,18 @@ payloads) is not written: OTF2 has no record for most of them, or this sink does
 not map them yet (README, "OTF2 output").
 
 Layout, identical whatever the rank count: a location's rows go to a fixed owner
-(contiguous blocks of locations in id order), which hands them, in (time, seq,
-table) order, to the library's event writer of that location (a numba loop
-calling the C functions: no Python per row).  Writers are independent, so rows go in the
-window's key order; only rows of several tables are sorted together.  Each rank writes its locations'
-event files in an archive of its own under the staging folder; at commit rank 0
-writes the anchor file and the global definitions (with each location's record
-count) and every rank moves its event files into the archive's folder.
+(contiguous blocks of locations in id order).  The library holds an event chunk (256 KiB)
+per open location writer, so the owner does not keep a writer open per location for the
+whole run (a ROSS run has a location per LP): each window's records, grouped by location
+in (time, seq, table) order, are appended to two spill files (fixed-size records, and the
+metric values), with where each location's run starts.  At commit the owner reads them
+back, a group of locations at a time (at most a share of --memory; a busy location's runs
+window by window in slices), and hands them to the library's event writer of each
+location in turn, opened for it and closed after it (a numba loop calling the C
+functions: no Python per row), so one writer is open at a time.  Each rank writes its
+locations' event files in an archive of its own under the staging folder; then rank 0
+writes the anchor file and the global definitions (with each location's record count)
+and every rank moves its event files into the archive's folder.
 """
 from __future__ import annotations
 
@@ -43,6 +48,13 @@ EVENTS = "events"
 SUFFIX = ".otf2"
 CREATOR = "partrace"
 MAX_MEMBERS = 255           # values one OTF2 Metric record holds
+# a record as spilled until commit (its metric values go to a file of their own)
+SPILLED = np.dtype([("time", "<i8"), ("ref", "<u4"), ("rank", "<u4"), ("tag", "<u4"),
+                    ("size", "<u8"), ("received", "<u8"), ("op", "u1"), ("collop", "u1")])
+PIECE_SHARE = 16            # records read back at once: at most this fraction of --memory
+SPILL_ROWS = 1 << 20        # records copied into spill form at once
+DEFAULT_MEMORY = 2 << 30    # when no budget is given (the CLI's default)
+MIN_PIECE = 64 << 10
 
 
 class OTF2Sink(Sink):
@@ -57,21 +69,7 @@ class OTF2Sink(Sink):
         self.overwrite = overwrite
         self.staging: Staging | None = None
         self.archive = None
-
-    def _check_chunks(self, comm: Comm, most: int) -> None:
-        """The library holds one event chunk (OTF2's smallest, 256 KiB) per location a rank
-        writes, for the whole run: refuse a run whose busiest rank's chunks would take more
-        than half the memory budget (every rank computes the same answer)."""
-        from ..formats.otf2.library import EVENT_CHUNK
-        if self.memory is None or most * EVENT_CHUNK <= self.memory // 2:
-            return
-        ranks = -(-(most * comm.size * EVENT_CHUNK) // (self.memory // 2))
-        def size(b):
-            return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / (1 << 20):.1f} MiB"
-        raise UsageError(f"OTF2 output holds a 256 KiB event chunk per location a rank "
-                         f"writes: {most:,} locations per rank need {size(most * EVENT_CHUNK)}, "
-                         f"more than half of the --memory budget ({size(self.memory)}); run "
-                         f"on {ranks:,} or more ranks, or raise --memory")
+        self.spill_rows = self.spill_values = None
 
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
@@ -90,10 +88,12 @@ class OTF2Sink(Sink):
         n = len(L.loc_ids)
         self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
         self.mine = np.flatnonzero(self.owner == comm.rank)     # contiguous
-        self._check_chunks(comm, int(np.bincount(self.owner, minlength=comm.size).max()))
         self.first_mine = int(self.mine[0]) if len(self.mine) else 0
         self.tables = {t for t, _, _ in L.sample_tables}
         self.counts = np.zeros(len(self.mine), np.int64)
+        # spilled records: per location the bytes of its records and values (all windows)
+        self.loc_bytes = np.zeros(len(self.mine), np.int64)
+        self.spilled: list[tuple] = []      # per window: (rows at, values at, locations, ends)
         self.span = [np.iinfo(np.int64).max, np.iinfo(np.int64).min]
         # metric value types, 256 bytes a class (OTF2_Type codes)
         self.types = np.zeros((max(len(L.metrics), 1), 256), np.uint8)
@@ -115,8 +115,11 @@ class OTF2Sink(Sink):
             folder = self.staging.path(f"rank-{comm.rank}")
             folder.mkdir()
             self.archive = EventArchive(folder)
-            self.writers = np.asarray([self.archive.writer(int(i)) for i in L.loc_ids[self.mine]],
-                                      dtype=np.uint64)
+            # its locations' local definition files, made at close (their event writers are
+            # opened and closed by the commit's loop, one location at a time)
+            self.archive.locations = L.loc_ids[self.mine].tolist()
+            self.spill_rows = open(folder / "records.spill", "w+b")
+            self.spill_values = open(folder / "values.spill", "w+b")
         comm.check()
 
     def _index(self, locations: np.ndarray, table: str) -> np.ndarray:
@@ -233,7 +236,6 @@ class OTF2Sink(Sink):
 
     def _write(self, parts: list[dict]) -> None:
         from ..formats.otf2 import events as E
-        from ..formats.otf2.library import error_name
         if len(parts) == 1:         # one table's rows come in key order: each location's in order
             cat, values = parts[0], np.ascontiguousarray(parts[0]["values"])
             order = np.arange(len(cat["time"]))
@@ -259,20 +261,133 @@ class OTF2Sink(Sink):
                                 f"{int(cat['time'][bad])} ns is before 0, which OTF2's unsigned "
                                 "timestamps cannot hold")
         self.span = [min(self.span[0], int(tm.min())), max(self.span[1], int(tm.max()))]
-        rc, row = E.write_rows(order, self.writers, cat["loc"] - self.first_mine, cat["time"],
-                               cat["op"], cat["ref"], cat["rank"], cat["ref"], cat["tag"],
-                               cat["size"], cat["received"], cat["collop"], values.ctypes.data,
-                               values.shape[1] * 8, self.nvalues, self.types.ctypes.data,
-                               self.counts)
+        self._spill(cat, order[written[order]], values)
+
+    def _spill(self, cat: dict, rows: np.ndarray, values: np.ndarray) -> None:
+        """Append a window's records (``rows``, in order) grouped by location to the spill
+        files and note where each location's run is; the library writes them at commit."""
+        from ..formats.otf2 import events as E
+        loc = cat["loc"][rows] - self.first_mine
+        g = rows[np.argsort(loc, kind="stable")]       # by location, in order within
+        loc = cat["loc"][g] - self.first_mine
+        nv = np.zeros(len(g), np.int64)
+        metric = cat["op"][g] == E.METRIC
+        nv[metric] = self.nvalues[cat["ref"][g][metric]]
+        locs, first = np.unique(loc, return_index=True)
+        ends = np.stack([np.r_[0, np.cumsum(np.diff(np.r_[first, len(g)]))],
+                         np.r_[0, np.cumsum(np.add.reduceat(nv, first))]], axis=1)
+        self.loc_bytes[locs] += np.diff(ends[:, 0]) * SPILLED.itemsize + np.diff(ends[:, 1]) * 8
+        self.spilled.append((self.spill_rows.tell(), self.spill_values.tell(), locs, ends))
+        for a in range(0, len(g), SPILL_ROWS):      # in slices: a copy of a slice at a time
+            part = g[a:a + SPILL_ROWS]
+            rec = np.empty(len(part), SPILLED)
+            for f in SPILLED.names:
+                rec[f] = cat[f][part]
+            v = values[part]
+            self.spill_rows.write(rec.tobytes())
+            self.spill_values.write(v[np.arange(v.shape[1]) < nv[a:a + SPILL_ROWS, None]]
+                                    .astype(np.uint64).tobytes())      # row by row
+
+    def _drain(self) -> None:
+        """Every location's records through the library, location after location, one event
+        writer open at a time, in pieces of at most a share of --memory (groups of whole
+        locations, or a busy location's runs cut by window and by rows)."""
+        budget = max((self.memory or DEFAULT_MEMORY) // PIECE_SHARE, MIN_PIECE)
+        self.state = np.array([-1, 0], np.int64)     # no location's writer open yet
+        self.my_ids = self.layout.loc_ids[self.mine].astype(np.int64)
+        n = len(self.mine)
+        total = np.cumsum(self.loc_bytes)
+        a = 0
+        while a < n:
+            before = int(total[a - 1]) if a else 0
+            b = max(a + 1, int(np.searchsorted(total, before + budget, "right")))
+            if b > a + 1 or self.loc_bytes[a] <= budget:
+                self._drain_group(a, b)
+            else:
+                self._drain_one(a, budget)
+            a = b
+        self._emit(np.empty(0, SPILLED), np.empty(0, np.uint64), np.empty(0, np.int64),
+                   np.empty(0, np.int64), n)
+
+    def _bounds(self, w: int, a: int, b: int):
+        """(first row, first value), (end row, end value) of locations [a, b) in window w's
+        spill, the locations there and their rows' bounds."""
+        _, _, locs, ends = self.spilled[w]
+        j0, j1 = np.searchsorted(locs, [a, b])
+        return ends[j0], ends[j1], locs[j0:j1], ends[j0:j1 + 1, 0]
+
+    def _drain_group(self, a: int, b: int) -> None:
+        """Locations [a, b): their runs of every window read into one buffer, then written
+        location by location."""
+        spans = [self._bounds(w, a, b) for w in range(len(self.spilled))]
+        nrec = sum(int(e[0] - s[0]) for s, e, _, _ in spans)
+        nval = sum(int(e[1] - s[1]) for s, e, _, _ in spans)
+        rec, vals = np.empty(nrec, SPILLED), np.empty(nval, np.uint64)
+        loc = np.empty(nrec, np.int64)
+        at = vat = 0
+        for (rows_at, values_at, _, _), ((r0, v0), (r1, v1), locs, ends) in zip(self.spilled, spans):
+            r0, r1, v0, v1 = int(r0), int(r1), int(v0), int(v1)
+            _read_into(self.spill_rows, rows_at + r0 * SPILLED.itemsize, rec[at:at + r1 - r0])
+            _read_into(self.spill_values, values_at + v0 * 8, vals[vat:vat + v1 - v0])
+            loc[at:at + r1 - r0] = np.repeat(locs, np.diff(ends))
+            at += r1 - r0
+            vat += v1 - v0
+        # windows one after another, each by location: a stable sort gives each location's
+        # records of every window in window order
+        self._emit(rec, vals, loc, np.argsort(loc, kind="stable"), b - 1)
+
+    def _drain_one(self, a: int, budget: int) -> None:
+        """A location bigger than a piece: its runs window by window, in slices of rows."""
+        step = max(1, budget // (SPILLED.itemsize + 8 * self.width))
+        for w, (rows_at, values_at, _, _) in enumerate(self.spilled):
+            (r0, v0), (r1, _), _, _ = self._bounds(w, a, a + 1)
+            v0 = int(v0)
+            for r in range(int(r0), int(r1), step):
+                rec = np.empty(min(step, int(r1) - r), SPILLED)
+                _read_into(self.spill_rows, rows_at + r * SPILLED.itemsize, rec)
+                vals = np.empty(int(self._nvalues(rec).sum()), np.uint64)
+                _read_into(self.spill_values, values_at + v0 * 8, vals)
+                v0 += len(vals)
+                self._emit(rec, vals, np.full(len(rec), a, np.int64), np.arange(len(rec)), a)
+
+    def _nvalues(self, rec: np.ndarray) -> np.ndarray:
+        """How many values each record carries (a metric's, else none)."""
+        from ..formats.otf2 import events as E
+        nv = np.zeros(len(rec), np.int64)
+        metric = rec["op"] == E.METRIC
+        nv[metric] = self.nvalues[rec["ref"][metric]]
+        return nv
+
+    def _emit(self, rec, vals, loc, order, end: int) -> None:
+        """Records (grouped by location in ``order``) through the library's writers."""
+        from ..formats.otf2 import events as E
+        from ..formats.otf2.library import error_name
+        nv = self._nvalues(rec)
+        voff = np.cumsum(nv) - nv
+        vals = np.ascontiguousarray(vals, np.uint64)
+        rc, row = E.write_locations(
+            np.uint64(self.archive.handle), self.my_ids, self.state, end,
+            order, loc, rec["time"], rec["op"], rec["ref"], rec["rank"], rec["tag"], rec["size"],
+            rec["received"], rec["collop"], vals.ctypes.data, voff, self.nvalues,
+            self.types.ctypes.data, self.counts)
+        if rc == E.NO_WRITER or (rc and row < 0):
+            lid = int(self.layout.loc_ids[self.first_mine + min(int(self.state[0]), len(self.mine) - 1)])
+            raise PartraceError(f"location {lid}: the OTF2 library could not "
+                                f"{'open' if rc == E.NO_WRITER else 'close'} its event writer"
+                                + ("" if rc == E.NO_WRITER else f" ({error_name(rc)})"))
         if rc:
-            raise PartraceError(f"location {int(self.layout.loc_ids[cat['loc'][row]])}, time "
-                                f"{int(cat['time'][row])} ns: the OTF2 library refused the "
-                                f"record ({error_name(rc)})")
+            raise PartraceError(f"location {int(self.layout.loc_ids[self.first_mine + loc[row]])}, "
+                                f"time {int(rec['time'][row])} ns: the OTF2 library refused "
+                                f"the record ({error_name(rc)})")
 
     # -- end ------------------------------------------------------------------
     def commit(self, comm: Comm) -> None:
         from ..formats.otf2.definitions import write_global
         with comm.guard():
+            self._drain()
+            for f in (self.spill_rows, self.spill_values):
+                f.close()
+                os.unlink(f.name)
             self.archive.close()
         comm.check()
         counts = np.concatenate(comm.allgather(self.counts))
@@ -305,6 +420,9 @@ class OTF2Sink(Sink):
         comm.check()
 
     def discard(self, comm: Comm) -> None:
+        for f in (self.spill_rows, self.spill_values):
+            if f is not None:
+                f.close()
         if self.archive is not None:
             try:
                 self.archive.close()
@@ -313,3 +431,10 @@ class OTF2Sink(Sink):
         comm.barrier()
         if comm.rank == 0 and self.staging is not None:
             self.staging.discard()
+
+
+def _read_into(f, offset: int, out: np.ndarray) -> None:
+    """Fill ``out`` with the spilled bytes at ``offset``."""
+    f.seek(int(offset))
+    if out.nbytes and f.readinto(out.view(np.uint8)) != out.nbytes:
+        raise OSError(f"{f.name}: spilled OTF2 records end early")

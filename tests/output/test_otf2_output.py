@@ -368,10 +368,11 @@ def _cut(tables, windows: int) -> dict:
     return bounds
 
 
-def _write_windows(defs, schema, tables, out, windows: int) -> dict:
+def _write_windows(defs, schema, tables, out, windows: int, memory=None) -> dict:
     from partrace.engine.mpi import serial
     from partrace.output.otf2_sink import OTF2Sink
     comm, sink = serial(), OTF2Sink(out)
+    sink.memory = memory
     out.parent.mkdir()
     sink.prepare(comm, defs, schema)
     cuts = _cut(tables, windows)
@@ -384,8 +385,11 @@ def _write_windows(defs, schema, tables, out, windows: int) -> dict:
 
 @pytest.mark.parametrize("trace", ["otf/hybrid16/trace/hybrid16.otf",
                                    "ross/pi-np1-seq-allmodes/stats"])
-def test_sink_output_is_the_same_for_any_windows(trace, tmp_path):
-    """Every table cut at the same keys into 1, 3 or 17 windows: the same files."""
+def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
+    """Every table cut at the same keys into 1, 3 or 17 windows: the same files; with 17,
+    the records are read back at commit in 4 KiB pieces: groups of locations, and every
+    location whose records exceed a piece window by window in slices of rows."""
+    from partrace.output import otf2_sink
     from partrace.engine.mpi import serial
     from partrace.engine.pipeline import run
     from partrace.output.memory import MemorySink
@@ -394,25 +398,30 @@ def test_sink_output_is_the_same_for_any_windows(trace, tmp_path):
     run(serial(), DATA / trace, sink)
     want = _write_windows(sink.defs, sink.schema, sink.tables, tmp_path / "one" / "x.otf2", 1)
     assert sum(len(v) for k, v in want.items() if k.endswith(".evt")) > 10000
+    # some location's event file alone exceeds a piece (its spilled records are larger still)
+    assert max(len(v) for k, v in want.items() if k.endswith(".evt")) > 4096
     for windows in (3, 17):
+        if windows == 17:
+            monkeypatch.setattr(otf2_sink, "MIN_PIECE", 4096)
         got = _write_windows(sink.defs, sink.schema, sink.tables,
-                             tmp_path / f"w{windows}" / "x.otf2", windows)
+                             tmp_path / f"w{windows}" / "x.otf2", windows,
+                             memory=1 << 16 if windows == 17 else None)
         assert got == want
 
 
-def test_a_run_whose_event_chunks_would_not_fit_the_budget_is_refused(tmp_path):
-    """The library keeps a 256 KiB chunk per location a rank writes: 26 locations need
-    6.5 MiB, more than half of an 8M budget on one rank, not on two (13 each)."""
+def test_many_locations_on_one_rank_under_a_small_budget(tmp_path):
+    """One event writer is open at a time (the library holds a 256 KiB chunk per open
+    writer): 26 locations on one rank fit an 8M budget, and give the bytes of 2 ranks."""
     trace = FIXTURES["ross"][0]
-    out = tmp_path / "x.otf2"
-    r = run_cli(["merge", str(trace), "-o", str(out), "-q", "--memory", "8M"])
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.strip() == ("partrace: error: OTF2 output holds a 256 KiB event chunk per "
-                                "location a rank writes: 26 locations per rank need 6.5 MiB, "
-                                "more than half of the --memory budget (8.0 MiB); run on 2 or "
-                                "more ranks, or raise --memory"), r.stderr
-    assert list(tmp_path.iterdir()) == []
-    r = run_cli(["merge", str(trace), "-o", str(out), "-q", "--memory", "8M"], nranks=2)
-    assert r.returncode == 0, r.stderr
-    with otf2.reader.open(str(out)) as rd:
+    outs = []
+    for n in (None, 2):
+        out = tmp_path / f"n{n}" / "x.otf2"
+        out.parent.mkdir()
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q", "--memory", "8M"], nranks=n)
+        assert r.returncode == 0, r.stderr
+        outs.append(_files(out))
+    assert outs[0] == outs[1]
+    with otf2.reader.open(str(tmp_path / "nNone" / "x.otf2")) as rd:
         assert len(rd.definitions.locations) == 26
+        counted = sum(loc.number_of_events for loc in rd.definitions.locations)
+        assert sum(1 for _ in rd.events) == counted > 300

@@ -1,4 +1,5 @@
-"""Event records, written by the library's own C event writers from one numba loop.
+"""Event records, written by the library's own C event writers from one numba loop,
+one location after another (a writer opened for its location and closed after it).
 
 ``load()`` (library.py) must run before the first call: it makes the library's
 symbols global, which is how the compiled loop finds OTF2_EvtWriter_* (linked by
@@ -28,34 +29,68 @@ _coll_end = types.ExternalFunction("OTF2_EvtWriter_MpiCollectiveEnd",
 _metric = types.ExternalFunction("OTF2_EvtWriter_Metric", _rc(_u64, _u64, _u64, _u32, _u8, _u64, _u64))
 
 
+# (archive, location id): the location's event writer (NULL: none); (archive, writer): rc
+_open = types.ExternalFunction("OTF2_Archive_GetEvtWriter", _u64(_u64, _u64))
+_close = types.ExternalFunction("OTF2_Archive_CloseEvtWriter", _rc(_u64, _u64))
+NO_WRITER = -1          # returned when the library gives no event writer for a location
+
+
 @njit(cache=True)
-def write_rows(order, writers, loc, time, op, ref, rank, comm, tag, size, received, collop,
-               values_at, row_bytes, nvalues, types_at, counts):
-    """Rows in ``order`` (each location's rows in its order: writers are independent),
-    row i to ``writers[loc[i]]`` as the record ``op[i]`` names; ``ref`` is the region, metric
-    or (collectives, messages: ``comm``) communicator, ``rank`` the peer's or root's rank in
-    it.  A metric row's values are the ``nvalues[ref]`` 8-byte values at ``values_at + i *
-    row_bytes``, typed by the bytes at ``types_at + ref * 256``.  Counts the records of each
-    location into ``counts``; returns (0, -1), or the library's error code and the row it
-    refused."""
+def _advance(archive, ids, state, target):
+    """Close the open location's writer (``state``: its index, its writer) and open the
+    next locations' in turn until ``target``'s is open; a location passed over gets its
+    (empty) event file.  ``target`` = len(ids): close the last one.  Returns 0 or the
+    library's error code (NO_WRITER)."""
+    while state[0] < target:
+        if state[0] >= 0:
+            rc = _close(archive, np.uint64(state[1]))
+            if rc != 0:
+                return rc
+            state[1] = 0
+        state[0] += 1
+        if state[0] < len(ids):
+            w = _open(archive, np.uint64(ids[state[0]]))
+            if w == 0:
+                return NO_WRITER
+            state[1] = np.int64(w)
+    return 0
+
+
+@njit(cache=True)
+def write_locations(archive, ids, state, end, order, loc, time, op, ref, rank, tag, size,
+                    received, collop, values_at, voff, nvalues, types_at, counts):
+    """Rows in ``order``, grouped by location index ``loc`` (ascending; each location's
+    rows in its order), each written by its location's writer as the record ``op[i]``
+    names: one writer is open at a time (the library holds an event chunk per open writer),
+    closed once its location is done, so memory does not grow with the locations.
+    ``state`` (index of the open location, its writer) carries an open location over to
+    the next call; at the end every location before ``end`` is closed.  ``ref`` is the
+    region, metric or (messages, collectives) communicator, ``rank`` the peer's or root's
+    rank in it.  A metric row's values are ``nvalues[ref]`` 8-byte values at ``values_at +
+    voff[i] * 8``, typed by the bytes at ``types_at + ref * 256``.  Counts each location's
+    records into ``counts``; returns (0, -1), or the library's error code and the row it
+    refused (-1: opening or closing a location's writer)."""
     none = np.uint64(0)
     for k in range(len(order)):
         i = order[k]
-        o = op[i]
-        if o == NONE:
-            continue
-        w = np.uint64(writers[loc[i]])
+        li = loc[i]
+        if li != state[0]:
+            rc = _advance(archive, ids, state, li)
+            if rc != 0:
+                return rc, -1
+        w = np.uint64(state[1])
         t = np.uint64(time[i])
+        o = op[i]
         n = 1
         if o == ENTER:
             rc = _enter(w, none, t, np.uint32(ref[i]))
         elif o == LEAVE:
             rc = _leave(w, none, t, np.uint32(ref[i]))
         elif o == SEND:
-            rc = _send(w, none, t, np.uint32(rank[i]), np.uint32(comm[i]), np.uint32(tag[i]),
+            rc = _send(w, none, t, np.uint32(rank[i]), np.uint32(ref[i]), np.uint32(tag[i]),
                        np.uint64(size[i]))
         elif o == RECV:
-            rc = _recv(w, none, t, np.uint32(rank[i]), np.uint32(comm[i]), np.uint32(tag[i]),
+            rc = _recv(w, none, t, np.uint32(rank[i]), np.uint32(ref[i]), np.uint32(tag[i]),
                        np.uint64(size[i]))
         elif o == COLL_BEGIN:
             rc = _coll_begin(w, none, t)
@@ -65,14 +100,17 @@ def write_rows(order, writers, loc, time, op, ref, rank, comm, tag, size, receiv
                 rc = _coll_begin(w, none, t)
                 n = 2
             if rc == 0:
-                rc = _coll_end(w, none, t, np.uint8(collop[i]), np.uint32(comm[i]),
+                rc = _coll_end(w, none, t, np.uint8(collop[i]), np.uint32(ref[i]),
                                np.uint32(rank[i]), np.uint64(size[i]), np.uint64(received[i]))
         else:
             m = ref[i]
             rc = _metric(w, none, t, np.uint32(m), np.uint8(nvalues[m]),
                          np.uint64(types_at + m * 256),
-                         np.uint64(values_at + i * row_bytes))
+                         np.uint64(values_at + voff[i] * 8))
         if rc != 0:
             return rc, i
-        counts[loc[i]] += n
+        counts[li] += n
+    rc = _advance(archive, ids, state, end)
+    if rc != 0:
+        return rc, -1
     return 0, -1
