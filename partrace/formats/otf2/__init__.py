@@ -6,3 +6,33 @@ straight from a numba loop to the library's C event writers (events.py), so the
 library itself encodes every record (compressed integers, timestamps, chunks)
 and checks what it can (a location's timestamps never go back).
 """
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..base import Format, check_options
+
+
+class OTF2(Format):
+    """OTF2 archives (NAME.otf2 anchor file, NAME.def, NAME/<location>.evt), read through the
+    bundled libotf2's own event reader (reader.py)."""
+
+    name = "otf2"
+    description = "OTF2 archive (Score-P, partrace's OTF2 output): anchor file NAME.otf2 or its folder"
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        path = Path(path)
+        if path.is_file():
+            return path.suffix == ".otf2"
+        if path.is_dir():
+            return any(p.suffix == ".otf2" and p.is_file() for p in path.iterdir())
+        return False
+
+    @classmethod
+    def open(cls, path, **options):
+        check_options(cls.name, options)
+        from .library import load
+        load()          # one clear line if the otf2 package is missing
+        from .reader import OTF2Reader
+        return OTF2Reader(path)

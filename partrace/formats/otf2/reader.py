@@ -1,0 +1,286 @@
+"""Reading an OTF2 archive: one unit per location (sized by its .evt file), definitions from
+the global definitions (globaldefs.py), events decoded by the library's own event reader
+through C callbacks (callbacks.py, kernel.py) into numpy buffers, then mapped onto the
+common columns with numpy.
+
+Tables:
+- ``events``: every event record, in the location's order: ``record`` is its OTF2 type
+  (records.RECORDS, code = index + 1), ``args`` its scalar arguments as the library gives
+  them (masked to their width; signed ones sign-extended), so nothing is lost; the common
+  columns say what partrace knows of it (ENTER/LEAVE, SEND/RECV with peer as a location,
+  COLLECTIVE_BEGIN/END, COUNTER for Metric; Kind.EVENT for the rest);
+- ``values``: a Metric's values (with their OTF2_Type) and a ProgramBegin's argument
+  strings, by the event's ``event_seq``;
+- ``attributes``: the attribute list of each event (attribute ref, OTF2_Type, value bits).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import Column, Definitions, Kind, Schema, Table, column, conform
+from ..base import TraceReader, Unit, regular_file
+from . import records as R
+
+KEY = ["time", "location", "seq"]
+# bytes of an OTF2_Type's value (the union's other bytes are whatever the library left)
+TYPE_BYTES = np.asarray([0, 1, 2, 4, 8, 1, 2, 4, 8, 4, 8] + [4] * 15, np.int64)
+TYPE_BYTES[13] = 8          # OTF2_TYPE_LOCATION
+SIGNED_TYPES = (5, 6, 7)    # INT8, INT16, INT32 (INT64 needs nothing)
+UNDEFINED_U32 = 0xFFFFFFFF
+CODE = {name: i + 1 for i, (name, _) in enumerate(R.RECORDS)}
+
+
+def _masks():
+    """Per record code: each argument's mask, and whether it is signed (sign-extended)."""
+    n = len(R.RECORDS) + 1
+    mask = np.zeros((n, R.MAX_ARGS), np.uint64)
+    signed = np.zeros((n, R.MAX_ARGS), bool)
+    for code, (_, spec) in enumerate(R.RECORDS, 1):
+        for j, (_, size, sign) in enumerate(spec):
+            mask[code, j] = np.uint64((1 << (8 * size)) - 1)
+            signed[code, j] = sign
+    return mask, signed
+
+
+MASK, SIGNED = _masks()
+
+
+def anchor_of(path: Path) -> Path:
+    """The anchor file: ``path`` itself, or the one NAME.otf2 in the folder ``path``."""
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.suffix == ".otf2" and p.is_file())
+        if len(found) != 1:
+            raise TraceError(path, None, f"expected one OTF2 anchor file (NAME.otf2) in the "
+                             f"folder, found {len(found)}")
+        return found[0]
+    return path
+
+
+class OTF2Reader(TraceReader):
+    format_name = "otf2"
+    locations_in_one_unit = True
+    batch_events = 1 << 16
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.anchor = anchor_of(self.path)
+        regular_file(self.anchor, "OTF2 anchor file")
+        self.folder = self.anchor.with_suffix("")
+        self._defs = None
+
+    def _error(self, what: Path, exc) -> TraceError:
+        return TraceError(what, None, f"the OTF2 library cannot read it: {exc}")
+
+    def read_definitions(self, survey=None) -> Definitions:
+        from .globaldefs import read_global
+        if self._defs is None:
+            regular_file(self.anchor.with_suffix(".def"), "OTF2 global definitions file (NAME.def)")
+            self._defs = read_global(str(self.anchor), lambda e: self._error(
+                self.anchor.with_suffix(".def"), e))
+        return self._defs
+
+    def units(self) -> list[Unit]:
+        defs = self.read_definitions()
+        shift = defs.attrs["ref_shift"]["location"]
+        out = []
+        for lid in sorted(int(i) for i in defs.tables["locations"]["id"]):
+            ref = lid - shift
+            evt = self.folder / f"{ref}.evt"
+            size = regular_file(evt, f"event file of location {ref} (named by the anchor file)")
+            out.append(Unit(f"{ref:012d}", size, (ref, lid)))
+        return out
+
+    def source_files(self) -> list[Path]:
+        files = [self.anchor, self.anchor.with_suffix(".def")]
+        return files + (sorted(p for p in self.folder.iterdir() if p.is_file())
+                        if self.folder.is_dir() else [])
+
+    def schema(self, defs: Definitions) -> Schema:
+        key = [column(c) for c in KEY]
+        ev = key + [column("kind"), column("region"), column("ticks"), column("peer"),
+                    column("comm"), column("tag"), column("size"), column("received"),
+                    column("root"), column("collop"), column("counter"), column("value"),
+                    column("match_id"),
+                    Column("record", "uint8", "OTF2 event record type (formats/otf2/records.py: "
+                           "code = index + 1)"),
+                    Column("args", ("u8", R.MAX_ARGS), "the record's scalar arguments in the "
+                           "library's order (signed ones as two's complement)")]
+        seq = Column("event_seq", "int64", "seq of the event the row belongs to", refers="events")
+        return {"events": ev,
+                "values": key + [seq, Column("index", "uint32", "position in the record's array"),
+                                 Column("type", "uint8", "OTF2_Type of the value"),
+                                 Column("value", "uint64", "the value's bits (a double's, an "
+                                        "integer's as two's complement, a string ref)")],
+                "attributes": key + [seq, Column("attribute", "uint32", "attribute ref "
+                                                 "(otf2_attributes/id)"),
+                                     Column("type", "uint8", "OTF2_Type of the value"),
+                                     Column("value", "uint64", "the value's bits")]}
+
+    def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
+        from . import kernel as K
+        from .readlib import LocationEvents
+        ref, lid = unit.info
+        evt = self.folder / f"{ref}.evt"
+        regular_file(evt, f"event file of location {ref} (named by the anchor file)")
+        schema = self.schema(defs)
+        mapper = _Mapper(defs)
+        try:
+            reader = LocationEvents(str(self.anchor), ref, self.batch_events)
+        except OSError as exc:
+            raise self._error(evt, exc) from None
+        seq = vseq = aseq = 0
+        try:
+            while True:
+                try:
+                    a = reader.batch()
+                except OSError as exc:
+                    raise TraceError(evt, f"event {seq}", f"the OTF2 library cannot read the "
+                                     f"event records: {exc}") from None
+                n = int(a[K.N_EV])
+                if a[K.ERROR]:
+                    raise TraceError(evt, f"event {seq + n}", _arena_error(a))
+                if not n:
+                    return
+                ev = a[K.HEADER:K.HEADER + n * K.EVENT_WIDTH].reshape(n, K.EVENT_WIDTH)
+                code = ev[:, 1].astype(np.int64)
+                unknown = np.flatnonzero(code == 0)
+                if len(unknown):
+                    raise TraceError(evt, f"event {seq + int(unknown[0])}", "an event record "
+                                     "of a type the bundled OTF2 library does not know (a newer "
+                                     "OTF2 version's): expected one of the library's records")
+                table = mapper.events(ev, code, lid, seq)
+                chunk = {"events": conform(Table(table), schema["events"])}
+                for name, count, at, start in (("values", K.N_VAL, K.VAL_AT, vseq),
+                                               ("attributes", K.N_ATTR, K.ATTR_AT, aseq)):
+                    m = int(a[count])
+                    if not m:
+                        continue
+                    rows = a[int(a[at]):int(a[at]) + m * K.ROW].reshape(m, K.ROW)
+                    idx = rows[:, 0].astype(np.int64)
+                    typ = rows[:, 2].astype(np.int64)
+                    side = {"time": table["time"][idx], "location": np.full(m, lid, np.int64),
+                            "seq": start + np.arange(m, dtype=np.int64), "event_seq": seq + idx,
+                            "type": typ, "value": _mask_value(rows[:, 3], typ)}
+                    side["attribute" if name == "attributes" else "index"] = rows[:, 1]
+                    chunk[name] = conform(Table(side), schema[name])
+                    if name == "values":
+                        # a Metric's first value is also the event's counter value
+                        first = (rows[:, 1] == 0) & (code[idx] == CODE["Metric"])
+                        chunk["events"]["value"][idx[first]] = side["value"][first]
+                        vseq += m
+                    else:
+                        aseq += m
+                seq += n
+                yield chunk
+        finally:
+            reader.close()
+
+
+def _arena_error(a) -> str:
+    from . import kernel as K
+    e, d = int(a[K.ERROR]), int(a[K.DETAIL])
+    if e == K.TOO_MANY_ATTRIBUTES:
+        return f"an event with {d} attributes, more than partrace's buffer holds"
+    if e == K.TOO_MANY_VALUES:
+        return f"an event with {d} values, more than partrace's buffer holds"
+    return f"the OTF2 library cannot read an event's attribute list (error {d})"
+
+
+def _mask_value(bits: np.ndarray, typ: np.ndarray) -> np.ndarray:
+    """The value's own bytes of each 8-byte union (signed ones sign-extended)."""
+    size = TYPE_BYTES[np.minimum(typ, len(TYPE_BYTES) - 1)]
+    mask = np.where(size >= 8, np.uint64(0xFFFFFFFFFFFFFFFF),
+                    (np.uint64(1) << (8 * size).astype(np.uint64)) - np.uint64(1))
+    v = bits & mask
+    sign = np.isin(typ, SIGNED_TYPES)
+    if sign.any():
+        width = (8 * size[sign]).astype(np.uint64)
+        top = (v[sign] >> (width - np.uint64(1))) & np.uint64(1)
+        v[sign] = np.where(top == 1, v[sign] | ~mask[sign], v[sign])
+    return v
+
+
+class _Mapper:
+    """Events of one batch onto the common columns (vectorized per record type)."""
+
+    def __init__(self, defs: Definitions):
+        self.resolution = int(defs.attrs["ticks_per_second"])
+        shift = defs.attrs["ref_shift"]
+        self.rshift, self.mshift = shift["region"], shift["metric"]
+        m = defs.tables["communicator_members"]
+        comm = np.asarray(m["comm"], np.int64)
+        loc = np.asarray(m["location"], np.int64)
+        # rank r of communicator c (partrace id) -> location: members in rank order
+        self.members = {int(c): loc[comm == c] for c in np.unique(comm)}
+
+    def _location(self, comm: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(rank), np.int64)
+        for c in np.unique(comm):           # few communicators
+            members = self.members.get(int(c))
+            if members is None:
+                continue
+            rows = np.flatnonzero(comm == c)
+            ok = rank[rows] < len(members)
+            out[rows[ok]] = members[rank[rows[ok]]]
+        return out
+
+    def nanoseconds(self, ticks: np.ndarray) -> np.ndarray:
+        """Ticks as ns (exact integer arithmetic; the same values at 1 GHz)."""
+        t = ticks.astype(np.int64)
+        res = self.resolution
+        if res == 1_000_000_000:
+            return t
+        return (t // res) * 1_000_000_000 + (t % res) * 1_000_000_000 // res
+
+    def events(self, ev: np.ndarray, code: np.ndarray, lid: int, seq: int) -> dict:
+        n = len(ev)
+        # (the only signed arguments are 64-bit: their bits are already two's complement)
+        args = ev[:, 2:] & MASK[code]
+        ticks = ev[:, 0]
+        z = lambda: np.zeros(n, np.int64)  # noqa: E731
+        kind = np.full(n, int(Kind.EVENT), np.int64)
+        region, peer, comm, tag, size, received, root, collop, counter, match = \
+            z(), z(), z(), z(), z(), z(), z(), z(), z(), z()
+        value = np.zeros(n, np.uint64)
+        a = args.astype(np.int64)       # refs and sizes; sizes beyond 2**63 keep their bits
+        for name, k in (("Enter", Kind.ENTER), ("Leave", Kind.LEAVE)):
+            r = code == CODE[name]
+            kind[r] = k
+            region[r] = a[r, 0] + self.rshift
+        for name, k in (("MpiSend", Kind.SEND), ("MpiIsend", Kind.SEND), ("MpiRecv", Kind.RECV),
+                        ("MpiIrecv", Kind.RECV)):
+            r = np.flatnonzero(code == CODE[name])
+            if not len(r):
+                continue
+            kind[r] = k
+            comm[r] = a[r, 1] + 1
+            peer[r] = self._location(comm[r], a[r, 0])
+            tag[r] = a[r, 2]
+            size[r] = a[r, 3]
+            if name.startswith("MpiI"):
+                match[r] = a[r, 4]
+        kind[code == CODE["MpiCollectiveBegin"]] = Kind.COLLECTIVE_BEGIN
+        r = np.flatnonzero(code == CODE["MpiCollectiveEnd"])
+        if len(r):
+            kind[r] = Kind.COLLECTIVE_END
+            collop[r] = a[r, 0] + 1
+            comm[r] = a[r, 1] + 1
+            has_root = a[r, 2] != UNDEFINED_U32
+            root[r] = np.where(has_root, self._location(comm[r], np.where(has_root, a[r, 2], 0)), 0)
+            size[r] = a[r, 3]
+            received[r] = a[r, 4]
+        r = code == CODE["Metric"]
+        kind[r] = Kind.COUNTER
+        counter[r] = a[r, 0] + self.mshift
+        args[r, 2:] = 0         # the arrays' addresses: their contents are in `values`
+        args[code == CODE["ProgramBegin"], 2] = 0
+        return {"time": self.nanoseconds(ticks), "location": np.full(n, lid, np.int64),
+                "seq": seq + np.arange(n, dtype=np.int64), "kind": kind, "region": region,
+                "ticks": ticks, "peer": peer, "comm": comm, "tag": tag,
+                "size": size.view(np.uint64), "received": received.view(np.uint64),
+                "root": root, "collop": collop, "counter": counter, "value": value,
+                "match_id": match.view(np.uint64), "record": code.astype(np.uint8), "args": args}
