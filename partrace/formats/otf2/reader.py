@@ -77,7 +77,10 @@ class OTF2Reader(TraceReader):
 
     def read_definitions(self, survey=None) -> Definitions:
         from .globaldefs import read_global
+        from .readlib import last_error, quiet_errors
         if self._defs is None:
+            quiet_errors()
+            last_error()
             regular_file(self.anchor.with_suffix(".def"), "OTF2 global definitions file (NAME.def)")
             self._defs = read_global(str(self.anchor), lambda e: self._error(
                 self.anchor.with_suffix(".def"), e))
@@ -87,11 +90,12 @@ class OTF2Reader(TraceReader):
         defs = self.read_definitions()
         shift = defs.attrs["ref_shift"]["location"]
         out = []
-        for lid in sorted(int(i) for i in defs.tables["locations"]["id"]):
+        locs = defs.tables["otf2_locations"]
+        for lid, count in sorted(zip(locs["id"].tolist(), locs["events"].tolist())):
             ref = lid - shift
             evt = self.folder / f"{ref}.evt"
             size = regular_file(evt, f"event file of location {ref} (named by the anchor file)")
-            out.append(Unit(f"{ref:012d}", size, (ref, lid)))
+            out.append(Unit(f"{ref:012d}", size, (ref, lid, count)))
         return out
 
     def source_files(self) -> list[Path]:
@@ -123,7 +127,7 @@ class OTF2Reader(TraceReader):
     def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
         from . import kernel as K
         from .readlib import LocationEvents
-        ref, lid = unit.info
+        ref, lid, expected = unit.info
         evt = self.folder / f"{ref}.evt"
         regular_file(evt, f"event file of location {ref} (named by the anchor file)")
         schema = self.schema(defs)
@@ -138,12 +142,21 @@ class OTF2Reader(TraceReader):
                 try:
                     a = reader.batch()
                 except OSError as exc:
-                    raise TraceError(evt, f"event {seq}", f"the OTF2 library cannot read the "
-                                     f"event records: {exc}") from None
+                    at = seq + int(reader.arena[K.N_EV])
+                    said = f"; expected {expected} event records (the location's " \
+                        "definition)" if expected else ""
+                    raise TraceError(evt, f"event {at}", f"the OTF2 library cannot read event "
+                                     f"record {at}: {exc}{said}") from None
                 n = int(a[K.N_EV])
                 if a[K.ERROR]:
                     raise TraceError(evt, f"event {seq + n}", _arena_error(a))
                 if not n:
+                    # the library ends a cut file's last chunk quietly: the location's
+                    # definition says how many records there are (0: not said)
+                    if expected and seq != expected:
+                        raise TraceError(evt, f"event {seq}", f"the file ends after {seq} event "
+                                         f"records; expected {expected} event records (the "
+                                         f"location's definition): the file is cut short")
                     return
                 ev = a[K.HEADER:K.HEADER + n * K.EVENT_WIDTH].reshape(n, K.EVENT_WIDTH)
                 code = ev[:, 1].astype(np.int64)

@@ -70,6 +70,8 @@ class LocationEvents:
     def __init__(self, anchor: str, ref: int, events: int):
         from .library import error_name
         self.lib = lib = reading_library()
+        quiet_errors()
+        last_error()
         self.error_name = error_name
         self.handle = lib.OTF2_Reader_Open(anchor.encode())
         if not self.handle:
@@ -103,7 +105,11 @@ class LocationEvents:
 
     def _check(self, code: int) -> None:
         if code:
-            raise OSError(self.error_name(code))
+            raise OSError(self._message(code))
+
+    def _message(self, code: int) -> str:
+        detail = last_error()
+        return f"{self.error_name(code)} ({detail})" if detail else self.error_name(code)
 
     def batch(self) -> np.ndarray:
         a = self.arena
@@ -114,7 +120,7 @@ class LocationEvents:
         rc = self.lib.OTF2_Reader_ReadLocalEvents(self.handle, self.evt, int(a[K.CAP_EV]),
                                                   ctypes.byref(read))
         if rc not in (0, INTERRUPTED):
-            raise OSError(self.error_name(rc))
+            raise OSError(self._message(rc))
         # fewer records than asked for, uninterrupted: the last ones (reading on past the
         # end of the file is an error of the library's)
         self.done = rc == 0 and read.value < int(a[K.CAP_EV])
@@ -129,3 +135,39 @@ class LocationEvents:
                 self.lib.OTF2_EvtReaderCallbacks_Delete(self.callbacks)
             self.lib.OTF2_Reader_Close(self.handle)
             self.handle = None
+
+
+MESSAGE_BYTES = 1024
+
+
+@functools.cache
+def quiet_errors() -> np.ndarray:
+    """Route the library's error messages into a buffer instead of stderr (a damaged archive
+    is one TraceError line, the message in it): the buffer, read by ``last_error``."""
+    from numba import cfunc, types
+    _vsnprintf = types.ExternalFunction("vsnprintf", types.int32(types.uint64, types.uint64,
+                                                                  types.uint64, types.uint64))
+    buffer = np.zeros(MESSAGE_BYTES, np.uint8)
+
+    @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.uint64, types.int32,
+                       types.uint64, types.uint64), cache=True)
+    def on_error(user, file, line, function, code, fmt, va):
+        if user != 0 and fmt != 0:
+            _vsnprintf(user, 1024, fmt, va)
+        return code
+
+    lib = reading_library()
+    lib.OTF2_Error_RegisterCallback.restype = ctypes.c_void_p
+    lib.OTF2_Error_RegisterCallback.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.OTF2_Error_RegisterCallback(on_error.address, buffer.ctypes.data)
+    quiet_errors.keep = on_error
+    return buffer
+
+
+def last_error() -> str:
+    """The library's last error message (then forgotten)."""
+    buffer = quiet_errors()
+    text = bytes(buffer[:np.argmin(buffer) if 0 in buffer else len(buffer)]).decode(
+        "utf-8", "replace")
+    buffer[:] = 0
+    return text
