@@ -73,8 +73,7 @@ def partrace_events(anchor: Path) -> dict[int, list]:
                  for m in trace.definitions.metrics}
     out = {}
     for unit, tables in decode_units(reader, every_table=True).items():
-        ref = unit_ref = unit
-        ref = int(unit_ref)
+        ref = int(unit)
         ev, vals, attrs = tables["events"], tables["values"], tables["attributes"]
         rows = []
         for i in range(len(ev)):
