@@ -232,6 +232,7 @@ class _Mapper:
 
     def _location(self, comm: np.ndarray, rank: np.ndarray) -> np.ndarray:
         out = np.zeros(len(rank), np.int64)
+        rank = rank.astype(np.int64)
         for c in np.unique(comm):           # few communicators
             members = self.members.get(int(c))
             if members is None:
@@ -250,50 +251,57 @@ class _Mapper:
         return (t // res) * 1_000_000_000 + (t % res) * 1_000_000_000 // res
 
     def events(self, ev: np.ndarray, code: np.ndarray, lid: int, seq: int) -> dict:
+        """The batch's rows: columns allocated in their schema dtypes, and only the record
+        types present in the batch looked at (one pass each)."""
         n = len(ev)
+        present = np.flatnonzero(np.bincount(code, minlength=len(MASK)))
+        rows = {int(c): np.flatnonzero(code == c) for c in present}
         # (the only signed arguments are 64-bit: their bits are already two's complement)
         args = ev[:, 2:] & MASK[code]
+        a = args.view(np.int64)         # refs and sizes; sizes beyond 2**63 keep their bits
         ticks = ev[:, 0]
-        z = lambda: np.zeros(n, np.int64)  # noqa: E731
-        kind = np.full(n, int(Kind.EVENT), np.int64)
-        region, peer, comm, tag, size, received, root, collop, counter, match = \
-            z(), z(), z(), z(), z(), z(), z(), z(), z(), z()
-        value = np.zeros(n, np.uint64)
-        a = args.astype(np.int64)       # refs and sizes; sizes beyond 2**63 keep their bits
+        ids = lambda: np.zeros(n, np.int32)  # noqa: E731
+        kind = np.full(n, int(Kind.EVENT), np.uint8)
+        region, peer, comm, root, collop, counter = ids(), ids(), ids(), ids(), ids(), ids()
+        tag = np.zeros(n, np.int64)
+        size, received, match = np.zeros(n, np.uint64), np.zeros(n, np.uint64), \
+            np.zeros(n, np.uint64)
+        empty = np.zeros(0, np.int64)
         for name, k in (("Enter", Kind.ENTER), ("Leave", Kind.LEAVE)):
-            r = code == CODE[name]
+            r = rows.get(CODE[name], empty)
             kind[r] = k
             region[r] = a[r, 0] + self.rshift
         for name, k in (("MpiSend", Kind.SEND), ("MpiIsend", Kind.SEND), ("MpiRecv", Kind.RECV),
                         ("MpiIrecv", Kind.RECV)):
-            r = np.flatnonzero(code == CODE[name])
-            if not len(r):
+            r = rows.get(CODE[name])
+            if r is None:
                 continue
             kind[r] = k
             comm[r] = a[r, 1] + 1
             peer[r] = self._location(comm[r], a[r, 0])
             tag[r] = a[r, 2]
-            size[r] = a[r, 3]
+            size[r] = args[r, 3]
             if name.startswith("MpiI"):
-                match[r] = a[r, 4]
-        kind[code == CODE["MpiCollectiveBegin"]] = Kind.COLLECTIVE_BEGIN
-        r = np.flatnonzero(code == CODE["MpiCollectiveEnd"])
-        if len(r):
+                match[r] = args[r, 4]
+        kind[rows.get(CODE["MpiCollectiveBegin"], empty)] = Kind.COLLECTIVE_BEGIN
+        r = rows.get(CODE["MpiCollectiveEnd"])
+        if r is not None:
             kind[r] = Kind.COLLECTIVE_END
             collop[r] = a[r, 0] + 1
             comm[r] = a[r, 1] + 1
             has_root = a[r, 2] != UNDEFINED_U32
             root[r] = np.where(has_root, self._location(comm[r], np.where(has_root, a[r, 2], 0)), 0)
-            size[r] = a[r, 3]
-            received[r] = a[r, 4]
-        r = code == CODE["Metric"]
-        kind[r] = Kind.COUNTER
-        counter[r] = a[r, 0] + self.mshift
-        args[r, 2:] = 0         # the arrays' addresses: their contents are in `values`
-        args[code == CODE["ProgramBegin"], 2] = 0
-        return {"time": self.nanoseconds(ticks), "location": np.full(n, lid, np.int64),
+            size[r] = args[r, 3]
+            received[r] = args[r, 4]
+        r = rows.get(CODE["Metric"])
+        if r is not None:
+            kind[r] = Kind.COUNTER
+            counter[r] = a[r, 0] + self.mshift
+            args[r, 2:] = 0         # the arrays' addresses: their contents are in `values`
+        args[rows.get(CODE["ProgramBegin"], empty), 2] = 0
+        return {"time": self.nanoseconds(ticks), "location": np.full(n, lid, np.int32),
                 "seq": seq + np.arange(n, dtype=np.int64), "kind": kind, "region": region,
-                "ticks": ticks, "peer": peer, "comm": comm, "tag": tag,
-                "size": size.view(np.uint64), "received": received.view(np.uint64),
-                "root": root, "collop": collop, "counter": counter, "value": value,
-                "match_id": match.view(np.uint64), "record": code.astype(np.uint8), "args": args}
+                "ticks": ticks, "peer": peer, "comm": comm, "tag": tag, "size": size,
+                "received": received, "root": root, "collop": collop, "counter": counter,
+                "value": np.zeros(n, np.uint64), "match_id": match,
+                "record": code.astype(np.uint8), "args": args}
