@@ -248,6 +248,13 @@ def test_missing_event_file(tmp_path):
     damage.check(_decode, anchor, tmp_path, evt, None, "is missing")
 
 
+def test_missing_local_definitions(tmp_path):
+    anchor = _copy(tmp_path)
+    local = anchor.parent / "traces" / "1.def"
+    local.unlink()
+    damage.check(_decode, anchor, tmp_path, local, None, "is missing")
+
+
 def test_missing_and_cut_global_definitions(tmp_path):
     anchor = _copy(tmp_path)
     gdef = anchor.with_suffix(".def")

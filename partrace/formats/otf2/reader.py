@@ -91,10 +91,16 @@ class OTF2Reader(TraceReader):
         shift = defs.attrs["ref_shift"]["location"]
         out = []
         locs = defs.tables["otf2_locations"]
+        # local definitions (mapping tables, clock offsets) are optional in OTF2, but where
+        # the archive has them, a location's missing one would leave its refs unmapped
+        local_defs = self.folder.is_dir() and any(p.suffix == ".def" for p in self.folder.iterdir())
         for lid, count in sorted(zip(locs["id"].tolist(), locs["events"].tolist())):
             ref = lid - shift
             evt = self.folder / f"{ref}.evt"
             size = regular_file(evt, f"event file of location {ref} (named by the anchor file)")
+            if local_defs:
+                regular_file(self.folder / f"{ref}.def", f"local definitions of location {ref} "
+                             "(the archive's other locations have theirs)")
             out.append(Unit(f"{ref:012d}", size, (ref, lid, count)))
         return out
 
