@@ -12,6 +12,7 @@ import pytest
 
 from partrace.formats.otf2 import OTF2
 from partrace.formats.otf2 import records as R
+from partrace.model import Table
 from tests.conftest import run_cli
 from tests.support import damage
 from tests.support.damage import decode_units
@@ -72,8 +73,13 @@ def partrace_events(anchor: Path) -> dict[int, list]:
                                                    m.metric_class.members)]
                  for m in trace.definitions.metrics}
     out = {}
-    for unit, tables in decode_units(reader, every_table=True).items():
-        ref = int(unit)
+    shift = defs.attrs["ref_shift"]["location"]
+    units = decode_units(reader, every_table=True).values()
+    every = {n: Table.concat([u[n] for u in units], schema) for n, schema in
+             reader.schema(defs).items()}
+    for lid in np.unique(every["events"]["location"]).tolist():
+        tables = {n: t.take(np.flatnonzero(t["location"] == lid)) for n, t in every.items()}
+        ref = lid - shift
         ev, vals, attrs = tables["events"], tables["values"], tables["attributes"]
         rows = []
         for i in range(len(ev)):
@@ -113,8 +119,9 @@ def test_common_columns_of_the_mpi_archive():
     reader = OTF2.open(ARCHIVES[0].parent)          # the folder opens too
     defs = reader.read_definitions()
     names = dict(zip(defs.tables["locations"]["id"].tolist(), defs.tables["locations"]["name"]))
-    tables = decode_units(reader)
-    ev = tables["000000000000"]["events"]
+    (one_unit,) = decode_units(reader).values()      # small locations go in one unit
+    ev = one_unit["events"]
+    ev = ev.take(np.flatnonzero(ev["location"] == 1))
     sends = ev.take(np.flatnonzero(ev["kind"] == 3))
     assert [names[p] for p in sends["peer"].tolist()] == ["Master thread 1"] * 3
     assert sends["match_id"].tolist() == [0, 901, 0]
@@ -139,8 +146,12 @@ def test_decoded_on_3_ranks_equals_the_decode_checked_above(tmp_path):
     """The rows an HDF5 merge on 3 ranks holds are those the reader decodes here (which
     test_every_record_equals_the_library_reader compares with the library's reader)."""
     import partrace
-    h5 = _convert(ARCHIVES[0], tmp_path / "m.h5", nranks=3)
-    here = decode_units(OTF2.open(ARCHIVES[0]), every_table=True)
+    # a unit per location (unit_bytes=1), so the 3 ranks share them
+    h5 = _convert(ARCHIVES[0], tmp_path / "m.h5", nranks=3,
+                  options=["--reader-option", "unit_bytes=1"])
+    reader = OTF2.open(ARCHIVES[0], unit_bytes=1)
+    assert len(reader.units()) == 5
+    here = decode_units(reader, every_table=True)
     merged = partrace.open(h5)
     for name in ("events", "values", "attributes"):
         got = merged.table(name)
@@ -152,9 +163,9 @@ def test_decoded_on_3_ranks_equals_the_decode_checked_above(tmp_path):
         assert len(got) == sum(len(t) for t in want) > 0
 
 
-def _convert(src: Path, out: Path, nranks=None) -> Path:
+def _convert(src: Path, out: Path, nranks=None, options=()) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    r = run_cli(["convert", str(src), "-o", str(out), "-q"], nranks=nranks)
+    r = run_cli(["convert", str(src), "-o", str(out), "-q", *options], nranks=nranks)
     assert r.returncode == 0, r.stderr
     return out
 
@@ -211,7 +222,8 @@ def named_records(anchor: Path, keep=None) -> dict:
 @pytest.fixture(scope="module")
 def round_trips(tmp_path_factory):
     d = tmp_path_factory.mktemp("round")
-    return {n: _convert(ARCHIVES[0], d / f"r{n}" / "back.otf2", nranks=n) for n in (1, 3)}
+    return {n: _convert(ARCHIVES[0], d / f"r{n}" / "back.otf2", nranks=n,
+                        options=["--reader-option", "unit_bytes=1"]) for n in (1, 3)}
 
 
 @pytest.mark.parametrize("nranks", [1, 3])

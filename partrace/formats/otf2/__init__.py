@@ -31,8 +31,10 @@ class OTF2(Format):
 
     @classmethod
     def open(cls, path, **options):
-        check_options(cls.name, options)
+        """Options: unit_bytes (event file bytes of one work unit: consecutive small
+        locations share a unit up to it; default 4 MiB)."""
+        check_options(cls.name, options, ("unit_bytes",))
         from .library import load
         load()          # one clear line if the otf2 package is missing
         from .reader import OTF2Reader
-        return OTF2Reader(path)
+        return OTF2Reader(path, **options)

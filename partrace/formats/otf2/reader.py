@@ -65,8 +65,13 @@ class OTF2Reader(TraceReader):
     locations_in_one_unit = True
     batch_events = 1 << 16
 
-    def __init__(self, path):
+    def __init__(self, path, unit_bytes: int = 4 << 20):
         super().__init__(path)
+        if not isinstance(unit_bytes, int) or unit_bytes < 1:
+            from ...errors import UsageError
+            raise UsageError(f"otf2 reader option unit_bytes={unit_bytes!r}: expected a "
+                             "positive number of bytes")
+        self.unit_bytes = unit_bytes
         self.anchor = anchor_of(self.path)
         regular_file(self.anchor, "OTF2 anchor file")
         self.folder = self.anchor.with_suffix("")
@@ -101,8 +106,8 @@ class OTF2Reader(TraceReader):
             if local_defs:
                 regular_file(self.folder / f"{ref}.def", f"local definitions of location {ref} "
                              "(the archive's other locations have theirs)")
-            out.append(Unit(f"{ref:012d}", size, (ref, lid, count)))
-        return out
+            out.append((ref, size, (ref, lid, count)))
+        return _grouped(out, self.unit_bytes)
 
     def source_files(self) -> list[Path]:
         files = [self.anchor, self.anchor.with_suffix(".def")]
@@ -131,13 +136,17 @@ class OTF2Reader(TraceReader):
                                      Column("value", "uint64", "the value's bits")]}
 
     def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
-        from . import kernel as K
-        from .readlib import LocationEvents
-        ref, lid, expected = unit.info
-        evt = self.folder / f"{ref}.evt"
-        regular_file(evt, f"event file of location {ref} (named by the anchor file)")
         schema = self.schema(defs)
         mapper = _Mapper(defs)
+        for location in unit.info:
+            yield from self._decode_location(location, schema, mapper)
+
+    def _decode_location(self, location, schema, mapper) -> Iterator[dict[str, Table]]:
+        from . import kernel as K
+        from .readlib import LocationEvents
+        ref, lid, expected = location
+        evt = self.folder / f"{ref}.evt"
+        regular_file(evt, f"event file of location {ref} (named by the anchor file)")
         try:
             reader = LocationEvents(str(self.anchor), ref, self.batch_events)
         except OSError as exc:
@@ -197,6 +206,23 @@ class OTF2Reader(TraceReader):
                 yield chunk
         finally:
             reader.close()
+
+
+def _grouped(locations: list, limit: int) -> list[Unit]:
+    """Units of consecutive locations (ref order) of at most ``limit`` bytes of event files
+    each: a big location alone, small ones together (the same units on any rank count; a
+    reader opened per location costs about a millisecond, the engine's bookkeeping per unit
+    more)."""
+    units, group, size = [], [], 0
+    for ref, nbytes, info in locations:
+        if group and size + nbytes > limit:
+            units.append(Unit(f"{group[0][0]:012d}", size, tuple(group)))
+            group, size = [], 0
+        group.append(info)
+        size += nbytes
+    if group:
+        units.append(Unit(f"{group[0][0]:012d}", size, tuple(group)))
+    return units
 
 
 def _arena_error(a) -> str:
