@@ -292,3 +292,27 @@ def test_missing_and_cut_global_definitions(tmp_path):
     damage.check(_decode, anchor, tmp_path / "cut", gdef, None, "INVALID_DATA")
     gdef.unlink()
     damage.check(_decode, anchor, tmp_path / "missing", gdef, None, "is missing")
+
+
+def test_record_of_an_unknown_type(tmp_path):
+    """A record id the library does not know (a newer OTF2's; OTF2 gives such records a
+    length so readers can skip them) is an error, never skipped: an archive of one MpiSend
+    written by the library, its record id (14) changed to 240."""
+    from otf2.enums import GroupType, Paradigm
+    folder = tmp_path / "in" / "unknown"
+    with otf2.writer.open(str(folder), timer_resolution=1_000_000_000) as trace:
+        d = trace.definitions
+        loc = d.location("rank 0", group=d.location_group(
+            "process", system_tree_parent=d.system_tree_node("node")))
+        d.group("locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
+                members=[loc])
+        world = d.comm("world", group=d.group("world", group_type=GroupType.COMM_GROUP,
+                                              paradigm=Paradigm.MPI, members=[0]))
+        trace.event_writer_from_location(loc).mpi_send(5, 0, world, 7, 3)
+    evt = folder / "traces" / "0.evt"
+    data = bytearray(evt.read_bytes())
+    at = data.index(b"\x0e\x06")            # MPI_SEND, then the record's length (6)
+    data[at] = 240
+    evt.write_bytes(bytes(data))
+    damage.check(_decode, folder / "traces.otf2", tmp_path, evt, "event 0",
+                 "a type the bundled OTF2 library does not know")
