@@ -152,6 +152,7 @@ class OTF2Reader(TraceReader):
         except OSError as exc:
             raise self._error(evt, exc) from None
         seq = vseq = aseq = 0
+        held = None         # a chunk ending in a collective's begin, until its end is read
         try:
             while True:
                 try:
@@ -172,6 +173,8 @@ class OTF2Reader(TraceReader):
                         raise TraceError(evt, f"event {seq}", f"the file ends after {seq} event "
                                          f"records; expected {expected} event records (the "
                                          f"location's definition): the file is cut short")
+                    if held is not None:
+                        yield held[0]
                     return
                 ev = a[K.HEADER:K.HEADER + n * K.EVENT_WIDTH].reshape(n, K.EVENT_WIDTH)
                 code = ev[:, 1].astype(np.int64)
@@ -203,9 +206,41 @@ class OTF2Reader(TraceReader):
                     else:
                         aseq += m
                 seq += n
-                yield chunk
+                begin = _fill_begins(chunk["events"], held)
+                if held is not None:
+                    yield held[0]
+                held = None
+                if begin is None:
+                    yield chunk
+                else:
+                    held = (chunk, begin)
         finally:
             reader.close()
+
+
+COLLECTIVE_FIELDS = ("collop", "comm", "root", "size", "received")
+
+
+def _fill_begins(events: Table, held) -> int | None:
+    """A collective's begin row gets the operation, communicator, root and sizes of its end
+    (OTF2's MpiCollectiveBegin has no fields; partrace's analyses name a collective by its
+    begin row, as OTF's begin records carry them).  Collectives of one location do not nest,
+    so a begin's end is the next end.  ``held``: (an earlier chunk, its trailing begin row),
+    completed from this chunk's first end.  Returns this chunk's trailing begin still
+    waiting for its end (in a later chunk), or None."""
+    kind = events["kind"]
+    ends = np.flatnonzero(kind == Kind.COLLECTIVE_END)
+    if held is not None and len(ends):
+        for c in COLLECTIVE_FIELDS:
+            held[0]["events"][c][held[1]] = events[c][ends[0]]
+    begins = np.flatnonzero(kind == Kind.COLLECTIVE_BEGIN)
+    if not len(begins):
+        return None
+    j = np.searchsorted(ends, begins)
+    ok = j < len(ends)
+    for c in COLLECTIVE_FIELDS:
+        events[c][begins[ok]] = events[c][ends[j[ok]]]
+    return None if ok[-1] else int(begins[-1])
 
 
 def _grouped(locations: list, limit: int) -> list[Unit]:
@@ -291,7 +326,7 @@ class _Mapper:
         # (the only signed arguments are 64-bit: their bits are already two's complement)
         args = ev[:, 2:] & MASK[code]
         a = args.view(np.int64)         # refs and sizes; sizes beyond 2**63 keep their bits
-        ticks = ev[:, 0]
+        ticks = ev[:, 0].copy()        # the arena is refilled by the next batch
         ids = lambda: np.zeros(n, np.int32)  # noqa: E731
         kind = np.full(n, int(Kind.EVENT), np.uint8)
         region, peer, comm, root, collop, counter = ids(), ids(), ids(), ids(), ids(), ids()
