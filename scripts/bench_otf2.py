@@ -4,7 +4,8 @@ callbacks).  Makes its archive with partrace's OTF2 output of a synthetic trace.
 
     python scripts/bench_otf2.py [--events 400000] [--locations 8]
 
-Prints one table: events, seconds (best of --repeat), million events per second.
+Prints one table: what was read, seconds (best of --repeat), million events per second
+(for the raw read: the archive's events over the time to read its bytes, a ceiling).
 Run it twice or after `partrace warm`: the first run compiles the callbacks.
 """
 from __future__ import annotations
