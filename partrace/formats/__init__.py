@@ -22,6 +22,7 @@ BUILTIN = {
     "dumpi": "partrace.formats.dumpi:DUMPI",
     "ovni": "partrace.formats.ovni:Ovni",
     "ross": "partrace.formats.ross:ROSS",
+    "otf2": "partrace.formats.otf2:OTF2",
 }
 
 _loaded: dict = {}

@@ -40,6 +40,7 @@ FIXTURES = {
     "ross": [DATA / "ross" / "phold-np2-opt-gvt-pekplp" / "stats",
              DATA / "ross" / "pi-np2-opt-evtrace-full-model-gvt" / "stats",
              DATA / "ross" / "pi-np1-seq-allmodes" / "stats"],
+    "otf2": [DATA / "otf2" / "mpi3" / "traces.otf2", DATA / "otf2" / "threads2"],
 }
 def _label(path):
     """The fixture's folder name (tests/data/<format>/<name>/...)."""

@@ -1,0 +1,168 @@
+"""An OTF2 archive's global definitions, read once through the otf2 package's own reader
+(definitions are few), as partrace's definitions tables plus the complete source form.
+
+Ids: partrace location, region and metric ids are OTF2 refs + 1 where the archive uses
+ref 0 (0 means "none" in partrace's common columns), else the refs themselves
+(``attrs["ref_shift"]`` per kind), so an archive written by partrace reads back with its
+own refs.  Communicators are OTF2 comm ref + 1 and collective operations OTF2_CollectiveOp
++ 1 (both always have a 0).
+"""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from ...model import Definitions, Table
+
+COLLECTIVE_NAMES = ["BARRIER", "BCAST", "GATHER", "GATHERV", "SCATTER", "SCATTERV", "ALLGATHER",
+                    "ALLGATHERV", "ALLTOALL", "ALLTOALLV", "ALLTOALLW", "ALLREDUCE", "REDUCE",
+                    "REDUCE_SCATTER", "SCAN", "EXSCAN", "REDUCE_SCATTER_BLOCK", "CREATE_HANDLE",
+                    "DESTROY_HANDLE", "ALLOCATE", "DEALLOCATE", "CREATE_HANDLE_AND_ALLOCATE",
+                    "DESTROY_HANDLE_AND_DEALLOCATE"]
+COLLECTIVE_TYPES = {"BARRIER": 1, "BCAST": 2, "SCATTER": 2, "SCATTERV": 2, "GATHER": 3,
+                    "GATHERV": 3, "REDUCE": 3}
+
+
+def _json(value):
+    """A definition field in JSON form: definitions by ref, enums by value."""
+    if hasattr(value, "_ref"):
+        return value._ref
+    if isinstance(value, enum.Enum) or hasattr(type(value), "_names"):    # the library's enums
+        return int(value.value)
+    if isinstance(value, (tuple, list)):
+        return [_json(v) for v in value]
+    if hasattr(value, "name") and type(value).__name__ == "String":
+        return value.name
+    return value
+
+
+def source_form(registry) -> dict:
+    """Every definition of the registry: {kind: [{field: value}]} (lossless, JSON-able)."""
+    out = {}
+    for attr, reg in sorted(vars(registry).items()):
+        if not attr.startswith("_") or not hasattr(reg, "__iter__") or attr == "_registry":
+            continue
+        rows = []
+        for d in reg:
+            row = {"type": type(d).__name__}
+            if hasattr(d, "_ref"):
+                row["ref"] = d._ref
+            for f in d._fields:
+                row[f.name] = _json(getattr(d, f.name))
+            rows.append(row)
+        if rows:
+            out[attr.lstrip("_")] = rows
+    c = registry.clock_properties
+    out["clock_properties"] = {f.name: _json(getattr(c, f.name)) for f in c._fields}
+    return out
+
+
+def _shift(refs) -> int:
+    return 1 if 0 in refs else 0
+
+
+def read_global(anchor: str, errors) -> Definitions:
+    """The definitions of the archive whose anchor file is ``anchor``; ``errors``: a function
+    turning the library's failure into a TraceError."""
+    import otf2
+    try:
+        with otf2.reader.open(anchor) as trace:
+            reg = trace.definitions
+            locations = list(reg.locations)
+            regions = list(reg.regions)
+            comms = list(reg.comms)
+            metrics = list(reg.metrics)
+            groups = list(reg.location_groups)
+            nodes = list(reg.system_tree_nodes)
+            attributes = list(reg.attributes)
+            source = source_form(reg)
+            clock = reg.clock_properties
+    except Exception as exc:        # the library's errors carry no type of their own
+        raise errors(exc) from None
+    lshift = _shift([loc._ref for loc in locations])
+    rshift = _shift([r._ref for r in regions])
+    mshift = _shift([m._ref for m in metrics])
+    # a location stands for its process: the first location (lowest ref) of its group is the
+    # parent of the others, the way threads hang under their process in partrace
+    first = {}
+    for loc in sorted(locations, key=lambda x: x._ref):
+        first.setdefault(loc.group._ref, loc._ref)
+    loc_ids = np.asarray([x._ref + lshift for x in locations], np.int64)
+    parent = np.asarray([0 if first[x.group._ref] == x._ref else first[x.group._ref] + lshift
+                         for x in locations], np.int64)
+    tables = {
+        "locations": Table({"id": loc_ids, "name": np.asarray([x.name for x in locations], object),
+                            "parent": parent}),
+        "regions": Table({"id": np.asarray([r._ref + rshift for r in regions], np.int64),
+                          "name": np.asarray([r.name for r in regions], object),
+                          "group": np.asarray([int(r.paradigm.value) + 1 for r in regions],
+                                              np.int64)}),
+    }
+    import otf2.enums as E
+    paradigms = sorted(E.Paradigm._names.items())
+    tables["region_groups"] = Table({"id": np.asarray([v + 1 for v, _ in paradigms], np.int64),
+                                     "name": np.asarray([_paradigm_name(n) for _, n in paradigms],
+                                                        object)})
+    tables["otf2_locations"] = Table({
+        "id": loc_ids, "type": np.asarray([x.type.value for x in locations], np.int64),
+        "events": np.asarray([x.number_of_events for x in locations], np.int64),
+        "group": np.asarray([x.group._ref for x in locations], np.int64)})
+    tables["otf2_location_groups"] = Table({
+        "id": np.asarray([g._ref for g in groups], np.int64),
+        "name": np.asarray([g.name for g in groups], object),
+        "type": np.asarray([g.location_group_type.value for g in groups], np.int64),
+        "node": np.asarray([g.system_tree_parent._ref if g.system_tree_parent else -1
+                            for g in groups], np.int64)})
+    tables["otf2_system_tree"] = Table({
+        "id": np.asarray([n._ref for n in nodes], np.int64),
+        "name": np.asarray([n.name for n in nodes], object),
+        "class": np.asarray([n.class_name for n in nodes], object),
+        "parent": np.asarray([n.parent._ref if n.parent else -1 for n in nodes], np.int64)})
+    tables["otf2_regions"] = Table({
+        "id": tables["regions"]["id"],
+        "role": np.asarray([r.region_role.value for r in regions], np.int64),
+        "paradigm": np.asarray([r.paradigm.value for r in regions], np.int64),
+        "canonical_name": np.asarray([r.canonical_name for r in regions], object),
+        "description": np.asarray([r.description for r in regions], object)})
+    # communicators: members in rank order, as partrace locations
+    cids, cnames, mcomm, mloc = [], [], [], []
+    for c in comms:
+        cids.append(c._ref + 1)
+        cnames.append(c.name)
+        members = list(getattr(c.group, "members", ()) or ())
+        for m in members:
+            if hasattr(m, "group") and hasattr(m, "number_of_events"):     # a Location
+                mcomm.append(c._ref + 1)
+                mloc.append(m._ref + lshift)
+    tables["communicators"] = Table({"id": np.asarray(cids, np.int64),
+                                     "name": np.asarray(cnames, object)})
+    tables["communicator_members"] = Table({"comm": np.asarray(mcomm, np.int32),
+                                            "location": np.asarray(mloc, np.int32)})
+    tables["collectives"] = Table({
+        "id": np.arange(1, len(COLLECTIVE_NAMES) + 1, dtype=np.int64),
+        "name": np.asarray(COLLECTIVE_NAMES, object),
+        "type": np.asarray([COLLECTIVE_TYPES.get(n, 4 if n.startswith("ALL") else 0)
+                            for n in COLLECTIVE_NAMES], np.int64)})
+    names, units = [], []
+    for m in metrics:
+        cls = m if hasattr(m, "members") else m.metric_class
+        names.append(", ".join(x.name for x in cls.members))
+        units.append(", ".join(x.unit for x in cls.members))
+    tables["counters"] = Table({"id": np.asarray([m._ref + mshift for m in metrics], np.int64),
+                                "name": np.asarray(names, object),
+                                "unit": np.asarray(units, object),
+                                "group": np.zeros(len(metrics), np.int64)})
+    tables["otf2_attributes"] = Table({
+        "id": np.asarray([a._ref for a in attributes], np.int64),
+        "name": np.asarray([a.name for a in attributes], object),
+        "type": np.asarray([a.type.value for a in attributes], np.int64)})
+    attrs = {"ticks_per_second": int(clock.timer_resolution),
+             "global_offset": int(clock.global_offset), "trace_length": int(clock.trace_length),
+             "ref_shift": {"location": lshift, "region": rshift, "metric": mshift}}
+    return Definitions("otf2", tables, attrs, source)
+
+
+def _paradigm_name(name: str) -> str:
+    """MPI, OpenMP (the names partrace's writers know), else the library's own."""
+    return {"MPI": "MPI", "OPENMP": "OpenMP", "USER": "user"}.get(name, name)

@@ -1,0 +1,337 @@
+"""OTF2 input: every record partrace decodes equals what the library's own Python reader
+reads (value by value), on archives written by the library (tests/data/otf2, made by
+make_archives.py) and on partrace's own OTF2 output of other formats' fixtures; the round
+trip archive -> partrace convert -> OTF2 on 1 and 3 ranks; damaged archives."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partrace.formats.otf2 import OTF2
+from partrace.formats.otf2 import records as R
+from partrace.model import Table
+from tests.conftest import run_cli
+from tests.support import damage
+from tests.support.damage import decode_units
+
+otf2 = pytest.importorskip("otf2")
+DATA = Path(__file__).resolve().parents[1] / "data"
+ARCHIVES = [DATA / "otf2" / "mpi3" / "traces.otf2", DATA / "otf2" / "threads2" / "traces.otf2"]
+METRIC, PROGRAM_BEGIN = (1 + [n for n, _ in R.RECORDS].index(x) for x in ("Metric", "ProgramBegin"))
+
+
+def _plain(v):
+    """A field as the library's Python reader gives it, as an integer (refs, enums)."""
+    if hasattr(v, "_ref"):
+        return v._ref
+    if hasattr(type(v), "_names"):
+        return int(v.value)
+    if isinstance(v, (str, float)):
+        return v
+    return int(v)
+
+
+def _bits(value: int, typ: int, strings) -> object:
+    """A value's bits as the Python reader shows the value."""
+    if typ in (9, 10):
+        return float(np.uint64(value).view(np.float64))
+    if typ in (5, 6, 7, 8):
+        return int(np.uint64(value).view(np.int64))
+    if typ == 11:
+        return str(strings[value])
+    return int(value)
+
+
+def library_events(anchor: Path) -> dict[int, list]:
+    """Per location ref: [(time, record name, fields, values, attributes)] by the Python reader."""
+    out = {}
+    with otf2.reader.open(str(anchor)) as trace:
+        for loc, ev in trace.events:
+            name = type(ev).__name__
+            spec = dict(R.RECORDS)[name]
+            if name == "Metric":
+                fields = [_plain(ev.metric), len(ev.values)]
+                values = [float(v) if isinstance(v, float) else int(v) for v in ev.values]
+            else:
+                fields = [_plain(getattr(ev, f)) for f, _, _ in spec]
+                values = []
+            attrs = sorted((a._ref, _plain(v)) for a, v in (ev.attributes or {}).items())
+            out.setdefault(loc._ref, []).append((ev.time, name, fields, values, attrs))
+    return out
+
+
+def partrace_events(anchor: Path) -> dict[int, list]:
+    """The same, from partrace's decode."""
+    reader = OTF2.open(anchor)
+    defs = reader.read_definitions()
+    with otf2.reader.open(str(anchor)) as trace:
+        strings = trace.definitions.strings
+        types = {m._ref: [x.value_type for x in (m.members if hasattr(m, "members") else
+                                                   m.metric_class.members)]
+                 for m in trace.definitions.metrics}
+    out = {}
+    shift = defs.attrs["ref_shift"]["location"]
+    units = decode_units(reader, every_table=True).values()
+    every = {n: Table.concat([u[n] for u in units], schema) for n, schema in
+             reader.schema(defs).items()}
+    for lid in np.unique(every["events"]["location"]).tolist():
+        tables = {n: t.take(np.flatnonzero(t["location"] == lid)) for n, t in every.items()}
+        ref = lid - shift
+        ev, vals, attrs = tables["events"], tables["values"], tables["attributes"]
+        rows = []
+        for i in range(len(ev)):
+            code = int(ev["record"][i])
+            name, spec = R.RECORDS[code - 1]
+            args = [int(a) for a in ev["args"][i][:len(spec)]]
+            args = [int(np.uint64(a).view(np.int64)) if s else a
+                    for a, (_, _, s) in zip(args, spec)]
+            values = []
+            if code == METRIC:
+                args = args[:2]
+                v = vals["event_seq"] == ev["seq"][i]
+                values = [_bits(int(x), int(t), strings) for x, t in
+                          zip(vals["value"][v], vals["type"][v])]
+                assert [int(t) for t in vals["type"][v]] == [int(t.value) for t in types[args[0]]]
+            a = attrs["event_seq"] == ev["seq"][i]
+            kv = sorted((int(r), _bits(int(x), int(t), strings)) for r, x, t in
+                        zip(attrs["attribute"][a], attrs["value"][a], attrs["type"][a]))
+            rows.append((int(ev["ticks"][i]), name, args, values, kv))
+        assert (ev["location"] == ref + defs.attrs["ref_shift"]["location"]).all()
+        assert (ev["seq"] == np.arange(len(ev))).all()
+        out[ref] = rows
+    return out
+
+
+@pytest.mark.parametrize("anchor", ARCHIVES, ids=lambda p: p.parent.name)
+def test_every_record_equals_the_library_reader(anchor):
+    want = library_events(anchor)
+    got = partrace_events(anchor)
+    assert got == want
+    assert sum(map(len, got.values())) > 30
+
+
+@pytest.mark.parametrize("batch", [1, 3, 7])
+def test_any_batch_size_decodes_the_same(batch):
+    """Small batches of the library's reader (records, values and attributes cut anywhere,
+    a collective's begin and end in different chunks) give the same rows."""
+    whole = decode_units(OTF2.open(ARCHIVES[0], unit_bytes=1), every_table=True)
+    reader = OTF2.open(ARCHIVES[0], unit_bytes=1)
+    reader.batch_events = batch
+    cut = decode_units(reader, every_table=True)
+    assert cut.keys() == whole.keys()
+    for unit, tables in whole.items():
+        for name, t in tables.items():
+            for col in t.names:
+                assert np.array_equal(cut[unit][name][col], t[col]), (unit, name, col)
+
+
+def test_common_columns_of_the_mpi_archive():
+    """What the common model says of the records: peers as locations through the
+    communicator's ranks, roots, collective operations, counters."""
+    reader = OTF2.open(ARCHIVES[0].parent)          # the folder opens too
+    defs = reader.read_definitions()
+    names = dict(zip(defs.tables["locations"]["id"].tolist(), defs.tables["locations"]["name"]))
+    (one_unit,) = decode_units(reader).values()      # small locations go in one unit
+    ev = one_unit["events"]
+    ev = ev.take(np.flatnonzero(ev["location"] == 1))
+    sends = ev.take(np.flatnonzero(ev["kind"] == 3))
+    assert [names[p] for p in sends["peer"].tolist()] == ["Master thread 1"] * 3
+    assert sends["match_id"].tolist() == [0, 901, 0]
+    assert sends["tag"].tolist() == [40, 41, 42] and sends["size"].tolist() == [8, 16, 24]
+    ends = ev.take(np.flatnonzero(ev["kind"] == 8))
+    assert [names[r] if r else None for r in ends["root"].tolist()] == ["Master thread 1", None]
+    collops = dict(zip(defs.tables["collectives"]["id"].tolist(),
+                       defs.tables["collectives"]["name"]))
+    assert [collops[c] for c in ends["collop"].tolist()] == ["BCAST", "ALLREDUCE"]
+    comms = dict(zip(defs.tables["communicators"]["id"].tolist(),
+                     defs.tables["communicators"]["name"]))
+    assert [comms[c] for c in ends["comm"].tolist()] == ["MPI_COMM_WORLD", "MPI_COMM_EVEN"]
+    # a collective's begin row carries what its end says (analyses name collectives by it)
+    begins = ev.take(np.flatnonzero(ev["kind"] == 7))
+    for c in ("collop", "comm", "root", "size", "received"):
+        assert begins[c].tolist() == ends[c].tolist(), c
+    counters = ev.take(np.flatnonzero(ev["kind"] == 5))
+    assert counters["value"][:2].tolist() == [1000, (-4096) & 0xFFFFFFFFFFFFFFFF]
+    # threads hang under their process's master thread
+    parent = dict(zip(defs.tables["locations"]["id"].tolist(),
+                      defs.tables["locations"]["parent"].tolist()))
+    assert [names.get(parent[i]) for i in sorted(parent)] == [None] * 3 + ["Master thread 0"] * 2
+
+
+def test_decoded_on_3_ranks_equals_the_decode_checked_above(tmp_path):
+    """The rows an HDF5 merge on 3 ranks holds are those the reader decodes here (which
+    test_every_record_equals_the_library_reader compares with the library's reader)."""
+    import partrace
+    # a unit per location (unit_bytes=1), so the 3 ranks share them
+    h5 = _convert(ARCHIVES[0], tmp_path / "m.h5", nranks=3,
+                  options=["--reader-option", "unit_bytes=1"])
+    reader = OTF2.open(ARCHIVES[0], unit_bytes=1)
+    assert len(reader.units()) == 5
+    here = decode_units(reader, every_table=True)
+    merged = partrace.open(h5)
+    for name in ("events", "values", "attributes"):
+        got = merged.table(name)
+        order = np.lexsort((np.asarray(got["seq"]), np.asarray(got["location"])))
+        want = [t[name] for _, t in sorted(here.items())]
+        for col in want[0].names:
+            expect = np.concatenate([t[col] for t in want])
+            assert np.array_equal(np.asarray(got[col])[order], expect), (name, col)
+        assert len(got) == sum(len(t) for t in want) > 0
+
+
+def _convert(src: Path, out: Path, nranks=None, options=()) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    r = run_cli(["convert", str(src), "-o", str(out), "-q", *options], nranks=nranks)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def own_outputs(tmp_path_factory):
+    """partrace's OTF2 output of one fixture of each other format."""
+    d = tmp_path_factory.mktemp("own")
+    srcs = {"dumpi": DATA / "dumpi" / "p2p-4rank",
+            "otf": DATA / "otf" / "ring8" / "trace" / "ring8.otf"}
+    return {k: _convert(p, d / f"{k}.otf2") for k, p in srcs.items()}
+
+
+@pytest.mark.parametrize("name", ["dumpi", "otf"])
+def test_partrace_own_output_equals_the_library_reader(own_outputs, name):
+    anchor = own_outputs[name]
+    want = library_events(anchor)
+    assert partrace_events(anchor) == want
+    assert sum(map(len, want.values())) > 50
+
+
+# -- the round trip: archive -> partrace convert -> OTF2, on 1 and 3 ranks ------------------
+# The records partrace's OTF2 output writes today (partrace/output/otf2_sink.py): the others
+# (non-blocking requests, OpenMP fork/join, parameters, attributes, metrics of several
+# members) are not written yet: test_round_trip_keeps_every_record says so until they are.
+BLOCKING = {"MpiIsend": "MpiSend", "MpiIrecv": "MpiRecv"}
+WRITTEN = {"Enter", "Leave", "MpiSend", "MpiRecv", "MpiCollectiveBegin", "MpiCollectiveEnd"}
+
+
+def named_records(anchor: Path, keep=None) -> dict:
+    """Per location name: records with refs resolved to names (regions, communicators)."""
+    out = {}
+    with otf2.reader.open(str(anchor)) as trace:
+        for loc, ev in trace.events:
+            name = type(ev).__name__
+            if keep is not None and name not in keep:
+                continue
+            fields = []
+            for f, _, _ in dict(R.RECORDS)[name] if name != "Metric" else ():
+                v = getattr(ev, f)
+                fields.append(v.name if hasattr(v, "name") and hasattr(v, "_ref") else _plain(v))
+            if name == "Metric":
+                fields = [[m.name for m in ev.metric.members], list(ev.values)]
+            attrs = sorted((a.name, v) for a, v in (ev.attributes or {}).items())
+            out.setdefault(loc.name, []).append((ev.time, name, fields, attrs))
+        defs = trace.definitions
+        regions = sorted((r.name, int(r.paradigm.value)) for r in defs.regions)
+        comms = sorted((c.name, tuple(m.name for m in c.group.members)) for c in defs.comms
+                       if c.name != "all locations")
+        locations = sorted(loc.name for loc in defs.locations)
+    return {"events": out, "regions": regions, "comms": comms, "locations": locations}
+
+
+@pytest.fixture(scope="module")
+def round_trips(tmp_path_factory):
+    d = tmp_path_factory.mktemp("round")
+    return {n: _convert(ARCHIVES[0], d / f"r{n}" / "back.otf2", nranks=n,
+                        options=["--reader-option", "unit_bytes=1"]) for n in (1, 3)}
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_round_trip_keeps_what_the_output_writes(round_trips, nranks):
+    back = named_records(round_trips[nranks], WRITTEN)
+    src = named_records(ARCHIVES[0], WRITTEN | {"MpiIsend", "MpiIrecv"})
+    for name in ("regions", "comms", "locations"):
+        assert back[name] == src[name], name
+    assert back["events"].keys() == src["events"].keys()
+    for loc, rows in src["events"].items():
+        # a non-blocking send or receive is written as a blocking one (no request id);
+        # attributes are not written yet
+        want = [(t, BLOCKING.get(n, n), f[:4] if n in BLOCKING else f, [])
+                for t, n, f, _ in rows]
+        assert back["events"][loc] == want, loc
+
+
+def test_round_trip_same_on_1_and_3_ranks(round_trips):
+    assert named_records(round_trips[1]) == named_records(round_trips[3])
+
+
+@pytest.mark.xfail(strict=True, reason="partrace's OTF2 output does not write non-blocking "
+                   "MPI requests, OpenMP fork/join, parameters, attributes nor metrics of several "
+                   "members yet (otf2_sink.py; issue #17's report)")
+def test_round_trip_keeps_every_record(round_trips):
+    assert named_records(round_trips[1])["events"] == named_records(ARCHIVES[0])["events"]
+
+
+# -- damage ----------------------------------------------------------------------------------
+def _copy(tmp_path: Path) -> Path:
+    dst = tmp_path / "in" / "mpi3"
+    shutil.copytree(ARCHIVES[0].parent, dst)
+    return dst / "traces.otf2"
+
+
+def _decode(anchor: Path):
+    return decode_units(OTF2.open(anchor))
+
+
+def test_truncated_event_file(tmp_path):
+    anchor = _copy(tmp_path)
+    evt = anchor.parent / "traces" / "1.evt"
+    evt.write_bytes(evt.read_bytes()[:300])
+    damage.check(_decode, anchor, tmp_path, evt, "event 14", "expected 39 event records")
+
+
+def test_missing_event_file(tmp_path):
+    anchor = _copy(tmp_path)
+    evt = anchor.parent / "traces" / "2.evt"
+    evt.unlink()
+    damage.check(_decode, anchor, tmp_path, evt, None, "is missing")
+
+
+def test_missing_local_definitions(tmp_path):
+    anchor = _copy(tmp_path)
+    local = anchor.parent / "traces" / "1.def"
+    local.unlink()
+    damage.check(_decode, anchor, tmp_path, local, None, "is missing")
+
+
+def test_missing_and_cut_global_definitions(tmp_path):
+    anchor = _copy(tmp_path)
+    gdef = anchor.with_suffix(".def")
+    data = gdef.read_bytes()
+    gdef.write_bytes(data[:500])
+    damage.check(_decode, anchor, tmp_path / "cut", gdef, None, "INVALID_DATA")
+    gdef.unlink()
+    damage.check(_decode, anchor, tmp_path / "missing", gdef, None, "is missing")
+
+
+def test_record_of_an_unknown_type(tmp_path):
+    """A record id the library does not know (a newer OTF2's; OTF2 gives such records a
+    length so readers can skip them) is an error, never skipped: an archive of one MpiSend
+    written by the library, its record id (14) changed to 240."""
+    from otf2.enums import GroupType, Paradigm
+    folder = tmp_path / "in" / "unknown"
+    with otf2.writer.open(str(folder), timer_resolution=1_000_000_000) as trace:
+        d = trace.definitions
+        loc = d.location("rank 0", group=d.location_group(
+            "process", system_tree_parent=d.system_tree_node("node")))
+        d.group("locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
+                members=[loc])
+        world = d.comm("world", group=d.group("world", group_type=GroupType.COMM_GROUP,
+                                              paradigm=Paradigm.MPI, members=[0]))
+        trace.event_writer_from_location(loc).mpi_send(5, 0, world, 7, 3)
+    evt = folder / "traces" / "0.evt"
+    data = bytearray(evt.read_bytes())
+    at = data.index(b"\x0e\x06")            # MPI_SEND, then the record's length (6)
+    data[at] = 240
+    evt.write_bytes(bytes(data))
+    damage.check(_decode, folder / "traces.otf2", tmp_path, evt, "event 0",
+                 "a type the bundled OTF2 library does not know")
