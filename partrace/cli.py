@@ -117,9 +117,9 @@ def _size(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     parser = argparse.ArgumentParser(
-        prog="partrace", description="MPI-parallel trace processing: read OTF, DUMPI, ovni "
-        "and ROSS traces, merge all events into one global time order, write HDF5, OTF, "
-        "Perfetto or OTF2; profile, communication, dump and timeline answers from any of them.",
+        prog="partrace", description="MPI-parallel trace processing: read OTF, OTF2, DUMPI, "
+        "ovni and ROSS traces, merge all events into one global time order, write HDF5, OTF, "
+        "OTF2, Perfetto or Chrome JSON; profile, communication, dump and timeline answers from any of them.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"partrace {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -127,12 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
                  help="merge every event of every location into one time order",
                  description="Decode the trace on all ranks and write every event in one "
                  "global (time, location, seq) order to HDF5, OTF (remapped onto M "
-                 "streams), Perfetto or OTF2.")
+                 "streams), OTF2, Perfetto or Chrome JSON.")
     _add_run_options(p)
     p = _command(sub, "convert", cmd_run,
                  help="convert a trace (or partrace HDF5) to another format",
                  description="Same engine as merge; any input partrace reads, including "
-                 "its own HDF5 output, to HDF5, OTF, Perfetto or OTF2.")
+                 "its own HDF5 output, to HDF5, OTF, OTF2, Perfetto or Chrome JSON.")
     _add_run_options(p)
     p = _command(sub, "info", cmd_info,
                  help="what a trace holds: format, locations, counts, time span")
