@@ -41,10 +41,21 @@ def profile(path: str | os.PathLike, *, comm: Comm | None = None, format: str | 
             spill_dir=tmpdir, reader_options=reader_options)
         return _profile_records(sink.defs, sink.result, per_location) if comm.rank == 0 else None
     from ..engine.fold import fold
+    from .regions import WALKED
     defs, acc, _ = fold(comm, path, tables={"events"}, start=ProfileFold, step=ProfileFold.step,
                         combine=ProfileFold.combine, end_unit=ProfileFold.end_unit, format=format,
-                        progress=progress, reader_options=reader_options)
+                        progress=progress,
+                        reader=_reader(comm, path, format, reader_options, {"events": WALKED}))
     return _profile_records(defs, acc.figures(defs), per_location) if comm.rank == 0 else None
+
+
+def _reader(comm: Comm, path, format, reader_options, selection: dict):
+    """The trace opened on every rank, asked to decode only ``selection`` (readers that
+    ignore it decode everything; the folds take what they need)."""
+    from ..engine.pipeline import open_on_all_ranks
+    reader = open_on_all_ranks(comm, path, format, reader_options)
+    reader.selection = selection
+    return reader
 
 
 def _region_name(regions: dict[int, str], rid: int) -> str:
@@ -128,7 +139,8 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
         raise ValueError(f"by must be 'location' or 'process', not {by!r}")
     comm = comm or serial()
     defs, acc, _ = fold(comm, path, tables={"events"}, start=C.start, step=C.step, combine=C.combine,
-                     format=format, progress=progress, reader_options=reader_options)
+                        format=format, progress=progress,
+                        reader=_reader(comm, path, format, reader_options, {"events": C.COLUMNS}))
     if comm.rank != 0:
         return None
     locations = _names(defs, "locations")

@@ -45,7 +45,8 @@ from ..engine.sink import Sink
 from ..model import Definitions, Kind, Schema, Table
 from .sparse import KeyedSums, slot_of
 
-COLUMNS = ("time", "location", "seq", "kind", "region")
+COLUMNS = ("time", "location", "seq", "kind", "region")     # what the reference path routes
+WALKED = ("time", "location", "kind", "region")              # what the walk reads
 ENTER, LEAVE, CHILD = int(Kind.ENTER), int(Kind.LEAVE), 255    # CHILD: fragments only
 FULL_STACK, FULL_PENDING, FULL_SUMS, UNKNOWN_LOCATION = 1, 2, 3, 4
 
