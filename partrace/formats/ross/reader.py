@@ -221,6 +221,9 @@ class ROSSReader(TraceReader):
         # a location's seq needs the records per key of the file before this region; a
         # selection without seq skips that count, and the next region then knows no carry
         need_seq = any("seq" in cols for t, cols in wanted.items() if t in mine)
+        if not need_seq and not mine & set(wanted):     # nothing asked of this file (its
+            self._carry[(i["path"], i["end"])] = UNKNOWN    # survey has checked the records)
+            return
         prefix = self._carry.pop((i["path"], i["start"]), None)
         if need_seq and (prefix is None or prefix is UNKNOWN):
             if prefix is None and self._before is not None:    # the engine's first unit of this file here
