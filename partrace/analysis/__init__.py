@@ -100,6 +100,12 @@ def _profile_records(defs, fig: dict, per_location: bool) -> dict:
 def _name_column(ids: np.ndarray, names: dict[int, str]) -> list[str]:
     """The name of each id (its decimal form where the definitions have none), vectorized
     over the distinct ids: pairs number up to locations squared."""
+    if not len(ids):
+        return []
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo < 4 * len(names) + 4096:     # dense ids (as they are): a table, no sort
+        table = np.array([names.get(i, str(i)) for i in range(lo, hi + 1)], object)
+        return table[ids - lo].tolist()
     uniq, inv = np.unique(ids, return_inverse=True)
     return np.array([names.get(i, str(i)) for i in uniq.tolist()], object)[inv.ravel()].tolist()
 

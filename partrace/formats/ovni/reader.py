@@ -239,7 +239,8 @@ class OvniReader(TraceReader):
             else:
                 g, j, cpu_carry = scan.events(buf, o, big, offset, known, set_cpu, clear_cpu,
                                               cpu_carry, Kind.EVENT)
-            g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
+            if "seq" in (ev_cols or ()) or jumbo_cols is not None:
+                g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
             for name, value in constant.items():
                 if name in (ev_cols or ()) or (name == "location" and jumbo_cols is not None):
                     g[name] = np.full(n, value, np.int64)
