@@ -41,10 +41,21 @@ def profile(path: str | os.PathLike, *, comm: Comm | None = None, format: str | 
             spill_dir=tmpdir, reader_options=reader_options)
         return _profile_records(sink.defs, sink.result, per_location) if comm.rank == 0 else None
     from ..engine.fold import fold
+    from .regions import WALKED
     defs, acc, _ = fold(comm, path, tables={"events"}, start=ProfileFold, step=ProfileFold.step,
                         combine=ProfileFold.combine, end_unit=ProfileFold.end_unit, format=format,
-                        progress=progress, reader_options=reader_options)
+                        progress=progress,
+                        reader=_reader(comm, path, format, reader_options, {"events": WALKED}))
     return _profile_records(defs, acc.figures(defs), per_location) if comm.rank == 0 else None
+
+
+def _reader(comm: Comm, path, format, reader_options, selection: dict):
+    """The trace opened on every rank, asked to decode only ``selection`` (readers that
+    ignore it decode everything; the folds take what they need)."""
+    from ..engine.pipeline import open_on_all_ranks
+    reader = open_on_all_ranks(comm, path, format, reader_options)
+    reader.selection = selection
+    return reader
 
 
 def _region_name(regions: dict[int, str], rid: int) -> str:
@@ -89,6 +100,12 @@ def _profile_records(defs, fig: dict, per_location: bool) -> dict:
 def _name_column(ids: np.ndarray, names: dict[int, str]) -> list[str]:
     """The name of each id (its decimal form where the definitions have none), vectorized
     over the distinct ids: pairs number up to locations squared."""
+    if not len(ids):
+        return []
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo < 4 * len(names) + 4096:     # dense ids (as they are): a table, no sort
+        table = np.array([names.get(i, str(i)) for i in range(lo, hi + 1)], object)
+        return table[ids - lo].tolist()
     uniq, inv = np.unique(ids, return_inverse=True)
     return np.array([names.get(i, str(i)) for i in uniq.tolist()], object)[inv.ravel()].tolist()
 
@@ -128,7 +145,8 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
         raise ValueError(f"by must be 'location' or 'process', not {by!r}")
     comm = comm or serial()
     defs, acc, _ = fold(comm, path, tables={"events"}, start=C.start, step=C.step, combine=C.combine,
-                     format=format, progress=progress, reader_options=reader_options)
+                        format=format, progress=progress,
+                        reader=_reader(comm, path, format, reader_options, {"events": C.COLUMNS}))
     if comm.rank != 0:
         return None
     locations = _names(defs, "locations")

@@ -18,6 +18,8 @@ from numba import njit
 from ..model import Definitions, Kind, Table
 from .sparse import KeyedSums, slot_of
 
+# the columns of events the fold reads (absent ones are zeros)
+COLUMNS = ("kind", "location", "peer", "size", "region", "collop", "received")
 HIST_BINS = 65          # bin b holds sizes in [2^(b-1), 2^b); bin 0 holds size 0
 SEND, COLLECTIVE, COLLECTIVE_BEGIN = int(Kind.SEND), int(Kind.COLLECTIVE), int(Kind.COLLECTIVE_BEGIN)
 
@@ -95,8 +97,7 @@ def step(acc: CommAcc, chunk: dict[str, Table]) -> CommAcc:
     if ev is None or not len(ev):
         return acc
     n = len(ev)
-    cols = [np.ascontiguousarray(ev["kind"]), _column(ev, "location", n)] + \
-        [_column(ev, c, n) for c in ("peer", "size", "region", "collop", "received")]
+    cols = [np.ascontiguousarray(ev["kind"])] + [_column(ev, c, n) for c in COLUMNS[1:]]
     at = 0
     while at < n:
         p, c = acc.pairs, acc.coll

@@ -45,7 +45,8 @@ from ..engine.sink import Sink
 from ..model import Definitions, Kind, Schema, Table
 from .sparse import KeyedSums, slot_of
 
-COLUMNS = ("time", "location", "seq", "kind", "region")
+COLUMNS = ("time", "location", "seq", "kind", "region")     # what the reference path routes
+WALKED = ("time", "location", "kind", "region")              # what the walk reads
 ENTER, LEAVE, CHILD = int(Kind.ENTER), int(Kind.LEAVE), 255    # CHILD: fragments only
 FULL_STACK, FULL_PENDING, FULL_SUMS, UNKNOWN_LOCATION = 1, 2, 3, 4
 
@@ -225,11 +226,13 @@ class Walker:
         """What the rows walked since the last call leave unresolved, as rows (loc, time,
         kind, region index) of the walk, in order per location; the state is then reset."""
         n = int(self.npend[0])
+        tail = np.flatnonzero(self.base_child)
+        if not n and not len(tail) and not self.depth.any():     # nothing left open (no
+            return (np.zeros(0, np.int64),) * 4                  # stacks: ROSS, most units)
         ploc = self.pend_loc[:n]
         parts = [  # (loc, phase, position, time, kind, region)
             (ploc, 0, 2 * np.arange(n), self.pend_child[:n], CHILD, 0),
             (ploc, 0, 2 * np.arange(n) + 1, self.pend_time[:n], LEAVE, 0)]
-        tail = np.flatnonzero(self.base_child)
         parts.append((tail, 1, np.zeros(len(tail), np.int64), self.base_child[tail], CHILD, 0))
         lo, d = np.nonzero(np.arange(self.st_region.shape[1]) < self.depth[:, None])
         parts.append((lo, 2, 2 * d, self.st_start[lo, d], ENTER, self.st_region[lo, d]))

@@ -53,6 +53,13 @@ class TraceReader(ABC):
     #: About how many input bytes one decoded chunk covers.  The engine sets
     #: it from the memory budget; readers that chunk by bytes honour it.
     chunk_bytes: int = 32 << 20
+    #: What :meth:`decode` must return, set by the caller before decoding: ``{table: column
+    #: names, or None for all its columns}``; None (the default) asks for everything.  A fold
+    #: that reads a few columns of ``events`` lets a reader skip the rest of the work.  A reader
+    #: may return more than asked (one that ignores the selection returns everything), never a
+    #: selected column whose values differ from a full decode's; names the schema lacks are
+    #: ignored.  :meth:`selected` reads it.
+    selection: dict[str, tuple[str, ...] | None] | None = None
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -104,6 +111,16 @@ class TraceReader(ABC):
         ``seq`` values are per location and continue across chunks, so the
         union of chunks of all units is the same whatever the chunking.
         """
+
+    def selected(self, table: str, columns: list[str]) -> list[str] | None:
+        """The names of ``columns`` (a table's schema, in order) that the selection asks for;
+        None when it does not ask for ``table`` at all."""
+        if self.selection is None:
+            return list(columns)
+        if table not in self.selection:
+            return None
+        wanted = self.selection[table]
+        return list(columns) if wanted is None else [c for c in columns if c in wanted]
 
     def source_files(self) -> list[Path]:
         """Every file the trace consists of (for ``info`` and size figures)."""

@@ -324,3 +324,31 @@ def test_api_answers_equal_pandas_on_the_merged_events(name, merged):
         lo, hi = (0, 1) if b == 0 else (1 << (b - 1), 1 << b)
         bins[(lo, hi)] += 1
     assert {(r.low, r.high): r.messages for r in h.itertuples()} == dict(bins)
+
+
+@pytest.mark.parametrize("name,options", [("ovni-v1", None), ("ovni-v3", None),
+                                          ("ross-evtrace", {"region_size": 4096}),
+                                          ("dumpi-coll", None)])
+def test_answers_with_a_selection_equal_those_of_a_full_decode(name, options, monkeypatch):
+    """profile and comm ask the reader for a few columns of events (TraceReader.selection);
+    the ovni and ROSS readers then skip the rest (checked: a column not asked for is not
+    decoded), readers that ignore it return everything; the answers are the same either way."""
+    from partrace.formats import open_trace
+    from partrace.model import Table
+    reader = open_trace(TRACES[name], **(options or {}))
+    reader.selection = {"events": ("time", "location", "kind", "region")}
+    defs = reader.read_definitions(reader.survey_all()) if reader.surveyed else reader.read_definitions()
+    if reader.ordered:
+        reader.start_after(None)
+    chunks = [c for u in reader.units() for c in reader.decode(u, defs)]
+    skipped = all(set(c) <= {"events"} and "seq" not in c.get("events", Table({})).names
+                  for c in chunks)
+    assert skipped == (not name.startswith("dumpi")) and any("events" in c for c in chunks)
+    picked = (analysis.profile(TRACES[name], per_location=True, reader_options=options),
+              analysis.communication(TRACES[name], reader_options=options))
+    opened = analysis._reader
+    monkeypatch.setattr(analysis, "_reader", lambda *a: setattr(r := opened(*a), "selection", None) or r)
+    full = (analysis.profile(TRACES[name], per_location=True, reader_options=options),
+            analysis.communication(TRACES[name], reader_options=options))
+    assert picked == full
+    assert picked[0]["locations"] or picked[1]["pairs"]

@@ -416,6 +416,34 @@ def test_generated_trace_decodes(tmp_path):
         assert all(d.endswith(b"synthetic task type\0") for d in t["jumbo"]["data"])
 
 
+def test_a_selection_of_event_keys_equals_the_full_decode(tmp_path):
+    """The folds' selections (time, location, kind, region: a lighter kernel) give a full
+    decode's values, clock offsets applied (one loom's is -1 s); a selection of the jumbo
+    table alone gives its rows; a selection of neither decodes nothing."""
+    root = _gen().write_trace(tmp_path, looms=2, procs=1, threads=2, events=3000, offsets=True)
+    _, defs, dec = decode_all(root)
+    for selection in ({"events": ("time", "location", "kind", "region")},
+                      {"events": ("kind", "location", "peer", "size", "region")},
+                      {"jumbo": ("event_seq", "data")}, {"other": None}):
+        r = Ovni.open(root)
+        r.selection = selection
+        r.chunk_bytes = 1 << 14             # several chunks per stream
+        for u in r.units():
+            chunks = list(r.decode(u, defs))
+            assert all(set(c) == set(selection) & {"events", "jumbo"} for c in chunks)
+            for table, cols in selection.items():
+                if table not in dec[u.key]:
+                    assert not chunks
+                    continue
+                full = dec[u.key][table]
+                names = [c for c in full.names if c in cols]
+                assert len(chunks) > 1 and all(c[table].names == names for c in chunks)
+                for c in names:
+                    assert np.array_equal(np.concatenate([ch[table][c] for ch in chunks]), full[c])
+        assert len(dec[u.key]["jumbo"]) and (dec[u.key]["events"]["time"] !=
+                                             dec[u.key]["events"]["ticks"].astype(np.int64)).any()
+
+
 def test_several_looms_without_offsets_warn(tmp_path):
     root = _gen().write_trace(tmp_path, looms=2, procs=1, threads=1, events=10)
     with pytest.warns(UserWarning, match=r"2 looms but no clock-offsets.txt"):

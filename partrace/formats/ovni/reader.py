@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
@@ -215,36 +216,57 @@ class OvniReader(TraceReader):
                           f"left by a crashed program); dropped its {len(buf) - end} bytes, "
                           f"kept the {len(offs)} whole events before it", stacklevel=2)
 
-        codes, kinds, regions = mcv.lookup()
-        known = scan.mcv_hash(codes), kinds, regions
+        known = _known_mcvs()
         set_cpu = np.array([mcv.code(m) for m in mcv.SET_CPU], np.int64)
         clear_cpu = np.array([mcv.code(m) for m in mcv.CLEAR_CPU], np.int64)
         offset = int(defs.attrs.get("clock_offsets", {}).get(info["loom"], 0))
-        loc = info["location"]
+        constant = {"location": info["location"], "loom": info["loom_id"],
+                    "process": info["pid"], "thread": info["tid"]}
+        ev_cols = self.selected("events", [c.name for c in EVENT_COLUMNS])
+        jumbo_cols = self.selected("jumbo", [c.name for c in JUMBO_COLUMNS])
+        if ev_cols is None and jumbo_cols is None:
+            return
+        # a fold that reads only event keys (a profile, messages) gets them from a lighter pass
+        keys_only = jumbo_cols is None and set(ev_cols) <= {*scan.KEY_COLUMNS, "seq", *constant}
         cpu_carry, jseq = NO_CPU, 0
-        schema = self.schema(defs)
         # bigger chunks are faster (fewer, larger arrays; the kernel is one pass either way)
         step = max(1, min(CHUNK, self.chunk_bytes * len(offs) // max(end - scan.HEADER, 1)))
         for lo in range(0, max(len(offs), 1), step):
             o = offs[lo:lo + step]
             n = len(o)
-            g, j, cpu_carry = scan.events(buf, o, big, offset, known, set_cpu, clear_cpu,
-                                       cpu_carry, Kind.EVENT)
-            g["location"] = np.full(n, loc, np.int64)
-            g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
-            g["loom"] = np.full(n, info["loom_id"], np.int64)
-            g["process"] = np.full(n, info["pid"], np.int64)
-            g["thread"] = np.full(n, info["tid"], np.int64)
-            events = conform(Table({c.name: g[c.name] for c in EVENT_COLUMNS}), EVENT_COLUMNS)
+            if keys_only:
+                g = scan.event_keys(buf, o, big, offset, known, Kind.EVENT)
+            else:
+                g, j, cpu_carry = scan.events(buf, o, big, offset, known, set_cpu, clear_cpu,
+                                              cpu_carry, Kind.EVENT)
+            if "seq" in (ev_cols or ()) or jumbo_cols is not None:
+                g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
+            for name, value in constant.items():
+                if name in (ev_cols or ()) or (name == "location" and jumbo_cols is not None):
+                    g[name] = np.full(n, value, np.int64)
+            out = {}
+            if ev_cols is not None:
+                out["events"] = conform(Table({c: g[c] for c in ev_cols}),
+                                        [c for c in EVENT_COLUMNS if c.name in ev_cols])
+            if jumbo_cols is not None:
+                size, data = scan.jumbo_data(buf, o[j], g["payload"][j], big)
+                jumbo = {"time": g["time"][j], "location": g["location"][j],
+                         "seq": np.arange(jseq, jseq + len(j), dtype=np.int64),
+                         "event_seq": g["seq"][j], "model": g["model"][j],
+                         "category": g["category"][j], "value": g["value"][j],
+                         "size": size, "data": data}
+                out["jumbo"] = conform(Table({c: jumbo[c] for c in jumbo_cols}),
+                                       [c for c in JUMBO_COLUMNS if c.name in jumbo_cols])
+                jseq += len(j)
+            yield out
 
-            size, data = scan.jumbo_data(buf, o[j], g["payload"][j], big)
-            jumbo = conform(Table({
-                "time": g["time"][j], "location": g["location"][j],
-                "seq": np.arange(jseq, jseq + len(j), dtype=np.int64), "event_seq": g["seq"][j],
-                "model": g["model"][j], "category": g["category"][j], "value": g["value"][j],
-                "size": size, "data": data}), schema["jumbo"])
-            jseq += len(j)
-            yield {"events": events, "jumbo": jumbo}
+
+@lru_cache(maxsize=1)
+def _known_mcvs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(hashed MCV codes, their kinds, their regions): the same for every stream."""
+    from . import mcv, scan
+    codes, kinds, regions = mcv.lookup()
+    return scan.mcv_hash(codes), kinds, regions
 
 
 def _key(s: layout.Stream) -> str:

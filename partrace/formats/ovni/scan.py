@@ -200,6 +200,36 @@ def events(buf: np.ndarray, offs: np.ndarray, big: bool, offset: int, lookup, se
     return g, jumbo[:nj], int(carry)
 
 
+@numba.njit(cache=True, nogil=True)
+def _fill_keys(buf, offs, big, offset, table, known_kind, known_region, other_kind, time,
+               kind, region):
+    """:func:`_fill` for the columns a profile or message fold reads: time, kind, region
+    (the same values, a third of the work: no payload, flags or CPU carry)."""
+    for i in range(offs.shape[0]):
+        o = offs[i]
+        time[i] = np.int64(_uint(buf, o + 4, 8, big)) + offset
+        mcv = np.int64(buf[o + 1]) << 16 | np.int64(buf[o + 2]) << 8 | np.int64(buf[o + 3])
+        p = _find(table, mcv)
+        if p >= 0:
+            kind[i], region[i] = known_kind[p], known_region[p]
+        else:
+            kind[i], region[i] = other_kind, 0
+
+
+KEY_COLUMNS = ("time", "kind", "region")     # what :func:`event_keys` fills
+
+
+def event_keys(buf: np.ndarray, offs: np.ndarray, big: bool, offset: int, lookup,
+               other_kind: int) -> dict[str, np.ndarray]:
+    """The KEY_COLUMNS of the events at ``offs``, as :func:`events` gives them."""
+    n = len(offs)
+    g = {"time": np.empty(n, np.int64), "kind": np.empty(n, np.uint8),
+         "region": np.empty(n, np.int64)}
+    _fill_keys(buf, offs, big, np.int64(offset), *lookup, np.uint8(other_kind), g["time"],
+               g["kind"], g["region"])
+    return g
+
+
 def jumbo_data(buf: np.ndarray, offs: np.ndarray, payload: np.ndarray,
                big: bool) -> tuple[np.ndarray, np.ndarray]:
     """Lengths and bytes objects of the jumbo events at ``offs``."""

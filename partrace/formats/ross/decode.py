@@ -96,15 +96,16 @@ def with_receives(cols: dict) -> dict:
 
     The RECV row is on the destination LP at the receive time, with the source
     LP as peer; it repeats the record's fields, so either row alone is whole.
+    ``cols`` holds ``recv_vts`` if it holds ``time``, ``peer`` and ``location`` together.
     """
-    recv = {"location": cols["peer"], "peer": cols["location"],
-            "kind": np.full(len(cols["kind"]), Kind.RECV, np.uint8),
-            "time": to_ns(cols["recv_vts"])}
+    n = len(next(iter(cols.values()))) if cols else 0
+    recv = {"location": lambda: cols["peer"], "peer": lambda: cols["location"],
+            "kind": lambda: np.full(n, Kind.RECV, np.uint8), "time": lambda: to_ns(cols["recv_vts"])}
     out = {}
     for k, v in cols.items():
         if k in recv:                       # SEND value, RECV value, interleaved
             out[k] = np.empty(2 * len(v), v.dtype)
-            out[k][0::2], out[k][1::2] = v, recv[k]
+            out[k][0::2], out[k][1::2] = v, recv[k]()
         else:
             out[k] = np.repeat(v, 2, axis=0)
     return out
@@ -122,8 +123,27 @@ class Locator:
         self.kps = L.kp_key(t["kps"]["pe_id"], t["kps"]["kp_id"])
         self.kp_base, self.lp_base = 1 + len(self.pes), 1 + len(self.pes) + len(self.kps)
 
+        self._tables: dict[int, tuple[int, np.ndarray]] = {}
+
+    def _index(self, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """L.index_in, by a lookup table where the ids are dense (LP ids: a gather per
+        record, not a binary search)."""
+        span = int(ids[-1]) - int(ids[0]) + 1 if len(ids) else 0
+        if not 0 < span <= 4 * len(ids) + 4096 or not len(values):
+            return L.index_in(ids, values)
+        if id(ids) not in self._tables:
+            table = np.full(span, -1, np.int64)
+            table[ids - ids[0]] = np.arange(len(ids))
+            self._tables[id(ids)] = int(ids[0]), table
+        lo, table = self._tables[id(ids)]
+        off = np.asarray(values, np.int64) - lo
+        if off.min() >= 0 and off.max() < span:
+            return table[off]
+        inside = (off >= 0) & (off < span)
+        return np.where(inside, table[np.where(inside, off, 0)], -1)
+
     def _at(self, ids, values, base: int, sel: np.ndarray, what: str) -> np.ndarray:
-        i = L.index_in(ids, values)
+        i = self._index(ids, values)
         if len(i) and i.min() < 0:
             k = int(np.argmax(i < 0))
             raise TraceError.at_byte(self.path, int(sel[k]), f"{what} {int(values[k])} was not "
@@ -140,10 +160,12 @@ class Locator:
         return self._at(self.lps, lp, self.lp_base, sel, "LP id")
 
 
-def decode_region(info: dict, defs: Definitions, schema: dict,
-                  prefix: dict) -> tuple[dict[str, Table], dict]:
+def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | None,
+                  wanted: dict | None = None) -> tuple[dict[str, Table], dict]:
     """Tables of one region, and its records per raw key ({code: (keys, counts)});
-    ``prefix``: the same for all of the file's regions before this one."""
+    ``prefix``: the same for all of the file's regions before this one.  ``wanted``
+    ({table: column names}; None: all of the schema) limits the work to those columns;
+    ``prefix`` None: no seq column and no counts."""
     path, kind = Path(info["path"]), info["kind"]
     buf = open_bytes(path)
     starts, codes, nxt = hop_checked(path, buf, info["start"], info["end"], L.FAMILY[kind])
@@ -163,30 +185,50 @@ def decode_region(info: dict, defs: Definitions, schema: dict,
             continue
         if table not in schema:
             continue
-        hdr = gather(buf, sel, L.HEADER_DTYPES[code])
-        cols = {"offset": sel.astype(np.uint64)}
-        cols.update({name: hdr[name] for name in hdr.dtype.names})
+        want = set(c.name for c in schema[table]) if wanted is None else set(wanted.get(table, ()))
+        if prefix is not None:      # every table's counts: the next region's carry
+            keys = raw_keys(buf, sel, code)     # for EVTRACE: src, dest of each record, interleaved
+            counts[code] = key_counts(keys)
+        if wanted is not None and table not in wanted:
+            continue
+        cols = _columns(buf, sel, code, kind, table, want, defs, locate, path)
+        if "seq" in want:
+            pk, pc = prefix.get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
+            cols["seq"] = seq_numbers(keys, pk, pc)
+        out[table] = conform(Table({k: v for k, v in cols.items() if k in want}),
+                             [c for c in schema[table] if c.name in want])
+    return out, counts
+
+
+def _columns(buf, sel, code, kind, table, want: set, defs, locate, path) -> dict:
+    """The columns of the records at ``sel`` that ``want`` needs (and some others)."""
+    hdr = gather(buf, sel, L.HEADER_DTYPES[code])
+    cols = {name: hdr[name] for name in hdr.dtype.names}
+    if "offset" in want:
+        cols["offset"] = sel.astype(np.uint64)
+    evtrace = code == L.EVTRACE
+    if "time" in want:
         cols["time"] = to_ns(hdr[time_source(kind, code)])
+    # an event's RECV row is on its destination with the source as peer: either needs both
+    if "location" in want or (evtrace and "peer" in want):
         if code == L.PE:
             cols["location"] = locate.pe(hdr["pe_id"], sel)
         elif code == L.KP:
             cols["location"] = locate.kp(hdr["pe_id"], hdr["kp_id"], sel)
-        elif code == L.EVTRACE:
+        elif evtrace:
             cols["location"] = locate.lp(hdr["src_lp"], sel)
             cols["peer"] = locate.lp(hdr["dest_lp"], sel)
-            cols["kind"] = np.full(len(sel), Kind.SEND, np.uint8)
         else:
             cols["location"] = locate.lp(hdr["lp_id"], sel)
-        size_field = L.MODEL_SIZE_FIELD[code]
-        if size_field is not None:
-            cols.update(_model_columns(buf, sel, hdr[size_field].astype(np.int64),
-                                       defs.attrs["model_data_width"].get(table, 0), code,
-                                       model_dtype(defs, table), path))
-        if code == L.EVTRACE:
-            cols = with_receives(cols)
-        keys = raw_keys(buf, sel, code)     # for EVTRACE: src, dest of each record, interleaved
-        pk, pc = prefix.get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
-        cols["seq"] = seq_numbers(keys, pk, pc)
-        counts[code] = key_counts(keys)
-        out[table] = conform(Table(cols), schema[table])
-    return out, counts
+    if evtrace:
+        cols["kind"] = np.full(len(sel), Kind.SEND, np.uint8)
+    size_field = L.MODEL_SIZE_FIELD[code]
+    if size_field is not None and any(c.startswith("model_") for c in want):
+        cols.update(_model_columns(buf, sel, hdr[size_field].astype(np.int64),
+                                   defs.attrs["model_data_width"].get(table, 0), code,
+                                   model_dtype(defs, table), path))
+    if evtrace:
+        needs = want | ({"recv_vts"} if "time" in want else set()) | (
+            {"location", "peer"} if want & {"location", "peer"} else set())
+        cols = with_receives({k: v for k, v in cols.items() if k in needs})
+    return cols

@@ -214,18 +214,32 @@ class ROSSReader(TraceReader):
         from .decode import decode_region
         from .scan import add_keyed, survey_region
         i = unit.info
+        schema = self.schema(defs)
+        wanted = {t: cols for t, c in schema.items()
+                  if (cols := self.selected(t, [x.name for x in c])) is not None}
+        mine = {L.table_name(i["kind"], code) for code in L.CODES_OF_KIND[i["kind"]]}
+        # a location's seq needs the records per key of the file before this region; a
+        # selection without seq skips that count, and the next region then knows no carry
+        need_seq = any("seq" in cols for t, cols in wanted.items() if t in mine)
+        if not need_seq and not mine & set(wanted):     # nothing asked of this file (its
+            self._carry[(i["path"], i["end"])] = UNKNOWN    # survey has checked the records)
+            return
         prefix = self._carry.pop((i["path"], i["start"]), None)
-        if prefix is None:
-            if self._before is not None:    # the engine's first unit of this file on this rank
+        if need_seq and (prefix is None or prefix is UNKNOWN):
+            if prefix is None and self._before is not None:    # the engine's first unit of this file here
                 facts = self._before.get(i["path"])
                 prefix = facts.keys if facts else {}
-            elif i["start"] == 0:
+            elif prefix is None and i["start"] == 0:
                 prefix = {}
-            else:                           # decoded out of order, without the engine
+            else:                           # decoded out of order, or after a region without seq
                 prefix = survey_region(Path(i["path"]), i["kind"], 0, i["start"]).keys
-        tables, counts = decode_region(i, defs, self.schema(defs), prefix)
-        self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts)
+        tables, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted)
+        self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts) if need_seq else UNKNOWN
         yield tables
+
+
+# The carry of a region decoded without seq: the records per key before the next are unknown.
+UNKNOWN = "unknown"
 
 
 # Zero-padding a fixed-width model_data column may cost at most this much beyond the data.

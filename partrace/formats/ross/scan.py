@@ -199,19 +199,29 @@ def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a if not len(b) else np.union1d(a, b)
 
 
-def size_lp(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
-    """The LP whose model type sets each record's model data size: ROSS writes the
-    destination LP's ev_sz in event records, the LP's own mstat_sz / sample_struct_sz in
-    model records (st-event-trace.c, st-model-data.c, analysis-lp.c)."""
-    if code == L.EVTRACE:
-        return u32_at(buf, starts + 4)
-    return u32_at(buf, starts + (0 if code == L.VT_MODEL else 32))
+def first_pairs(lp: np.ndarray, size: np.ndarray, starts: np.ndarray):
+    """(the distinct (LP << 32 | size) as uint64, sorted; the first of ``starts`` (ascending)
+    of each): np.unique(pairs, return_index=True), without sorting every record when the LP
+    ids are small: each LP's first record, and the few whose size differs from it."""
+    pairs = (lp.astype(np.uint64) << np.uint64(32)) | size.astype(np.uint64)
+    if not small_keys(lp):
+        u, first = np.unique(pairs, return_index=True)
+        return u, starts[first]
+    at = np.full(int(lp.max()) + 1, -1, np.int64)
+    at[lp[::-1]] = np.arange(len(lp) - 1, -1, -1)         # the last write wins: the first row
+    heads = at[at >= 0]
+    odd = np.flatnonzero(size != size[at[lp]])
+    rows = np.concatenate([heads, odd])                   # each pair's first row comes first
+    u, first = np.unique(pairs[rows], return_index=True)
+    return u, starts[rows[first]]
 
 
 def _first_pairs(a, b):
     """Union of two (sorted distinct pairs, first offsets), keeping the least offset."""
     if a is None or b is None:
         return a if b is None else b
+    if np.array_equal(a[0], b[0]):      # the usual case: the same LPs, one size each
+        return a[0], np.minimum(a[1], b[1])
     pairs, offs = np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
     order = np.lexsort((offs, pairs))
     pairs, offs = pairs[order], offs[order]
@@ -291,7 +301,8 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
     maps = []
     for code in key_counts(codes.astype(np.int64))[0].tolist():
         sel = starts[codes == code]
-        fs.keys[code] = key_counts(raw_keys(buf, sel, code))
+        keys = raw_keys(buf, sel, code)
+        fs.keys[code] = key_counts(keys)
         fs.counts[code] = len(sel)
         # The ids that occur (sorted sets: O(distinct ids), whatever their values).  The raw
         # keys are already those of PE and KP samples, and the LP ids of all other records;
@@ -304,18 +315,18 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
             fs.pe_ids = _union(fs.pe_ids, np.unique(seen >> 32))
         else:
             fs.lp_ids = _union(fs.lp_ids, seen)
-        pe, kp, lp = ids(buf, sel, code)
-        if pe is not None and lp is not None:
+        if code not in (L.PE, L.KP, L.EVTRACE):             # records that name their LP's PE
+            pe, kp, lp = ids(buf, sel, code)
             first = first_index(lp)                           # ROSS LPs never migrate
             maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
         ms = model_sizes(buf, sel, code)
         if ms is not None:
             u, n = key_counts(ms)
             fs.sizes[code] = dict(zip(u.tolist(), n.tolist()))
-            pairs = (size_lp(buf, sel, code).astype(np.uint64) << np.uint64(32)) | ms.astype(
-                np.uint64)
-            u, first = np.unique(pairs, return_index=True)     # sel is sorted: first = least
-            fs.size_pairs[code] = (u, sel[first])
+            # the LP whose model type sets the size: ROSS writes the destination LP's ev_sz in
+            # event records, the LP's own mstat_sz / sample_struct_sz in model records
+            # (st-event-trace.c, st-model-data.c, analysis-lp.c); both read already as keys
+            fs.size_pairs[code] = first_pairs(keys[1::2] if code == L.EVTRACE else keys, ms, sel)
     if maps:     # one map (LP samples only) is already one row per lp, by lp
         fs.lp_map = maps[0] if len(maps) == 1 else first_rows(np.concatenate(maps))
     return fs
