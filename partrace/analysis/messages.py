@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from ..jit import njit   # numba only when the input is not small (partrace/jit.py)
 
 from ..model import Definitions, Kind, Table
 from .sparse import KeyedSums, slot_of

@@ -38,7 +38,7 @@ Rules (as otfprofile counts):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit   # numba only when the input is not small (partrace/jit.py)
 
 from ..engine.mpi import Comm
 from ..engine.sink import Sink

@@ -10,7 +10,7 @@ as their int64 view (the same bits modulo 2^64, so exact).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit   # numba only when the input is not small (partrace/jit.py)
 
 
 @njit(cache=True)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit   # numba only when the input is not small (partrace/jit.py)
 
 
 @njit(cache=True)

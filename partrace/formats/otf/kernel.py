@@ -8,7 +8,7 @@ byte offsets (they are rare and decoded in Python).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit   # numba only when the input is not small (partrace/jit.py)
 
 from .grammar import FILE_RECORDS, HEX, HEXSTR, KV_CODE, REQ, STREAM_RECORDS, STRING
 

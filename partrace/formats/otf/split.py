@@ -9,7 +9,7 @@ row (int64 columns hold the same bits, as astype would).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit import njit   # numba only when the input is not small (partrace/jit.py)
 
 from . import grammar as G
 from .kernel import NV, _hexval
