@@ -177,9 +177,11 @@ def _back(x):
 
 
 def _as_python(func, args):
+    import numpy as np
     global _inside
     _inside += 1
-    try:
-        return _back(func(*(_convert(a) for a in args)))
+    try:   # numba's integers wrap in silence (hashes rely on it), numpy's scalars warn
+        with np.errstate(over="ignore"):
+            return _back(func(*(_convert(a) for a in args)))
     finally:
         _inside -= 1
