@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     stop.begin(comm)
     try:
         if args.func in DECODING:   # a small input runs its kernels as Python: no numba
-            from . import jit
+            from .formats import jit
             jit.choose(jit.input_bytes(args.trace))
         if comm.parallel and args.func in DECODING:
             from .warm import before_parallel_run

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partrace import jit
+from partrace.formats import jit
 from partrace.analysis import communication, profile
 from partrace.engine.mpi import serial
 from partrace.errors import TraceError
@@ -41,7 +41,8 @@ def test_every_fixture_in_tests_data_is_covered():
     listed = {str(p) for _, p in CASES}
     found = {str(p) for p in DATA.rglob("*.otf")}
     found |= {str(p.parent) for p in DATA.rglob("*.meta")}
-    found |= {str(p) for p in DATA.glob("ovni/*/ovni")} | {str(p) for p in DATA.glob("ross/*/stats")}
+    found |= {str(p) for p in DATA.glob("ovni/*/ovni")}
+    found |= {str(p) for p in DATA.glob("ross/*/stats")}
     assert found <= listed, sorted(found - listed)
 
 
@@ -139,8 +140,8 @@ def _outcome(fmt: str, path: Path):
         units = decode(path)
     except TraceError:
         return ("error", str(api_error(decode, path)))
-    return ("tables", {k: {n: {c: v.tolist() for c, v in t.columns.items()} for n, t in tables.items()}
-                       for k, tables in units.items()})
+    return ("tables", {k: {n: {c: v.tolist() for c, v in t.columns.items()}
+                           for n, t in tables.items()} for k, tables in units.items()})
 
 
 DAMAGED = {   # format, trace folder under tests/data, the file damaged (by its name's end)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from ..jit import njit   # numba only when the input is not small (partrace/jit.py)
+from ..formats.jit import njit   # lazy: numba only for inputs that are not small
 
 from ..model import Definitions, Kind, Table
 from .sparse import KeyedSums, slot_of

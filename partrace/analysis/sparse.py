@@ -10,7 +10,7 @@ as their int64 view (the same bits modulo 2^64, so exact).
 from __future__ import annotations
 
 import numpy as np
-from ..jit import njit   # numba only when the input is not small (partrace/jit.py)
+from ..formats.jit import njit   # lazy: numba only for inputs that are not small
 
 
 @njit(cache=True)

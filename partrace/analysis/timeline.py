@@ -10,7 +10,7 @@ R from S with tag T (MPI's non-overtaking rule), within the window.
 from __future__ import annotations
 
 import numpy as np
-from ..jit import njit   # numba only when the input is not small (partrace/jit.py)
+from ..formats.jit import njit   # lazy: numba only for inputs that are not small
 
 from ..engine.mpi import Comm
 from ..engine.sink import Sink

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from ...jit import njit   # numba only when the input is not small (partrace/jit.py)
+from ..jit import njit   # lazy: numba only for inputs that are not small
 
 
 @njit(cache=True)

@@ -11,7 +11,7 @@ recorded), plus flat element, string, status and perf-counter arrays keyed by
 from __future__ import annotations
 
 import numpy as np
-from ...jit import njit   # numba only when the input is not small (partrace/jit.py)
+from ..jit import njit   # lazy: numba only for inputs that are not small
 
 from .functable import FUNCTIONS
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import jit as numba   # lazy njit: numba only when the input is not small
+from .. import jit as numba   # lazy njit: numba only for inputs that are not small
 import numpy as np
 
 from ...errors import TraceError
