@@ -192,6 +192,9 @@ def test_input_bytes_counts_an_otf_master_files_streams():
     folder = DATA / "dumpi" / "p2p-4rank"
     assert jit.input_bytes(folder) == sum(p.stat().st_size for p in folder.iterdir())
     assert jit.input_bytes(DATA / "no-such-trace") is None
+    zlib = DATA / "otf" / "real-zlib" / "trace" / "ring8_z.otf"
+    assert jit.input_bytes(zlib) == sum(p.stat().st_size * (3 if p.suffix == ".z" else 1)
+                                        for p in zlib.parent.glob("ring8_z.*"))
 
 
 PROBE = """

@@ -29,10 +29,14 @@ import functools
 import os
 from pathlib import Path
 
-# Inputs up to this many bytes run their kernels as Python.  Measured (CPU, warm
-# cache): importing numba and loading a decode's kernels ~0.45 s; the slowest format
-# as Python (OTF text) ~0.3 s per 100 KB: see scripts/bench_startup.py --small.
+# Inputs up to this many bytes run their kernels as Python: where that costs about what
+# importing numba and loading a command's kernels from its cache does (~0.5 s of CPU).
+# Measured per 100 KB of input, Python kernels against compiled ones (CPU, in process,
+# on every fixture of tests/data): OTF text 0.13-0.20 s, ovni and ROSS 0.03-0.19 s,
+# DUMPI 0.01 s; zlib-compressed OTF streams (``.z``) ~3x their size as text, so they
+# count 3x.  See scripts/bench_startup.py for the whole command.
 SMALL_BYTES = 256 * 1024
+COMPRESSED_WEIGHT = 3
 ENV = "PARTRACE_JIT"
 
 _small = False      # the mode of this process: set by choose() / set_small()
@@ -72,14 +76,16 @@ def choose(input_bytes: int | None) -> bool:
 
 def input_bytes(path) -> int | None:
     """Bytes of a trace without opening it: a folder's files, or a file and its siblings
-    named ``STEM.*`` (an OTF master file's streams and definitions); None if unreadable."""
+    named ``STEM.*`` (an OTF master file's streams and definitions), zlib files (``.z``)
+    counted COMPRESSED_WEIGHT times; None if unreadable."""
+    def weighed(files) -> int:
+        return sum(f.stat().st_size * (COMPRESSED_WEIGHT if f.suffix == ".z" else 1)
+                   for f in files if f.is_file())
     try:
         p = Path(path)
         if p.is_dir():
-            return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-        stem = p.name.split(".")[0]
-        total = sum(f.stat().st_size for f in p.parent.glob(f"{stem}.*") if f.is_file())
-        return max(total, p.stat().st_size)
+            return weighed(p.rglob("*"))
+        return max(weighed(p.parent.glob(f"{p.name.split('.')[0]}.*")), p.stat().st_size)
     except OSError:
         return None
 
