@@ -21,7 +21,17 @@ reads from an array to 64 bits before doing arithmetic, numpy keeps the element 
 therefore gets its narrow integer and bool arrays (and those in tuples) as
 memoryviews: indexing one gives a Python int, as wide as numba's, and writing a
 value that does not fit raises instead of wrapping silently.  Arrays of 64-bit
-integers and floats stay numpy arrays: their scalars wrap as numba's do.
+integers and floats stay numpy arrays: their scalars wrap as numba's do (in silence
+here too).  Left different, and reached by no kernel on the fixtures
+(tests/test_small_mode.py compares every table of every one): Python ints do not wrap
+at 64 bits (masks and shifts keep the same low bits; an int that does not fit an
+array raises), and a float divided by zero is inf with a warning, not numba's
+ZeroDivisionError.
+
+Which kernels use this: the decoders of DUMPI, OTF, ovni and ROSS and the analysis
+folds (profile, comm, timeline), so ``info``, ``profile``, ``comm`` and ``dump`` of a
+small trace never import numba.  The merge's order kernels (engine/order.py), the OTF
+and Perfetto writers and the OTF2 writer import numba themselves.
 """
 from __future__ import annotations
 
@@ -100,12 +110,12 @@ class LazyKernel:
         functools.update_wrapper(self, func)
         _kernels.append(self)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         if _inside:
-            return self.py_func(*args)
+            return self.py_func(*args, **kwargs)
         if _small:
-            return _as_python(self.py_func, args)
-        return (self._dispatcher or self.compiled())(*args)
+            return _as_python(self.py_func, args, kwargs)
+        return (self._dispatcher or self.compiled())(*args, **kwargs)
 
     def compiled(self):
         """numba's dispatcher of this kernel (importing numba the first time)."""
@@ -182,12 +192,14 @@ def _back(x):
     return x
 
 
-def _as_python(func, args):
+def _as_python(func, args, kwargs):
+    """Run one kernel call as Python (kernels run on the main thread: one flag suffices)."""
     import numpy as np
     global _inside
     _inside += 1
     try:   # numba's integers wrap in silence (hashes rely on it), numpy's scalars warn
         with np.errstate(over="ignore"):
-            return _back(func(*(_convert(a) for a in args)))
+            return _back(func(*(_convert(a) for a in args),
+                              **{k: _convert(v) for k, v in kwargs.items()}))
     finally:
         _inside -= 1
