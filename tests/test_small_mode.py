@@ -1,5 +1,5 @@
-"""Small inputs run their kernels as Python (partrace/jit.py): the same tables, the same
-`info`, `profile` and `comm` figures and the same errors as the compiled kernels, on
+"""Small inputs run their kernels as Python (partrace/formats/jit.py): the same tables, the
+same `info`, `profile`, `comm` and timeline figures and the same errors as compiled kernels, on
 every fixture of every format in tests/data, and `info` on a small trace never
 imports numba."""
 from __future__ import annotations
@@ -75,7 +75,25 @@ def _everything(fmt: str, path: Path) -> dict:
             "profile": json.dumps(profile(path, comm=comm, format=fmt, per_location=True),
                                   default=str),
             "comm": json.dumps(communication(path, comm=comm, format=fmt, with_names=True),
-                               default=str)}
+                               default=str),
+            "timeline": _timeline(comm, path, fmt)}
+
+
+def _timeline(comm, path: Path, fmt: str) -> str:
+    """The timeline's data with every array as its dtype and values (or its usage error)."""
+    from partrace.analysis.timeline import timeline_data
+    from partrace.errors import UsageError
+
+    def plain(x):
+        if isinstance(x, np.ndarray):
+            return [str(x.dtype), x.tolist()]
+        if isinstance(x, dict):
+            return {str(k): plain(v) for k, v in x.items()}
+        return x
+    try:
+        return json.dumps(plain(timeline_data(comm, path, format=fmt)), default=str)
+    except UsageError as e:     # a trace with no events (ROSS GVT samples)
+        return f"UsageError: {e}"
 
 
 def _same_columns(a: dict, b: dict, where: str) -> None:
@@ -105,7 +123,7 @@ def test_python_kernels_give_what_compiled_ones_give(fmt, path):
         assert list(tables) == list(python["units"][unit]), unit
         for name, cols in tables.items():
             _same_columns(cols, python["units"][unit][name], f"{unit} {name}")
-    for key in ("facts", "info", "info_json", "profile", "comm"):
+    for key in ("facts", "info", "info_json", "profile", "comm", "timeline"):
         assert compiled[key] == python[key], key
 
 

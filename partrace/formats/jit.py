@@ -29,8 +29,8 @@ array raises), and a float divided by zero is inf with a warning, not numba's
 ZeroDivisionError.
 
 Which kernels use this: the decoders of DUMPI, OTF, ovni and ROSS and the analysis
-folds (profile, comm, timeline), so ``info``, ``profile``, ``comm`` and ``dump`` of a
-small trace never import numba.  The merge's order kernels (engine/order.py), the OTF
+folds (profile, comm, timeline), so ``info``, ``profile`` and ``comm`` of a small trace
+never import numba.  The merge's order kernels (engine/order.py: merge, dump), the OTF
 and Perfetto writers and the OTF2 writer import numba themselves.
 """
 from __future__ import annotations
