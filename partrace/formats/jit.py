@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 from pathlib import Path
 
 # Inputs up to this many bytes run their kernels as Python: where that costs about what
@@ -107,15 +108,32 @@ class LazyKernel:
         self.py_func = func
         self.options = options
         self._dispatcher = None
+        self._python = None
         functools.update_wrapper(self, func)
         _kernels.append(self)
 
     def __call__(self, *args, **kwargs):
         if _inside:
-            return self.py_func(*args, **kwargs)
+            return self.python()(*args, **kwargs)
         if _small:
-            return _as_python(self.py_func, args, kwargs)
+            return _as_python(self.python(), args, kwargs)
         return (self._dispatcher or self.compiled())(*args, **kwargs)
+
+    def python(self):
+        """The function to run as Python: the kernel's code over a copy of its module's
+        globals in which the kernels it calls are their own Python functions (a call
+        through this object per element costs as much as the element).  Globals are
+        read once, at the first call, as numba freezes them when it compiles."""
+        if self._python is None:
+            f = self.py_func
+            names = dict(f.__globals__)
+            self._python = types.FunctionType(f.__code__, names, f.__name__, f.__defaults__,
+                                              f.__closure__)
+            self._python.__kwdefaults__ = f.__kwdefaults__
+            for k, v in names.items():      # after self._python is set: recursion ends
+                if isinstance(v, LazyKernel):
+                    names[k] = v.python()
+        return self._python
 
     def compiled(self):
         """numba's dispatcher of this kernel (importing numba the first time)."""
@@ -156,12 +174,12 @@ def _numba():
     global _REGISTERED
     import numba
     if not _REGISTERED:
-        from numba.core import types
+        from numba.core import types as nb_types
         from numba.core.typing.typeof import typeof_impl
 
         @typeof_impl.register(LazyKernel)
         def _typeof_kernel(val, c):
-            return types.Dispatcher(val.compiled())
+            return nb_types.Dispatcher(val.compiled())
         _REGISTERED = True
     return numba
 
