@@ -204,6 +204,16 @@ def test_mode_follows_the_input_size_unless_forced(monkeypatch):
         jit.set_small(before)
 
 
+def test_the_forced_mode_holds_from_import(tmp_path):
+    """PARTRACE_JIT=python holds for the API too (no command chooses there)."""
+    code = ("from partrace.formats import jit; import partrace.api, sys; "
+            "print(jit.is_small(), 'numba' in sys.modules)")
+    for mode, want in (("python", "True False"), ("numba", "False False")):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, jit.ENV: mode, "PYTHONPATH": str(ROOT)})
+        assert r.stdout.strip() == want, r.stderr
+
+
 def test_input_bytes_counts_an_otf_master_files_streams():
     otf = DATA / "otf" / "ring8" / "trace" / "ring8.otf"
     assert jit.input_bytes(otf) == sum(p.stat().st_size for p in otf.parent.glob("ring8.*"))

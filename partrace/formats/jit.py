@@ -50,7 +50,6 @@ SMALL_BYTES = 256 * 1024
 COMPRESSED_WEIGHT = 3
 ENV = "PARTRACE_JIT"
 
-_small = False      # the mode of this process: set by choose() / set_small()
 _inside = 0         # > 0 while a kernel runs as Python (its callees then run as Python too)
 _kernels: list["LazyKernel"] = []
 
@@ -72,6 +71,10 @@ def forced() -> str | None:
     if mode in ("numba", "compiled", "jit"):
         return "numba"
     return None
+
+
+# the mode of this process: compiled unless forced (the API); a CLI command chooses by size
+_small = forced() == "python"
 
 
 def choose(input_bytes: int | None) -> bool:
