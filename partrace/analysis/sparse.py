@@ -10,6 +10,7 @@ as their int64 view (the same bits modulo 2^64, so exact).
 from __future__ import annotations
 
 import numpy as np
+
 from ..formats.jit import njit   # lazy: numba only for inputs that are not small
 
 

@@ -7,6 +7,7 @@ touches only the few header words of each record.
 from __future__ import annotations
 
 import numpy as np
+
 from ..jit import njit   # lazy: numba only for inputs that are not small
 
 # Error codes returned by hop() (turned into TraceError by the caller).

@@ -6,6 +6,7 @@ int64 temporaries) or a sort, by one pass that writes its output once.
 from __future__ import annotations
 
 import numpy as np
+
 from ..jit import njit   # lazy: numba only for inputs that are not small
 
 
