@@ -149,7 +149,7 @@ def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[st
 
 
 def _dispatchers() -> list:
-    """Every numba kernel of partrace loaded so far: those of partrace.jit this process
+    """Every numba kernel of partrace loaded so far: those of partrace.formats.jit this process
     compiled or loaded, and those modules make with numba itself (the OTF2 writer)."""
     from numba.core.dispatcher import Dispatcher
 
