@@ -440,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     comm = world()
     stop.begin(comm)
     try:
+        if args.func in DECODING:   # a small input runs its kernels as Python: no numba
+            from .formats import jit
+            jit.choose(jit.input_bytes(args.trace))
         if comm.parallel and args.func in DECODING:
             from .warm import before_parallel_run
             before_parallel_run(comm, args.trace, args.format)

@@ -149,9 +149,12 @@ def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[st
 
 
 def _dispatchers() -> list:
-    """Every numba kernel of partrace loaded so far."""
+    """Every numba kernel of partrace loaded so far: those of partrace.formats.jit this process
+    compiled or loaded, and those modules make with numba itself (the OTF2 writer)."""
     from numba.core.dispatcher import Dispatcher
-    found = {}
+
+    from .formats import jit
+    found = {id(k.dispatcher): k.dispatcher for k in jit.kernels() if k.dispatcher is not None}
     for name, mod in list(sys.modules.items()):
         if name.startswith("partrace") and mod is not None:
             for obj in vars(mod).values():
@@ -164,9 +167,18 @@ def warm(formats=None, traces=(), log=None) -> dict:
     """Run every command on the samples of ``formats`` (default all) and on ``traces``,
     in this process; {"compiled", "loaded", "seconds", "traces", "cache"} (compiled and
     loaded: kernel signatures)."""
+    from .formats import jit
+    small = jit.is_small()
+    jit.set_small(False)    # compile every kernel, whatever the samples' size
+    try:
+        return _warm(formats, traces, log or (lambda line: None))
+    finally:
+        jit.set_small(small)
+
+
+def _warm(formats, traces, log) -> dict:
     from .engine.mpi import serial
     from .formats import detect
-    log = log or (lambda line: None)
     formats = list(SAMPLES) + ["hdf5"] if formats is None else list(formats)
     t0 = time.perf_counter()
     comm = serial()
@@ -213,8 +225,11 @@ def before_parallel_run(comm, trace, fmt: str | None) -> None:
     at any rank count; 0: never.  Nothing happens when there is no sample of the
     format (an installed wheel, a plugin format): the ranks compile what they use.
     An input error is the run's to report: warming is skipped."""
+    from .formats import jit
     mode = os.environ.get("PARTRACE_WARM", "auto").lower()
     if mode in ("0", "no", "false", "") or (mode == "auto" and comm.size < WARM_FROM_RANKS):
+        return
+    if jit.is_small():      # its kernels run as Python (formats/jit.py): none to compile
         return
     with comm.guard():
         if comm.rank == 0:

@@ -5,13 +5,17 @@ Runs, interleaved round by round (so a busy machine weighs on all alike):
 ``python -c pass``, ``python -c "import numpy"``, ``python -c "import numba"``
 (the floor of any command that runs a compiled kernel), ``partrace --help``, and
 ``partrace info`` and ``partrace merge -o OUT.h5`` on a small sample trace of
-each format (and on a partrace HDF5 file made from the OTF one).  Prints one
-table: median wall and CPU (user + system, of the child) seconds, and CPU as a
-multiple of the ``import numpy`` baseline measured in the same run.  The
-kernels are loaded from numba's cache (run ``partrace warm`` first, or the
-first round includes compiling: use --warmup).
+each format (and on a partrace HDF5 file made from the OTF one).  ``info`` runs
+twice: as it chooses (a small input runs its kernels as Python and never imports
+numba: partrace/formats/jit.py) and with compiled kernels (``PARTRACE_JIT=numba``),
+the way every run went before.  Prints one table: median wall and CPU (user +
+system, of the child) seconds, and both as a multiple of the ``import numpy``
+baseline measured in the same run.  The compiled kernels are loaded from numba's
+cache (run ``partrace warm`` first, or the first round includes compiling: use
+--warmup); Python's own bytecode cache is written as an install's is (the
+children run without PYTHONDONTWRITEBYTECODE).
 
-    scripts/bench_startup.py [--repeat 5] [--warmup 1] [--python .venv/bin/python]
+    scripts/bench_startup.py [--repeat 5] [--warmup 1] [--python .venv/bin/python] [--info-only]
 """
 from __future__ import annotations
 
@@ -59,10 +63,13 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="rounds (default 5); medians are shown")
     ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted")
     ap.add_argument("--python", default=sys.executable, help="the interpreter partrace runs in")
+    ap.add_argument("--info-only", action="store_true", help="no merge cases (a shorter run)")
     args = ap.parse_args()
     py = args.python
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("PARTRACE_MPI", None)
+    for name in ("PARTRACE_MPI", "PARTRACE_JIT", "PYTHONDONTWRITEBYTECODE"):
+        env.pop(name, None)
+    compiled = {**env, "PARTRACE_JIT": "numba"}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         h5 = Path(tmp) / "otf.h5"
         measure([py, "-m", "partrace", "merge", str(SAMPLES["OTF"]), "-o", str(h5), "-q"], env)
@@ -72,29 +79,38 @@ def main() -> int:
                  # the floor of every command that runs a compiled kernel
                  "python -c 'import numba'": [py, "-c", "import numba"],
                  "partrace --help": [py, "-m", "partrace", "--help"]}
-        sizes = {}
+        sizes, envs = {}, {}
         for name, trace in traces.items():
-            sizes[f"info {name}"] = sizes[f"merge {name} -> h5"] = _size(trace)
-            cases[f"info {name}"] = [py, "-m", "partrace", "info", str(trace)]
-            cases[f"merge {name} -> h5"] = [py, "-m", "partrace", "merge", str(trace), "-o",
-                                            str(Path(tmp) / "out.h5"), "--overwrite", "-q"]
+            info = [py, "-m", "partrace", "info", str(trace)]
+            sizes[f"info {name}"] = _size(trace)
+            cases[f"info {name}"] = info
+            if name != "partrace HDF5":     # no kernel there: nothing to compare
+                sizes[f"info {name} (compiled)"] = _size(trace)
+                cases[f"info {name} (compiled)"] = info
+                envs[f"info {name} (compiled)"] = compiled
+            if not args.info_only:
+                sizes[f"merge {name} -> h5"] = _size(trace)
+                cases[f"merge {name} -> h5"] = [py, "-m", "partrace", "merge", str(trace), "-o",
+                                                str(Path(tmp) / "out.h5"), "--overwrite", "-q"]
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
         for round_ in range(args.warmup + args.repeat):
             for name, cmd in cases.items():
-                got = measure(cmd, env)
+                got = measure(cmd, envs.get(name, env))
                 if round_ >= args.warmup:
                     times[name].append(got)
     med = {name: (statistics.median(w for w, _ in ts), statistics.median(c for _, c in ts))
            for name, ts in times.items()}
-    base = med["python -c 'import numpy'"][1] or 1e-9
+    base_wall, base = (x or 1e-9 for x in med["python -c 'import numpy'"])
     width = max(len(n) for n in med)
     print(f"start-up, median of {args.repeat} interleaved rounds ({py}, "
           f"load {os.getloadavg()[0]:.1f})")
-    print(f"{'command':<{width}}  {'input':>9}  {'wall s':>7}  {'CPU s':>6}  {'CPU x numpy':>11}")
-    print(f"{'-' * width}  {'-' * 9}  {'-' * 7}  {'-' * 6}  {'-' * 11}")
+    print(f"{'command':<{width}}  {'input':>9}  {'wall s':>7}  {'CPU s':>6}  "
+          f"{'wall x numpy':>12}  {'CPU x numpy':>11}")
+    print(f"{'-' * width}  {'-' * 9}  {'-' * 7}  {'-' * 6}  {'-' * 12}  {'-' * 11}")
     for name, (wall, cpu) in med.items():
         size = f"{sizes[name] / 1024:,.0f} KB" if name in sizes else ""
-        print(f"{name:<{width}}  {size:>9}  {wall:7.3f}  {cpu:6.3f}  {cpu / base:11.2f}")
+        print(f"{name:<{width}}  {size:>9}  {wall:7.3f}  {cpu:6.3f}  {wall / base_wall:12.2f}  "
+              f"{cpu / base:11.2f}")
     return 0
 
 

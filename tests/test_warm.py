@@ -117,7 +117,9 @@ def test_readonly_install_and_home_cache_in_the_temporary_folder(readonly_instal
     assert r.returncode == 0, r.stderr
     cache = work / "tmp" / f"partrace-{os.getuid()}" / "numba"
     assert r.stdout.strip() == str(cache)
-    r = _run(["-m", "partrace", "info", str(ROSS), "--json"], site, work, **env)
+    # compiled kernels even on this small trace (else they run as Python: partrace/formats/jit.py)
+    r = _run(["-m", "partrace", "info", str(ROSS), "--json"], site, work, **env,
+             PARTRACE_JIT="numba")
     assert r.returncode == 0 and json.loads(r.stdout)["events"] > 0, r.stderr
     assert any(p.parent.name.startswith("ross_") for p in _kernel_files(cache))
 
@@ -143,7 +145,8 @@ def test_warm_without_samples_or_traces_says_what_to_do(monkeypatch, capsys):
 def test_cold_parallel_run_compiles_on_rank_0_while_the_others_wait(tmp_path):
     """Rank 0 warms the input's format into an empty cache, once; the answer is the same."""
     trace = DATA / "ovni" / "v3-mpisim-small" / "ovni"
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PARTRACE_WARM": "1"}
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PARTRACE_WARM": "1",
+           "PARTRACE_JIT": "numba"}     # a trace this small would run its kernels as Python
     env.pop("PARTRACE_FORMATS", None)
     cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "partrace", "info", str(trace), "--json"]
     cold = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from ..formats.jit import njit   # lazy: numba only for inputs that are not small
 from ..model import Definitions, Kind, Table
 from .sparse import KeyedSums, slot_of
 

@@ -38,8 +38,8 @@ Rules (as otfprofile counts):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ..formats.jit import njit   # lazy: numba only for inputs that are not small
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..model import Definitions, Kind, Schema, Table

@@ -10,7 +10,8 @@ as their int64 view (the same bits modulo 2^64, so exact).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..formats.jit import njit   # lazy: numba only for inputs that are not small
 
 
 @njit(cache=True)

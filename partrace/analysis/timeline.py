@@ -10,8 +10,8 @@ R from S with tag T (MPI's non-overtaking rule), within the window.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ..formats.jit import njit   # lazy: numba only for inputs that are not small
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import UsageError

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..jit import njit   # lazy: numba only for inputs that are not small
 
 
 @njit(cache=True)

@@ -11,8 +11,8 @@ recorded), plus flat element, string, status and perf-counter arrays keyed by
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit   # lazy: numba only for inputs that are not small
 from .functable import FUNCTIONS
 
 KINDS = ("i32", "u16", "u8", "i64", "status", "a32", "a16", "a8", "aa32",

@@ -8,8 +8,8 @@ byte offsets (they are rare and decoded in Python).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit   # lazy: numba only for inputs that are not small
 from .grammar import FILE_RECORDS, HEX, HEXSTR, KV_CODE, REQ, STREAM_RECORDS, STRING
 
 NV = 8          # most fields of any record (BeginCollopSnapshot, FileOperationSummary)

@@ -9,8 +9,8 @@ row (int64 columns hold the same bits, as astype would).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit   # lazy: numba only for inputs that are not small
 from . import grammar as G
 from .kernel import NV, _hexval
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numba
 import numpy as np
 
+from .. import jit as numba   # lazy njit: numba only for inputs that are not small
 from ...errors import TraceError
 
 HEADER = 8

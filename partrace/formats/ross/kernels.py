@@ -6,7 +6,8 @@ int64 temporaries) or a sort, by one pass that writes its output once.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..jit import njit   # lazy: numba only for inputs that are not small
 
 
 @njit(cache=True, nogil=True)

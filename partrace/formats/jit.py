@@ -1,0 +1,226 @@
+"""Compiled kernels that cost nothing to import: ``@njit`` that imports numba only when needed.
+
+Importing numba and loading a command's kernels from its cache costs about half a
+second of CPU, more than decoding a small trace takes in plain Python.  So a kernel
+decorated with this module's :func:`njit` stays the Python function it is until it is
+called, and then
+
+- in *small* mode (:func:`choose`: the command's input is at most ``SMALL_BYTES``),
+  runs as Python, on the same numpy arrays: kernels are numba-compatible Python, so
+  the result is the same, only slower per element;
+- otherwise imports numba, compiles the function (or loads it from numba's cache,
+  ``cache=True`` as before) and calls the compiled dispatcher from then on.
+
+``PARTRACE_JIT=python`` or ``=numba`` forces either mode (tests; ``auto``, the default,
+chooses by size).  Kernels that need numba itself (types, ``cfunc``, external C
+functions: the OTF2 writer) import numba directly and never run as Python.
+
+Python differs from numba in one way that matters here: numba widens every integer it
+reads from an array to 64 bits before doing arithmetic, numpy keeps the element type
+(``pos + np.uint8(5)`` is a uint8, or an OverflowError).  A kernel run as Python
+therefore gets its narrow integer and bool arrays (and those in tuples) as
+memoryviews: indexing one gives a Python int, as wide as numba's, and writing a
+value that does not fit raises instead of wrapping silently.  Arrays of 64-bit
+integers and floats stay numpy arrays: their scalars wrap as numba's do (in silence
+here too).  Left different, and reached by no kernel on the fixtures
+(tests/test_small_mode.py compares every table of every one): Python ints do not wrap
+at 64 bits (masks and shifts keep the same low bits; an int that does not fit an
+array raises), and a float divided by zero is inf with a warning, not numba's
+ZeroDivisionError.
+
+Which kernels use this: the decoders of DUMPI, OTF, ovni and ROSS and the analysis
+folds (profile, comm, timeline), so ``info``, ``profile`` and ``comm`` of a small trace
+never import numba.  The merge's order kernels (engine/order.py: merge, dump), the OTF
+and Perfetto writers and the OTF2 writer import numba themselves.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import types
+from pathlib import Path
+
+# Inputs up to this many bytes run their kernels as Python: where that costs about what
+# importing numba and loading a command's kernels from its cache does (~0.5 s of CPU).
+# Measured per 100 KB of input, Python kernels against compiled ones (CPU, in process,
+# on every fixture of tests/data): OTF text 0.13-0.20 s, ovni and ROSS 0.03-0.19 s,
+# DUMPI 0.01 s; zlib-compressed OTF streams (``.z``) ~3x their size as text, so they
+# count 3x.  See scripts/bench_startup.py for the whole command.
+SMALL_BYTES = 256 * 1024
+COMPRESSED_WEIGHT = 3
+ENV = "PARTRACE_JIT"
+
+_inside = 0         # > 0 while a kernel runs as Python (its callees then run as Python too)
+_kernels: list["LazyKernel"] = []
+
+
+def set_small(small: bool) -> None:
+    global _small
+    _small = bool(small)
+
+
+def is_small() -> bool:
+    return _small
+
+
+def forced() -> str | None:
+    """'python' or 'numba' when PARTRACE_JIT forces a mode, else None."""
+    mode = os.environ.get(ENV, "auto").strip().lower()
+    if mode in ("python", "py", "small"):
+        return "python"
+    if mode in ("numba", "compiled", "jit"):
+        return "numba"
+    return None
+
+
+# the mode of this process: compiled unless forced (the API); a CLI command chooses by size
+_small = forced() == "python"
+
+
+def choose(input_bytes: int | None) -> bool:
+    """Set the mode for one command from the bytes of its input (None: unknown, compiled);
+    PARTRACE_JIT wins.  Returns whether kernels run as Python."""
+    force = forced()
+    if force is not None:
+        set_small(force == "python")
+    else:
+        set_small(input_bytes is not None and input_bytes <= SMALL_BYTES)
+    return _small
+
+
+def input_bytes(path) -> int | None:
+    """Bytes of a trace without opening it: a folder's files, or a file and its siblings
+    named ``STEM.*`` (an OTF master file's streams and definitions), zlib files (``.z``)
+    counted COMPRESSED_WEIGHT times; None if unreadable."""
+    def weighed(files) -> int:
+        return sum(f.stat().st_size * (COMPRESSED_WEIGHT if f.suffix == ".z" else 1)
+                   for f in files if f.is_file())
+    try:
+        p = Path(path)
+        if p.is_dir():
+            return weighed(p.rglob("*"))
+        return max(weighed(p.parent.glob(f"{p.name.split('.')[0]}.*")), p.stat().st_size)
+    except OSError:
+        return None
+
+
+class LazyKernel:
+    """A kernel: Python until first called, then as the mode says (see the module doc)."""
+
+    def __init__(self, func, options: dict):
+        self.py_func = func
+        self.options = options
+        self._dispatcher = None
+        self._python = None
+        functools.update_wrapper(self, func)
+        _kernels.append(self)
+
+    def __call__(self, *args, **kwargs):
+        if _inside:
+            return self.python()(*args, **kwargs)
+        if _small:
+            return _as_python(self.python(), args, kwargs)
+        return (self._dispatcher or self.compiled())(*args, **kwargs)
+
+    def python(self):
+        """The function to run as Python: the kernel's code over a copy of its module's
+        globals in which the kernels it calls are their own Python functions (a call
+        through this object per element costs as much as the element).  Globals are
+        read once, at the first call, as numba freezes them when it compiles."""
+        if self._python is None:
+            f = self.py_func
+            names = dict(f.__globals__)
+            self._python = types.FunctionType(f.__code__, names, f.__name__, f.__defaults__,
+                                              f.__closure__)
+            self._python.__kwdefaults__ = f.__kwdefaults__
+            for k, v in names.items():      # after self._python is set: recursion ends
+                if isinstance(v, LazyKernel):
+                    names[k] = v.python()
+        return self._python
+
+    def compiled(self):
+        """numba's dispatcher of this kernel (importing numba the first time)."""
+        if self._dispatcher is None:
+            numba = _numba()
+            self._dispatcher = numba.njit(**self.options)(self.py_func)
+        return self._dispatcher
+
+    @property
+    def dispatcher(self):
+        """The dispatcher if this process compiled or loaded the kernel, else None."""
+        return self._dispatcher
+
+    def __repr__(self) -> str:
+        return f"<partrace kernel {self.__module__}.{self.__qualname__}>"
+
+
+def njit(*args, **options):
+    """``@njit`` or ``@njit(cache=True, ...)``, as numba's."""
+    if args and callable(args[0]) and not options:
+        return LazyKernel(args[0], {})
+    if args:
+        raise TypeError("partrace.formats.jit.njit takes keyword options only (no signatures)")
+    return lambda func: LazyKernel(func, options)
+
+
+def kernels() -> list[LazyKernel]:
+    """Every kernel defined so far (of the modules imported)."""
+    return list(_kernels)
+
+
+_REGISTERED = False
+
+
+def _numba():
+    """numba, taught once that a kernel named in a compiled function is its dispatcher
+    (kernels call each other by their module-level names)."""
+    global _REGISTERED
+    import numba
+    if not _REGISTERED:
+        from numba.core import types as nb_types
+        from numba.core.typing.typeof import typeof_impl
+
+        @typeof_impl.register(LazyKernel)
+        def _typeof_kernel(val, c):
+            return nb_types.Dispatcher(val.compiled())
+        _REGISTERED = True
+    return numba
+
+
+def _narrow(a):
+    """A narrow integer or bool array as a memoryview (Python ints, as wide as numba's)."""
+    if a.dtype.kind in "iub" and a.dtype.itemsize < 8 and a.dtype.byteorder in "=|" and a.ndim:
+        return memoryview(a)
+    return a
+
+
+def _convert(x):
+    import numpy as np
+    if isinstance(x, np.ndarray):
+        return _narrow(x)
+    if isinstance(x, tuple):
+        return tuple(_convert(v) for v in x)
+    return x
+
+
+def _back(x):
+    """A result as numba returns it: memoryviews (of arguments) back to arrays."""
+    if isinstance(x, memoryview):
+        import numpy as np
+        return np.asarray(x)
+    if isinstance(x, tuple):
+        return tuple(_back(v) for v in x)
+    return x
+
+
+def _as_python(func, args, kwargs):
+    """Run one kernel call as Python (kernels run on the main thread: one flag suffices)."""
+    import numpy as np
+    global _inside
+    _inside += 1
+    try:   # numba's integers wrap in silence (hashes rely on it), numpy's scalars warn
+        with np.errstate(over="ignore"):
+            return _back(func(*(_convert(a) for a in args),
+                              **{k: _convert(v) for k, v in kwargs.items()}))
+    finally:
+        _inside -= 1

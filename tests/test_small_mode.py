@@ -1,0 +1,250 @@
+"""Small inputs run their kernels as Python (partrace/formats/jit.py): the same tables, the
+same `info`, `profile`, `comm` and timeline figures and the same errors as compiled kernels, on
+every fixture of every format in tests/data, and `info` on a small trace never
+imports numba."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partrace.formats import jit
+from partrace.analysis import communication, profile
+from partrace.engine.mpi import serial
+from partrace.errors import TraceError
+from partrace.formats import detect, get
+from partrace.info import gather_info, render
+from tests.conftest import DATA, ROOT
+from tests.support.damage import api_error, decode_units
+
+FIXTURES = {
+    "dumpi": ["dumpi/p2p-4rank", "dumpi/coll-4rank"],
+    "otf": ["otf/ring8/trace/ring8.otf", "otf/real-long/trace/ring8_long.otf",
+            "otf/real-zlib/trace/ring8_z.otf", "otf/hybrid16/trace/hybrid16.otf",
+            "otf/hybrid16/merged_n5/hybrid16_n5.otf", "otf/hybrid16/merged_n16/hybrid16_n16.otf",
+            "otf/ring8/merged_n1/ring8_n1.otf", "otf/ring8/merged_n3/ring8_n3.otf"],
+    "ovni": ["ovni/v1-zoo-small/ovni", "ovni/v3-mpisim-small/ovni"],
+    "ross": ["ross/pi-np1-seq-allmodes/stats", "ross/phold-np2-opt-gvt-pekplp/stats",
+             "ross/pi-np2-opt-evtrace-full-model-gvt/stats"],
+}
+CASES = [(fmt, DATA / rel) for fmt, rels in FIXTURES.items() for rel in rels]
+
+
+def test_every_fixture_in_tests_data_is_covered():
+    """A fixture added to tests/data is compared here too (or this fails)."""
+    listed = {str(p) for _, p in CASES}
+    found = {str(p) for p in DATA.rglob("*.otf")}
+    found |= {str(p.parent) for p in DATA.rglob("*.meta")}
+    found |= {str(p) for p in DATA.glob("ovni/*/ovni")}
+    found |= {str(p) for p in DATA.glob("ross/*/stats")}
+    assert found <= listed, sorted(found - listed)
+
+
+class Mode:
+    """Run a block with kernels as Python (small=True) or compiled."""
+
+    def __init__(self, small: bool):
+        self.small = small
+
+    def __enter__(self):
+        self.before = jit.is_small()
+        jit.set_small(self.small)
+
+    def __exit__(self, *exc):
+        jit.set_small(self.before)
+
+
+def _everything(fmt: str, path: Path) -> dict:
+    """What a reader and the commands give for one trace: definitions, every table of
+    every unit, the info text and JSON, the profile and the communication figures."""
+    reader = get(fmt).open(path)
+    defs = reader.read_definitions()
+    comm = serial()
+    report = gather_info(comm, path, fmt)
+    return {"definitions": {n: t.columns for n, t in defs.tables.items()},
+            "facts": json.dumps(defs.attrs, sort_keys=True, default=str),
+            "units": {k: {n: t.columns for n, t in tables.items()}
+                      for k, tables in decode_units(reader, every_table=True).items()},
+            "info": render(report), "info_json": render(report, as_json=True),
+            "profile": json.dumps(profile(path, comm=comm, format=fmt, per_location=True),
+                                  default=str),
+            "comm": json.dumps(communication(path, comm=comm, format=fmt, with_names=True),
+                               default=str),
+            "timeline": _timeline(comm, path, fmt)}
+
+
+def _timeline(comm, path: Path, fmt: str) -> str:
+    """The timeline's data with every array as its dtype and values (or its usage error)."""
+    from partrace.analysis.timeline import timeline_data
+    from partrace.errors import UsageError
+
+    def plain(x):
+        if isinstance(x, np.ndarray):
+            return [str(x.dtype), x.tolist()]
+        if isinstance(x, dict):
+            return {str(k): plain(v) for k, v in x.items()}
+        return x
+    try:
+        return json.dumps(plain(timeline_data(comm, path, format=fmt)), default=str)
+    except UsageError as e:     # a trace with no events (ROSS GVT samples)
+        return f"UsageError: {e}"
+
+
+def _same_columns(a: dict, b: dict, where: str) -> None:
+    assert list(a) == list(b), where
+    for col in a:
+        x, y = a[col], b[col]
+        assert x.dtype == y.dtype and x.shape == y.shape, (where, col)
+        if x.dtype == object:
+            assert x.tolist() == y.tolist(), (where, col)
+        else:   # NaN where NaN, every bit else
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"), (where, col)
+
+
+@pytest.mark.parametrize("fmt,path", CASES, ids=[f"{f}:{p.relative_to(DATA)}" for f, p in CASES])
+def test_python_kernels_give_what_compiled_ones_give(fmt, path):
+    with Mode(small=False):
+        compiled = _everything(fmt, path)
+    with Mode(small=True):
+        python = _everything(fmt, path)
+    rows = sum(len(c) for tables in compiled["units"].values() for cols in tables.values()
+               for c in list(cols.values())[:1])
+    assert rows > 0, "nothing decoded"
+    for name, cols in compiled["definitions"].items():
+        _same_columns(cols, python["definitions"][name], f"definitions {name}")
+    assert list(compiled["units"]) == list(python["units"])
+    for unit, tables in compiled["units"].items():
+        assert list(tables) == list(python["units"][unit]), unit
+        for name, cols in tables.items():
+            _same_columns(cols, python["units"][unit][name], f"{unit} {name}")
+    for key in ("facts", "info", "info_json", "profile", "comm", "timeline"):
+        assert compiled[key] == python[key], key
+
+
+# -- damaged inputs: the same error (or the same tables) in both modes ------------------
+def _damaged_copies(tmp_path: Path, src: Path, pick) -> list[Path]:
+    """Copies of a trace folder, each with its file ``pick(folder)`` cut in half, cut one
+    byte short, or with 8 bytes overwritten in its middle."""
+    out = []
+    for i, how in enumerate(("half", "short", "flip")):
+        dst = tmp_path / f"d{i}" / src.name
+        shutil.copytree(src, dst)
+        victim = pick(dst)
+        data = bytearray(victim.read_bytes())
+        if how == "half":
+            data = data[:len(data) // 2]
+        elif how == "short":
+            data = data[:-1]
+        else:
+            mid = len(data) // 2
+            data[mid:mid + 8] = b"\xff\x00\x7f\x80\x01\xfe\x10\xef"
+        victim.chmod(0o644)
+        victim.write_bytes(bytes(data))
+        out.append(dst)
+    return out
+
+
+def _outcome(fmt: str, path: Path):
+    """The TraceError's text, or every table when the damage decodes."""
+    def decode(p):
+        return decode_units(get(fmt).open(p), every_table=True)
+    try:
+        units = decode(path)
+    except TraceError:
+        return ("error", str(api_error(decode, path)))
+    return ("tables", {k: {n: {c: v.tolist() for c, v in t.columns.items()}
+                           for n, t in tables.items()} for k, tables in units.items()})
+
+
+DAMAGED = {   # format, trace folder under tests/data, the file damaged (by its name's end)
+    "dumpi": ("dumpi/coll-4rank", "-0001.bin"),
+    "ovni": ("ovni/v1-zoo-small/ovni", ".obs"),
+    "ross": ("ross/pi-np1-seq-allmodes/stats", "evtrace.bin"),
+    "otf": ("otf/ring8/trace", ".1.events"),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(DAMAGED))
+def test_damaged_inputs_fail_alike(fmt, tmp_path):
+    folder, end = DAMAGED[fmt]
+
+    def pick(dst: Path) -> Path:
+        return sorted(p for p in dst.rglob("*") if p.is_file() and p.name.endswith(end))[0]
+    errors = 0
+    for dst in _damaged_copies(tmp_path, DATA / folder, pick):
+        trace = next(dst.glob("*.otf")) if fmt == "otf" else dst
+        with Mode(small=False):
+            compiled = _outcome(fmt, trace)
+        with Mode(small=True):
+            python = _outcome(fmt, trace)
+        assert compiled == python, trace
+        errors += compiled[0] == "error"
+    assert errors >= 1, "no damage reached an error path"
+
+
+# -- the mode a command takes, and what it imports ------------------------------------
+def test_mode_follows_the_input_size_unless_forced(monkeypatch):
+    monkeypatch.delenv(jit.ENV, raising=False)
+    before = jit.is_small()
+    try:
+        assert jit.choose(jit.SMALL_BYTES) is True
+        assert jit.choose(jit.SMALL_BYTES + 1) is False
+        assert jit.choose(None) is False
+        monkeypatch.setenv(jit.ENV, "python")
+        assert jit.choose(10 ** 12) is True
+        monkeypatch.setenv(jit.ENV, "numba")
+        assert jit.choose(1) is False
+    finally:
+        jit.set_small(before)
+
+
+def test_the_forced_mode_holds_from_import(tmp_path):
+    """PARTRACE_JIT=python holds for the API too (no command chooses there)."""
+    code = ("from partrace.formats import jit; import partrace.api, sys; "
+            "print(jit.is_small(), 'numba' in sys.modules)")
+    for mode, want in (("python", "True False"), ("numba", "False False")):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, jit.ENV: mode, "PYTHONPATH": str(ROOT)})
+        assert r.stdout.strip() == want, r.stderr
+
+
+def test_input_bytes_counts_an_otf_master_files_streams():
+    otf = DATA / "otf" / "ring8" / "trace" / "ring8.otf"
+    assert jit.input_bytes(otf) == sum(p.stat().st_size for p in otf.parent.glob("ring8.*"))
+    folder = DATA / "dumpi" / "p2p-4rank"
+    assert jit.input_bytes(folder) == sum(p.stat().st_size for p in folder.iterdir())
+    assert jit.input_bytes(DATA / "no-such-trace") is None
+    zlib = DATA / "otf" / "real-zlib" / "trace" / "ring8_z.otf"
+    assert jit.input_bytes(zlib) == sum(p.stat().st_size * (3 if p.suffix == ".z" else 1)
+                                        for p in zlib.parent.glob("ring8_z.*"))
+
+
+PROBE = """
+import contextlib, io, json, sys
+from partrace.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "out": out.getvalue(), "numba": "numba" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("fmt,rel", [("dumpi", "dumpi/p2p-4rank"),
+                                     ("otf", "otf/ring8/trace/ring8.otf"),
+                                     ("ovni", "ovni/v1-zoo-small/ovni"),
+                                     ("ross", "ross/pi-np1-seq-allmodes/stats")])
+def test_info_on_a_small_trace_does_not_import_numba(fmt, rel):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PARTRACE_MPI", "PARTRACE_FORMATS", jit.ENV)}
+    r = subprocess.run([sys.executable, "-c", PROBE, "info", str(DATA / rel)], capture_output=True,
+                       text=True, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.splitlines()[-1])
+    assert got["code"] == 0 and f"format:" in got["out"] and detect(DATA / rel) == fmt
+    assert got["numba"] is False
