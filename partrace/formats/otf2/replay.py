@@ -43,7 +43,7 @@ class SourceLayout(Layout):
         return super().location_index(np.asarray(locations, np.int64) - self.shift)
 
 
-def replay_of(defs, layout: Layout) -> "Replay | None":
+def replay_of(defs, layout: Layout) -> Replay | None:
     """A Replay when the definitions are OTF2's own (OTF2 input), else None."""
     if not is_own_source(defs):
         return None
@@ -51,7 +51,7 @@ def replay_of(defs, layout: Layout) -> "Replay | None":
 
 
 class Replay:
-    tables = set(SIDE)       # routed to their location's owner like the events
+    tables = frozenset(SIDE)    # routed to their location's owner like the events
 
     def __init__(self, defs, layout: Layout):
         self.source = defs.source
@@ -122,7 +122,8 @@ class Replay:
                                                                  else 0xFFFFFFFF))))
             if len(bad):
                 i = bad[0]
-                raise PartraceError(f"location {int(ev['location'][i])}, event {int(ev['seq'][i])}: "
+                raise PartraceError(f"location {int(ev['location'][i])}, event "
+                                    f"{int(ev['seq'][i])}: "
                                     f"{R.RECORDS[code - 1][0]} of {int(args[i, j])} values, "
                                     f"{int(vcount[i])} in the values table")
         if (vcount[(record != METRIC) & (record != PROGRAM_BEGIN)] > 0).any():

@@ -65,9 +65,10 @@ def write_source_global(folder, name: str, source: dict, refs: np.ndarray, event
                         creator: str) -> None:
     """NAME.otf2 and NAME.def in ``folder``: ``source``'s definitions; location ``refs[i]``
     has ``events[i]`` records."""
+    import otf2.definitions as D
+
     from .definitions import _flush
     from .library import DEF_CHUNK, EVENT_CHUNK, error_name, load
-    import otf2.definitions as D
     o, lib = load()
     counts = dict(zip(refs.tolist(), np.asarray(events).tolist()))
     strings = {}
