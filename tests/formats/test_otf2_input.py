@@ -307,11 +307,18 @@ def _replay_windows(tables, schema, defs, out: Path, cuts: list) -> dict:
     return _files(out)
 
 
-def test_replay_windows_cut_between_a_record_and_its_values(tmp_path):
-    """Windows cut at each Metric's and each attributed record's own key: its values and
-    attributes (same time and location, seqs of their own tables) fall on both sides of the
-    cut; the replay holds them for the next window, and the files are those of one window."""
-    reader = OTF2.open(ARCHIVES[0])
+def test_round_trip_through_hdf5_keeps_every_record(tmp_path):
+    """partrace's HDF5 merge of an OTF2 archive keeps what the replay needs: converted to
+    OTF2, every record and definition again."""
+    h5 = _convert(ARCHIVES[0], tmp_path / "m.h5")
+    back = _convert(h5, tmp_path / "back.otf2")
+    assert named_records(back) == named_records(ARCHIVES[0])
+    assert _definitions(back) == _definitions(ARCHIVES[0])
+
+
+def _decoded_tables(anchor: Path):
+    """Every table of the archive in key order, with its definitions and schema."""
+    reader = OTF2.open(anchor)
     defs = reader.read_definitions()
     schema = reader.schema(defs)
     units = decode_units(reader, every_table=True).values()
@@ -319,6 +326,25 @@ def test_replay_windows_cut_between_a_record_and_its_values(tmp_path):
     for n, cols in schema.items():
         t = Table.concat([u[n] for u in units], cols)
         tables[n] = t.take(np.lexsort((t["seq"], t["location"], t["time"])))
+    return tables, schema, defs
+
+
+def test_a_metric_missing_a_value_is_an_error(tmp_path):
+    """A Metric record whose values table lacks a value is refused, never written short."""
+    from partrace.engine.mpi import RankFailed
+    tables, schema, defs = _decoded_tables(ARCHIVES[0])
+    v = tables["values"]
+    tables["values"] = v.take(np.arange(1, len(v)))
+    with pytest.raises(RankFailed, match=r"location 1, event \d+: Metric of 2 values, 1 in the "
+                       r"values table"):
+        _replay_windows(tables, schema, defs, tmp_path / "x" / "x.otf2", [])
+
+
+def test_replay_windows_cut_between_a_record_and_its_values(tmp_path):
+    """Windows cut at each Metric's and each attributed record's own key: its values and
+    attributes (same time and location, seqs of their own tables) fall on both sides of the
+    cut; the replay holds them for the next window, and the files are those of one window."""
+    tables, schema, defs = _decoded_tables(ARCHIVES[0])
     ev = tables["events"]
     attributed = np.isin(ev["seq"] + (ev["location"].astype(np.int64) << 32),
                          tables["attributes"]["event_seq"]
