@@ -36,6 +36,7 @@ SAMPLES = {
     "dumpi": ["dumpi/p2p-4rank", "dumpi/coll-4rank"],
     "ovni": ["ovni/v1-zoo-small/ovni", "ovni/v3-mpisim-small/ovni"],
     "ross": ["ross/pi-np1-seq-allmodes/stats", "ross/phold-np2-opt-gvt-pekplp/stats"],
+    "otf2": ["otf2/mpi3/traces.otf2", "otf2/threads2/traces.otf2"],
 }
 HDF5_FROM = "otf"       # partrace HDF5 input: made from the OTF samples by the merge
 STAMP = "partrace-warm.json"
@@ -69,7 +70,7 @@ def _stamp_path() -> Path:
     return PACKAGE / "__pycache__" / STAMP
 
 
-KERNEL = re.compile(r"^@(numba\.)?njit\b", re.M)
+KERNEL = re.compile(r"^@(numba\.)?(njit|cfunc)\b", re.M)
 
 
 def _kernel_sources() -> list[Path]:

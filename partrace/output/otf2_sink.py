@@ -60,6 +60,8 @@ MIN_PIECE = 64 << 10
 class OTF2Sink(Sink):
     mode = "destination"
     windows = True
+    wants_next_keys = True      # OTF2 input's replay holds rows a window cut splits
+    replay = None               # OTF2 input: formats/otf2/replay.py writes it back
 
     def __init__(self, path, overwrite: bool = False):
         self.final = Path(path)
@@ -83,6 +85,12 @@ class OTF2Sink(Sink):
                 raise UsageError(f"{wide[0]}: more than {MAX_MEMBERS} sampled columns, more "
                                  "than one OTF2 metric record holds")
             self.layout = plan(defs, schema, samples)
+            # -- hook: OTF2 input written back as it is (formats/otf2/replay.py) --
+            from ..formats.otf2.replay import replay_of
+            self.replay = replay_of(defs, self.layout)
+            if self.replay is not None:
+                self.layout = self.replay.layout
+            # -- end hook --
         comm.check()
         L = self.layout
         n = len(L.loc_ids)
@@ -90,6 +98,8 @@ class OTF2Sink(Sink):
         self.mine = np.flatnonzero(self.owner == comm.rank)     # contiguous
         self.first_mine = int(self.mine[0]) if len(self.mine) else 0
         self.tables = {t for t, _, _ in L.sample_tables}
+        if self.replay is not None:     # hook: its side tables go with their events
+            self.tables |= self.replay.tables
         self.counts = np.zeros(len(self.mine), np.int64)
         # spilled records: per location the bytes of its records and values (all windows)
         self.loc_bytes = np.zeros(len(self.mine), np.int64)
@@ -138,6 +148,12 @@ class OTF2Sink(Sink):
 
     # -- windows --------------------------------------------------------------
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
+        if self.replay is not None:     # hook: OTF2 input (formats/otf2/replay.py)
+            with comm.guard():
+                self.replay.write(tables, self.next_keys, self.writers, self.first_mine,
+                                  self.counts)
+            comm.check()
+            return
         with comm.guard():
             parts = []
             ev = tables.get(EVENTS)
@@ -389,6 +405,8 @@ class OTF2Sink(Sink):
                 f.close()
                 os.unlink(f.name)
             self.archive.close()
+            if self.replay is not None:     # hook: nothing held back at the end
+                self.replay.finish()
         comm.check()
         counts = np.concatenate(comm.allgather(self.counts))
         spans = comm.allgather(self.span)
@@ -398,9 +416,12 @@ class OTF2Sink(Sink):
             first = last = 0        # no record at all
         folder = self.staging.path(self.name)
         with comm.guard():
-            if comm.rank == 0:
+            if comm.rank == 0 and self.replay is not None:     # hook: OTF2 input's own
+                self.replay.write_global(self.staging.dir, self.name, counts, CREATOR)
+            elif comm.rank == 0:
                 write_global(self.staging.dir, self.name, self.layout, counts, first, last,
                              CREATOR)
+            if comm.rank == 0:
                 folder.mkdir(exist_ok=True)
         comm.check()
         comm.barrier()

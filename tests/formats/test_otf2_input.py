@@ -207,13 +207,8 @@ def test_partrace_own_output_equals_the_library_reader(own_outputs, name):
 
 
 # -- the round trip: archive -> partrace convert -> OTF2, on 1 and 3 ranks ------------------
-# The records partrace's OTF2 output writes today (partrace/output/otf2_sink.py): the others
-# (non-blocking requests, OpenMP fork/join, parameters, attributes, metrics of several
-# members) are not written yet: test_round_trip_keeps_every_record says so until they are.
-BLOCKING = {"MpiIsend": "MpiSend", "MpiIrecv": "MpiRecv"}
-WRITTEN = {"Enter", "Leave", "MpiSend", "MpiRecv", "MpiCollectiveBegin", "MpiCollectiveEnd"}
-
-
+# OTF2 input is written back record by record (formats/otf2/replay.py): every record as its
+# own type with its arguments, arrays and attributes, every definition as the source had it.
 def named_records(anchor: Path, keep=None) -> dict:
     """Per location name: records with refs resolved to names (regions, communicators)."""
     out = {}
@@ -238,37 +233,130 @@ def named_records(anchor: Path, keep=None) -> dict:
     return {"events": out, "regions": regions, "comms": comms, "locations": locations}
 
 
+def _definitions(anchor: Path) -> dict:
+    """Every global definition, as the reader's source form (refs, fields, clock)."""
+    return OTF2.open(anchor).read_definitions().source
+
+
+def _files(anchor: Path) -> dict:
+    """{name: bytes} of an archive's anchor, global definitions and folder."""
+    folder = anchor.with_suffix("")
+    out = {".otf2": anchor.read_bytes(), ".def": anchor.with_suffix(".def").read_bytes()}
+    out.update({p.name: p.read_bytes() for p in sorted(folder.iterdir())})
+    return out
+
+
 @pytest.fixture(scope="module")
 def round_trips(tmp_path_factory):
     d = tmp_path_factory.mktemp("round")
-    return {n: _convert(ARCHIVES[0], d / f"r{n}" / "back.otf2", nranks=n,
-                        options=["--reader-option", "unit_bytes=1"]) for n in (1, 3)}
+    out = {n: _convert(ARCHIVES[0], d / f"r{n}" / "back.otf2", nranks=n,
+                       options=["--reader-option", "unit_bytes=1"]) for n in (1, 3)}
+    out["threads2"] = _convert(ARCHIVES[1], d / "t3" / "back.otf2", nranks=3,
+                               options=["--reader-option", "unit_bytes=1"])
+    return out
 
 
 @pytest.mark.parametrize("nranks", [1, 3])
-def test_round_trip_keeps_what_the_output_writes(round_trips, nranks):
-    back = named_records(round_trips[nranks], WRITTEN)
-    src = named_records(ARCHIVES[0], WRITTEN | {"MpiIsend", "MpiIrecv"})
-    for name in ("regions", "comms", "locations"):
-        assert back[name] == src[name], name
-    assert back["events"].keys() == src["events"].keys()
-    for loc, rows in src["events"].items():
-        # a non-blocking send or receive is written as a blocking one (no request id);
-        # attributes are not written yet
-        want = [(t, BLOCKING.get(n, n), f[:4] if n in BLOCKING else f, [])
-                for t, n, f, _ in rows]
-        assert back["events"][loc] == want, loc
+def test_round_trip_keeps_every_record(round_trips, nranks):
+    """Isend/Irecv and their requests, OpenMP fork/join, the parameter, attributes (int,
+    double, string), metrics of two members: every record as itself, every definition."""
+    back, src = named_records(round_trips[nranks]), named_records(ARCHIVES[0])
+    assert back == src
+    names = {n for rows in back["events"].values() for _, n, _, _ in rows}
+    assert {"MpiIsend", "MpiIrecv", "MpiIrecvRequest", "OmpFork", "ParameterInt",
+            "Metric"} <= names
+    assert sum(len(a) > 0 for rows in back["events"].values() for *_, a in rows) == 11
+    assert sum(map(len, back["events"].values())) == 47 + 39 + 43 + 5 + 5
+    assert _definitions(round_trips[nranks]) == _definitions(ARCHIVES[0])
+    # the library's own encoding of each record: the source's event files, byte for byte
+    src_folder, back_folder = ARCHIVES[0].with_suffix(""), round_trips[nranks].with_suffix("")
+    evts = sorted(p.name for p in src_folder.glob("*.evt"))
+    assert evts == sorted(p.name for p in back_folder.glob("*.evt")) and len(evts) == 5
+    for name in evts:
+        assert (back_folder / name).read_bytes() == (src_folder / name).read_bytes(), name
 
 
-def test_round_trip_same_on_1_and_3_ranks(round_trips):
-    assert named_records(round_trips[1]) == named_records(round_trips[3])
+def test_round_trip_of_threads_keeps_every_record(round_trips):
+    back = round_trips["threads2"]
+    assert named_records(back) == named_records(ARCHIVES[1])
+    assert _definitions(back) == _definitions(ARCHIVES[1])
+    assert "ThreadCreate" in {n for rows in named_records(back)["events"].values()
+                              for _, n, _, _ in rows}
 
 
-@pytest.mark.xfail(strict=True, reason="partrace's OTF2 output does not write non-blocking "
-                   "MPI requests, OpenMP fork/join, parameters, attributes nor metrics of several "
-                   "members yet (otf2_sink.py; issue #17's report)")
-def test_round_trip_keeps_every_record(round_trips):
-    assert named_records(round_trips[1])["events"] == named_records(ARCHIVES[0])["events"]
+def test_round_trip_same_bytes_on_1_and_3_ranks(round_trips):
+    assert _files(round_trips[1]) == _files(round_trips[3])
+
+
+def _replay_windows(tables, schema, defs, out: Path, cuts: list) -> dict:
+    """The OTF2 sink fed ``tables`` in windows ending before each of ``cuts`` (keys), with
+    ``next_keys`` set as the engine sets them."""
+    from partrace.engine.mpi import serial
+    from partrace.output.otf2_sink import OTF2Sink
+    comm, sink = serial(), OTF2Sink(out)
+    out.parent.mkdir()
+    sink.prepare(comm, defs, schema)
+    keys = {n: [tuple(int(x) for x in k) for k in zip(t["time"], t["location"], t["seq"])]
+            for n, t in tables.items()}
+    bounds = {n: [0] + [sum(k < c for k in keys[n]) for c in cuts] + [len(t)]
+              for n, t in tables.items()}
+    for w in range(len(cuts) + 1):
+        sink.next_keys = {n: cuts[w] if w < len(cuts) else None for n in tables}
+        sink.write(comm, {n: t.rows(bounds[n][w], bounds[n][w + 1]) for n, t in tables.items()})
+    sink.commit(comm)
+    return _files(out)
+
+
+def test_round_trip_through_hdf5_keeps_every_record(tmp_path):
+    """partrace's HDF5 merge of an OTF2 archive keeps what the replay needs: converted to
+    OTF2, every record and definition again."""
+    h5 = _convert(ARCHIVES[0], tmp_path / "m.h5")
+    back = _convert(h5, tmp_path / "back.otf2")
+    assert named_records(back) == named_records(ARCHIVES[0])
+    assert _definitions(back) == _definitions(ARCHIVES[0])
+
+
+def _decoded_tables(anchor: Path):
+    """Every table of the archive in key order, with its definitions and schema."""
+    reader = OTF2.open(anchor)
+    defs = reader.read_definitions()
+    schema = reader.schema(defs)
+    units = decode_units(reader, every_table=True).values()
+    tables = {}
+    for n, cols in schema.items():
+        t = Table.concat([u[n] for u in units], cols)
+        tables[n] = t.take(np.lexsort((t["seq"], t["location"], t["time"])))
+    return tables, schema, defs
+
+
+def test_a_metric_missing_a_value_is_an_error(tmp_path):
+    """A Metric record whose values table lacks a value is refused, never written short."""
+    from partrace.engine.mpi import RankFailed
+    tables, schema, defs = _decoded_tables(ARCHIVES[0])
+    v = tables["values"]
+    tables["values"] = v.take(np.arange(1, len(v)))
+    with pytest.raises(RankFailed, match=r"location 1, event \d+: Metric of 2 values, 1 in the "
+                       r"values table"):
+        _replay_windows(tables, schema, defs, tmp_path / "x" / "x.otf2", [])
+
+
+def test_replay_windows_cut_between_a_record_and_its_values(tmp_path):
+    """Windows cut at each Metric's and each attributed record's own key: its values and
+    attributes (same time and location, seqs of their own tables) fall on both sides of the
+    cut; the replay holds them for the next window, and the files are those of one window."""
+    tables, schema, defs = _decoded_tables(ARCHIVES[0])
+    ev = tables["events"]
+    attributed = np.isin(ev["seq"] + (ev["location"].astype(np.int64) << 32),
+                         tables["attributes"]["event_seq"]
+                         + (tables["attributes"]["location"].astype(np.int64) << 32))
+    at = np.flatnonzero((ev["record"] == METRIC) | attributed)
+    cuts = sorted({(int(ev["time"][i]), int(ev["location"][i]), int(ev["seq"][i])) for i in at})
+    assert len(cuts) > 20
+    want = _replay_windows(tables, schema, defs, tmp_path / "one" / "x.otf2", [])
+    got = _replay_windows(tables, schema, defs, tmp_path / "cut" / "x.otf2", cuts)
+    assert got == want
+    for name in (p.name for p in ARCHIVES[0].with_suffix("").glob("*.evt")):
+        assert want[name] == (ARCHIVES[0].with_suffix("") / name).read_bytes(), name
 
 
 # -- damage ----------------------------------------------------------------------------------

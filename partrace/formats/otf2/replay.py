@@ -1,0 +1,208 @@
+"""OTF2 input written back as OTF2: every record as its own record type with its raw
+arguments (reader.py's ``record`` and ``args`` columns), its arrays (the ``values`` table)
+and its attribute list (the ``attributes`` table), and the source's global definitions
+(sourcedefs.py).  The OTF2 sink hands its windows here when ``replay_of`` says the input
+was OTF2 (the sink never asks the source format itself).
+
+A record's values and attributes have its time and location, so a window cut falls between
+them only at the cut key's (time, location): those rows are held for the next window.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from ...errors import PartraceError
+from . import records as R
+from .definitions import Layout
+from .sourcedefs import is_own_source, write_source_global
+from .writers import write_record
+
+SIDE = ("values", "attributes")
+COLUMNS = {"events": ("location", "time", "seq", "ticks", "record", "args"),
+           "values": ("location", "time", "event_seq", "index", "type", "value"),
+           "attributes": ("location", "time", "event_seq", "attribute", "type", "value")}
+METRIC = 1 + [n for n, _ in R.RECORDS].index("Metric")
+PROGRAM_BEGIN = 1 + [n for n, _ in R.RECORDS].index("ProgramBegin")
+ARRAY_COUNT = {METRIC: 1, PROGRAM_BEGIN: 1}     # the argument that says how many values
+
+_u64, _u32, _u8, _rc = types.uint64, types.uint32, types.uint8, types.int32
+_new_list = types.ExternalFunction("OTF2_AttributeList_New", _u64())
+_delete_list = types.ExternalFunction("OTF2_AttributeList_Delete", _rc(_u64))
+# (list, attribute ref, OTF2_Type, OTF2_AttributeValue: an 8-byte union, passed as integer)
+_add = types.ExternalFunction("OTF2_AttributeList_AddAttribute", _rc(_u64, _u32, _u8, _u64))
+_clear = types.ExternalFunction("OTF2_AttributeList_RemoveAllAttributes", _rc(_u64))
+
+
+class SourceLayout(Layout):
+    """The planned layout with locations as the source's OTF2 refs (event writers and file
+    names); rows still name partrace locations (ref + shift)."""
+    shift: int = 0
+
+    def location_index(self, locations):
+        return super().location_index(np.asarray(locations, np.int64) - self.shift)
+
+
+def replay_of(defs, layout: Layout) -> Replay | None:
+    """A Replay when the definitions are OTF2's own (OTF2 input), else None."""
+    if not is_own_source(defs):
+        return None
+    return Replay(defs, layout)
+
+
+class Replay:
+    tables = frozenset(SIDE)    # routed to their location's owner like the events
+
+    def __init__(self, defs, layout: Layout):
+        self.source = defs.source
+        self.shift = int(defs.attrs["ref_shift"]["location"])
+        self.layout = SourceLayout(**vars(layout))
+        self.layout.loc_ids = layout.loc_ids - self.shift
+        self.layout.shift = self.shift
+        self.held = None
+
+    # -- events ------------------------------------------------------------------------
+    def write(self, tables: dict, next_keys, writers, first_mine: int, counts) -> None:
+        cols = {name: self._columns(tables, name) for name in COLUMNS}
+        if self.held is not None:
+            cols = {n: {c: np.concatenate([self.held[n][c], v]) for c, v in cols[n].items()}
+                    for n in COLUMNS}
+            self.held = None
+        cut = _cut_of(next_keys)
+        if cut is not None:
+            later = {n: (cols[n]["time"] == cut[0]) & (cols[n]["location"] == cut[1])
+                     for n in COLUMNS}
+            if any(m.any() for m in later.values()):
+                self.held = {n: {c: v[later[n]] for c, v in cols[n].items()} for n in COLUMNS}
+                cols = {n: {c: v[~later[n]] for c, v in cols[n].items()} for n in COLUMNS}
+        self._write(cols, writers, first_mine, counts)
+
+    def _columns(self, tables, name):
+        t = tables.get(name)
+        if t is None or not len(t):
+            return {c: np.zeros((0, R.MAX_ARGS) if c == "args" else 0, np.uint64 if c in (
+                "args", "value") else np.int64) for c in COLUMNS[name]}
+        return {c: np.asarray(t[c]) for c in COLUMNS[name]}
+
+    def _write(self, cols, writers, first_mine, counts) -> None:
+        ev = cols["events"]
+        n = len(ev["seq"])
+        if not n:
+            if any(len(cols[s]["event_seq"]) for s in SIDE):
+                self._orphan(cols)
+            return
+        li, ok = self.layout.location_index(ev["location"])
+        if not ok.all():
+            loc = int(ev["location"][np.flatnonzero(~ok)[0]])
+            raise PartraceError(f"events: location {loc} is not in the trace's locations table")
+        # each event's (location, seq) as one sortable key; its side rows by the same key
+        key = li.astype(np.int64) << 40 | ev["seq"].astype(np.int64)
+        order_ev = np.argsort(key, kind="stable")
+        side = {}
+        for s in SIDE:
+            c = cols[s]
+            si, sok = self.layout.location_index(c["location"])
+            skey = si.astype(np.int64) << 40 | c["event_seq"].astype(np.int64)
+            pos = np.searchsorted(key[order_ev], skey)
+            found = (pos < n) & sok
+            found[found] = key[order_ev][pos[found]] == skey[found]
+            if not found.all():
+                self._orphan(cols)
+            o = np.lexsort((c["index"] if s == "values" else np.arange(len(skey)), skey))
+            skey = skey[o]
+            start = np.searchsorted(skey, key, "left")
+            count = np.searchsorted(skey, key, "right") - start
+            side[s] = (start, count, {k: v[o] for k, v in c.items()})
+        args = np.ascontiguousarray(ev["args"], dtype=np.uint64)
+        record = np.asarray(ev["record"]).astype(np.int64)
+        vstart, vcount, vals = side["values"]
+        for code, j in ARRAY_COUNT.items():
+            rows = record == code
+            bad = np.flatnonzero(rows & (vcount != (args[:, j] & (0xFF if code == METRIC
+                                                                 else 0xFFFFFFFF))))
+            if len(bad):
+                i = bad[0]
+                raise PartraceError(f"location {int(ev['location'][i])}, event "
+                                    f"{int(ev['seq'][i])}: "
+                                    f"{R.RECORDS[code - 1][0]} of {int(args[i, j])} values, "
+                                    f"{int(vcount[i])} in the values table")
+        if (vcount[(record != METRIC) & (record != PROGRAM_BEGIN)] > 0).any():
+            raise PartraceError("values rows of an event that has no array (only Metric and "
+                                "ProgramBegin records have values)")
+        vtypes = np.ascontiguousarray(vals["type"], dtype=np.uint8)
+        vvalues = np.ascontiguousarray(vals["value"], dtype=np.uint64)
+        vrefs = vvalues.astype(np.uint32)           # ProgramBegin: string refs, 32 bits
+        astart, acount, attrs = side["attributes"]
+        # each location's rows in seq order (writers are independent)
+        order = np.lexsort((ev["seq"], li))
+        rc, row = replay_rows(order, np.asarray(writers, np.uint64), li - first_mine,
+                              np.asarray(ev["ticks"], np.uint64), record, args,
+                              vstart, vtypes.ctypes.data, vvalues.ctypes.data, vrefs.ctypes.data,
+                              astart, acount,
+                              np.ascontiguousarray(attrs["attribute"], dtype=np.uint32),
+                              np.ascontiguousarray(attrs["type"], dtype=np.uint8),
+                              np.ascontiguousarray(attrs["value"], dtype=np.uint64), counts)
+        if rc:
+            from .library import error_name
+            what = "no such record type" if rc == -1 else error_name(rc)
+            raise PartraceError(f"location {int(ev['location'][row])}, event "
+                                f"{int(ev['seq'][row])}: the OTF2 library refused the record "
+                                f"({what})")
+
+    def _orphan(self, cols):
+        raise PartraceError("values or attributes rows whose event (location, event_seq) is not "
+                            "in the events table: they would be lost")
+
+    def finish(self) -> None:
+        if self.held is not None and any(len(v["time"]) for v in self.held.values()):
+            raise PartraceError("OTF2 replay: rows held for a later window that never came")
+
+    # -- definitions -------------------------------------------------------------------
+    def write_global(self, folder, name, counts, creator) -> None:
+        write_source_global(folder, name, self.source, self.layout.loc_ids, counts, creator)
+
+
+def _cut_of(next_keys):
+    """The (time, location) of the first key of later windows (None: no later rows)."""
+    if not next_keys:
+        return None
+    keys = [k for k in next_keys.values() if k is not None]
+    if not keys:
+        return None
+    k = min(keys)       # destination mode: one cut key for every table
+    return int(k[0]), int(k[1])
+
+
+@njit(cache=True)
+def replay_rows(order, writers, loc, ticks, record, args, vstart, vtypes_at, vvalues_at,
+                vrefs_at, astart, acount, aref, atype, avalue, counts):
+    """Row ``order[k]`` to ``writers[loc]`` as record ``record`` with ``args``, its values
+    from ``vstart`` (Metric: OTF2_Type bytes and 8-byte values; ProgramBegin: 32-bit string
+    refs) and its ``acount`` attributes from ``astart``; counts records per location.
+    Returns (0, -1) or (the library's error code, or -1: unknown record, the row)."""
+    alist = _new_list()
+    rc = 0
+    bad = -1
+    for k in range(len(order)):
+        i = order[k]
+        at = np.uint64(0)
+        for j in range(astart[i], astart[i] + acount[i]):
+            rc = _add(alist, aref[j], atype[j], avalue[j])
+            if rc != 0:
+                break
+            at = alist
+        if rc != 0:
+            bad = i
+            break
+        code = record[i]
+        values = vrefs_at + vstart[i] * 4 if code == PROGRAM_BEGIN else vvalues_at + vstart[i] * 8
+        rc = write_record(code, np.uint64(writers[loc[i]]), at, np.uint64(ticks[i]), args[i],
+                          np.uint64(vtypes_at + vstart[i]), np.uint64(values))
+        if at != 0:
+            _clear(alist)
+        if rc != 0:
+            bad = i
+            break
+        counts[loc[i]] += 1
+    _delete_list(alist)
+    return rc, bad

@@ -1,0 +1,112 @@
+"""OTF2 input written back: its global definitions as the source archive had them (the
+reader's lossless source form, globaldefs.source_form), refs unchanged, through the
+library's bindings.  Only the location's record counts are the ones written.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+
+import numpy as np
+
+from ...errors import PartraceError
+
+# the otf2 package's own writing order (registry.write): a definition only refers to
+# definitions written before it; metric groups come after the metrics
+ORDER = ["strings", "paradigms", "attributes", "system_tree_nodes",
+         "system_tree_node_properties", "system_tree_node_domains", "location_groups",
+         "location_group_properties", "locations", "location_properties", "regions", "groups",
+         "metric_members", "metrics", "metric_class_recorders", "metric_groups", "comms",
+         "parameters", "callsites", "callpaths", "callpath_parameters", "rma_wins",
+         "cart_dimensions", "cart_topologies", "cart_coordinates", "source_code_locations",
+         "calling_contexts", "calling_context_properties", "interrupt_generators",
+         "paradigm_properties", "io_paradigms", "io_files", "io_file_properties", "io_handles",
+         "io_pre_created_handle_states"]
+# kinds whose definitions have a field named "type" (the source form's row "type" is that
+# field's value there, not the class name)
+CLASS_OF_KIND = {"attributes": "Attribute", "locations": "Location"}
+GROUP_TYPE_METRIC = 3        # OTF2_GROUP_TYPE_METRIC
+
+
+def is_own_source(defs) -> bool:
+    """Whether ``defs.source`` is OTF2's own form (globaldefs.source_form), written back as it
+    is.  Definitions.source is each format's own form, so only the OTF2 codec reads it."""
+    return (defs.format == "otf2" and isinstance(defs.source, dict)
+            and "clock_properties" in defs.source and "ref_shift" in defs.attrs)
+
+
+def _rows_in_order(source: dict) -> list[tuple[str, dict]]:
+    known = set(ORDER) | {"clock_properties"}
+    unknown = sorted(k for k in source if k not in known and k != "groups")
+    if unknown:
+        raise PartraceError(f"OTF2 definitions of kind {unknown[0]!r}: partrace does not know "
+                            "where they go when writing them back")
+    groups = source.get("groups", [])
+    parts = dict(source)
+    parts["groups"] = [g for g in groups if g.get("group_type") != GROUP_TYPE_METRIC]
+    parts["metric_groups"] = [g for g in groups if g.get("group_type") == GROUP_TYPE_METRIC]
+    return [(kind, row) for kind in ORDER for row in parts.get(kind, [])]
+
+
+def _class(kind: str, row: dict):
+    import otf2.definitions as D
+    name = CLASS_OF_KIND.get(kind, row.get("type"))
+    if kind in ("groups", "metric_groups"):
+        name = "Group"
+    cls = getattr(D, name, None) if isinstance(name, str) else None
+    if cls is None or not getattr(cls, "_fields", None):
+        raise PartraceError(f"OTF2 definition of kind {kind!r} ({name!r}): not a definition the "
+                            "otf2 package writes")
+    return cls
+
+
+def write_source_global(folder, name: str, source: dict, refs: np.ndarray, events: np.ndarray,
+                        creator: str) -> None:
+    """NAME.otf2 and NAME.def in ``folder``: ``source``'s definitions; location ``refs[i]``
+    has ``events[i]`` records."""
+    import otf2.definitions as D
+
+    from .definitions import _flush
+    from .library import DEF_CHUNK, EVENT_CHUNK, error_name, load
+    o, lib = load()
+    counts = dict(zip(refs.tolist(), np.asarray(events).tolist()))
+    strings = {}
+    for row in source.get("strings", []):
+        strings.setdefault(row["name"], row["ref"])
+    archive = o.Archive_Open(str(folder), name, o.FILEMODE_WRITE, EVENT_CHUNK, DEF_CHUNK,
+                             o.SUBSTRATE_POSIX, o.COMPRESSION_NONE)
+    try:
+        flush = o.FlushCallbacks(pre_flush=_flush, post_flush=None)
+        o.Archive_SetFlushCallbacks(archive, flush, None)
+        o.Archive_SetSerialCollectiveCallbacks(archive)
+        o.Archive_SetCreator(archive, creator)
+        w = o.Archive_GetGlobalDefWriter(archive)
+        c = source["clock_properties"]
+        o.GlobalDefWriter_WriteClockProperties(w, c["timer_resolution"], c["global_offset"],
+                                               c["trace_length"], c["realtime_timestamp"])
+        for kind, row in _rows_in_order(source):
+            cls = _class(kind, row)
+            args = []
+            for f in cls._fields:
+                v = row[f.name]
+                if kind == "locations" and f.name == "number_of_events":
+                    v = counts[row["ref"]]
+                if v is None:
+                    v = f.type.undefined_ref
+                elif f.type is D.String and kind != "strings":
+                    v = strings[v]
+                args.append(v)
+            write = getattr(o, f"GlobalDefWriter_Write{cls.__name__}")
+            write(w, *([row["ref"]] if "ref" in row else []), *args)
+        o.Archive_CloseGlobalDefWriter(archive, w)
+        # a hash of what the archive holds as its trace id: the same on any rank count
+        # (definitions.write_global says why this function)
+        h = hashlib.blake2b(json.dumps(source, sort_keys=True).encode(), digest_size=8)
+        h.update(np.ascontiguousarray(events, dtype=np.int64).tobytes())
+        code = lib.otf2_archive_set_trace_id(ctypes.cast(archive, ctypes.c_void_p),
+                                             int.from_bytes(h.digest(), "little"))
+        if code:
+            raise OSError(f"{folder}: OTF2 library: {error_name(code)}")
+    finally:
+        o.Archive_Close(archive)
