@@ -128,6 +128,11 @@ class OTF2Sink(Sink):
             # its locations' local definition files, made at close (their event writers are
             # opened and closed by the commit's loop, one location at a time)
             self.archive.locations = L.loc_ids[self.mine].tolist()
+            if self.replay is not None:     # hook: the replay writes window by window, through
+                # writers held open for the run (the library keeps a chunk per location)
+                self.archive.locations = []
+                self.writers = np.asarray([self.archive.writer(int(i))
+                                           for i in L.loc_ids[self.mine]], dtype=np.uint64)
             self.spill_rows = open(folder / "records.spill", "w+b")
             self.spill_values = open(folder / "values.spill", "w+b")
         comm.check()
@@ -400,7 +405,8 @@ class OTF2Sink(Sink):
     def commit(self, comm: Comm) -> None:
         from ..formats.otf2.definitions import write_global
         with comm.guard():
-            self._drain()
+            if self.replay is None:     # hook: the replay wrote its events window by window
+                self._drain()
             for f in (self.spill_rows, self.spill_values):
                 f.close()
                 os.unlink(f.name)

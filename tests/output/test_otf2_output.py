@@ -183,6 +183,10 @@ def _read(archive, sample_names):
 
 def test_every_record_equals_the_hdf5_merge(outputs, capfd):
     h5, (one, three) = outputs
+    if partrace.open(h5).definitions.format == "otf2":
+        pytest.skip("OTF2 input is written back as it is, not mapped from the common columns "
+                    "(formats/otf2/replay.py): tests/formats/test_otf2_input.py's round trip "
+                    "tests check it")
     want_events, want_samples, names = _expected(h5)
     for archive in (one, three):
         events, samples, counts = _read(archive, names)
@@ -209,6 +213,10 @@ def test_definitions(outputs):
     """Locations keep their ids and names under their parent's location group (or their own),
     regions their names, MPI regions the MPI paradigm."""
     h5, (one, _) = outputs
+    if partrace.open(h5).definitions.format == "otf2":
+        pytest.skip("OTF2 input is written back as it is, not mapped from the common columns "
+                    "(formats/otf2/replay.py): tests/formats/test_otf2_input.py's round trip "
+                    "tests check it")
     defs = partrace.open(h5).definitions.tables
     locs = defs["locations"]
     name = {int(i): str(n) for i, n in zip(locs["id"], locs["name"])}
