@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from .grammar import OPT0, STREAM_RECORDS, STRING
+from .grammar import HEX, OPT0, STREAM_RECORDS, STRING
 from .kernel import NV, TAGW, _pad
 
 HEXD = np.frombuffer(b"0123456789abcdef", np.uint8).copy()
@@ -41,6 +41,30 @@ class WTables:
 def wtables() -> WTables:
     """The grammar tables (constant: made once per process)."""
     return WTables()
+
+
+@lru_cache(maxsize=None)
+def field_positions(table: str) -> dict[str, np.ndarray]:
+    """{column: position of its (hex) field in each record code's line, or -1}, for the
+    records of one table (and NoOp, which has no fields)."""
+    out: dict[str, np.ndarray] = {}
+    for r, rec in enumerate(STREAM_RECORDS):
+        if rec.table != table:
+            continue
+        for j, f in enumerate(rec.fields):
+            if f.ftype == HEX:
+                out.setdefault(f.col, np.full(len(STREAM_RECORDS), -1, np.int64))[r] = j
+    return out
+
+
+@njit(cache=True)
+def scatter_field(rec, pos_of, col, vals):
+    """vals[k, pos_of[rec[k]]] = col[k] where row k's record has the field (one column
+    into the (rows, NV) field matrix of the formatter)."""
+    for k in range(rec.shape[0]):
+        j = pos_of[rec[k]]
+        if j >= 0:
+            vals[k, j] = col[k]
 
 
 @njit(cache=True)

@@ -360,6 +360,7 @@ class StreamWriter:
         `markers` rows (an OTF input's, if local_markers) go to the stream's marker file."""
         if not own_source(self.defs):
             return self._append_generic(tables)
+        from .writekernel import field_positions, scatter_field
         mk = tables.get("markers")
         if mk is not None and len(mk):
             first = int(np.lexsort((mk["seq"], mk["location"], mk["time"]))[0])
@@ -374,22 +375,23 @@ class StreamWriter:
             kvs = _side(tables.get("keyvalues"), code)
             texts = _side(tables.get("text"), code, kv=False)
             ticks = (tab["ticks"] if "ticks" in tab else tab["time"]).astype(np.uint64)
+            order = None
             if "src_order" in tab:
-                # OTF input: equal ticks keep their source order (reproduces the input layout byte for byte)
-                order = np.lexsort((tab["src_order"], ticks))
-                tab, ticks = tab.take(order), ticks[order]
+                # OTF input: equal ticks keep their source order (reproduces the input layout byte
+                # for byte); rows come in time order, so the sort is usually the identity: skipped
+                if not _in_order(ticks, tab["src_order"]):
+                    order = np.lexsort((tab["src_order"], ticks))
             elif np.any(ticks[1:] < ticks[:-1]):
                 # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
                 order = np.argsort(ticks, kind="stable")
+            if order is not None:
                 tab, ticks = tab.take(order), ticks[order]
             n = len(tab)
             rec = _record_codes(tab, tname)
             vals = np.zeros((n, 8), np.uint64)
-            for r in np.unique(rec).tolist():
-                sel = np.flatnonzero(rec == r)
-                for j, f in enumerate(G.STREAM_RECORDS[r].fields):
-                    if f.ftype == G.HEX and f.col in tab:
-                        vals[sel, j] = tab[f.col][sel].astype(np.uint64)
+            for col, pos_of in field_positions(tname).items():
+                if col in tab:          # one numba pass a column (no pass per record type)
+                    scatter_field(rec, pos_of, tab[col].astype(np.uint64, copy=False), vals)
             proc = tab["location"].astype(np.int64)
             # rare side data: KV lines before the record, the record's string
             blob = bytearray()
@@ -513,6 +515,15 @@ class _FileState:
             # OTF_WBuffer_close: the last time and process once more
             self.out.write(f"{int(self.t):x}\n*{int(self.p):x}\n".encode())
         return self.out.close()
+
+
+def _in_order(ticks: np.ndarray, src_order: np.ndarray) -> bool:
+    """Whether rows are already in np.lexsort((src_order, ticks)) order (a stable sort
+    would leave them where they are)."""
+    if len(ticks) < 2:
+        return True
+    up, same = ticks[1:] > ticks[:-1], ticks[1:] == ticks[:-1]
+    return bool(np.all(up | (same & (src_order[1:] >= src_order[:-1]))))
 
 
 def _unquoted(items: list[str]) -> str:
