@@ -68,6 +68,33 @@ def scatter_field(rec, pos_of, col, vals):
 
 
 @njit(cache=True)
+def kv_lines(key, typ, value, length, is_bytes, raw, rstart, rend, out, ends):
+    """Key-value lines 'K<key>Y<type>V<value>' ('...V<bytes in hex>L<length>' for byte
+    arrays: raw[rstart:rend]) into out, as writer._kv_line renders one; ends[i]: end of line i."""
+    o = 0
+    for i in range(key.shape[0]):
+        out[o] = 75                  # 'K'
+        o = _hex(out, o + 1, key[i])
+        out[o] = 89                  # 'Y'
+        o = _hex(out, o + 1, typ[i])
+        out[o] = 86                  # 'V'
+        o += 1
+        if is_bytes[i]:
+            for b in range(rstart[i], rend[i]):
+                out[o] = HEXD[raw[b] >> 4]
+                out[o + 1] = HEXD[raw[b] & 15]
+                o += 2
+            out[o] = 76              # 'L'
+            o = _hex(out, o + 1, length[i])
+        else:
+            o = _hex(out, o, value[i])
+        out[o] = 10
+        o += 1
+        ends[i] = o
+    return o
+
+
+@njit(cache=True)
 def _hex(out, o, v):
     # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64
     s = 60
