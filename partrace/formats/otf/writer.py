@@ -420,8 +420,10 @@ class StreamWriter:
             n = len(tab)
             rec = _record_codes(tab, tname)
             vals = np.zeros((n, 8), np.uint64)
+            present = np.bincount(rec, minlength=len(G.STREAM_RECORDS)) > 0
             for col, pos_of in field_positions(tname).items():
-                if col in tab:          # one numba pass a column (no pass per record type)
+                # one numba pass a column that some record here has (no pass per record type)
+                if col in tab and np.any(present & (pos_of >= 0)):
                     scatter_field(rec, pos_of, tab[col].astype(np.uint64, copy=False), vals)
             proc = tab["location"].astype(np.int64)
             # rare side data: KV lines before the record, the record's string
