@@ -236,6 +236,7 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
     blocks = read_blocks(path, chunk)
     done = False
     base = 0
+    o_rec = o_ticks = o_proc = o_line = o_vals = o_soff = o_slen = np.empty(0, np.int64)
     while not done:
         nxt = next(blocks, None)
         done = nxt is None
@@ -247,13 +248,12 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
             continue
         buf = np.frombuffer(data, np.uint8)
         cap = int(np.count_nonzero(buf == 10)) + 1
-        o_rec = np.empty(cap, np.int64)
-        o_ticks = np.empty(cap, np.uint64)
-        o_proc = np.empty(cap, np.uint64)
-        o_line = np.empty(cap, np.int64)
-        o_vals = np.empty((cap, NV), np.uint64)
-        o_soff = np.empty(cap, np.int64)
-        o_slen = np.empty(cap, np.int64)
+        if cap > len(o_rec):
+            # one row per line at most; kept for the file's next chunks (every table _tables
+            # makes is a copy), so their pages are faulted in once, not once a chunk
+            o_rec, o_ticks, o_proc, o_line = (np.empty(cap, np.int64), np.empty(cap, np.uint64),
+                                              np.empty(cap, np.uint64), np.empty(cap, np.int64))
+            o_vals, o_soff, o_slen = np.empty((cap, NV), np.uint64), np.empty(cap, np.int64), np.empty(cap, np.int64)
         t0, p0, line0, ht, hp = state
         n, used, state, (err, eline, erec, efield, epos) = parse(
             buf, done, tb.arrays, (np.uint64(t0), np.uint64(p0), line0, ht, hp),
