@@ -4,11 +4,13 @@ The OTF library checks none of them: it drops (silently) the records of a proces
 the master file does not list and hands any other token on as is.  partrace
 refuses both, so no row points at a location, region, ... that the output's
 definition tables do not have.  The checks run on whole parsed chunks with numpy
-(np.isin per field position); only the first bad row is turned into a message.
+(one numba pass, a binary search per reference); only the first bad row is turned
+into a message.
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ...errors import TraceError
 from . import grammar as G
@@ -29,6 +31,7 @@ TARGETS = {
     "origin": ("locations", "DP", "process"),
     "key": ("keys", "DK", "key"),
 }
+_BAD_PROCESS, _BAD_KV_TYPE = -1, -2     # first_undefined's `what` (else a field position)
 # 0 means "none" for these (OTF_Handler.h): it need not be defined.
 _ZERO_ALWAYS = {"comm", "scl", "root", "origin"}
 
@@ -57,39 +60,25 @@ class References:
                 if f.col in TARGETS:
                     self.refmap[j, r] = self.cols.index(f.col)
                     self.zero[j, r] = _zero_ok(rec, f)
-        self.positions = [j for j in range(NV) if (self.refmap[j] >= 0).any()]
+        # the defined ids of each target column c: flat[offsets[c]:offsets[c + 1]], sorted
+        sets = [self.ids[TARGETS[c][0]] for c in self.cols]
+        self.flat = np.concatenate(sets).astype(np.uint64)
+        self.offsets = np.cumsum([0] + [len(x) for x in sets]).astype(np.int64)
 
     def check_stream_rows(self, path, rec, proc, vals, lines) -> None:
         """TraceError at the line of the first row (of rec/proc/vals) naming something undefined."""
-        first = None              # (row, message)
-        bad = np.flatnonzero(~np.isin(proc.astype(np.uint64), self.processes))
-        if len(bad):
-            first = (int(bad[0]), self._process_message(int(proc[bad[0]]), G.STREAM_RECORDS[rec[bad[0]]].name))
-        bad = np.flatnonzero((rec == G.KV_CODE) & (vals[:, 1] > G.MAX_KV_TYPE))
-        if len(bad) and (first is None or bad[0] < first[0]):
-            first = (int(bad[0]), f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} for type of KeyValue, "
-                                  f"got {int(vals[bad[0], 1]):x}")
-        for j in self.positions:
-            target = self.refmap[j][rec]
-            rows = np.flatnonzero(target >= 0)
-            if first is not None:
-                rows = rows[rows < first[0]]
-            if not len(rows):
-                continue
-            v = vals[rows, j]
-            t = target[rows]
-            ok = self.zero[j][rec[rows]] & (v == 0)
-            for c in np.unique(t).tolist():
-                sel = t == c
-                ok[sel] |= np.isin(v[sel], self.ids[TARGETS[self.cols[c]][0]])
-            if not ok.all():
-                k = int(np.argmin(ok))
-                row = int(rows[k])
-                if first is None or row < first[0]:
-                    r = G.STREAM_RECORDS[rec[row]]
-                    first = (row, self._token_message(self.cols[t[k]], int(v[k]), r.name))
-        if first is not None:
-            raise TraceError.at_line(path, int(lines[first[0]]), first[1])
+        row, what = first_undefined(rec, proc, vals, self.processes, self.refmap, self.zero, self.flat,
+                                    self.offsets, G.KV_CODE, np.uint64(G.MAX_KV_TYPE))
+        if row < 0:
+            return
+        r = G.STREAM_RECORDS[rec[row]]
+        if what == _BAD_PROCESS:
+            msg = self._process_message(int(proc[row]), r.name)
+        elif what == _BAD_KV_TYPE:
+            msg = f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} for type of KeyValue, got {int(vals[row, 1]):x}"
+        else:
+            msg = self._token_message(self.cols[self.refmap[what, rec[row]]], int(vals[row, what]), r.name)
+        raise TraceError.at_line(path, int(lines[row]), msg)
 
     def check_marker_spots(self, path, marker, loc, lines, marker_ids, kv_owner, kv_key, kv_type) -> None:
         """Marker spots: their marker must be defined (MD), their process too (DP + master
@@ -126,3 +115,45 @@ class References:
     def _token_message(col: str, v: int, rec_name: str) -> str:
         _, kw, what = TARGETS[col]
         return f"expected a {what} defined by a {kw} record, got {rec_name} naming {col} {v:x}"
+
+
+@njit(cache=True)
+def _has(ids, lo, hi, v):
+    """v in the sorted ids[lo:hi]."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ids[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < end and ids[lo] == v
+
+
+@njit(cache=True)
+def first_undefined(rec, proc, vals, processes, refmap, zero, flat, offsets, kv_code, max_kv_type):
+    """(row, what) of the first row naming something undefined, or (-1, 0): what is
+    _BAD_PROCESS (its process), _BAD_KV_TYPE (a key-value's type) or the field position j
+    of the reference.  In a row the process comes first, then the type, then j in order."""
+    last_ok = np.uint64(0)
+    have_last = False
+    for i in range(rec.shape[0]):
+        p = proc[i]
+        if not (have_last and p == last_ok):      # a process's lines come in runs
+            if not _has(processes, 0, processes.shape[0], p):
+                return i, _BAD_PROCESS
+            last_ok = p
+            have_last = True
+        r = rec[i]
+        if r == kv_code and vals[i, 1] > max_kv_type:
+            return i, _BAD_KV_TYPE
+        for j in range(refmap.shape[0]):
+            c = refmap[j, r]
+            if c < 0:
+                continue
+            v = vals[i, j]
+            if zero[j, r] and v == 0:
+                continue
+            if not _has(flat, offsets[c], offsets[c + 1], v):
+                return i, j
+    return -1, 0

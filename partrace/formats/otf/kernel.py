@@ -7,6 +7,8 @@ byte offsets (they are rare and decoded in Python).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..jit import njit   # lazy: numba only for inputs that are not small
@@ -32,11 +34,25 @@ ERRORS = {
 }
 
 
+# byte -> its hex digit value or -1; byte -> keyword/tag character (A-Z, '#'): tables, not
+# branches (the digits of time lines mix 0-9 and a-f: branches on them are mispredicted)
+HEX_VALUE = np.full(256, -1, np.int64)
+HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16)
+UPPER = np.zeros(256, np.bool_)
+UPPER[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ#", np.uint8)] = True
+
+
 def _pad(s: str) -> np.ndarray:
     a = np.zeros(TAGW, np.uint8)
     b = s.encode()
     a[:len(b)] = np.frombuffer(b, np.uint8)
     return a
+
+
+@lru_cache(maxsize=None)
+def tables(file_kind: str) -> "Tables":
+    """Tables(file_kind), built once per process (each stream file uses them)."""
+    return Tables(file_kind)
 
 
 class Tables:
@@ -78,12 +94,8 @@ class Tables:
                         self.ftag[i, j, a] = _pad(t)
                         self.ftagl[i, j, a] = len(t)
         # what parse takes
-        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.ftype, self.fopt, self.ftag, self.ftagl)
-
-
-@njit(cache=True)
-def _is_upper(c):
-    return (c >= 65 and c <= 90) or c == 35   # A-Z or '#'
+        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.ftype, self.fopt, self.ftag, self.ftagl,
+                       HEX_VALUE, UPPER)
 
 
 @njit(cache=True)
@@ -96,13 +108,16 @@ def _hexval(c):
 
 
 @njit(cache=True)
-def _hex_run(buf, i, end):
+def _hex_run(buf, i, end, hexv):
     """Value of the hex digits from i (the first 16 of them) and where they stop."""
     v = np.uint64(0)
     s = i
-    while i < end and _hexval(buf[i]) >= 0:
+    while i < end:
+        d = hexv[buf[i]]
+        if d < 0:
+            break
         if i - s < 16:
-            v = v * np.uint64(16) + np.uint64(_hexval(buf[i]))
+            v = (v << np.uint64(4)) | np.uint64(d)
         i += 1
     return v, i
 
@@ -119,7 +134,7 @@ def parse(buf, final, grammar, state, out):
     stops before an incomplete last line, and before a trailing run of key-value lines (they
     belong to a record in the next chunk), with the state at that point.
     """
-    kwb, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl = grammar
+    kwb, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl, hexv, upper = grammar
     o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen = out
     t, p, line, have_t, have_p = state
     n = 0
@@ -145,9 +160,9 @@ def parse(buf, final, grammar, state, out):
             pos = end + 1
             continue
         c = buf[i]
-        if _hexval(c) >= 0:      # time line
+        if hexv[c] >= 0:      # time line
             s = i
-            v, i = _hex_run(buf, i, end)
+            v, i = _hex_run(buf, i, end, hexv)
             k = i - s
             while i < end and buf[i] == 32:
                 i += 1
@@ -161,7 +176,7 @@ def parse(buf, final, grammar, state, out):
             continue
         if c == 42:              # '*' process line
             s = i + 1
-            v, i = _hex_run(buf, s, end)
+            v, i = _hex_run(buf, s, end, hexv)
             k = i - s
             while i < end and buf[i] == 32:
                 i += 1
@@ -173,7 +188,7 @@ def parse(buf, final, grammar, state, out):
             continue
         # keyword: maximal run of A-Z / '#'
         ks = i
-        while i < end and _is_upper(buf[i]):
+        while i < end and upper[buf[i]]:
             i += 1
         klen = i - ks
         rec = -1
@@ -202,7 +217,7 @@ def parse(buf, final, grammar, state, out):
                 i += 1
             if j > 0:
                 ts = i
-                while i < end and _is_upper(buf[i]):
+                while i < end and upper[buf[i]]:
                     i += 1
                 tl = i - ts
                 hit = False
@@ -224,7 +239,7 @@ def parse(buf, final, grammar, state, out):
                     return n, pos, (t, p, line, have_t, have_p), (E_TAG, line, rec, j, ts)
                 while i < end and buf[i] == 32:
                     i += 1
-            elif fopt[rec, j] != REQ and (i == end or _hexval(buf[i]) < 0):
+            elif fopt[rec, j] != REQ and (i == end or hexv[buf[i]] < 0):
                 continue
             ft = ftype[rec, j]
             if ft == STRING:
@@ -241,7 +256,7 @@ def parse(buf, final, grammar, state, out):
                 i += 1
             else:
                 s = i
-                v, i = _hex_run(buf, i, end)
+                v, i = _hex_run(buf, i, end, hexv)
                 k = i - s
                 if k == 0:
                     return n, pos, (t, p, line, have_t, have_p), (E_HEX, line, rec, j, i)

@@ -229,13 +229,14 @@ def _kv_table(owner, key, vtype, text, soff, slen, length, time, loc, seq, ref_t
 
 
 def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> Iterator[dict[str, Table]]:
-    from .kernel import E_TAG, ERRORS, NV, Tables, parse
-    tb = Tables(kind)
+    from .kernel import E_TAG, ERRORS, NV, parse, tables
+    tb = tables(kind)
     carry = b""
     state = (np.uint64(0), np.uint64(0), 0, False, False)
     blocks = read_blocks(path, chunk)
     done = False
     base = 0
+    o_rec = o_ticks = o_proc = o_line = o_vals = o_soff = o_slen = np.empty(0, np.int64)
     while not done:
         nxt = next(blocks, None)
         done = nxt is None
@@ -247,13 +248,12 @@ def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> I
             continue
         buf = np.frombuffer(data, np.uint8)
         cap = int(np.count_nonzero(buf == 10)) + 1
-        o_rec = np.empty(cap, np.int64)
-        o_ticks = np.empty(cap, np.uint64)
-        o_proc = np.empty(cap, np.uint64)
-        o_line = np.empty(cap, np.int64)
-        o_vals = np.empty((cap, NV), np.uint64)
-        o_soff = np.empty(cap, np.int64)
-        o_slen = np.empty(cap, np.int64)
+        if cap > len(o_rec):
+            # one row per line at most; kept for the file's next chunks (every table _tables
+            # makes is a copy), so their pages are faulted in once, not once a chunk
+            o_rec, o_ticks, o_proc, o_line = (np.empty(cap, np.int64), np.empty(cap, np.uint64),
+                                              np.empty(cap, np.uint64), np.empty(cap, np.int64))
+            o_vals, o_soff, o_slen = np.empty((cap, NV), np.uint64), np.empty(cap, np.int64), np.empty(cap, np.int64)
         t0, p0, line0, ht, hp = state
         n, used, state, (err, eline, erec, efield, epos) = parse(
             buf, done, tb.arrays, (np.uint64(t0), np.uint64(p0), line0, ht, hp),
@@ -313,16 +313,18 @@ def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps
         if tname == "markers":
             continue
         rows = np.flatnonzero(tcode == code)
-        cols = {"time": time[rows], "location": proc[rows], "ticks": ticks[rows], "kind": KIND_OF[rec[rows]],
-                "src_order": base + rows}
-        cols["seq"] = seq_all[rows] = seqs[tname].assign(cols["location"])
+        m = len(rows)
+        key = (np.empty(m, np.int64), np.empty(m, proc.dtype), np.empty(m, np.uint64), np.empty(m, np.uint8),
+               np.empty(m, np.int64))
         wide, narrow, colmap = _value_columns(tname)
-        values = np.zeros((len(wide), len(rows)), np.uint64)
-        ids = np.zeros((len(narrow), len(rows)), np.int32)
-        bad = fill_columns(rows, rec, colmap, vals, values, ids)
+        values = np.zeros((len(wide), m), np.uint64)
+        ids = np.zeros((len(narrow), m), np.int32)
+        bad = fill_columns(rows, rec, colmap, vals, values, ids, (time, proc, ticks), key, KIND_OF, base)
         if bad >= 0:
             raise TraceError.at_line(path, int(o_line[rows[bad]]), "an id above 2**31-1 "
                                      "(partrace keeps ids in 32 bits)")
+        cols = dict(zip(("time", "location", "ticks", "kind", "src_order"), key))
+        cols["seq"] = seq_all[rows] = seqs[tname].assign(cols["location"])
         for c, name in enumerate(wide):
             cols[name] = values[c].view(TYPES[tname][name])
         for c, name in enumerate(narrow):

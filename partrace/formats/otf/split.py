@@ -16,16 +16,26 @@ from .kernel import NV, _hexval
 
 
 @njit(cache=True)
-def fill_columns(rows, rec, colmap, vals, wide, narrow):
+def fill_columns(rows, rec, colmap, vals, wide, narrow, key_in, key_out, kind_of, base):
     """For the fields j of row k's record r: wide[c, k] = vals[rows[k], j] where
     c = colmap[r, j] >= 0; narrow[-c - 2, k] = the same where c <= -2 (32-bit ids).
+    In the same pass the row's key columns: key_in = (time, location, ticks) of all
+    parsed rows, key_out = (time, location, ticks, kind, src_order) of the table's rows
+    (kind = kind_of[r], src_order = base + rows[k]).
 
     Returns the first k whose id does not fit 31 bits, or -1 (the caller raises:
     an id is never wrapped)."""
+    time, loc, ticks = key_in
+    o_time, o_loc, o_ticks, o_kind, o_order = key_out
     bad = -1
     for k in range(rows.shape[0]):
         i = rows[k]
         r = rec[i]
+        o_time[k] = time[i]
+        o_loc[k] = loc[i]
+        o_ticks[k] = ticks[i]
+        o_kind[k] = kind_of[r]
+        o_order[k] = base + i
         for j in range(colmap.shape[1]):
             c = colmap[r, j]
             if c >= 0:

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from .grammar import OPT0, STREAM_RECORDS, STRING
+from .grammar import HEX, OPT0, STREAM_RECORDS, STRING
 from .kernel import NV, TAGW, _pad
 
 HEXD = np.frombuffer(b"0123456789abcdef", np.uint8).copy()
@@ -41,6 +41,57 @@ class WTables:
 def wtables() -> WTables:
     """The grammar tables (constant: made once per process)."""
     return WTables()
+
+
+@lru_cache(maxsize=None)
+def field_positions(table: str) -> dict[str, np.ndarray]:
+    """{column: position of its (hex) field in each record code's line, or -1}, for the
+    records of one table (and NoOp, which has no fields)."""
+    out: dict[str, np.ndarray] = {}
+    for r, rec in enumerate(STREAM_RECORDS):
+        if rec.table != table:
+            continue
+        for j, f in enumerate(rec.fields):
+            if f.ftype == HEX:
+                out.setdefault(f.col, np.full(len(STREAM_RECORDS), -1, np.int64))[r] = j
+    return out
+
+
+@njit(cache=True)
+def scatter_field(rec, pos_of, col, vals):
+    """vals[k, pos_of[rec[k]]] = col[k] where row k's record has the field (one column
+    into the (rows, NV) field matrix of the formatter)."""
+    for k in range(rec.shape[0]):
+        j = pos_of[rec[k]]
+        if j >= 0:
+            vals[k, j] = col[k]
+
+
+@njit(cache=True)
+def kv_lines(key, typ, value, length, is_bytes, raw, rstart, rend, out, ends):
+    """Key-value lines 'K<key>Y<type>V<value>' ('...V<bytes in hex>L<length>' for byte
+    arrays: raw[rstart:rend]) into out, as writer._kv_line renders one; ends[i]: end of line i."""
+    o = 0
+    for i in range(key.shape[0]):
+        out[o] = 75                  # 'K'
+        o = _hex(out, o + 1, key[i])
+        out[o] = 89                  # 'Y'
+        o = _hex(out, o + 1, typ[i])
+        out[o] = 86                  # 'V'
+        o += 1
+        if is_bytes[i]:
+            for b in range(rstart[i], rend[i]):
+                out[o] = HEXD[raw[b] >> 4]
+                out[o + 1] = HEXD[raw[b] & 15]
+                o += 2
+            out[o] = 76              # 'L'
+            o = _hex(out, o + 1, length[i])
+        else:
+            o = _hex(out, o, value[i])
+        out[o] = 10
+        o += 1
+        ends[i] = o
+    return o
 
 
 @njit(cache=True)

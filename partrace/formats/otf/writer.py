@@ -295,6 +295,37 @@ def write_global(stub: str | Path, defs: Definitions, streams: dict[int, list[in
     return out + ([m] if m else [])
 
 
+def _kv_side(tab: Table | None, ref_table: int):
+    """The key-value lines of the records of one table, rendered by a numba pass: (keys,
+    blob, start, end) with keys the (location, ref_seq) of each record having some, its
+    lines blob[start:end] (in the order _side lists them).  None if there are none."""
+    if tab is None or not len(tab):
+        return None
+    sel = np.flatnonzero(tab["ref_table"] == ref_table)
+    if not len(sel):
+        return None
+    from .writekernel import kv_lines
+    order = sel[np.lexsort((tab["seq"][sel], tab["location"][sel]))]
+    loc, ref = tab["location"][order].astype(np.int64), tab["ref_seq"][order].astype(np.int64)
+    group = np.lexsort((ref, loc))            # stable: a record's lines keep their order
+    order, loc, ref = order[group], loc[group], ref[group]
+    typ = tab["type"][order].astype(np.uint64)
+    is_bytes = typ == G.BYTE_ARRAY
+    blobs = tab["bytes"][order[is_bytes]].tolist()
+    nbytes = np.zeros(len(order), np.int64)
+    nbytes[is_bytes] = np.fromiter(map(len, blobs), np.int64, len(blobs))
+    rend = np.cumsum(nbytes)
+    raw = np.frombuffer(b"".join(blobs), np.uint8) if blobs else np.zeros(0, np.uint8)
+    out = np.empty(int(55 * len(order) + 2 * rend[-1]), np.uint8)
+    ends = np.empty(len(order), np.int64)
+    kv_lines(tab["key"][order].astype(np.uint64), typ, tab["value"][order].astype(np.uint64),
+             tab["length"][order].astype(np.uint64), is_bytes, raw, rend - nbytes, rend, out, ends)
+    first = np.flatnonzero(np.r_[True, (loc[1:] != loc[:-1]) | (ref[1:] != ref[:-1])])
+    last = np.r_[first[1:], len(order)] - 1
+    start = np.where(first > 0, ends[first - 1], 0)
+    return np.stack([loc[first], ref[first]], axis=1), out[:ends[-1]], start, ends[last]
+
+
 def _side(tab: Table | None, ref_table: int, kv: bool = True) -> dict[tuple[int, int], list[str]]:
     """{(location, ref_seq): [rendered KV lines or text]} for one referenced table (rare rows)."""
     out: dict[tuple[int, int], list] = {}
@@ -360,6 +391,7 @@ class StreamWriter:
         `markers` rows (an OTF input's, if local_markers) go to the stream's marker file."""
         if not own_source(self.defs):
             return self._append_generic(tables)
+        from .writekernel import field_positions, scatter_field
         mk = tables.get("markers")
         if mk is not None and len(mk):
             first = int(np.lexsort((mk["seq"], mk["location"], mk["time"]))[0])
@@ -371,36 +403,43 @@ class StreamWriter:
             if tab is None or not len(tab):
                 continue
             code = G.TABLE_CODE[tname]
-            kvs = _side(tables.get("keyvalues"), code)
+            kvs = _kv_side(tables.get("keyvalues"), code)
             texts = _side(tables.get("text"), code, kv=False)
             ticks = (tab["ticks"] if "ticks" in tab else tab["time"]).astype(np.uint64)
+            order = None
             if "src_order" in tab:
-                # OTF input: equal ticks keep their source order (reproduces the input layout byte for byte)
-                order = np.lexsort((tab["src_order"], ticks))
-                tab, ticks = tab.take(order), ticks[order]
+                # OTF input: equal ticks keep their source order (reproduces the input layout byte
+                # for byte); rows come in time order, so the sort is usually the identity: skipped
+                if not _in_order(ticks, tab["src_order"]):
+                    order = np.lexsort((tab["src_order"], ticks))
             elif np.any(ticks[1:] < ticks[:-1]):
                 # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
                 order = np.argsort(ticks, kind="stable")
+            if order is not None:
                 tab, ticks = tab.take(order), ticks[order]
             n = len(tab)
             rec = _record_codes(tab, tname)
             vals = np.zeros((n, 8), np.uint64)
-            for r in np.unique(rec).tolist():
-                sel = np.flatnonzero(rec == r)
-                for j, f in enumerate(G.STREAM_RECORDS[r].fields):
-                    if f.ftype == G.HEX and f.col in tab:
-                        vals[sel, j] = tab[f.col][sel].astype(np.uint64)
+            present = np.bincount(rec, minlength=len(G.STREAM_RECORDS)) > 0
+            for col, pos_of in field_positions(tname).items():
+                # one numba pass a column that some record here has (no pass per record type)
+                if col in tab and np.any(present & (pos_of >= 0)):
+                    scatter_field(rec, pos_of, tab[col].astype(np.uint64, copy=False), vals)
             proc = tab["location"].astype(np.int64)
             # rare side data: KV lines before the record, the record's string
             blob = bytearray()
             pre_a = np.zeros(n, np.int64); pre_b = np.zeros(n, np.int64)
             str_a = np.zeros(n, np.int64); str_b = np.zeros(n, np.int64)
-            for d, a, b, render in ((kvs, pre_a, pre_b, "".join), (texts, str_a, str_b, _unquoted)):
-                if d:
-                    rows = _row_lookup(tab, list(d), tname)
-                    for i, items in zip(rows.tolist(), d.values()):
-                        data = render(items).encode("utf-8", "surrogateescape")
-                        a[i] = len(blob); blob += data; b[i] = len(blob)
+            if kvs is not None:
+                keys, lines, start, end = kvs
+                rows = _row_lookup(tab, keys, tname)
+                pre_a[rows], pre_b[rows] = start, end
+                blob += lines.tobytes()
+            if texts:           # comments: rare
+                rows = _row_lookup(tab, list(texts), tname)
+                for i, items in zip(rows.tolist(), texts.values()):
+                    data = _unquoted(items).encode("utf-8", "surrogateescape")
+                    str_a[i] = len(blob); blob += data; str_b[i] = len(blob)
             self._file(suffix).format(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b,
                                       np.frombuffer(bytes(blob), np.uint8))
 
@@ -513,6 +552,15 @@ class _FileState:
             # OTF_WBuffer_close: the last time and process once more
             self.out.write(f"{int(self.t):x}\n*{int(self.p):x}\n".encode())
         return self.out.close()
+
+
+def _in_order(ticks: np.ndarray, src_order: np.ndarray) -> bool:
+    """Whether rows are already in np.lexsort((src_order, ticks)) order (a stable sort
+    would leave them where they are)."""
+    if len(ticks) < 2:
+        return True
+    up, same = ticks[1:] > ticks[:-1], ticks[1:] == ticks[:-1]
+    return bool(np.all(up | (same & (src_order[1:] >= src_order[:-1]))))
 
 
 def _unquoted(items: list[str]) -> str:
