@@ -10,7 +10,7 @@ into a message.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit   # lazy: numba only for inputs that are not small
 
 from ...errors import TraceError
 from . import grammar as G
