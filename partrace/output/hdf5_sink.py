@@ -34,6 +34,7 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import UsageError
 from ..model import Definitions, Schema, Table
+from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
 from .staging import Staging
@@ -80,6 +81,7 @@ class HDF5Sink(Sink):
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
         self._parallel = comm.parallel
+        hdf5_chunks.set_threads(hdf5_chunks.default_threads(comm.size))
         self.text_keys = [(name, c.name) for name, cols in schema.items() for c in cols
                           if c.is_object]
         self.rows = dict.fromkeys([*schema, *self.text_keys], 0)

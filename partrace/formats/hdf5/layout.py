@@ -49,6 +49,7 @@ import numpy as np
 
 from ... import __version__
 from ...model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
+from . import chunks as hdf5_chunks
 from . import text as hdf5_text
 
 LAYOUT = "partrace-hdf5"
@@ -100,6 +101,10 @@ def write_values(ds, col: Column | None, values: np.ndarray, start: int) -> None
     """
     n = len(values)
     if not n:
+        return
+    how = hdf5_chunks.codec(ds)
+    if how is not None:     # compressed here (chunks.py); h5py's pipeline for the rest
+        hdf5_chunks.write(ds, values, start, how)
         return
     step = ds.chunks[0] if ds.chunks else n
     first = -(-start // step) * step - start          # the first chunk boundary inside

@@ -133,10 +133,11 @@ def write(g: h5py.Group, data: np.ndarray, lengths: np.ndarray, row: int, rows: 
         ends.resize(rows, axis=0)
     if stored.shape[0] < total:
         stored.resize(total, axis=0)
+    from .layout import write_values     # (layout imports this module)
     if len(lengths):
-        ends[row:row + len(lengths)] = base + np.cumsum(lengths, dtype=np.uint64)
+        write_values(ends, None, base + np.cumsum(lengths, dtype=np.uint64), row)
     if len(data):
-        stored[at:at + len(data)] = data
+        write_values(stored, None, data, at)
 
 
 def mark_not_utf8(g: h5py.Group) -> None:
