@@ -63,6 +63,7 @@ class HDF5Sink(Sink):
         self.parts_name = self.final.name + ".parts"
         self.staging: Staging | None = None
         self._file: h5py.File | None = None
+        self._pending: hdf5_chunks.Pending | None = None   # chunks still compressing
         # per window, per rank: rows per table (key: table name), bytes per text
         # column (key: (table, column)), and ("not utf-8", table, column): True
         self.blocks: list[list[dict]] = []
@@ -82,6 +83,10 @@ class HDF5Sink(Sink):
         self.defs, self.schema = defs, schema
         self._parallel = comm.parallel
         hdf5_chunks.set_threads(hdf5_chunks.default_threads(comm.size))
+        # rows held by chunks compressing while the engine builds the next column or
+        # window: a small share of the budget (None: no budget given)
+        self._pending = hdf5_chunks.Pending(min(hdf5_chunks.PENDING_BYTES,
+                                                (self.memory or 1 << 40) // 16))
         self.text_keys = [(name, c.name) for name, cols in schema.items() for c in cols
                           if c.is_object]
         self.rows = dict.fromkeys([*schema, *self.text_keys], 0)
@@ -182,10 +187,11 @@ class HDF5Sink(Sink):
                 if parts:
                     at = int(self._file[name].attrs["rows"])
                     hdf5.write_rows(self._file[name], table, self.schema[name], at,
-                                    at + len(table), text)
+                                    at + len(table), text, self._pending)
                     continue
                 start, _, end = self._span(name, everyone, comm.rank)
-                hdf5.write_rows(self._file[name], table, self.schema[name], start, end, text)
+                hdf5.write_rows(self._file[name], table, self.schema[name], start, end, text,
+                                self._pending)
         comm.check()
         for key in self.rows:
             self.rows[key] += sum(e.get(key, 0) for e in everyone)
@@ -198,7 +204,11 @@ class HDF5Sink(Sink):
 
     def _close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            try:
+                if self._pending is not None:
+                    self._pending.drain()
+            finally:
+                self._file.close()
             self._file = None
 
     def _intervals(self, key, size: int) -> list[list[tuple[int, int]]]:

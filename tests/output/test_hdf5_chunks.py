@@ -102,7 +102,8 @@ def test_constant_high_planes_cost_no_deflate_and_fewer_bytes():
 @pytest.mark.parametrize("threads", [0, 3])
 def test_stored_bytes_do_not_depend_on_how_rows_were_split(threads, tmp_path):
     """Rows written in random pieces (partial chunks completed later, as windows and
-    the one-file join do) store every chunk as writing them at once does."""
+    the one-file join do) store every chunk as writing them at once does, also
+    through a queue of chunks still compressing."""
     rng = np.random.default_rng(11)
     chunks.set_threads(threads)
     try:
@@ -116,9 +117,14 @@ def test_stored_bytes_do_not_depend_on_how_rows_were_split(threads, tmp_path):
                 cuts = np.sort(rng.choice(np.arange(1, len(values)), 40, replace=False))
                 order = rng.permutation(41)
                 bounds = np.concatenate([[0], cuts, [len(values)]])
+                # with threads, one writer's queue across the pieces (as the sink's):
+                # a piece completing a chunk still compressing waits for it
+                pending = chunks.Pending(limit=1 << 16) if threads else None
                 for i in order:
                     a, b = int(bounds[i]), int(bounds[i + 1])
-                    write_values(pieces, None, values[a:b], a)
+                    write_values(pieces, None, values[a:b], a, pending)
+                if pending is not None:
+                    pending.drain()
                 assert np.array_equal(pieces[:], values)
                 assert _stored(once) == _stored(pieces), name
     finally:

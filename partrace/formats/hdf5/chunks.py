@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit
 
 ADLER = 65521
+PENDING_BYTES = 64 << 20    # rows held by chunks still compressing (per writer)
 MIN_RUN = 4096          # shorter constant tails are left to zlib (a flush costs 5 bytes)
 _pool: ThreadPoolExecutor | None = None
 _threads = 0
@@ -155,29 +156,80 @@ def compress(chunk: np.ndarray, shuffle: bool, level: int) -> bytes | None:
     return deflate(head, byte, k * len(words), level)
 
 
-def _map(fn, items: list) -> list:
+def _executor() -> ThreadPoolExecutor | None:
     global _pool
-    if _threads <= 1 or len(items) < 2:
-        return [fn(x) for x in items]
+    if _threads <= 1:
+        return None
     if _pool is None:
         _pool = ThreadPoolExecutor(_threads, thread_name_prefix="partrace-h5")
-    return list(_pool.map(fn, items))
+    return _pool
 
 
-def write(ds, values: np.ndarray, start: int, how: tuple[bool, int]) -> None:
+class Pending:
+    """Chunks being compressed on the pool, stored (on this thread) later: a writer's
+    next column, or the engine's next window, is built meanwhile.  Bounded by the
+    bytes of rows it holds; ``drain()`` before reading a chunk back or closing."""
+
+    def __init__(self, limit: int = PENDING_BYTES):
+        self.limit = limit
+        self.jobs: list = []        # (dataset, chunk's first row, future, bytes held)
+        self.held = 0
+
+    def add(self, ds, row: int, chunk: np.ndarray, how: tuple[bool, int],
+            key: str = "") -> None:
+        """``key``: the dataset's name (one writer, one file), for ``drain(key)``."""
+        pool = _executor()
+        if pool is None:
+            return _store(ds, row, compress(chunk, *how), chunk)
+        self.jobs.append((key, ds, row, pool.submit(compress, chunk, *how), chunk))
+        self.held += chunk.nbytes
+        while self.held > self.limit:
+            self._store(self.jobs.pop(0))
+
+    def _store(self, job) -> None:
+        _, ds, row, future, chunk = job
+        self.held -= chunk.nbytes
+        _store(ds, row, future.result(), chunk)
+
+    def drain(self, key: str | None = None) -> None:
+        """Store every pending chunk (of dataset ``key`` only, if given), in order."""
+        if key is None:
+            while self.jobs:
+                self._store(self.jobs.pop(0))
+            return
+        if any(j[0] == key for j in self.jobs):
+            mine = [j for j in self.jobs if j[0] == key]
+            self.jobs = [j for j in self.jobs if j[0] != key]
+            for job in mine:
+                self._store(job)
+
+
+def _store(ds, row: int, data: bytes | None, chunk: np.ndarray) -> None:
+    tail = (0,) * (chunk.ndim - 1)
+    if data is None:
+        if not _stored(ds, row, tail):
+            return      # zeros: the fill value reads back, nothing stored
+        data = zlib.compress(bytes(chunk.nbytes), ds.compression_opts)  # over stored rows
+    ds.id.write_direct_chunk((row,) + tail, data, 0)
+
+
+def write(ds, values: np.ndarray, start: int, how: tuple[bool, int],
+          pending: Pending | None = None) -> None:
     """Rows ``start..`` of ``ds`` (long enough already) from ``values``, chunk by chunk.
 
     A chunk the rows cover whole is compressed from them; one they cover in part
     (shared with rows written before or after, by this rank or another) is read
-    back, completed and stored again.  Chunks of zeros are not stored."""
+    back, completed and stored again.  Chunks of zeros are not stored.  With
+    ``pending``, chunks may still be compressing when this returns."""
     n = len(values)
     if not n:
         return
-    shuffle, level = how
     values = np.asarray(values, dtype=ds.dtype)     # as stored: no conversion by HDF5 now
     step, size, tail = ds.chunks[0], ds.shape[0], ds.chunks[1:]
+    own = pending is None
+    pending = Pending() if own else pending
+    key = ds.name
     end = start + n
-    at, jobs = [], []
     for c in range(start // step, (end - 1) // step + 1):
         a, b = c * step, min((c + 1) * step, size)
         lo, hi = max(a, start), min(b, end)
@@ -189,18 +241,15 @@ def write(ds, values: np.ndarray, start: int, how: tuple[bool, int]) -> None:
             continue        # nothing new in it: zeros, or what is stored stays
         else:
             chunk = np.zeros((step,) + tail, values.dtype)
-            if not whole and _stored(ds, a, tail):
-                chunk[:b - a] = ds[a:b]
+            if not whole:
+                pending.drain(key)      # its earlier rows may be on their way
+                if _stored(ds, a, (0,) * len(tail)):
+                    chunk[:b - a] = ds[a:b]
             chunk[lo - a:hi - a] = piece
-        at.append(a)
-        jobs.append(chunk)
-    for a, data in zip(at, _map(lambda ch: compress(ch, shuffle, level), jobs)):
-        if data is None and not _stored(ds, a, tail):
-            continue        # zeros: the fill value reads back, nothing stored
-        if data is None:    # zeros over rows stored before (shuffled zeros are zeros)
-            data = zlib.compress(bytes(step * values[:1].nbytes), level)
-        ds.id.write_direct_chunk((a,) + (0,) * len(tail), data, 0)
+        pending.add(ds, a, chunk, how, key)
+    if own:
+        pending.drain()
 
 
 def _stored(ds, row: int, tail: tuple) -> bool:
-    return ds.id.get_chunk_info_by_coord((row,) + (0,) * len(tail)).byte_offset is not None
+    return ds.id.get_chunk_info_by_coord((row,) + tail).byte_offset is not None

@@ -91,8 +91,11 @@ def filters(col: Column, compression: str | None = None) -> dict:
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
 
 
-def write_values(ds, col: Column | None, values: np.ndarray, start: int) -> None:
-    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough).
+def write_values(ds, col: Column | None, values: np.ndarray, start: int,
+                 pending: hdf5_chunks.Pending | None = None) -> None:
+    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough);
+    with ``pending`` (a writer's, drained before its file closes) chunks may still be
+    compressing when this returns.
 
     Chunks whose rows are all zero are not written: the dataset's fill value (0)
     reads back for them, they take no bytes and no compression time.  Columns that
@@ -104,7 +107,7 @@ def write_values(ds, col: Column | None, values: np.ndarray, start: int) -> None
         return
     how = hdf5_chunks.codec(ds)
     if how is not None:     # compressed here (chunks.py); h5py's pipeline for the rest
-        hdf5_chunks.write(ds, values, start, how)
+        hdf5_chunks.write(ds, values, start, how, pending)
         return
     step = ds.chunks[0] if ds.chunks else n
     first = -(-start // step) * step - start          # the first chunk boundary inside
@@ -183,7 +186,8 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
 
 
 def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: int,
-               rows: int, text: dict | None = None) -> None:
+               rows: int, text: dict | None = None,
+               pending: hdf5_chunks.Pending | None = None) -> None:
     """Write a table's rows at global row ``start`` of a table that will hold ``rows``
     rows (datasets grown to that, so every rank's part has the same shape).
 
@@ -193,12 +197,12 @@ def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: in
         obj = group[col.name]
         if hdf5_text.is_pair(obj):
             data, lengths, base, at, total = text[col.name]
-            hdf5_text.write(obj, data, lengths, start, rows, base, at, total)
+            hdf5_text.write(obj, data, lengths, start, rows, base, at, total, pending)
             continue
         if obj.shape[0] < rows:
             obj.resize(rows, axis=0)
         if len(table):
-            write_values(obj, col, np.asarray(table.column_once(col.name)), start)
+            write_values(obj, col, np.asarray(table.column_once(col.name)), start, pending)
     group.attrs["rows"] = max(rows, int(group.attrs["rows"]))
 
 
