@@ -27,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
-from numba import njit
 
 ADLER = 65521
 PENDING_BYTES = 64 << 20    # rows held by chunks still compressing (per writer)
@@ -65,18 +64,6 @@ def codec(ds) -> tuple[bool, int] | None:
 WORDS = {2: np.uint16, 4: np.uint32, 8: np.uint64}     # element sizes shuffled by the kernel
 
 
-@njit(cache=True, nogil=True)
-def _planes(words, keep, out):
-    """Byte planes 0..keep-1 of ``words`` (HDF5's shuffle order) into ``out``:
-    whole words read, one byte plane written at a time (sequential writes)."""
-    n = words.shape[0]
-    for j in range(keep):
-        at = j * n
-        shift = 8 * j
-        for i in range(n):
-            out[at + i] = np.uint8((words[i] >> shift) & 0xFF)
-
-
 def shuffled(chunk: np.ndarray, keep: int | None = None) -> np.ndarray:
     """The chunk's bytes in HDF5 shuffle order (byte j of every element, j = 0, 1, ...),
     the first ``keep`` planes of them."""
@@ -84,8 +71,9 @@ def shuffled(chunk: np.ndarray, keep: int | None = None) -> np.ndarray:
     flat = np.ascontiguousarray(chunk).reshape(-1)
     keep = size if keep is None else keep
     if size in WORDS:
+        from .shuffle import planes     # numba: imported by a write, not by a reader
         out = np.empty(keep * len(flat), np.uint8)
-        _planes(flat.view(WORDS[size]), keep, out)
+        planes(flat.view(WORDS[size]), keep, out)
         return out
     raw = flat.view(np.uint8)
     if size == 1:
