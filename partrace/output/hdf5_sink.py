@@ -6,8 +6,9 @@ Layouts (``layout=``):
   the rank count.  Rank 0 writes its slice of each window straight into the
   final file; rank r > 0 writes its slice into a staging part whose datasets
   have the final file's shape, chunks and filters, at the *global* row index
-  (a part allocates only the chunks it touches).  h5py compresses as each rank
-  writes, so the costly part runs in parallel.  At commit rank 0 copies every
+  (a part allocates only the chunks it touches).  Each rank compresses its own
+  chunks (formats/hdf5/chunks.py: on a pool of threads, while the engine builds
+  the next column or window), so the costly part runs in parallel.  At commit rank 0 copies every
   chunk a part holds whole as compressed bytes (no decoding), and writes the
   few rows of chunks shared by two ranks (at most two per rank, window and
   column) as values.  Text columns are data/ends pairs of plain numbers
@@ -231,9 +232,10 @@ class HDF5Sink(Sink):
         """Rank 0: copy every part's rows into the final file (whole chunks raw).
 
         Column by column, rank after rank: a chunk shared by ranks r and r+1 is
-        then written twice in a row and stays decoded in the final file's chunk
-        cache between the two writes (decoded and encoded once).  A text column
-        is two numeric datasets (ends by rows, data by bytes), copied the same way."""
+        read back, completed with the part's rows and compressed again
+        (formats/hdf5/chunks.py: the same bytes as one rank would store).  A text
+        column is two numeric datasets (ends by rows, data by bytes), copied the
+        same way."""
         parts = [h5py.File(self.staging.path(self._file_name(r)), "r", rdcc_nbytes=0)
                  for r in range(1, comm.size)]
         try:

@@ -18,7 +18,8 @@ type.  Every table group carries ``columns`` (JSON list, in order) and ``rows``.
 
 Columns keep the model's dtypes (what you read is what the schema says) and are
 compressed with HDF5's built-in shuffle + deflate filters (no plugin needed to
-read them).  Measured on the fixtures and generated traces of every format,
+read them); partrace compresses the chunks itself (chunks.py) and stores them
+with ``write_direct_chunk``.  Measured on the fixtures and generated traces of every format,
 shuffle + deflate beat scale-offset (alone or before deflate) everywhere:
 the shuffled zero bytes of wide integers cost deflate almost nothing.  Level 1:
 on the 35 MB OTF and 78 MB DUMPI suite traces it is 1.6x faster than level 4
