@@ -38,7 +38,7 @@ except ImportError:     # pragma: no cover - the zlib-ng wheel is a dependency
     FAST_DEFLATE = None
 
 ADLER = 65521
-PENDING_BYTES = 64 << 20    # rows held by chunks still compressing (per writer)
+PENDING_BYTES = 16 << 20    # rows held by chunks still compressing (per writer)
 MIN_RUN = 4096          # shorter constant tails are left to deflate (a flush costs 5 bytes)
 _pool: ThreadPoolExecutor | None = None
 _threads = 0
