@@ -22,9 +22,9 @@ read them); partrace compresses the chunks itself (chunks.py) and stores them
 with ``write_direct_chunk``.  Measured on the fixtures and generated traces of every format,
 shuffle + deflate beat scale-offset (alone or before deflate) everywhere:
 the shuffled zero bytes of wide integers cost deflate almost nothing.  Level 1:
-on the 35 MB OTF and 78 MB DUMPI suite traces it is 1.6x faster than level 4
-(the merge's largest cost after decoding) for 12-15% more bytes (0.59x and
-0.20x the input).  Files
+on the 35 MB OTF and 78 MB DUMPI suite traces zlib's level 1 was 1.6x faster
+than level 4 for 12-15% more bytes; chunks.py deflates with zlib-ng's level 2
+where installed (0.52x and 0.14x the input).  Files
 use the HDF5 1.10 format (``libver="v110"``): its chunk indexes take half the
 space of the 1.8 B-trees on small tables.
 
