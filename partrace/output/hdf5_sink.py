@@ -6,8 +6,9 @@ Layouts (``layout=``):
   the rank count.  Rank 0 writes its slice of each window straight into the
   final file; rank r > 0 writes its slice into a staging part whose datasets
   have the final file's shape, chunks and filters, at the *global* row index
-  (a part allocates only the chunks it touches).  h5py compresses as each rank
-  writes, so the costly part runs in parallel.  At commit rank 0 copies every
+  (a part allocates only the chunks it touches).  Each rank compresses its own
+  chunks (formats/hdf5/chunks.py: on a pool of threads, while the engine builds
+  the next column or window), so the costly part runs in parallel.  At commit rank 0 copies every
   chunk a part holds whole as compressed bytes (no decoding), and writes the
   few rows of chunks shared by two ranks (at most two per rank, window and
   column) as values.  Text columns are data/ends pairs of plain numbers
@@ -34,6 +35,7 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import UsageError
 from ..model import Definitions, Schema, Table
+from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
 from .staging import Staging
@@ -62,6 +64,7 @@ class HDF5Sink(Sink):
         self.parts_name = self.final.name + ".parts"
         self.staging: Staging | None = None
         self._file: h5py.File | None = None
+        self._pending: hdf5_chunks.Pending | None = None   # chunks still compressing
         # per window, per rank: rows per table (key: table name), bytes per text
         # column (key: (table, column)), and ("not utf-8", table, column): True
         self.blocks: list[list[dict]] = []
@@ -80,6 +83,11 @@ class HDF5Sink(Sink):
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
         self._parallel = comm.parallel
+        hdf5_chunks.set_threads(hdf5_chunks.default_threads(comm.size))
+        # rows held by chunks compressing while the engine builds the next column or
+        # window: a small share of the budget (None: no budget given)
+        self._pending = hdf5_chunks.Pending(min(hdf5_chunks.PENDING_BYTES,
+                                                (self.memory or 1 << 40) // 16))
         self.text_keys = [(name, c.name) for name, cols in schema.items() for c in cols
                           if c.is_object]
         self.rows = dict.fromkeys([*schema, *self.text_keys], 0)
@@ -180,10 +188,11 @@ class HDF5Sink(Sink):
                 if parts:
                     at = int(self._file[name].attrs["rows"])
                     hdf5.write_rows(self._file[name], table, self.schema[name], at,
-                                    at + len(table), text)
+                                    at + len(table), text, self._pending)
                     continue
                 start, _, end = self._span(name, everyone, comm.rank)
-                hdf5.write_rows(self._file[name], table, self.schema[name], start, end, text)
+                hdf5.write_rows(self._file[name], table, self.schema[name], start, end, text,
+                                self._pending)
         comm.check()
         for key in self.rows:
             self.rows[key] += sum(e.get(key, 0) for e in everyone)
@@ -196,7 +205,11 @@ class HDF5Sink(Sink):
 
     def _close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            try:
+                if self._pending is not None:
+                    self._pending.drain()
+            finally:
+                self._file.close()
             self._file = None
 
     def _intervals(self, key, size: int) -> list[list[tuple[int, int]]]:
@@ -219,9 +232,10 @@ class HDF5Sink(Sink):
         """Rank 0: copy every part's rows into the final file (whole chunks raw).
 
         Column by column, rank after rank: a chunk shared by ranks r and r+1 is
-        then written twice in a row and stays decoded in the final file's chunk
-        cache between the two writes (decoded and encoded once).  A text column
-        is two numeric datasets (ends by rows, data by bytes), copied the same way."""
+        read back, completed with the part's rows and compressed again
+        (formats/hdf5/chunks.py: the same bytes as one rank would store).  A text
+        column is two numeric datasets (ends by rows, data by bytes), copied the
+        same way."""
         parts = [h5py.File(self.staging.path(self._file_name(r)), "r", rdcc_nbytes=0)
                  for r in range(1, comm.size)]
         try:

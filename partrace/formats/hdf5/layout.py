@@ -18,12 +18,13 @@ type.  Every table group carries ``columns`` (JSON list, in order) and ``rows``.
 
 Columns keep the model's dtypes (what you read is what the schema says) and are
 compressed with HDF5's built-in shuffle + deflate filters (no plugin needed to
-read them).  Measured on the fixtures and generated traces of every format,
+read them); partrace compresses the chunks itself (chunks.py) and stores them
+with ``write_direct_chunk``.  Measured on the fixtures and generated traces of every format,
 shuffle + deflate beat scale-offset (alone or before deflate) everywhere:
 the shuffled zero bytes of wide integers cost deflate almost nothing.  Level 1:
-on the 35 MB OTF and 78 MB DUMPI suite traces it is 1.6x faster than level 4
-(the merge's largest cost after decoding) for 12-15% more bytes (0.59x and
-0.20x the input).  Files
+on the 35 MB OTF and 78 MB DUMPI suite traces zlib's level 1 was 1.6x faster
+than level 4 for 12-15% more bytes; chunks.py deflates with zlib-ng's level 2
+where installed (0.52x and 0.14x the input).  Files
 use the HDF5 1.10 format (``libver="v110"``): its chunk indexes take half the
 space of the 1.8 B-trees on small tables.
 
@@ -49,6 +50,7 @@ import numpy as np
 
 from ... import __version__
 from ...model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
+from . import chunks as hdf5_chunks
 from . import text as hdf5_text
 
 LAYOUT = "partrace-hdf5"
@@ -90,8 +92,11 @@ def filters(col: Column, compression: str | None = None) -> dict:
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
 
 
-def write_values(ds, col: Column | None, values: np.ndarray, start: int) -> None:
-    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough).
+def write_values(ds, col: Column | None, values: np.ndarray, start: int,
+                 pending: hdf5_chunks.Pending | None = None) -> None:
+    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough);
+    with ``pending`` (a writer's, drained before its file closes) chunks may still be
+    compressing when this returns.
 
     Chunks whose rows are all zero are not written: the dataset's fill value (0)
     reads back for them, they take no bytes and no compression time.  Columns that
@@ -100,6 +105,10 @@ def write_values(ds, col: Column | None, values: np.ndarray, start: int) -> None
     """
     n = len(values)
     if not n:
+        return
+    how = hdf5_chunks.codec(ds)
+    if how is not None:     # compressed here (chunks.py); h5py's pipeline for the rest
+        hdf5_chunks.write(ds, values, start, how, pending)
         return
     step = ds.chunks[0] if ds.chunks else n
     first = -(-start // step) * step - start          # the first chunk boundary inside
@@ -178,7 +187,8 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
 
 
 def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: int,
-               rows: int, text: dict | None = None) -> None:
+               rows: int, text: dict | None = None,
+               pending: hdf5_chunks.Pending | None = None) -> None:
     """Write a table's rows at global row ``start`` of a table that will hold ``rows``
     rows (datasets grown to that, so every rank's part has the same shape).
 
@@ -188,12 +198,12 @@ def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: in
         obj = group[col.name]
         if hdf5_text.is_pair(obj):
             data, lengths, base, at, total = text[col.name]
-            hdf5_text.write(obj, data, lengths, start, rows, base, at, total)
+            hdf5_text.write(obj, data, lengths, start, rows, base, at, total, pending)
             continue
         if obj.shape[0] < rows:
             obj.resize(rows, axis=0)
         if len(table):
-            write_values(obj, col, np.asarray(table.column_once(col.name)), start)
+            write_values(obj, col, np.asarray(table.column_once(col.name)), start, pending)
     group.attrs["rows"] = max(rows, int(group.attrs["rows"]))
 
 

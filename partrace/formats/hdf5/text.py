@@ -125,18 +125,20 @@ def create(group: h5py.Group, col: Column, rows: int | None, row_chunk: int,
 
 
 def write(g: h5py.Group, data: np.ndarray, lengths: np.ndarray, row: int, rows: int,
-          base: int, at: int, total: int) -> None:
+          base: int, at: int, total: int, pending=None) -> None:
     """Rows ``row..`` (of ``rows`` in all) whose bytes start at global byte ``base``
-    and go at ``at`` in this file's ``data`` (which grows to ``total`` bytes)."""
+    and go at ``at`` in this file's ``data`` (which grows to ``total`` bytes);
+    ``pending``: as layout.write_values."""
     ends, stored = g[ENDS], g[DATA]
     if ends.shape[0] < rows:
         ends.resize(rows, axis=0)
     if stored.shape[0] < total:
         stored.resize(total, axis=0)
+    from .layout import write_values     # (layout imports this module)
     if len(lengths):
-        ends[row:row + len(lengths)] = base + np.cumsum(lengths, dtype=np.uint64)
+        write_values(ends, None, base + np.cumsum(lengths, dtype=np.uint64), row, pending)
     if len(data):
-        stored[at:at + len(data)] = data
+        write_values(stored, None, data, at, pending)
 
 
 def mark_not_utf8(g: h5py.Group) -> None:

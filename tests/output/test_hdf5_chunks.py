@@ -1,0 +1,131 @@
+"""Chunks compressed by partrace (formats/hdf5/chunks.py) are what HDF5's own shuffle +
+deflate pipeline reads back, take no more bytes than it, and depend only on their rows
+(written at once or in pieces, on threads or not: the same stored bytes)."""
+from __future__ import annotations
+
+import zlib
+
+import h5py
+import numpy as np
+import pytest
+
+import partrace
+from partrace.formats.hdf5 import chunks
+from partrace.formats.hdf5.layout import write_values
+from tests.conftest import DATA
+
+DUMPI = DATA / "dumpi" / "p2p-4rank"
+
+
+def _columns():
+    """Real columns (a DUMPI fixture's events), and arrays with the byte patterns the
+    codec treats apart: high planes of zeros, of 0xFF (small negatives), none."""
+    ev = partrace.open(DUMPI).columns("events")
+    rng = np.random.default_rng(3)
+    out = {f"dumpi {k}": np.asarray(v) for k, v in ev.items() if np.asarray(v).dtype != object}
+    n = 40_000
+    out.update({
+        "small ids": rng.integers(0, 300, n).astype(np.int64),
+        "small negatives": rng.integers(-300, -1, n).astype(np.int64),
+        "mixed signs": rng.integers(-5, 5, n).astype(np.int32),
+        "wide": rng.integers(0, 1 << 62, n).astype(np.int64),
+        "floats": rng.random(n),
+        "bytes": rng.integers(0, 4, n).astype(np.uint8),
+        "one value": np.full(n, 7, np.uint16),
+        "pairs": rng.integers(0, 9, (n, 3)).astype(np.int64),
+    })
+    return out
+
+
+COLUMNS = _columns()
+
+
+def _dataset(f, name, values, step, shuffle=True):
+    step = min(step, len(values))
+    return f.create_dataset(name, shape=values.shape, chunks=(step,) + values.shape[1:],
+                            dtype=values.dtype, compression="gzip", compression_opts=1,
+                            shuffle=shuffle and values.dtype.itemsize > 1)
+
+
+def _stored(ds) -> dict:
+    return {ds.id.get_chunk_info(i).chunk_offset: ds.id.read_direct_chunk(
+        ds.id.get_chunk_info(i).chunk_offset)[1] for i in range(ds.id.get_num_chunks())}
+
+
+SLACK = 32     # bytes per chunk: a flush and a block of its own for a constant run
+
+
+@pytest.mark.parametrize("name", sorted(COLUMNS))
+def test_hdf5_reads_them_back_and_they_are_no_larger(name, tmp_path):
+    """Per column, at most a few bytes per chunk over HDF5's (one value throughout);
+    in all, fewer (test below)."""
+    values = COLUMNS[name]
+    with h5py.File(tmp_path / "c.h5", "w", libver="v110") as f:
+        for step in (64, 16384):
+            ours, theirs = _dataset(f, f"ours{step}", values, step), _dataset(
+                f, f"h5py{step}", values, step)
+            assert chunks.codec(ours) == (ours.shuffle, 1)
+            write_values(ours, None, values, 0)
+            theirs[:] = values          # HDF5's own filter pipeline
+            assert np.array_equal(ours[:], values), (name, step)
+            mine, ref = _stored(ours), _stored(theirs)
+            assert set(mine) <= set(ref)     # ours leaves out chunks of zeros only
+            for at in set(ref) - set(mine):
+                assert not values[at[0]:at[0] + step].any()
+            for at, data in mine.items():    # same bytes once inflated: HDF5's shuffle order
+                assert zlib.decompress(data) == zlib.decompress(ref[at]), (name, step, at)
+            assert sum(map(len, mine.values())) <= sum(map(len, ref.values())) + SLACK * len(
+                mine), (name, step)
+
+
+def test_constant_high_planes_cost_no_deflate_and_fewer_bytes():
+    """int64 ids below 2**16: six of the eight planes are zeros; -1 .. -300: 0xFF.
+    Over every column, whole 16384-row chunks: fewer bytes than zlib on the shuffled rows."""
+    ours = theirs = 0
+    for values in COLUMNS.values():
+        for a in range(0, len(values), 16384):
+            chunk = np.zeros((16384,) + values.shape[1:], values.dtype)
+            chunk[:len(values) - a] = values[a:a + 16384]
+            data = chunks.compress(chunk, chunk.dtype.itemsize > 1, 1)
+            if data is not None:
+                ours += len(data)
+                theirs += len(zlib.compress(chunks.shuffled(chunk), 1))
+    assert ours < theirs
+    for values in (COLUMNS["small ids"], COLUMNS["small negatives"]):
+        chunk = values[:16384]
+        data = chunks.compress(chunk, True, 1)
+        assert zlib.decompress(data) == chunks.shuffled(chunk).tobytes()
+        assert len(data) < len(zlib.compress(chunks.shuffled(chunk), 1))
+    assert chunks.compress(np.zeros(16384, np.int64), True, 1) is None
+
+
+@pytest.mark.parametrize("threads", [0, 3])
+def test_stored_bytes_do_not_depend_on_how_rows_were_split(threads, tmp_path):
+    """Rows written in random pieces (partial chunks completed later, as windows and
+    the one-file join do) store every chunk as writing them at once does, also
+    through a queue of chunks still compressing."""
+    rng = np.random.default_rng(11)
+    chunks.set_threads(threads)
+    try:
+        with h5py.File(tmp_path / "s.h5", "w", libver="v110") as f:
+            for name in ("dumpi time", "small negatives", "pairs", "bytes", "dumpi peer"):
+                values = COLUMNS[name]
+                step = 1024
+                once, pieces = _dataset(f, f"{name}/once", values, step), _dataset(
+                    f, f"{name}/pieces", values, step)
+                write_values(once, None, values, 0)
+                cuts = np.sort(rng.choice(np.arange(1, len(values)), 40, replace=False))
+                order = rng.permutation(41)
+                bounds = np.concatenate([[0], cuts, [len(values)]])
+                # with threads, one writer's queue across the pieces (as the sink's):
+                # a piece completing a chunk still compressing waits for it
+                pending = chunks.Pending(limit=1 << 16) if threads else None
+                for i in order:
+                    a, b = int(bounds[i]), int(bounds[i + 1])
+                    write_values(pieces, None, values[a:b], a, pending)
+                if pending is not None:
+                    pending.drain()
+                assert np.array_equal(pieces[:], values)
+                assert _stored(once) == _stored(pieces), name
+    finally:
+        chunks.set_threads(0)
