@@ -10,10 +10,10 @@ into a message.
 from __future__ import annotations
 
 import numpy as np
-from ..jit import njit   # lazy: numba only for inputs that are not small
 
 from ...errors import TraceError
 from . import grammar as G
+from ..jit import njit   # lazy: numba only for inputs that are not small
 from .kernel import NV
 
 # column -> (definitions table, defining record keyword, what it is)
