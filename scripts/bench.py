@@ -8,7 +8,7 @@ Measured in one run, warm page cache:
   decode      every unit decoded on one process (no merge, no output)
   merge->h5   `partrace merge TRACE -o X.h5` under mpiexec -n N (whole command)
   merge->otf  `partrace merge TRACE -o X.otf --streams M` under mpiexec -n N
-  otf2        the OTF2 sink writing the decoded trace on one process (records/s)
+  otf2, perfetto  each sink writing the decoded trace on one process (rows/s)
 and printed as one table: seconds, MB/s, rows/s (rows of every table the
 format decodes: events, samples, ...), ratio to the raw read, peak resident
 memory per rank (as the merge reports it), and parallel efficiency
@@ -90,32 +90,42 @@ def answer_rates(path, fmt, repeat: int) -> dict:
     return out
 
 
-def otf2_rate(path, fmt, repeat: int, tmpdir=None) -> tuple[float, int] | None:
-    """Best-of-N seconds of the OTF2 sink writing the decoded trace on 1 rank (prepare,
-    every window, commit: definitions, events, publish), and the records it wrote; None
-    without the otf2 package."""
-    try:
-        import _otf2  # noqa: F401
-    except ImportError:
-        return None
+SINK_RATES = {      # name: (sink class, output suffix, a module its writer needs)
+    "otf2": ("partrace.output.otf2_sink:OTF2Sink", ".otf2", "_otf2"),
+    "perfetto": ("partrace.output.perfetto_sink:PerfettoSink", ".pftrace", None),
+}
+
+
+def sink_rate(path, fmt, name: str, repeat: int, tmpdir=None) -> tuple[float, int] | None:
+    """Best-of-N seconds of one output's sink writing the decoded trace on 1 rank (prepare,
+    every table in one window, commit: definitions, events, publish), and the rows it was
+    given; None when the module its writer needs is missing."""
+    import importlib
+    target, suffix, needs = SINK_RATES[name]
+    if needs:
+        try:
+            importlib.import_module(needs)
+        except ImportError:
+            return None
     from partrace.engine.mpi import serial
     from partrace.engine.pipeline import run
     from partrace.output.memory import MemorySink
-    from partrace.output.otf2_sink import OTF2Sink
+    module, cls = target.split(":")
+    Sink = getattr(importlib.import_module(module), cls)
     mem = MemorySink()
     run(serial(), path, mem, format=fmt)
-    times, records = [], 0
+    rows = sum(len(t) for t in mem.tables.values())
+    times = []
     for i in range(max(1, repeat) + 1):        # the first run warms the numba kernels
-        with tempfile.TemporaryDirectory(prefix="partrace-bench-otf2-", dir=tmpdir) as tmp:
-            comm, sink = serial(), OTF2Sink(Path(tmp) / "x.otf2")
+        with tempfile.TemporaryDirectory(prefix=f"partrace-bench-{name}-", dir=tmpdir) as tmp:
+            comm, sink = serial(), Sink(Path(tmp) / f"x{suffix}")
             t0 = time.perf_counter()
             sink.prepare(comm, mem.defs, mem.schema)
             sink.write(comm, mem.tables)
             sink.commit(comm)
             if i:
                 times.append(time.perf_counter() - t0)
-            records = int(sink.counts.sum())
-    return min(times), records
+    return min(times), rows
 
 
 def mpiexec() -> str:
@@ -163,7 +173,8 @@ def main(argv=None) -> int:
     decode_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     results = [("read", 1, t_read, float("nan")), ("decode", 1, t_dec, decode_peak)]
     answers = answer_rates(args.trace, args.format, args.repeat)
-    otf2 = otf2_rate(args.trace, args.format, args.repeat, args.tmpdir)
+    writing = {name: sink_rate(args.trace, args.format, name, args.repeat, args.tmpdir)
+               for name in SINK_RATES}
     extra = ["--memory", args.memory] if args.memory else []
     with tempfile.TemporaryDirectory(prefix="partrace-bench-", dir=args.tmpdir) as tmp:
         for n in ranks:
@@ -192,10 +203,11 @@ def main(argv=None) -> int:
         print(f"{name}: {dt:.3f} s, {events / dt / 1e6:.2f} M events/s on 1 rank, "
               f"{t_dec / dt:.2f} of the decode speed, {(plan + t_dec) / dt:.2f} of plan + decode "
               f"(target: >= 0.8 and >= 5 M events/s)")
-    if otf2 is not None:
-        dt, records = otf2
-        print(f"otf2 writing: {dt:.3f} s, {records / dt / 1e6:.2f} M records/s on 1 rank "
-              f"({records:,} records; target: >= 2 M events/s per rank)")
+    for name, rate in writing.items():
+        if rate is not None:
+            dt, n = rate
+            print(f"{name} writing: {dt:.3f} s, {n / dt / 1e6:.2f} M rows/s on 1 rank "
+                  f"({n:,} rows of every table; target: >= 2 M events/s per rank)")
     if args.ctools_repeat > 0:
         tools = {t: getattr(args, t) for t in bench_ctools.TOOLS}
         print()
