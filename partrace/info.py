@@ -16,7 +16,7 @@ from .engine.pipeline import open_on_all_ranks
 from .model import Kind
 
 # how the text names each input format
-FORMAT_NAMES = {"otf": "OTF", "dumpi": "DUMPI", "ovni": "ovni", "ross": "ROSS",
+FORMAT_NAMES = {"otf": "OTF", "otf2": "OTF2", "dumpi": "DUMPI", "ovni": "ovni", "ross": "ROSS",
                 "hdf5": "partrace HDF5"}
 _MCV_COLUMNS = ("model", "category", "value")
 
@@ -146,6 +146,7 @@ def gather_info(comm: Comm, path, format: str | None = None,
         "locations": len(defs.tables["locations"]),
         "definitions": {n: len(t) for n, t in defs.tables.items()},
         "facts": defs.attrs,
+        "outputs": _outputs(),
         "events": rows.get("events", 0),
         "rows_in_all_tables": sum(rows.values()),
         "rows": rows,
@@ -308,7 +309,19 @@ def render(report: dict, as_json: bool = False) -> str:
         lines.append("facts:")
         for k, v in report["facts"].items():
             lines += _fact_lines(k, v)
+    if report.get("outputs"):
+        lines.append("write it with `partrace merge TRACE -o OUT...` for:")
+        width = max(len(o["output"]) for o in report["outputs"].values())
+        lines += [f"  {o['output']:<{width}}  {o['title']}: {o['opens_in']}"
+                  for o in report["outputs"].values()]
     return "\n".join(lines)
+
+
+def _outputs() -> dict:
+    """What `partrace merge TRACE -o OUT` can write, and what opens each (the registry)."""
+    from .output import OUTPUTS
+    return {o.name: {"output": f"OUT{o.suffixes[0]}", "title": o.title, "opens_in": o.opens_in}
+            for o in OUTPUTS.values()}
 
 
 def _fact_lines(key: str, value, indent: str = "  ") -> list[str]:

@@ -223,3 +223,22 @@ def test_info_on_partrace_hdf5_says_so_and_counts_agree_with_merge(tmp_path):
     assert merged_rows == all_rows
     info = json.loads(run_cli(["info", str(out), "--json"]).stdout)
     assert (info["format"], info["source_format"]) == ("hdf5", "otf")
+
+
+def test_info_says_which_viewer_opens_each_output():
+    """Every output of the registry, with its suffix and what opens it (issue: viewers)."""
+    from partrace.output import OUTPUTS
+    r = run_cli(["info", str(DATA / "otf2" / "mpi3")])
+    assert r.returncode == 0, r.stderr
+    assert "format:     OTF2" in r.stdout
+    tail = r.stdout.split("write it with `partrace merge TRACE -o OUT...` for:\n", 1)[1]
+    lines = tail.splitlines()
+    assert len(lines) == len(OUTPUTS)
+    for line, o in zip(lines, OUTPUTS.values()):
+        assert line.split()[0] == f"OUT{o.suffixes[0]}" and line.endswith(f"{o.title}: {o.opens_in}")
+        assert o.opens_in
+    assert any("ui.perfetto.dev" in line and line.split()[0] == "OUT.pftrace" for line in lines)
+    assert any("Vampir" in line and line.split()[0] == "OUT.otf2" for line in lines)
+    j = json.loads(run_cli(["info", "--json", str(DATA / "otf2" / "mpi3")]).stdout)
+    assert {k: v["opens_in"] for k, v in j["outputs"].items()} == \
+        {o.name: o.opens_in for o in OUTPUTS.values()}

@@ -24,15 +24,21 @@ class Output:
     streams: bool = False           # takes --streams
     layout: bool = False            # takes --layout
     source: bool = False            # records the input's path
+    opens_in: str = ""              # the viewers and tools that open it (info, --help)
 
 
 OUTPUTS = {o.name: o for o in [
     Output("hdf5", "HDF5", (".h5", ".hdf5", ".hdf"), "hdf5_sink:HDF5Sink",
-           compression=("gzip", "lzf"), layout=True, source=True),
-    Output("otf", "OTF", (".otf",), "otf_sink:OTFSink", compression=("zlib",), streams=True),
-    Output("perfetto", "Perfetto", (".pftrace",), "perfetto_sink:PerfettoSink"),
-    Output("otf2", "OTF2", (".otf2",), "otf2_sink:OTF2Sink"),
-    Output("chrome", "Chrome JSON", (".json",), "chrome_sink:ChromeSink"),
+           compression=("gzip", "lzf"), layout=True, source=True,
+           opens_in="h5py, pandas, any HDF5 1.10+ tool; partrace itself"),
+    Output("otf", "OTF", (".otf",), "otf_sink:OTFSink", compression=("zlib",), streams=True,
+           opens_in="Vampir, the OTF tools (otfprint, otfprofile, ...)"),
+    Output("perfetto", "Perfetto", (".pftrace",), "perfetto_sink:PerfettoSink",
+           opens_in="ui.perfetto.dev, trace_processor"),
+    Output("otf2", "OTF2", (".otf2",), "otf2_sink:OTF2Sink",
+           opens_in="Vampir, Scalasca/Cube, Pipit, otf2-print"),
+    Output("chrome", "Chrome JSON", (".json",), "chrome_sink:ChromeSink",
+           opens_in="chrome://tracing, ui.perfetto.dev (small traces)"),
 ]}
 HDF5_SUFFIXES = OUTPUTS["hdf5"].suffixes
 
