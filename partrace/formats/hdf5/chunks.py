@@ -52,6 +52,17 @@ def _lib(level: int):
     return zlib, level
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child inherits the pool object but none of its threads: work submitted
+    to it would wait forever.  The child makes its own pool when it needs one."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def set_threads(n: int) -> None:
     """Threads that compress chunks (0 or 1: on the calling thread)."""
     global _pool, _threads
