@@ -149,9 +149,10 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import communication
-        return pd.DataFrame(communication(self.path, format=self.format, by=by, reader_options=self.options)["pairs"],
-                            columns=["sender_id", "receiver_id", "sender", "receiver", "messages",
-                                     "bytes"])
+        pairs = communication(self.path, format=self.format, by=by,
+                              reader_options=self.options)["pairs"]
+        return pd.DataFrame(pairs.columns, columns=["sender_id", "receiver_id", "sender",
+                                                    "receiver", "messages", "bytes"])
 
     def message_histogram(self):
         """Messages and bytes per size bin [low, high) (powers of two; bin [0, 1) is empty messages)."""

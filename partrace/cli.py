@@ -306,8 +306,9 @@ def cmd_comm(comm, args) -> int:
         what = args.what or "pairs"
         print(R.as_csv(res[what], cols[what]))
     else:
-        print(f"messages: {sum(p['messages'] for p in res['pairs']):,} in {len(res['pairs']):,} "
-              f"sender/receiver pairs, {sum(p['bytes'] for p in res['pairs']):,} bytes")
+        pairs = res["pairs"].columns
+        print(f"messages: {int(pairs['messages'].sum()):,} in {len(res['pairs']):,} "
+              f"sender/receiver pairs, {int(pairs['bytes'].sum()):,} bytes")
         if res["pairs"]:
             print(R.as_text(res["pairs"], [("sender", "sender"), ("receiver", "receiver"),
                                            ("messages", "messages"), ("bytes", "bytes")]))

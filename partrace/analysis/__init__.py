@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from ..engine.mpi import Comm, serial
+from .rows import Rows
 
 
 def _names(defs, table: str) -> dict[int, str]:
@@ -97,26 +98,25 @@ def _profile_records(defs, fig: dict, per_location: bool) -> dict:
             "unmatched": {"leave": int(fig["unmatched_leave"]), "enter": int(fig["unmatched_enter"])}}
 
 
-def _name_column(ids: np.ndarray, names: dict[int, str]) -> list[str]:
+def _name_column(ids: np.ndarray, names: dict[int, str]) -> np.ndarray:
     """The name of each id (its decimal form where the definitions have none), vectorized
     over the distinct ids: pairs number up to locations squared."""
     if not len(ids):
-        return []
+        return np.empty(0, object)
     lo, hi = int(ids.min()), int(ids.max())
     if hi - lo < 4 * len(names) + 4096:     # dense ids (as they are): a table, no sort
         table = np.array([names.get(i, str(i)) for i in range(lo, hi + 1)], object)
-        return table[ids - lo].tolist()
+        return table[ids - lo]
     uniq, inv = np.unique(ids, return_inverse=True)
-    return np.array([names.get(i, str(i)) for i in uniq.tolist()], object)[inv.ravel()].tolist()
+    return np.array([names.get(i, str(i)) for i in uniq.tolist()], object)[inv.ravel()]
 
 
-def _pair_records(keys: np.ndarray, sums: np.ndarray, locations: dict[int, str]) -> list[dict]:
-    # a dict display per pair (twice as fast as dict(zip(...))): pairs can number millions
-    return [{"sender_id": s, "receiver_id": r, "sender": sn, "receiver": rn, "messages": m, "bytes": b}
-            for s, r, sn, rn, m, b in zip(
-                keys[:, 0].tolist(), keys[:, 1].tolist(), _name_column(keys[:, 0], locations),
-                _name_column(keys[:, 1], locations), sums[:, 0].tolist(),
-                sums[:, 1].view(np.uint64).tolist())]
+def _pair_rows(keys: np.ndarray, sums: np.ndarray, locations: dict[int, str]) -> Rows:
+    # columns, not a dict per pair: pairs can number millions (rows.py)
+    return Rows({"sender_id": keys[:, 0], "receiver_id": keys[:, 1],
+                 "sender": _name_column(keys[:, 0], locations),
+                 "receiver": _name_column(keys[:, 1], locations),
+                 "messages": sums[:, 0], "bytes": sums[:, 1].view(np.uint64)})
 
 
 def roots(defs) -> dict[int, int]:
@@ -136,7 +136,8 @@ def roots(defs) -> dict[int, int]:
 def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: str | None = None,
                   progress=None, with_names: bool = False, by: str = "location",
                   reader_options: dict | None = None) -> dict:
-    """{"pairs": [...], "histogram": [...], "collectives": [...]} on rank 0 (None elsewhere).
+    """{"pairs": Rows, "histogram": [...], "collectives": [...]} on rank 0 (None elsewhere);
+    ``pairs`` iterates as dict rows and keeps its numpy columns in ``.columns``.
     ``by="process"`` sums the pairs of locations under the same outermost location (the
     threads of a process, the LPs of a PE)."""
     from ..engine.fold import fold
@@ -162,7 +163,7 @@ def communication(path: str | os.PathLike, *, comm: Comm | None = None, format: 
             at = np.minimum(np.searchsorted(ids, x), len(ids) - 1)
             return np.where(ids[at] == x, tops[at], x)
         keys, sums = C._sum_by(np.stack([mapped(keys[:, 0]), mapped(keys[:, 1])], axis=1), sums)
-    pairs = _pair_records(keys, sums, locations)
+    pairs = _pair_rows(keys, sums, locations)
     hist_bytes = acc.hist_bytes.view(np.uint64)
     hist = [{"low": C.bin_range(b)[0], "high": C.bin_range(b)[1], "messages": int(acc.hist[b]),
              "bytes": int(hist_bytes[b])} for b in np.flatnonzero(acc.hist).tolist()]

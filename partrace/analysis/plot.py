@@ -75,12 +75,13 @@ def comm_heatmap(result: dict, path, location_names: dict[int, str]) -> None:
     pairs = result["pairs"]
     if not pairs:
         raise UsageError("no messages in this trace: nothing to draw")
-    ids = np.array(sorted(set(location_names) | {p["sender_id"] for p in pairs}
-                          | {p["receiver_id"] for p in pairs}), np.int64)
-    s = np.searchsorted(ids, [p["sender_id"] for p in pairs])
-    r = np.searchsorted(ids, [p["receiver_id"] for p in pairs])
-    use_bytes = any(p["bytes"] for p in pairs)
-    val = np.array([p["bytes"] if use_bytes else p["messages"] for p in pairs], np.float64)
+    cols = pairs.columns
+    ids = np.union1d(np.fromiter(location_names, np.int64, len(location_names)),
+                     np.concatenate([cols["sender_id"], cols["receiver_id"]]).astype(np.int64))
+    s = np.searchsorted(ids, cols["sender_id"])
+    r = np.searchsorted(ids, cols["receiver_id"])
+    use_bytes = bool(cols["bytes"].any())
+    val = (cols["bytes"] if use_bytes else cols["messages"]).astype(np.float64)
     # only locations that take part, so a matrix of ranks is not lost among thread lanes
     active = np.unique(np.concatenate([s, r]))
     ids = ids[active]

@@ -18,7 +18,14 @@ def as_csv(records: list[dict], columns: list[str] | None = None) -> str:
 
 
 def as_json(obj) -> str:
-    return json.dumps(obj, indent=1)
+    return json.dumps(obj, indent=1, default=_rows_as_list)
+
+
+def _rows_as_list(o):
+    from .rows import Rows
+    if isinstance(o, Rows):
+        return o.to_records()
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
 def _cell(v) -> str:

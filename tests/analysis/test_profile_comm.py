@@ -352,3 +352,22 @@ def test_answers_with_a_selection_equal_those_of_a_full_decode(name, options, mo
             analysis.communication(TRACES[name], reader_options=options))
     assert picked == full
     assert picked[0]["locations"] or picked[1]["pairs"]
+
+
+def test_pairs_are_columns_until_a_row_is_asked_for():
+    """communication() keeps the pairs as numpy columns (no dict per pair); its rows, its
+    JSON and its DataFrame all say the same."""
+    import json
+
+    from partrace.analysis.render import as_json
+    from partrace.analysis.rows import Rows
+    pairs = analysis.communication(TRACES["dumpi-p2p"])["pairs"]
+    assert isinstance(pairs, Rows) and len(pairs) > 0
+    cols = pairs.columns
+    assert all(isinstance(v, np.ndarray) and len(v) == len(pairs) for v in cols.values())
+    rows = list(pairs)
+    assert rows == pairs.to_records() == json.loads(as_json(pairs))
+    assert [pairs[i] for i in range(len(pairs))] == rows and pairs[-1] == rows[-1]
+    assert list(pairs[1:3]) == rows[1:3]
+    assert [r["messages"] for r in rows] == cols["messages"].tolist()
+    assert all(type(r["bytes"]) is int and type(r["sender"]) is str for r in rows)
