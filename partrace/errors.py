@@ -65,6 +65,8 @@ def one_line(exc: BaseException) -> str:
         text = str(exc)
     elif isinstance(exc, OSError):
         text = _os_error_text(exc)
+    elif isinstance(exc, RuntimeError) and _h5_os_error(exc) is not None:
+        text = _os_error_text(_h5_os_error(exc))
     elif isinstance(exc, MemoryError):
         text = f"out of memory (MemoryError{': ' + str(exc) if str(exc) else ''}); " \
                f"try a smaller --memory or more ranks"
@@ -81,6 +83,21 @@ def _first_line(text: str) -> str:
 
 _H5_FILE = re.compile(r"""(?:file)?name = '([^']*)'""")
 _H5_WHY = re.compile(r"""error message = '([^']*)'""")
+
+
+_H5_ERRNO = re.compile(r"errno = (\d+)")
+
+
+def _h5_os_error(exc: RuntimeError) -> OSError | None:
+    """The system error inside an HDF5 failure h5py raises as RuntimeError (a flush that
+    fails on a full disk: "... file write failed: ..., filename = '...', errno = 28,
+    error message = 'No space left on device' ..."), as the OSError it is; else None."""
+    text = str(exc)
+    code, name, why = _H5_ERRNO.search(text), _H5_FILE.search(text), _H5_WHY.search(text)
+    if not (code and name):
+        return None
+    number = int(code.group(1))
+    return OSError(number, why.group(1) if why else os.strerror(number), name.group(1))
 
 
 def _os_error_text(exc: OSError) -> str:

@@ -310,7 +310,7 @@ def render(report: dict, as_json: bool = False) -> str:
         for k, v in report["facts"].items():
             lines += _fact_lines(k, v)
     if report.get("outputs"):
-        lines.append("write it with `partrace merge TRACE -o OUT...` for:")
+        lines.append("written by `partrace merge TRACE -o OUT.<suffix>`, and what opens each:")
         width = max(len(o["output"]) for o in report["outputs"].values())
         lines += [f"  {o['output']:<{width}}  {o['title']}: {o['opens_in']}"
                   for o in report["outputs"].values()]

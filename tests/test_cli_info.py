@@ -231,7 +231,7 @@ def test_info_says_which_viewer_opens_each_output():
     r = run_cli(["info", str(DATA / "otf2" / "mpi3")])
     assert r.returncode == 0, r.stderr
     assert "format:     OTF2" in r.stdout
-    tail = r.stdout.split("write it with `partrace merge TRACE -o OUT...` for:\n", 1)[1]
+    tail = r.stdout.split("written by `partrace merge TRACE -o OUT.<suffix>`, and what opens each:\n", 1)[1]
     lines = tail.splitlines()
     assert len(lines) == len(OUTPUTS)
     for line, o in zip(lines, OUTPUTS.values()):

@@ -32,7 +32,7 @@ OUTPUTS = {o.name: o for o in [
            compression=("gzip", "lzf"), layout=True, source=True,
            opens_in="h5py, pandas, any HDF5 1.10+ tool; partrace itself"),
     Output("otf", "OTF", (".otf",), "otf_sink:OTFSink", compression=("zlib",), streams=True,
-           opens_in="Vampir, the OTF tools (otfprint, otfprofile, ...)"),
+           opens_in="Vampir; otfprint, otfprofile and the other OTF tools"),
     Output("perfetto", "Perfetto", (".pftrace",), "perfetto_sink:PerfettoSink",
            opens_in="ui.perfetto.dev, trace_processor"),
     Output("otf2", "OTF2", (".otf2",), "otf2_sink:OTF2Sink",

@@ -42,9 +42,11 @@ def fill_columns(rows, rec, colmap, vals, wide, narrow, key_in, key_out, kind_of
                 wide[c, k] = vals[i, j]
             elif c <= -2:
                 v = vals[i, j]
-                if v > 2147483647 and bad < 0:
-                    bad = k
-                narrow[-c - 2, k] = v
+                if v > 2147483647:      # reported (the first such row), never stored: it
+                    if bad < 0:         # would wrap in numba and raise as plain Python
+                        bad = k
+                else:
+                    narrow[-c - 2, k] = v
     return bad
 
 
