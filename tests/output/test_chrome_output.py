@@ -22,6 +22,10 @@ pytestmark = pytest.mark.mpi        # each case merges on 3 ranks too
 
 CASES = [pytest.param(path, id=f"{fmt}-{_label(path)}") for fmt, paths in FIXTURES.items()
          for path in paths]
+# 3 ranks for each format's first fixture (the suite's time budget): the sink's bytes do not
+# depend on the rank count whatever the format (test_sink_output_is_the_same_for_any_windows
+# cuts every fixture kind into windows too)
+ON_3_RANKS = {str(paths[0]) for paths in FIXTURES.values()}
 # the test's own rule for sample tables and their measures (the sink asks the schema): no
 # column of records or of parts of records, and numeric columns that are not bookkeeping
 NOT_SAMPLE_COLUMNS = {"kind", "ref_table", "ref_seq", "event_seq", "call", "marker"}
@@ -60,7 +64,7 @@ def outputs(request, tmp_path_factory):
     r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
     assert r.returncode == 0, r.stderr
     outs = []
-    for n in (None, 3):
+    for n in (None, 3) if str(trace) in ON_3_RANKS else (None,):
         out = tmp / f"m{n}.json"
         r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=600)
         assert r.returncode == 0, r.stderr
@@ -69,9 +73,11 @@ def outputs(request, tmp_path_factory):
 
 
 def test_same_bytes_on_1_and_3_ranks(outputs):
-    _, (one, three) = outputs
-    assert one.read_bytes() == three.read_bytes()
+    _, (one, *three) = outputs
     assert len(_load(one)) > 0
+    if not three:
+        pytest.skip("3 ranks: each format's first fixture only (ON_3_RANKS)")
+    assert one.read_bytes() == three[0].read_bytes()
 
 
 def _threads(tables):
@@ -85,7 +91,7 @@ def _threads(tables):
 def test_processes_threads_slices_and_instants(outputs):
     """Each location is a named thread of a named process, and holds its events in key order:
     ENTER/LEAVE as B/E named by the region, every other event an instant."""
-    tables, (out, _) = outputs
+    tables, (out, *_) = outputs
     events = _load(out)
     threads = _threads(tables)
     locs = tables["locations"]
@@ -119,7 +125,7 @@ def test_processes_threads_slices_and_instants(outputs):
 def test_flows_join_each_message(outputs):
     """A flow from each SEND to its RECV (the k-th of each (sender, receiver, tag) on both
     sides), and each message's instant carries its peer, tag and size."""
-    tables, (out, _) = outputs
+    tables, (out, *_) = outputs
     events = _load(out)
     starts, ends = {}, {}
     for e in events:
@@ -166,7 +172,7 @@ def _value(v):
 def test_counters(outputs):
     """Each row of a sample table: a counter event named by the table, id its location,
     one series per measured column, with the row's values."""
-    tables, (out, _) = outputs
+    tables, (out, *_) = outputs
     events = _load(out)
     threads = _threads(tables)
     got = defaultdict(list)
