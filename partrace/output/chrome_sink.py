@@ -35,7 +35,7 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError
 from ..model import Definitions, Kind, Schema, Table
-from .perfetto_sink import COPY_BLOCK, _count_within, _runs, _within, counter_columns
+from .perfetto_sink import _count_within, counter_columns, place_parts
 from .staging import Staging
 
 EVENTS = "events"
@@ -257,27 +257,7 @@ class ChromeSink(Sink):
                     f.write(FOOTER)
         comm.check()
         comm.barrier()
-        with comm.guard():
-            fd = os.open(out, os.O_WRONLY)
-            src = os.open(self.staging.path(f"part-{comm.rank}"), os.O_RDONLY)
-            try:
-                at = dest[np.searchsorted(keys, pieces[:, 0])] + _within(pieces[:, 0], pieces[:, 2])
-                for off, length, to in _runs(pieces[:, 1], pieces[:, 2], at).tolist():
-                    for done in range(0, length, COPY_BLOCK):
-                        n = min(COPY_BLOCK, length - done)
-                        os.pwrite(fd, os.pread(src, n, off + done), to + done)
-            finally:
-                os.close(fd)
-                os.close(src)
-        comm.check()
-        comm.barrier()
-        with comm.guard():
-            if comm.rank == 0:
-                os.replace(out, self.staging.path(self.final.name))
-                for r in range(comm.size):
-                    self.staging.path(f"part-{r}").unlink()
-                self.staging.publish([self.final.name])
-        comm.check()
+        place_parts(comm, self.staging, self.final.name, out, dest, keys, pieces)
 
     def discard(self, comm: Comm) -> None:
         if self.part is not None and not self.part.closed:

@@ -363,29 +363,7 @@ class PerfettoSink(Sink):
                     f.truncate(header_size + int(all_totals.sum()))
         comm.check()
         comm.barrier()
-        with comm.guard():
-            fd = os.open(out, os.O_WRONLY)
-            src = os.open(self.staging.path(f"part-{comm.rank}"), os.O_RDONLY)
-            try:
-                at = dest[np.searchsorted(keys, pieces[:, 0])] + _within(pieces[:, 0], pieces[:, 2])
-                # pieces next to each other in the part and in the output are copied as one
-                # (one window: the whole part in one run), in blocks of COPY_BLOCK bytes
-                for off, length, to in _runs(pieces[:, 1], pieces[:, 2], at).tolist():
-                    for done in range(0, length, COPY_BLOCK):
-                        n = min(COPY_BLOCK, length - done)
-                        os.pwrite(fd, os.pread(src, n, off + done), to + done)
-            finally:
-                os.close(fd)
-                os.close(src)
-        comm.check()
-        comm.barrier()
-        with comm.guard():
-            if comm.rank == 0:
-                os.replace(out, self.staging.path(self.final.name))
-                for r in range(comm.size):
-                    self.staging.path(f"part-{r}").unlink()
-                self.staging.publish([self.final.name])
-        comm.check()
+        place_parts(comm, self.staging, self.final.name, out, dest, keys, pieces)
 
     def discard(self, comm: Comm) -> None:
         if self.part is not None and not self.part.closed:
@@ -393,6 +371,37 @@ class PerfettoSink(Sink):
         comm.barrier()
         if comm.rank == 0 and self.staging is not None:
             self.staging.discard()
+
+
+def place_parts(comm: Comm, staging: Staging, name: str, out: Path, dest: np.ndarray,
+                keys: np.ndarray, pieces: np.ndarray) -> None:
+    """Copy this rank's part file into ``out`` (sized by rank 0) at each sequence's place,
+    then (rank 0) move ``out`` to ``name`` and publish it.  ``keys``: this rank's sequences,
+    sorted, each starting at ``dest`` in the output; ``pieces``: (key, offset in the part,
+    length) of the part's pieces in the order written."""
+    with comm.guard():
+        fd = os.open(out, os.O_WRONLY)
+        src = os.open(staging.path(f"part-{comm.rank}"), os.O_RDONLY)
+        try:
+            at = dest[np.searchsorted(keys, pieces[:, 0])] + _within(pieces[:, 0], pieces[:, 2])
+            # pieces next to each other in the part and in the output are copied as one
+            # (one window: the whole part in one run), in blocks of COPY_BLOCK bytes
+            for off, length, to in _runs(pieces[:, 1], pieces[:, 2], at).tolist():
+                for done in range(0, length, COPY_BLOCK):
+                    n = min(COPY_BLOCK, length - done)
+                    os.pwrite(fd, os.pread(src, n, off + done), to + done)
+        finally:
+            os.close(fd)
+            os.close(src)
+    comm.check()
+    comm.barrier()
+    with comm.guard():
+        if comm.rank == 0:
+            os.replace(out, staging.path(name))
+            for r in range(comm.size):
+                staging.path(f"part-{r}").unlink()
+            staging.publish([name])
+    comm.check()
 
 
 def _count_within(key: np.ndarray, state: tuple[np.ndarray, np.ndarray]):
