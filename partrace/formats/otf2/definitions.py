@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -191,16 +192,8 @@ def write_global(folder, name: str, layout: Layout, events: np.ndarray, first: i
                  last: int, creator: str) -> None:
     """The anchor file NAME.otf2 and the global definitions NAME.def in ``folder``;
     ``events``: the number of records of each location; [first, last]: the time range."""
-    from .library import DEF_CHUNK, EVENT_CHUNK, error_name, load
-    o, lib = load()
-    archive = o.Archive_Open(str(folder), name, o.FILEMODE_WRITE, EVENT_CHUNK, DEF_CHUNK,
-                             o.SUBSTRATE_POSIX, o.COMPRESSION_NONE)
-    try:
-        flush = o.FlushCallbacks(pre_flush=_flush, post_flush=None)
-        o.Archive_SetFlushCallbacks(archive, flush, None)
-        o.Archive_SetSerialCollectiveCallbacks(archive)
-        o.Archive_SetCreator(archive, creator)
-        w = o.Archive_GetGlobalDefWriter(archive)
+    with global_def_writer(folder, name, creator,
+                           trace_id(layout, events, first, last)) as (o, w):
         strings: dict[str, int] = {}
 
         def s(text: str) -> int:
@@ -250,12 +243,29 @@ def write_global(folder, name: str, layout: Layout, events: np.ndarray, first: i
                 member += 1
             o.GlobalDefWriter_WriteMetricClass(w, m, refs, o.METRIC_SYNCHRONOUS_STRICT,
                                                o.RECORDER_KIND_ABSTRACT)
+
+
+@contextmanager
+def global_def_writer(folder, name: str, creator: str, trace_id: int):
+    """(the otf2 module, the global definition writer) of an archive that writes NAME.otf2
+    and NAME.def in ``folder``; on leaving, the writer is closed, the trace id set and the
+    archive closed (which writes the anchor file)."""
+    from .library import DEF_CHUNK, EVENT_CHUNK, error_name, load
+    o, lib = load()
+    archive = o.Archive_Open(str(folder), name, o.FILEMODE_WRITE, EVENT_CHUNK, DEF_CHUNK,
+                             o.SUBSTRATE_POSIX, o.COMPRESSION_NONE)
+    try:
+        flush = o.FlushCallbacks(pre_flush=_flush, post_flush=None)
+        o.Archive_SetFlushCallbacks(archive, flush, None)
+        o.Archive_SetSerialCollectiveCallbacks(archive)
+        o.Archive_SetCreator(archive, creator)
+        w = o.Archive_GetGlobalDefWriter(archive)
+        yield o, w
         o.Archive_CloseGlobalDefWriter(archive, w)
         # the library draws a random trace id; a hash of what the archive holds instead keeps
         # the anchor file the same on any rank count (an exported function of libotf2 that its
         # public API does not declare: it sets the id read from an anchor file)
-        code = lib.otf2_archive_set_trace_id(ctypes.cast(archive, ctypes.c_void_p),
-                                             trace_id(layout, events, first, last))
+        code = lib.otf2_archive_set_trace_id(ctypes.cast(archive, ctypes.c_void_p), trace_id)
         if code:
             raise OSError(f"{folder}: OTF2 library: {error_name(code)}")
     finally:

@@ -4,7 +4,6 @@ library's bindings.  Only the location's record counts are the ones written.
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 
@@ -67,21 +66,15 @@ def write_source_global(folder, name: str, source: dict, refs: np.ndarray, event
     has ``events[i]`` records."""
     import otf2.definitions as D
 
-    from .definitions import _flush
-    from .library import DEF_CHUNK, EVENT_CHUNK, error_name, load
-    o, lib = load()
+    from .definitions import global_def_writer
     counts = dict(zip(refs.tolist(), np.asarray(events).tolist()))
     strings = {}
     for row in source.get("strings", []):
         strings.setdefault(row["name"], row["ref"])
-    archive = o.Archive_Open(str(folder), name, o.FILEMODE_WRITE, EVENT_CHUNK, DEF_CHUNK,
-                             o.SUBSTRATE_POSIX, o.COMPRESSION_NONE)
-    try:
-        flush = o.FlushCallbacks(pre_flush=_flush, post_flush=None)
-        o.Archive_SetFlushCallbacks(archive, flush, None)
-        o.Archive_SetSerialCollectiveCallbacks(archive)
-        o.Archive_SetCreator(archive, creator)
-        w = o.Archive_GetGlobalDefWriter(archive)
+    # a hash of what the archive holds as its trace id: the same on any rank count
+    h = hashlib.blake2b(json.dumps(source, sort_keys=True).encode(), digest_size=8)
+    h.update(np.ascontiguousarray(events, dtype=np.int64).tobytes())
+    with global_def_writer(folder, name, creator, int.from_bytes(h.digest(), "little")) as (o, w):
         c = source["clock_properties"]
         o.GlobalDefWriter_WriteClockProperties(w, c["timer_resolution"], c["global_offset"],
                                                c["trace_length"], c["realtime_timestamp"])
@@ -99,14 +92,3 @@ def write_source_global(folder, name: str, source: dict, refs: np.ndarray, event
                 args.append(v)
             write = getattr(o, f"GlobalDefWriter_Write{cls.__name__}")
             write(w, *([row["ref"]] if "ref" in row else []), *args)
-        o.Archive_CloseGlobalDefWriter(archive, w)
-        # a hash of what the archive holds as its trace id: the same on any rank count
-        # (definitions.write_global says why this function)
-        h = hashlib.blake2b(json.dumps(source, sort_keys=True).encode(), digest_size=8)
-        h.update(np.ascontiguousarray(events, dtype=np.int64).tobytes())
-        code = lib.otf2_archive_set_trace_id(ctypes.cast(archive, ctypes.c_void_p),
-                                             int.from_bytes(h.digest(), "little"))
-        if code:
-            raise OSError(f"{folder}: OTF2 library: {error_name(code)}")
-    finally:
-        o.Archive_Close(archive)
