@@ -71,14 +71,11 @@ class KeyedSums:
     def __len__(self) -> int:
         return int(self.count[0])
 
-    def _held(self) -> tuple[np.ndarray, np.ndarray]:
-        held = self.slots[self.slots[:, 0] != EMPTY]
-        return held[:, :KEYS], held[:, KEYS:]
-
     def grow(self) -> None:
         """Four times the slots (a table that fills once tends to keep filling), the entries
         re-inserted."""
-        keys, values = self._held()
+        held = self.slots[self.slots[:, 0] != EMPTY]
+        keys, values = held[:, :KEYS], held[:, KEYS:]
         self.slots = self._free(4 * len(self.slots))
         self.count[0] = 0
         self.add(keys, values)
@@ -98,12 +95,14 @@ class KeyedSums:
 
     def items(self) -> tuple[np.ndarray, np.ndarray]:
         """(keys (n, 2) in ascending lexicographic order, their sums (n, nvalues))."""
-        keys, values = self._held()
-        if len(keys) and keys.min() >= 0 and keys.max() < (1 << 31):
-            order = np.argsort((keys[:, 0] << 32) | keys[:, 1])    # one int64 sort: faster
+        held = self.slots[self.slots[:, 0] != EMPTY]
+        k0, k1 = held[:, 0], held[:, 1]
+        if len(held) and min(k0.min(), k1.min()) >= 0 and max(k0.max(), k1.max()) < (1 << 31):
+            order = np.argsort((k0 << 32) | k1)     # one int64 sort: faster than lexsort
         else:
-            order = np.lexsort(keys.T[::-1])
-        return keys[order], values[order]
+            order = np.lexsort((k1, k0))
+        held = held[order]
+        return held[:, :KEYS], held[:, KEYS:]
 
     def merge(self, other: "KeyedSums") -> "KeyedSums":
         keys, values = other.items()
