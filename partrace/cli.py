@@ -184,6 +184,9 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--by", choices=["location", "process"], default="location",
                    help="pairs of locations, or of processes (threads summed into their process, "
                         "LPs into their PE)")
+    p.add_argument("--top", type=int, default=30, metavar="N",
+                   help="show the N pairs with the most bytes, then messages (0: all; default 30; "
+                        "CSV/JSON give all pairs by sender and receiver)")
     p.add_argument("--plot", metavar="FILE", help="also draw the matrix as a heatmap (.png, .svg, "
                    ".pdf; needs matplotlib)")
     _add_table_options(p)
@@ -310,8 +313,11 @@ def cmd_comm(comm, args) -> int:
         print(f"messages: {int(pairs['messages'].sum()):,} in {len(res['pairs']):,} "
               f"sender/receiver pairs, {int(pairs['bytes'].sum()):,} bytes")
         if res["pairs"]:
-            print(R.as_text(res["pairs"], [("sender", "sender"), ("receiver", "receiver"),
-                                           ("messages", "messages"), ("bytes", "bytes")]))
+            shown = R.heaviest_pairs(res["pairs"], args.top or None)
+            print(R.as_text(shown, [("sender", "sender"), ("receiver", "receiver"),
+                                    ("messages", "messages"), ("bytes", "bytes")]))
+            if len(shown) < len(res["pairs"]):
+                print(f"({len(res['pairs']) - len(shown):,} more pairs: --top 0 for all)")
         if res["histogram"]:
             print("\nmessage sizes:")
             print(R.as_text([{**h, "range": f"[{h['low']:,}, {h['high']:,})"} for h in res["histogram"]],

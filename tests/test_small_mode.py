@@ -225,6 +225,33 @@ def test_input_bytes_counts_an_otf_master_files_streams():
                                         for p in zlib.parent.glob("ring8_z.*"))
 
 
+def test_a_dumpi_metafile_counts_its_rank_files(tmp_path, monkeypatch):
+    """A metafile names STEM-NNNN.bin rank files (not STEM.*): they count.  And should a
+    guess still come out small, the plan's unit bytes turn compiled mode on before any
+    unit is decoded (a large trace decoded by Python kernels runs ~100x slower)."""
+    folder = DATA / "dumpi" / "p2p-4rank"
+    meta = next(folder.glob("*.meta"))
+    bins = sorted(folder.glob("*.bin"))
+    assert len(bins) == 4
+    assert jit.input_bytes(meta) >= sum(p.stat().st_size for p in bins + [meta])
+    from partrace.engine.mpi import serial
+    from partrace.engine.pipeline import open_on_all_ranks, read_plan
+    monkeypatch.delenv(jit.ENV, raising=False)
+    was = jit.is_small()
+    try:
+        units_bytes = sum(p.stat().st_size for p in bins)
+        monkeypatch.setattr(jit, "SMALL_BYTES", units_bytes - 1)
+        jit.set_small(True)                 # as if the name-based guess had been small
+        read_plan(serial(), open_on_all_ranks(serial(), meta, None))
+        assert not jit.is_small()
+        monkeypatch.setattr(jit, "SMALL_BYTES", units_bytes * 2)
+        jit.set_small(True)
+        read_plan(serial(), open_on_all_ranks(serial(), meta, None))
+        assert jit.is_small()               # a small plan keeps the small mode
+    finally:
+        jit.set_small(was)
+
+
 PROBE = """
 import contextlib, io, json, sys
 from partrace.cli import main

@@ -52,44 +52,50 @@ def _bit_length(v):     # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _fold_rows(kind, loc, peer, size, region, collop, received, pk, pu, pv, pn,
-               ck, cu, cv, cn, hist, hist_bytes):   # pragma: no cover - compiled
+def _fold_rows(kind, loc, peer, size, region, collop, received, pairs, npairs, coll, ncoll,
+               hist, hist_bytes):   # pragma: no cover - compiled
     """One pass over a chunk's rows.  Returns (rows done, 0) or (row, 1 | 2): the pair or
-    collective table is half full; the caller grows it and calls again from that row."""
-    key = np.zeros(2, np.int64)
+    collective table is half full; the caller grows it and calls again from that row.
+    Absent columns come as one zero (``size[0]``...): read through ``_at``."""
     for i in range(len(kind)):
         k = kind[i]
-        if k == SEND and peer[i] != 0:
-            key[0] = loc[i]
-            key[1] = peer[i]
-            s = slot_of(pk, pu, pn, key)
+        if k == SEND and _at(peer, i) != 0:
+            s = slot_of(pairs, npairs, loc[i], _at(peer, i))
             if s < 0:
                 return i, 1
-            pv[s, 0] += 1
-            pv[s, 1] += size[i]
-            b = _bit_length(size[i])
+            n = np.int64(_at(size, i))
+            pairs[s, 2] += 1
+            pairs[s, 3] += n
+            b = _bit_length(n)
             hist[b] += 1
-            hist_bytes[b] += size[i]
+            hist_bytes[b] += n
         elif k == COLLECTIVE or k == COLLECTIVE_BEGIN:
-            key[0] = loc[i]
-            key[1] = region[i] if region[i] != 0 else -collop[i]
-            s = slot_of(ck, cu, cn, key)
+            r = np.int64(_at(region, i))
+            s = slot_of(coll, ncoll, loc[i], r if r != 0 else -np.int64(_at(collop, i)))
             if s < 0:
                 return i, 2
-            cv[s, 0] += 1
-            cv[s, 1] += size[i]
-            cv[s, 2] += received[i]
+            coll[s, 2] += 1
+            coll[s, 3] += np.int64(_at(size, i))
+            coll[s, 4] += np.int64(_at(received, i))
     return len(kind), 0
 
 
-def _column(t: Table, name: str, n: int) -> np.ndarray:
-    """An int64 column (unsigned ones as their int64 view: the same bits), zeros if absent."""
+@njit(cache=True, inline="always")
+def _at(column, i):      # pragma: no cover - compiled
+    """Row i of a column, or its one value (an absent column: zero)."""
+    return column[i] if len(column) > 1 else column[0]
+
+
+ZERO = np.zeros(1, np.int64)
+
+
+def _column(t: Table, name: str) -> np.ndarray:
+    """A column as decoded (unsigned 64-bit ones as their int64 view: the same bits); one
+    zero if absent (no column of zeros is made)."""
     if name not in t.names:
-        return np.zeros(n, np.int64)
+        return ZERO
     v = np.asarray(t[name])
-    if v.dtype == np.uint64:
-        return v.view(np.int64)
-    return np.ascontiguousarray(v, np.int64)
+    return v.view(np.int64) if v.dtype == np.uint64 else v
 
 
 def step(acc: CommAcc, chunk: dict[str, Table]) -> CommAcc:
@@ -97,12 +103,13 @@ def step(acc: CommAcc, chunk: dict[str, Table]) -> CommAcc:
     if ev is None or not len(ev):
         return acc
     n = len(ev)
-    cols = [np.ascontiguousarray(ev["kind"])] + [_column(ev, c, n) for c in COLUMNS[1:]]
+    cols = [np.asarray(ev["kind"]), np.asarray(ev["location"])] + \
+        [_column(ev, c) for c in COLUMNS[2:]]
     at = 0
     while at < n:
         p, c = acc.pairs, acc.coll
-        done, full = _fold_rows(*(a[at:] for a in cols), p.keys, p.used, p.values, p.count,
-                                c.keys, c.used, c.values, c.count, acc.hist, acc.hist_bytes)
+        done, full = _fold_rows(*(a[at:] if len(a) == n else a for a in cols), p.slots, p.count,
+                                c.slots, c.count, acc.hist, acc.hist_bytes)
         at += done
         if full == 1:
             p.grow()

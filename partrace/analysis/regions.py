@@ -54,13 +54,12 @@ FULL_STACK, FULL_PENDING, FULL_SUMS, UNKNOWN_LOCATION = 1, 2, 3, 4
 @njit(cache=True)
 def _walk(loc, time, kind, region, ltab, lbase, rtab, rbase, depth, st_region, st_start,
           st_child, base_child, pend_loc, pend_time, pend_child, npend,
-          keys, used, values, count):  # pragma: no cover - compiled
+          sums, count):  # pragma: no cover - compiled
     """Rows of any locations, each location's in order.  ``loc`` and ``region`` are ids
     looked up in ``ltab`` / ``rtab`` (position of id - base, -1: none), or, where a table is
     empty, already indices (location index; region index + 1, 0: not defined).  Returns
     (rows done, why it stopped): the caller grows what is full and calls again from there."""
     cap = st_region.shape[1]
-    key = np.zeros(2, np.int64)
     for i in range(len(loc)):
         k = kind[i]
         if k != ENTER and k != LEAVE and k != CHILD:
@@ -96,16 +95,14 @@ def _walk(loc, time, kind, region, ltab, lbase, rtab, rbase, depth, st_region, s
                 npend[0] = p + 1
                 continue
             d -= 1
-            key[0] = l
-            key[1] = st_region[l, d]
-            s = slot_of(keys, used, count, key)
+            s = slot_of(sums, count, l, st_region[l, d])
             if s < 0:
                 return i, FULL_SUMS
             depth[l] = d
             inc = time[i] - st_start[l, d]
-            values[s, 0] += 1
-            values[s, 1] += inc
-            values[s, 2] += inc - st_child[l, d]
+            sums[s, 2] += 1             # calls, inclusive, exclusive: after the key
+            sums[s, 3] += inc
+            sums[s, 4] += inc - st_child[l, d]
             if d > 0:
                 st_child[l, d - 1] += inc
             else:
@@ -207,7 +204,7 @@ class Walker:
             done, why = _walk(loc[start:], time[start:], kind[start:], ridx[start:], lt, lb, rt, rb,
                               self.depth, self.st_region, self.st_start, self.st_child,
                               self.base_child, self.pend_loc, self.pend_time, self.pend_child,
-                              self.npend, s.keys, s.used, s.values, s.count)
+                              self.npend, s.slots, s.count)
             start += done
             if why == UNKNOWN_LOCATION:
                 self._unknown(loc[start])

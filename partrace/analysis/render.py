@@ -5,16 +5,33 @@ import csv
 import io
 import json
 
+import numpy as np
+
 from ..display import readable
 
 
-def as_csv(records: list[dict], columns: list[str] | None = None) -> str:
+def as_csv(records, columns: list[str] | None = None) -> str:
+    """``records``: dict rows, or :class:`~partrace.analysis.rows.Rows` (columns: written
+    a column at a time, no Python per row)."""
     columns = columns or (list(records[0]) if records else [])
+    from .rows import Rows
+    if isinstance(records, Rows):
+        return records.to_csv(columns)
     out = io.StringIO()
     w = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     w.writerows(records)
     return out.getvalue().rstrip("\n")
+
+
+def heaviest_pairs(pairs, top: int | None):
+    """The ``top`` pairs (all: None) with the most bytes, then messages, then by sender and
+    receiver: one sort of the columns, however many pairs there are."""
+    from .rows import Rows
+    c = pairs.columns
+    order = np.lexsort((c["receiver_id"], c["sender_id"], -c["messages"].astype(np.int64),
+                        c["bytes"].max(initial=0) - c["bytes"]))[:top]
+    return Rows({k: v[order] for k, v in c.items()})
 
 
 def as_json(obj) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..formats import jit
 from ..model import Definitions, Schema, Table
 from . import inputs
 from .mpi import Comm, RankFailed
@@ -75,6 +76,7 @@ def read_plan(comm: Comm, reader, progress: Progress | None = None):
             units = reader.units()
     comm.check()
     units = comm.bcast(units)
+    jit.confirm(sum(u.size for u in units))     # before any unit is surveyed or decoded
     mine = share_of(reader, units, comm.size)[comm.rank]
     if reader.surveyed or reader.ordered:
         if progress is not None:

@@ -36,6 +36,7 @@ and Perfetto writers and the OTF2 writer import numba themselves.
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import types
 from pathlib import Path
@@ -88,10 +89,21 @@ def choose(input_bytes: int | None) -> bool:
     return _small
 
 
+def confirm(plan_bytes: int) -> None:
+    """The plan's count of the input's bytes (its units'): where the guess from file names
+    (:func:`input_bytes`) was too small, kernels are compiled from now on.  Python kernels
+    on a large input would run a hundred times slower, so the guess may err only on the
+    large side."""
+    if _small and forced() is None and plan_bytes > SMALL_BYTES:
+        set_small(False)
+
+
 def input_bytes(path) -> int | None:
     """Bytes of a trace without opening it: a folder's files, or a file and its siblings
-    named ``STEM.*`` (an OTF master file's streams and definitions), zlib files (``.z``)
-    counted COMPRESSED_WEIGHT times; None if unreadable."""
+    whose names start with its ``STEM`` (the part before the first dot: an OTF master
+    file's ``STEM.*`` streams, a DUMPI metafile's ``STEM-0000.bin`` rank files), zlib
+    files (``.z``) counted COMPRESSED_WEIGHT times; None if unreadable.  Unrelated files
+    of the same prefix count too: too many bytes only costs a small input numba's start."""
     def weighed(files) -> int:
         return sum(f.stat().st_size * (COMPRESSED_WEIGHT if f.suffix == ".z" else 1)
                    for f in files if f.is_file())
@@ -99,7 +111,10 @@ def input_bytes(path) -> int | None:
         p = Path(path)
         if p.is_dir():
             return weighed(p.rglob("*"))
-        return max(weighed(p.parent.glob(f"{p.name.split('.')[0]}.*")), p.stat().st_size)
+        stem = glob.escape(p.name.split(".")[0])
+        near = list(p.parent.glob(f"{stem}*"))      # and an OTF2 anchor's STEM/ folder
+        return max(weighed(near + [f for d in near if d.is_dir() for f in d.rglob("*")]),
+                   p.stat().st_size)
     except OSError:
         return None
 

@@ -371,3 +371,59 @@ def test_pairs_are_columns_until_a_row_is_asked_for():
     assert list(pairs[1:3]) == rows[1:3]
     assert [r["messages"] for r in rows] == cols["messages"].tolist()
     assert all(type(r["bytes"]) is int and type(r["sender"]) is str for r in rows)
+
+
+def test_pairs_csv_is_what_the_csv_module_writes_of_the_rows():
+    """Rows.to_csv (columns fed to the csv writer as tuples) equals csv.DictWriter over the
+    dict rows: names that need quoting, signed, unsigned 64-bit and float columns."""
+    from partrace.analysis.render import as_csv
+    from partrace.analysis.rows import BATCH, Rows
+    rng = np.random.default_rng(7)
+    n = BATCH + 5          # more than one batch
+    names = np.array(["rank 0", "a,b", 'say "hi"', "two\nlines", "", "ü"], object)
+    rows = Rows({"sender_id": rng.integers(-3, 2**40, n), "sender": names[rng.integers(0, 6, n)],
+                 "bytes": rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2),
+                 "messages": rng.integers(0, 9, n).astype(np.int32), "share": rng.random(n)})
+    cols = ["sender_id", "sender", "bytes", "messages", "share"]
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    w.writerows(list(rows))
+    assert as_csv(rows, cols) == out.getvalue().rstrip("\n")
+    assert list(csv.DictReader(io.StringIO(as_csv(rows, cols))))[3]["sender"] == rows[3]["sender"]
+
+
+def test_comm_text_shows_the_heaviest_pairs_first():
+    path = str(TRACES["dumpi-p2p"])
+    pairs = list(csv.DictReader(io.StringIO(run_cli(["comm", path, "--csv"]).stdout)))
+    want = sorted(pairs, key=lambda p: (-int(p["bytes"]), -int(p["messages"]),
+                                        int(p["sender_id"]), int(p["receiver_id"])))[:3]
+    r = run_cli(["comm", path, "--top", "3"])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    shown = [ln.split() for ln in lines[3:6]]
+    assert [[p["sender"].split()[-1], p["receiver"].split()[-1], p["messages"], p["bytes"]]
+            for p in want] == [[s[1], s[3], s[4], s[5]] for s in shown]
+    assert lines[6] == f"({len(pairs) - 3:,} more pairs: --top 0 for all)"
+
+
+def test_keyed_sums_equal_a_dict_through_growth_merges_and_pickling():
+    import pickle
+
+    from partrace.analysis.sparse import KeyedSums
+    rng = np.random.default_rng(3)
+    a, b, want = KeyedSums(2, 2, capacity=16), KeyedSums(2, 2), Counter()
+    for sums in (a, b):
+        keys = np.stack([rng.integers(-2**40, 2**40, 5000) % 97 - 40,
+                         rng.integers(-2**62, 2**62, 5000) % 1013], axis=1)
+        vals = rng.integers(-2**40, 2**40, (5000, 2))
+        sums.add(keys, vals)
+        for k, v in zip(map(tuple, keys.tolist()), vals.tolist()):
+            want[k, 0] += v[0]
+            want[k, 1] += v[1]
+    a.merge(pickle.loads(pickle.dumps(b)))
+    keys, vals = a.items()
+    assert list(map(tuple, keys.tolist())) == sorted({k for k, _ in want})
+    assert [[want[tuple(k), 0], want[tuple(k), 1]] for k in keys.tolist()] == vals.tolist()
+    with pytest.raises(ValueError):
+        a.add(np.array([[np.iinfo(np.int64).min, 0]]), np.zeros((1, 2), np.int64))

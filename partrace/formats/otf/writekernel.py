@@ -183,23 +183,21 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
 
 @njit(cache=True)
 def _decimal(out, o, v, signed):
-    # as numpy's str() of the integer
+    # as numpy's str() of the integer; digits written from the last one back (no buffer:
+    # an array made per call would be a heap allocation per value)
     if signed and np.int64(v) < 0:
         out[o] = 45                  # '-'
         o += 1
         v = ~v + np.uint64(1)        # the magnitude (two's complement)
-    digits = np.empty(20, np.uint8)
-    k = 0
-    while True:
-        digits[k] = 48 + v % np.uint64(10)
-        v //= np.uint64(10)
+    k = 1
+    rest = v // np.uint64(10)
+    while rest != 0:
         k += 1
-        if v == 0:
-            break
-    for j in range(k - 1, -1, -1):
-        out[o] = digits[j]
-        o += 1
-    return o
+        rest //= np.uint64(10)
+    for j in range(o + k - 1, o - 1, -1):
+        out[j] = 48 + v % np.uint64(10)
+        v //= np.uint64(10)
+    return o + k
 
 
 @njit(cache=True)
