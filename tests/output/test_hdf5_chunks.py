@@ -99,11 +99,12 @@ def test_constant_high_planes_cost_no_deflate_and_fewer_bytes():
     assert chunks.compress(np.zeros(16384, np.int64), True, 1) is None
 
 
-@pytest.mark.parametrize("threads", [0, 3])
-def test_stored_bytes_do_not_depend_on_how_rows_were_split(threads, tmp_path):
+@pytest.mark.parametrize("threads,limit", [(0, None), (3, 1 << 16), (3, chunks.PENDING_BYTES)])
+def test_stored_bytes_do_not_depend_on_how_rows_were_split(threads, limit, tmp_path):
     """Rows written in random pieces (partial chunks completed later, as windows and
     the one-file join do) store every chunk as writing them at once does, also
-    through a queue of chunks still compressing."""
+    through a queue of chunks still compressing (a small queue, or one holding
+    batches of chunks not yet sent to the pool when a piece completes a chunk)."""
     rng = np.random.default_rng(11)
     chunks.set_threads(threads)
     try:
@@ -119,7 +120,7 @@ def test_stored_bytes_do_not_depend_on_how_rows_were_split(threads, tmp_path):
                 bounds = np.concatenate([[0], cuts, [len(values)]])
                 # with threads, one writer's queue across the pieces (as the sink's):
                 # a piece completing a chunk still compressing waits for it
-                pending = chunks.Pending(limit=1 << 16) if threads else None
+                pending = chunks.Pending(limit=limit) if threads else None
                 for i in order:
                     a, b = int(bounds[i]), int(bounds[i + 1])
                     write_values(pieces, None, values[a:b], a, pending)

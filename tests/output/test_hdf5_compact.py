@@ -27,7 +27,8 @@ FIXTURES = {
     "otf-ring8": (RING8, 1.5),
     "otf-hybrid16": (DATA / "otf" / "hybrid16" / "trace" / "hybrid16.otf", 1.45),
     "otf-real-long": (DATA / "otf" / "real-long" / "trace" / "ring8_long.otf", 0.95),
-    "dumpi-p2p": (DATA / "dumpi" / "p2p-4rank", 11.3),
+    # 11.3 while each enum column carried its own JSON names (8.35: once, in /types)
+    "dumpi-p2p": (DATA / "dumpi" / "p2p-4rank", 9.2),
     # 3.95 while definitions' names were variable-length (a 16-byte heap record each)
     "ovni-zoo": (DATA / "ovni" / "v1-zoo-small" / "ovni", 1.45),
     "ross-pi": (DATA / "ross" / "pi-np1-seq-allmodes" / "stats", 1.7),

@@ -70,6 +70,7 @@ class HDF5Reader(TraceReader):
         import h5py
 
         from . import text      # h5py: only once an HDF5 file is read
+        from .layout import read_enum
         out: Schema = {}
         with self._open() as f:
             for name in json.loads(f.attrs["tables"]):
@@ -86,9 +87,8 @@ class HDF5Reader(TraceReader):
                         dtype = np.dtype((ds.dtype.str, ds.shape[1:]))
                     else:
                         dtype = np.dtype(ds.dtype.str)
-                    enum = ds.attrs.get("enum")
                     cols.append(Column(c, dtype, ds.attrs.get("description", ""),
-                                       ds.attrs.get("unit"), json.loads(enum) if enum else None,
+                                       ds.attrs.get("unit"), read_enum(ds),
                                        ds.attrs.get("refers"),
                                        bool(ds.attrs.get("measure", True))))
                 out[name] = cols

@@ -13,8 +13,21 @@
     /definitions           attrs: attrs (JSON); dataset source (JSON): lossless
 
 Every column dataset carries ``description`` and, where it has them, ``unit``,
-``enum`` (JSON name -> value), ``refers`` (model.Column.refers) and ``measure`` (False only) attributes; ``events/kind`` is an HDF5 enum
-type.  Every table group carries ``columns`` (JSON list, in order) and ``rows``.
+``enum``, ``refers`` (model.Column.refers) and ``measure`` (False only) attributes.
+Every table group carries ``columns`` (JSON list, in order) and ``rows``.
+
+Enums (names of a column's values: record kinds, MPI functions, special ranks
+and tags ...) are stored once per file, as committed HDF5 enum types in
+``/types`` (``/types/kind``, ``/types/region``, ...): a DUMPI trace has six
+``region`` columns, and its 6.7 kB of MPI function names written with each was
+a fifth of a small trace's output.  A column's ``enum`` attribute is an object
+reference to its type (``f[ds.attrs["enum"]]``; ``h5py.check_enum_dtype`` of
+its dtype gives the names; the model's order is by value, or, where it is not,
+the JSON in the type's own ``enum`` attribute).  ``kind`` columns have that type as their dtype (an HDF5 enum, as
+in every earlier layout); the other enum columns stay plain integers, their
+values not all named (a tag is any number, ``MPI_ANY_TAG`` one of them).  A
+mapping HDF5 cannot hold as an enum (two names for one value) stays a JSON
+string attribute, as in layout 3.
 
 Columns keep the model's dtypes (what you read is what the schema says) and are
 compressed with HDF5's built-in shuffle + deflate filters (no plugin needed to
@@ -54,7 +67,8 @@ from . import chunks as hdf5_chunks
 from . import text as hdf5_text
 
 LAYOUT = "partrace-hdf5"
-LAYOUT_VERSION = 3     # 3: text columns as data/ends pairs (2: variable-length)
+LAYOUT_VERSION = 4     # 4: enums once, in /types; 3: text columns as data/ends pairs
+TYPES = "types"        # the root group of the committed enum types
 LIBVER = "v110"
 CHUNK_ROWS = 1 << 14
 TABLES_ATTR = "tables"
@@ -62,15 +76,69 @@ DEFLATE_LEVEL = 1
 NOT_UTF8 = "bytes"      # value of a text dataset's ``encoding`` attribute
 
 
-def h5_dtype(col: Column):
+def h5_dtype(col: Column, parent: h5py.Group | None = None):
+    """The dataset dtype of ``col``; given ``parent`` (a group of the file), a
+    ``kind`` column's is the file's committed enum type."""
     if col.dtype == STR:
         return h5py.string_dtype()
     if col.dtype == BYTES:
         return h5py.vlen_dtype(np.uint8)
     if col.name == "kind" and col.enum is not None:
-        return h5py.enum_dtype(dict(col.enum), basetype=np.dtype(col.dtype))
+        shared = enum_type(parent.file, col) if parent is not None else None
+        return shared if shared is not None else (
+            h5py.enum_dtype(dict(col.enum), basetype=np.dtype(col.dtype)))
     dt = np.dtype(col.dtype)
     return dt.base if dt.subdtype else dt   # a sub-array column is an (n, k) dataset
+
+
+def _enum_json(col: Column) -> str:
+    return json.dumps(dict(col.enum), separators=(",", ":"))
+
+
+def enum_type(f: h5py.File, col: Column) -> h5py.Datatype | None:
+    """The file's committed enum type of ``col.enum``, made on first use: one per
+    distinct mapping (``region`` and ``post_region`` share one; a ``kind``
+    column's, its dtype, is one of its own base type),
+    named after the first column that has it (``<name>_2`` ... if taken); None
+    for a mapping HDF5 cannot hold (two names for one value).  The same schema
+    makes the same types in the same order on every rank count."""
+    mapping = dict(col.enum)
+    if col.name == "kind":      # the dataset's own dtype
+        base = np.dtype(col.dtype)
+    else:   # only names the values: the smallest type that holds them, shared by all widths
+        base = np.result_type(*map(np.min_scalar_type, (min(mapping.values(), default=0),
+                                                        max(mapping.values(), default=0))))
+    types = f.require_group(TYPES)
+    for old in types.values():
+        if old.dtype.base == base and _type_enum(old) == list(mapping.items()):
+            return old
+    if len(set(mapping.values())) < len(mapping):
+        return None
+    name = next(n for n in (col.name, *(f"{col.name}_{i}" for i in range(2, 1 << 16)))
+                if n not in types)
+    types[name] = h5py.enum_dtype(mapping, basetype=base)
+    values = list(mapping.values())
+    if values != sorted(values):        # HDF5 keeps the names sorted: the model's order
+        types[name].attrs["enum"] = _enum_json(col)
+    return types[name]
+
+
+def _type_enum(t: h5py.Datatype) -> list[tuple[str, int]]:
+    """A committed enum type's (name, value)s in the model's order: its ``enum``
+    attribute where the order is not by value, else by value."""
+    if "enum" in t.attrs:
+        return list(json.loads(t.attrs["enum"]).items())
+    return sorted(h5py.check_enum_dtype(t.dtype).items(), key=lambda kv: kv[1])
+
+
+def read_enum(ds) -> dict | None:
+    """A column's names of values: from its committed type (layout 4) or JSON (3)."""
+    enum = ds.attrs.get("enum")
+    if enum is None:
+        return None
+    if isinstance(enum, h5py.Reference):
+        return dict(_type_enum(ds.file[enum]))
+    return json.loads(enum)
 
 
 def chunk_rows(rows: int) -> int:
@@ -129,7 +197,8 @@ def _column_attrs(ds, col: Column) -> None:
     if col.unit:
         ds.attrs["unit"] = col.unit
     if col.enum:
-        ds.attrs["enum"] = json.dumps(dict(col.enum), separators=(",", ":"))
+        shared = enum_type(ds.file, col)
+        ds.attrs["enum"] = shared.ref if shared is not None else _enum_json(col)
     if col.refers:
         ds.attrs["refers"] = col.refers
     if not col.measure:
@@ -174,13 +243,13 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
                              filters(Column("ends", "uint64"), compression))
             continue
         if rows == 0:
-            ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=h5_dtype(col))
+            ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=h5_dtype(col, group))
         else:
             final = rows is not None
             ds = group.create_dataset(col.name, shape=((rows if final else 0),) + tail,
                                       maxshape=((rows if final else None),) + tail,
                                       chunks=((min(chunk, rows) if final else chunk),) + tail,
-                                      dtype=h5_dtype(col), **filters(col, compression))
+                                      dtype=h5_dtype(col, group), **filters(col, compression))
         _column_attrs(ds, col)
     _table_attrs(group, columns, 0)
     return group
