@@ -31,6 +31,7 @@ TARGETS = {
     "key": ("keys", "DK", "key"),
 }
 # 0 means "none" for these (OTF_Handler.h): it need not be defined.
+DENSE_IDS = 1 << 16          # ids below this are checked in a table
 _ZERO_ALWAYS = {"comm", "scl", "root", "origin"}
 
 
@@ -63,9 +64,22 @@ class References:
         self.flat = np.concatenate(sets).astype(np.uint64)
         self.offsets = np.cumsum([0] + [len(x) for x in sets]).astype(np.int64)
 
+        # the same as tables (one load per reference, not a binary search) for the ids below
+        # DENSE_IDS: defined[c, id], and the index of each process in self.processes or -1
+        top = max([int(x[-1]) + 1 for x in sets if len(x)] + [0])
+        self.defined = np.zeros((len(self.cols), min(top, DENSE_IDS)), np.bool_)
+        for c, x in enumerate(sets):
+            x = x[x < DENSE_IDS].astype(np.int64)
+            self.defined[c, x] = True
+        top = int(self.processes[-1]) + 1 if len(self.processes) else 0
+        self.process_index = np.full(min(top, DENSE_IDS), -1, np.int64)
+        small = self.processes[self.processes < DENSE_IDS].astype(np.int64)
+        self.process_index[small] = np.flatnonzero(self.processes < DENSE_IDS)
+
     def kernel_args(self) -> tuple:
         """What kernel.decode_lines checks stream records with."""
-        return (self.processes, self.refmap, self.zero, self.flat, self.offsets, np.uint64(G.MAX_KV_TYPE))
+        return (self.processes, self.process_index, self.refmap, self.zero, self.flat, self.offsets,
+                self.defined, np.uint64(G.MAX_KV_TYPE))
 
     def raise_undefined(self, path, line: int, rec: int, what: int, proc: int, value: int) -> None:
         """TraceError at `line` for decode_lines' first record naming something undefined:

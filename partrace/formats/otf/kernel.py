@@ -110,6 +110,20 @@ def _hexval(c):
 
 
 @njit(cache=True)
+def count_records(buf, stop):
+    """Lines of buf[:stop] that start with A-Z or '#': the record lines, but for those
+    that start with spaces (a table that is short of room grows).  The loop vectorizes."""
+    n = 0
+    if stop > 0:
+        c = buf[0]
+        n += (c >= 65 and c <= 90) or c == 35
+    for i in range(stop - 1):
+        c = buf[i + 1]
+        n += (buf[i] == 10) & (((c >= 65) & (c <= 90)) | (c == 35))
+    return n
+
+
+@njit(cache=True)
 def count_lines(buf, stop):
     """Newlines in buf[:stop] (a bound on the records of a chunk; the loop vectorizes)."""
     n = 0
@@ -149,6 +163,14 @@ def _find(ids, lo, hi, v):
     return -1
 
 
+@njit(cache=True)
+def _process(processes, process_index, n_dense, p):
+    """Index of process p in the sorted processes, or -1 (a table lookup for small ids)."""
+    if p < n_dense:
+        return process_index[p]
+    return _find(processes, 0, processes.shape[0], p)
+
+
 # decode_lines' state: st (int64) and tp (uint64) slots, kept across calls and chunks
 (S_POS, S_LINE, S_HAVE_T, S_HAVE_P, S_N, S_NSIDE, S_M, S_KV_SIDE, S_KV_N, S_KV_POS, S_KV_LINE, S_KV_LAST,
  S_BASE, S_REF_LINE, S_REF_WHAT, S_REF_REC, S_BIG, S_FULL) = (0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15,
@@ -171,10 +193,10 @@ ID_MAX = np.uint64(2147483647)
 def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     """Decode the lines of buf[st[S_POS]:limit] (buf[limit - 1] is a newline) into columns.
 
-    `grammar`: Tables.arrays.  `checks`: (defined processes, refmap, zero, flat, offsets,
-    largest value type): a row naming something undefined is remembered (the first, at
-    st[S_REF_*], tp[T_REF_*]) and decoding goes on, so that a syntax error further in the
-    chunk still wins, as when the checks ran after parsing.  `layout`: (table of each
+    `grammar`: Tables.arrays.  `checks`: References.kernel_args(): a row naming something
+    undefined is remembered (the first, at st[S_REF_*], tp[T_REF_*]) and decoding goes on,
+    so that a syntax error further in the chunk still wins, as when the checks ran after
+    parsing.  `layout`: (table of each
     record code (0..2, -1 key-value), kind of each code, is a comment, colmap (code, field)
     -> wide row >= 0 / narrow row -r - 2 / -1, keyrow (table, K_*), row capacity of each
     table, side capacity, time numerator and denominator (0: time left to the caller)).
@@ -192,7 +214,9 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     a syntax error (E_*).  When not final, decoding stops before a trailing run of
     key-value lines (they belong to a record of the next chunk), state at its start."""
     kwb, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl, hexv, upper = grammar
-    processes, refmap, zero, flat, offsets, max_kv_type = checks
+    processes, process_index, refmap, zero, flat, offsets, defined, max_kv_type = checks
+    n_dense = np.uint64(defined.shape[1])
+    n_pdense = np.uint64(process_index.shape[0])
     tab_of, kind_of, is_text, colmap, keyrow, caps, side_cap, time_a, time_b = layout
     wide, narrow, kinds, counts, side = out
     kv_code = tab_of.shape[0] - 1
@@ -207,7 +231,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     t = tp[T_T]
     p = tp[T_P]
     maxp = tp[T_MAXP]
-    pidx = _find(processes, 0, processes.shape[0], p)
+    pidx = _process(processes, process_index, n_pdense, p)
     pidx_of = p
     tm = np.uint64(0)
     tm_of = t
@@ -355,7 +379,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         pos = i + 1
         # references: the process (its runs are long), a key-value's type, then each field
         if p != pidx_of:
-            pidx = _find(processes, 0, processes.shape[0], p)
+            pidx = _process(processes, process_index, n_pdense, p)
             pidx_of = p
         if p > maxp:
             maxp = p
@@ -370,7 +394,12 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
                     cr = refmap[j, rec]
                     if cr < 0 or (zero[j, rec] and vals[j] == 0):
                         continue
-                    if _find(flat, offsets[cr], offsets[cr + 1], vals[j]) < 0:
+                    v = vals[j]
+                    if v < n_dense:
+                        if not defined[cr, v]:
+                            what = j
+                            break
+                    elif _find(flat, offsets[cr], offsets[cr + 1], v) < 0:
                         what = j
                         break
             if what != NO_REF:

@@ -90,11 +90,11 @@ class Layout:
             self.n_wide.append(len(wide))
             self.n_narrow.append(len(narrow))
 
-    def buffers(self, kind: str, lines: int):
-        """Empty columns for a chunk of `lines` lines: its file kind's main table holds them
-        all (a record is a line); the others and the side matrix grow when they fill."""
+    def buffers(self, kind: str, records: int):
+        """Empty columns for a chunk of about `records` records: its file kind's main table
+        holds them; the others and the side matrix grow when they fill."""
         caps = np.zeros(len(ROW_TABLES), np.int64)
-        caps[MAIN_TABLE[kind]] = lines + 1
+        caps[MAIN_TABLE[kind]] = records + 1
         for T, src in enumerate(self.sources):
             if src is None:
                 caps[T] = _UNBOUNDED
@@ -148,7 +148,7 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
             data += b"\n"           # the kernel reads lines that end with a newline
         limit = len(data) if done else data.rfind(b"\n") + 1
         buf = np.frombuffer(data, np.uint8)
-        caps, bufs, side = layout.buffers(kind, K.count_lines(buf, limit))
+        caps, bufs, side = layout.buffers(kind, K.count_records(buf, limit))
         for s in (K.S_POS, K.S_N, K.S_NSIDE, K.S_M, K.S_M + 1, K.S_M + 2):
             st[s] = 0
         while True:
