@@ -155,7 +155,7 @@ class OTFReader(TraceReader):
         if unit.key == MARKER_KEY:
             yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs, refs, defs)
             return
-        layout = Layout(self.selected, tps)
+        layout = Layout.of({t: self.selected(t, [c.name for c in SCHEMA[t]]) for t in SCHEMA}, tps)
         counts = np.zeros((len(ROW_TABLES), len(refs.processes)), np.int64)   # seq of the row tables
         for kind in STREAM_KINDS:
             p = unit.info["files"].get(kind)

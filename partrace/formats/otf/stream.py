@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import partial
 from math import gcd
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -37,13 +37,24 @@ _ID_ERROR = "an id above 2**31-1 (partrace keeps ids in 32 bits)"
 class Layout:
     """Where decode_lines writes each column of each row table, for one selection."""
 
-    def __init__(self, selected: Callable[[str, list[str]], list[str] | None], tps: int):
+    _made: dict = {}
+
+    @classmethod
+    def of(cls, want: dict[str, list[str] | None], tps: int) -> "Layout":
+        """The layout for `want` ({table: its columns asked for, None: not asked for}), made
+        once per process (every unit asks for it)."""
+        key = (tps, tuple((t, None if w is None else tuple(w)) for t, w in sorted(want.items())))
+        if key not in cls._made:
+            cls._made[key] = cls(want, tps)
+        return cls._made[key]
+
+    def __init__(self, want: dict[str, list[str] | None], tps: int):
         self.tps = tps
         g = gcd(10**9, tps)
         a, b = 10**9 // g, tps // g
         fast = a * b < 2**64            # else ticks_to_ns's exact Python path, after the kernel
         self.time_a, self.time_b = np.uint64(a if fast else 0), np.uint64(b if fast else 0)
-        self.want = {t: selected(t, [c.name for c in SCHEMA[t]]) for t in SCHEMA}
+        self.want = want
         self.keyrow = np.full((len(ROW_TABLES), 6), -1, np.int64)
         self.colmap = np.full((len(G.STREAM_RECORDS), K.NV), -1, np.int64)
         self.sources: list[list[tuple[str, str, int]] | None] = []     # (column, matrix, row)
