@@ -183,7 +183,7 @@ NTP = 7
 NSD = 11
 # keyrow columns: wide rows of time, seq, ticks, src_order; narrow row of location; kind (>= 0: write it)
 K_TIME, K_SEQ, K_TICKS, K_ORDER, K_LOC, K_KIND = range(6)
-# decode_lines' status; first_undefined's `what` (else a field position)
+# decode_lines' status; what a record's first undefined reference is (else its field position)
 DONE, FULL, BAD = 0, 1, 2
 BAD_PROCESS, BAD_KV_TYPE, NO_REF = -1, -2, -3
 ID_MAX = np.uint64(2147483647)
