@@ -124,15 +124,6 @@ def count_records(buf, stop):
 
 
 @njit(cache=True)
-def count_lines(buf, stop):
-    """Newlines in buf[:stop] (a bound on the records of a chunk; the loop vectorizes)."""
-    n = 0
-    for i in range(stop):
-        n += buf[i] == 10
-    return n
-
-
-@njit(cache=True)
 def _hex_at(buf, i, hexv):
     """Value of the hex digits from i (the first 16 of them) and where they stop (every
     line the decoder reads ends with a newline, which is no digit)."""

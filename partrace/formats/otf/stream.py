@@ -118,8 +118,8 @@ class Layout:
 
     def grow(self, which: int, caps, bufs, side, rows: int, room: int):
         """Room for `room` rows in table `which` (3: the side matrix); its `rows` are kept.
-        (room: its rows and the chunk's lines left, so a buffer grows once a chunk at most,
-        whatever the number of key-value lines.)"""
+        (room: its rows and the chunk's record lines left, so a buffer grows once a chunk,
+        whatever the number of key-value lines; again only if lines start with spaces.)"""
         if which == 3:
             bigger = np.zeros((room, K.NSD), np.uint64)
             bigger[:rows] = side[:rows]
@@ -172,7 +172,7 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
             rows = int(st[K.S_NSIDE]) if which == 3 else int(st[K.S_M + which])
             pos = int(st[K.S_POS])
             bufs, side = layout.grow(which, caps, bufs, side, rows,
-                                     rows + K.count_lines(buf[pos:], limit - pos) + 1)
+                                     rows + K.count_records(buf[pos:], limit - pos) + 1)
         if status == K.BAD:
             _syntax_error(path, data, err, eline, erec, efield, epos)
         _deferred_errors(path, st, tp, refs, done)
