@@ -3,9 +3,9 @@
 The OTF library checks none of them: it drops (silently) the records of a process
 the master file does not list and hands any other token on as is.  partrace
 refuses both, so no row points at a location, region, ... that the output's
-definition tables do not have.  The checks run on whole parsed chunks with numpy
-(one numba pass, a binary search per reference); only the first bad row is turned
-into a message.
+definition tables do not have.  The stream records are checked as they are
+decoded (kernel.decode_lines: a binary search per reference), marker spots with
+numpy; only the first bad row is turned into a message.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import numpy as np
 
 from ...errors import TraceError
 from . import grammar as G
-from ..jit import njit   # lazy: numba only for inputs that are not small
 from .kernel import NV
 
 # column -> (definitions table, defining record keyword, what it is)
@@ -31,8 +30,8 @@ TARGETS = {
     "origin": ("locations", "DP", "process"),
     "key": ("keys", "DK", "key"),
 }
-_BAD_PROCESS, _BAD_KV_TYPE = -1, -2     # first_undefined's `what` (else a field position)
 # 0 means "none" for these (OTF_Handler.h): it need not be defined.
+DENSE_IDS = 1 << 16          # ids below this are checked in a table
 _ZERO_ALWAYS = {"comm", "scl", "root", "origin"}
 
 
@@ -65,20 +64,36 @@ class References:
         self.flat = np.concatenate(sets).astype(np.uint64)
         self.offsets = np.cumsum([0] + [len(x) for x in sets]).astype(np.int64)
 
-    def check_stream_rows(self, path, rec, proc, vals, lines) -> None:
-        """TraceError at the line of the first row (of rec/proc/vals) naming something undefined."""
-        row, what = first_undefined(rec, proc, vals, self.processes, self.refmap, self.zero, self.flat,
-                                    self.offsets, G.KV_CODE, np.uint64(G.MAX_KV_TYPE))
-        if row < 0:
-            return
-        r = G.STREAM_RECORDS[rec[row]]
-        if what == _BAD_PROCESS:
-            msg = self._process_message(int(proc[row]), r.name)
-        elif what == _BAD_KV_TYPE:
-            msg = f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} for type of KeyValue, got {int(vals[row, 1]):x}"
+        # the same as tables (one load per reference, not a binary search) for the ids below
+        # DENSE_IDS: defined[c, id], and the index of each process in self.processes or -1
+        top = max([int(x[-1]) + 1 for x in sets if len(x)] + [0])
+        self.defined = np.zeros((len(self.cols), min(top, DENSE_IDS)), np.bool_)
+        for c, x in enumerate(sets):
+            x = x[x < DENSE_IDS].astype(np.int64)
+            self.defined[c, x] = True
+        top = int(self.processes[-1]) + 1 if len(self.processes) else 0
+        self.process_index = np.full(min(top, DENSE_IDS), -1, np.int64)
+        small = self.processes[self.processes < DENSE_IDS].astype(np.int64)
+        self.process_index[small] = np.flatnonzero(self.processes < DENSE_IDS)
+
+    def kernel_args(self) -> tuple:
+        """What kernel.decode_lines checks stream records with."""
+        return (self.processes, self.process_index, self.refmap, self.zero, self.flat, self.offsets,
+                self.defined, np.uint64(G.MAX_KV_TYPE))
+
+    def raise_undefined(self, path, line: int, rec: int, what: int, proc: int, value: int) -> None:
+        """TraceError at `line` for decode_lines' first record naming something undefined:
+        `what` is its process (BAD_PROCESS), a key-value's type (BAD_KV_TYPE, `value`) or
+        the field position of the reference (`value` its token)."""
+        from .kernel import BAD_KV_TYPE, BAD_PROCESS
+        r = G.STREAM_RECORDS[rec]
+        if what == BAD_PROCESS:
+            msg = self._process_message(proc, r.name)
+        elif what == BAD_KV_TYPE:
+            msg = f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} for type of KeyValue, got {value:x}"
         else:
-            msg = self._token_message(self.cols[self.refmap[what, rec[row]]], int(vals[row, what]), r.name)
-        raise TraceError.at_line(path, int(lines[row]), msg)
+            msg = self._token_message(self.cols[self.refmap[what, rec]], value, r.name)
+        raise TraceError.at_line(path, line, msg)
 
     def check_marker_spots(self, path, marker, loc, lines, marker_ids, kv_owner, kv_key, kv_type) -> None:
         """Marker spots: their marker must be defined (MD), their process too (DP + master
@@ -115,45 +130,3 @@ class References:
     def _token_message(col: str, v: int, rec_name: str) -> str:
         _, kw, what = TARGETS[col]
         return f"expected a {what} defined by a {kw} record, got {rec_name} naming {col} {v:x}"
-
-
-@njit(cache=True)
-def _has(ids, lo, hi, v):
-    """v in the sorted ids[lo:hi]."""
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if ids[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo < end and ids[lo] == v
-
-
-@njit(cache=True)
-def first_undefined(rec, proc, vals, processes, refmap, zero, flat, offsets, kv_code, max_kv_type):
-    """(row, what) of the first row naming something undefined, or (-1, 0): what is
-    _BAD_PROCESS (its process), _BAD_KV_TYPE (a key-value's type) or the field position j
-    of the reference.  In a row the process comes first, then the type, then j in order."""
-    last_ok = np.uint64(0)
-    have_last = False
-    for i in range(rec.shape[0]):
-        p = proc[i]
-        if not (have_last and p == last_ok):      # a process's lines come in runs
-            if not _has(processes, 0, processes.shape[0], p):
-                return i, _BAD_PROCESS
-            last_ok = p
-            have_last = True
-        r = rec[i]
-        if r == kv_code and vals[i, 1] > max_kv_type:
-            return i, _BAD_KV_TYPE
-        for j in range(refmap.shape[0]):
-            c = refmap[j, r]
-            if c < 0:
-                continue
-            v = vals[i, j]
-            if zero[j, r] and v == 0:
-                continue
-            if not _has(flat, offsets[c], offsets[c + 1], v):
-                return i, j
-    return -1, 0

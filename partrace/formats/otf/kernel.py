@@ -1,9 +1,11 @@
-"""The numba line parser for .events/.snaps/.stats text (short and long format).
+"""The numba decoder of .events/.snaps/.stats text (short and long format).
 
 One pass over a byte chunk: time lines, '*process' lines and records; records
-are matched against the grammar tables (grammar.py) compiled into arrays, and
-their numeric fields land in a (n, NV) uint64 matrix.  Strings are returned as
-byte offsets (they are rare and decoded in Python).
+are matched against the grammar tables (grammar.py) compiled into arrays, their
+references to definitions checked (checks.py), and their fields written straight
+into the columns of their table (stream.py lays those out).  Key-value and
+comment lines, which carry text, become rows of a small side matrix whose text
+is read in Python (they are rare).
 """
 from __future__ import annotations
 
@@ -108,11 +110,26 @@ def _hexval(c):
 
 
 @njit(cache=True)
-def _hex_run(buf, i, end, hexv):
-    """Value of the hex digits from i (the first 16 of them) and where they stop."""
+def count_records(buf, stop):
+    """Lines of buf[:stop] that start with A-Z or '#': the record lines, but for those
+    that start with spaces (a table that is short of room grows).  The loop vectorizes."""
+    n = 0
+    if stop > 0:
+        c = buf[0]
+        n += (c >= 65 and c <= 90) or c == 35
+    for i in range(stop - 1):
+        c = buf[i + 1]
+        n += (buf[i] == 10) & (((c >= 65) & (c <= 90)) | (c == 35))
+    return n
+
+
+@njit(cache=True)
+def _hex_at(buf, i, hexv):
+    """Value of the hex digits from i (the first 16 of them) and where they stop (every
+    line the decoder reads ends with a newline, which is no digit)."""
     v = np.uint64(0)
     s = i
-    while i < end:
+    while True:
         d = hexv[buf[i]]
         if d < 0:
             break
@@ -123,72 +140,132 @@ def _hex_run(buf, i, end, hexv):
 
 
 @njit(cache=True)
-def parse(buf, final, grammar, state, out):
-    """Parse complete lines of buf.
+def _find(ids, lo, hi, v):
+    """Position of v in the sorted ids[lo:hi], or -1."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ids[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < end and ids[lo] == v:
+        return lo
+    return -1
 
-    `grammar`: Tables.arrays; `state`: (time, process, line, have time, have process) where
-    the previous chunk stopped; `out`: (record code, ticks, process, line, (n, NV) field
-    values, string offset, string length) per record, as many rows as buf has lines.
-    Returns (n records, bytes consumed, state at the end, error) with error =
-    (code: 0 or E_*, line, record code or -1, field or -1, byte).  When not final, parsing
-    stops before an incomplete last line, and before a trailing run of key-value lines (they
-    belong to a record in the next chunk), with the state at that point.
-    """
+
+@njit(cache=True)
+def _process(processes, process_index, n_dense, p):
+    """Index of process p in the sorted processes, or -1 (a table lookup for small ids)."""
+    if p < n_dense:
+        return process_index[p]
+    return _find(processes, 0, processes.shape[0], p)
+
+
+# decode_lines' state: st (int64) and tp (uint64) slots, kept across calls and chunks
+(S_POS, S_LINE, S_HAVE_T, S_HAVE_P, S_N, S_NSIDE, S_M, S_KV_SIDE, S_KV_N, S_KV_POS, S_KV_LINE, S_KV_LAST,
+ S_BASE, S_REF_LINE, S_REF_WHAT, S_REF_REC, S_BIG, S_FULL) = (0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15,
+                                                               16, 17, 18, 21)
+NST = 22                                # S_M and S_BIG: three slots, one per table
+T_T, T_P, T_KV_T, T_KV_P, T_REF_P, T_REF_V, T_MAXP = range(7)
+NTP = 7
+# side matrix columns (key-value and comment lines)
+(SD_REC, SD_LINE, SD_SOFF, SD_SLEN, SD_KEY, SD_TYPE, SD_LEN, SD_TICKS, SD_LOC, SD_SEQ, SD_TAB) = range(11)
+NSD = 11
+# keyrow columns: wide rows of time, seq, ticks, src_order; narrow row of location; kind (>= 0: write it)
+K_TIME, K_SEQ, K_TICKS, K_ORDER, K_LOC, K_KIND = range(6)
+# decode_lines' status; what a record's first undefined reference is (else its field position)
+DONE, FULL, BAD = 0, 1, 2
+BAD_PROCESS, BAD_KV_TYPE, NO_REF = -1, -2, -3
+ID_MAX = np.uint64(2147483647)
+
+
+@njit(cache=True)
+def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
+    """Decode the lines of buf[st[S_POS]:limit] (buf[limit - 1] is a newline) into columns.
+
+    `grammar`: Tables.arrays.  `checks`: References.kernel_args(): a row naming something
+    undefined is remembered (the first, at st[S_REF_*], tp[T_REF_*]) and decoding goes on,
+    so that a syntax error further in the chunk still wins, as when the checks ran after
+    parsing.  `layout`: (table of each
+    record code (0..2, -1 key-value), kind of each code, is a comment, colmap (code, field)
+    -> wide row >= 0 / narrow row -r - 2 / -1, keyrow (table, K_*), row capacity of each
+    table, side capacity, time numerator and denominator (0: time left to the caller)).
+    `out`: (wide (rows x capacity uint64) per table, narrow (int32) per table, kind per
+    table, per-location seq counts (table, process index), side matrix).
+
+    A record's row: time (ns), seq (per location and table), ticks, src_order (base + its
+    line among all record lines), location, kind and its fields; ids that do not fit 31
+    bits are not stored, the first line of each table is at st[S_BIG + table].  Key-value
+    lines are side rows that take the time, location, seq and table of the next record
+    (their owner); comments are rows of their table and side rows.
+
+    Returns (status, error code, line, record code, field, byte): DONE; FULL (table
+    st[S_FULL], 3 the side matrix, has no room: grow it and call again, state kept); BAD,
+    a syntax error (E_*).  When not final, decoding stops before a trailing run of
+    key-value lines (they belong to a record of the next chunk), state at its start."""
     kwb, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl, hexv, upper = grammar
-    o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen = out
-    t, p, line, have_t, have_p = state
-    n = 0
-    pos = 0
-    size = buf.shape[0]
-    # state at the start of a pending run of KV lines
-    kv_start_n = -1
-    kv_pos = 0
-    kv_t = t
-    kv_p = p
-    kv_line = line
-    while pos < size:
-        end = pos
-        while end < size and buf[end] != 10:
-            end += 1
-        if end == size and not final:
-            break
+    processes, process_index, refmap, zero, flat, offsets, defined, max_kv_type = checks
+    n_dense = np.uint64(defined.shape[1])
+    n_pdense = np.uint64(process_index.shape[0])
+    tab_of, kind_of, is_text, colmap, keyrow, caps, side_cap, time_a, time_b = layout
+    wide, narrow, kinds, counts, side = out
+    kv_code = tab_of.shape[0] - 1
+    vals = np.zeros(NV, np.uint64)
+    pos = st[S_POS]
+    line = st[S_LINE]
+    have_t = st[S_HAVE_T] != 0
+    have_p = st[S_HAVE_P] != 0
+    n = st[S_N]
+    nside = st[S_NSIDE]
+    kv_side = st[S_KV_SIDE]
+    t = tp[T_T]
+    p = tp[T_P]
+    maxp = tp[T_MAXP]
+    pidx = _process(processes, process_index, n_pdense, p)
+    pidx_of = p
+    tm = np.uint64(0)
+    tm_of = t
+    have_tm = False
+    while pos < limit:
         line += 1
+        lstart = pos
         i = pos
-        while i < end and buf[i] == 32:
+        while buf[i] == 32:
             i += 1
-        if i == end:             # empty line
-            pos = end + 1
-            continue
         c = buf[i]
+        if c == 10:              # empty line
+            pos = i + 1
+            continue
         if hexv[c] >= 0:      # time line
             s = i
-            v, i = _hex_run(buf, i, end, hexv)
+            v, i = _hex_at(buf, i, hexv)
             k = i - s
-            while i < end and buf[i] == 32:
+            while buf[i] == 32:
                 i += 1
-            if i != end:
-                return n, pos, (t, p, line, have_t, have_p), (E_TIME_LINE, line, -1, -1, i)
+            if buf[i] != 10:
+                return BAD, E_TIME_LINE, line, -1, -1, i
             if k > 16:
-                return n, pos, (t, p, line, have_t, have_p), (E_LONG_NUMBER, line, -1, -1, i)
+                return BAD, E_LONG_NUMBER, line, -1, -1, i
             t = v
             have_t = True
-            pos = end + 1
+            pos = i + 1
             continue
         if c == 42:              # '*' process line
             s = i + 1
-            v, i = _hex_run(buf, s, end, hexv)
+            v, i = _hex_at(buf, s, hexv)
             k = i - s
-            while i < end and buf[i] == 32:
+            while buf[i] == 32:
                 i += 1
-            if i != end or k == 0 or k > 16:
-                return n, pos, (t, p, line, have_t, have_p), (E_PROCESS_LINE, line, -1, -1, i)
+            if buf[i] != 10 or k == 0 or k > 16:
+                return BAD, E_PROCESS_LINE, line, -1, -1, i
             p = v
             have_p = True
-            pos = end + 1
+            pos = i + 1
             continue
         # keyword: maximal run of A-Z / '#'
         ks = i
-        while i < end and upper[buf[i]]:
+        while upper[buf[i]]:
             i += 1
         klen = i - ks
         rec = -1
@@ -205,19 +282,39 @@ def parse(buf, final, grammar, state, out):
                 rec = kwrec[q]
                 break
         if rec < 0:
-            return n, pos, (t, p, line, have_t, have_p), (E_KEYWORD, line, -1, -1, ks)
+            return BAD, E_KEYWORD, line, -1, -1, ks
         if not (have_t and have_p):
-            return n, pos, (t, p, line, have_t, have_p), (E_NO_TIME_OR_PROCESS, line, rec, -1, ks)
+            return BAD, E_NO_TIME_OR_PROCESS, line, rec, -1, ks
+        T = tab_of[rec]
+        if T >= 0 and st[S_M + T] >= caps[T]:
+            full = T
+        elif (T < 0 or is_text[rec]) and nside >= side_cap:
+            full = 3
+        else:
+            full = -1
+        if full >= 0:           # no room: stop before this line, all state kept
+            st[S_FULL] = full
+            st[S_POS] = pos
+            st[S_LINE] = line - 1
+            st[S_HAVE_T] = have_t
+            st[S_HAVE_P] = have_p
+            st[S_N] = n
+            st[S_NSIDE] = nside
+            st[S_KV_SIDE] = kv_side
+            tp[T_T] = t
+            tp[T_P] = p
+            tp[T_MAXP] = maxp
+            return FULL, 0, 0, -1, -1, 0
         for j in range(NV):
-            o_vals[n, j] = 0
-        o_soff[n] = 0
-        o_slen[n] = 0
+            vals[j] = 0
+        soff = 0
+        slen = 0
         for j in range(nf[rec]):
-            while i < end and buf[i] == 32:
+            while buf[i] == 32:
                 i += 1
             if j > 0:
                 ts = i
-                while i < end and upper[buf[i]]:
+                while upper[buf[i]]:
                     i += 1
                 tl = i - ts
                 hit = False
@@ -236,55 +333,176 @@ def parse(buf, final, grammar, state, out):
                     i = ts
                     if fopt[rec, j] != REQ:
                         continue
-                    return n, pos, (t, p, line, have_t, have_p), (E_TAG, line, rec, j, ts)
-                while i < end and buf[i] == 32:
+                    return BAD, E_TAG, line, rec, j, ts
+                while buf[i] == 32:
                     i += 1
-            elif fopt[rec, j] != REQ and (i == end or hexv[buf[i]] < 0):
+            elif fopt[rec, j] != REQ and hexv[buf[i]] < 0:
                 continue
             ft = ftype[rec, j]
             if ft == STRING:
-                if i >= end or buf[i] != 34:
-                    return n, pos, (t, p, line, have_t, have_p), (E_STRING, line, rec, j, i)
+                if buf[i] != 34:
+                    return BAD, E_STRING, line, rec, j, i
                 s = i + 1
                 i = s
-                while i < end and buf[i] != 34:
+                while buf[i] != 34 and buf[i] != 10:
                     i += 1
-                if i >= end:
-                    return n, pos, (t, p, line, have_t, have_p), (E_STRING, line, rec, j, s - 1)
-                o_soff[n] = s
-                o_slen[n] = i - s
+                if buf[i] == 10:
+                    return BAD, E_STRING, line, rec, j, s - 1
+                soff = s
+                slen = i - s
                 i += 1
             else:
                 s = i
-                v, i = _hex_run(buf, i, end, hexv)
+                v, i = _hex_at(buf, i, hexv)
                 k = i - s
                 if k == 0:
-                    return n, pos, (t, p, line, have_t, have_p), (E_HEX, line, rec, j, i)
+                    return BAD, E_HEX, line, rec, j, i
                 if ft == HEX and k > 16:
-                    return n, pos, (t, p, line, have_t, have_p), (E_LONG_NUMBER, line, rec, j, s)
+                    return BAD, E_LONG_NUMBER, line, rec, j, s
                 if ft == HEXSTR:
-                    o_soff[n] = s
-                    o_slen[n] = k
-                o_vals[n, j] = v
-        while i < end and buf[i] == 32:
+                    soff = s
+                    slen = k
+                vals[j] = v
+        while buf[i] == 32:
             i += 1
-        if i != end:
-            return n, pos, (t, p, line, have_t, have_p), (E_END_OF_LINE, line, rec, -1, i)
-        if rec == KV_CODE:
-            if kv_start_n < 0:
-                kv_start_n = n
-                kv_pos = pos
-                kv_t = t
-                kv_p = p
-                kv_line = line - 1
-        else:
-            kv_start_n = -1
-        o_rec[n] = rec
-        o_ticks[n] = t
-        o_proc[n] = p
-        o_line[n] = line
+        if buf[i] != 10:
+            return BAD, E_END_OF_LINE, line, rec, -1, i
+        pos = i + 1
+        # references: the process (its runs are long), a key-value's type, then each field
+        if p != pidx_of:
+            pidx = _process(processes, process_index, n_pdense, p)
+            pidx_of = p
+        if p > maxp:
+            maxp = p
+        if st[S_REF_LINE] == 0:
+            what = NO_REF
+            if pidx < 0:
+                what = BAD_PROCESS
+            elif T < 0 and vals[1] > max_kv_type:
+                what = BAD_KV_TYPE
+            else:
+                for j in range(nf[rec]):
+                    cr = refmap[j, rec]
+                    if cr < 0 or (zero[j, rec] and vals[j] == 0):
+                        continue
+                    v = vals[j]
+                    if v < n_dense:
+                        if not defined[cr, v]:
+                            what = j
+                            break
+                    elif _find(flat, offsets[cr], offsets[cr + 1], v) < 0:
+                        what = j
+                        break
+            if what != NO_REF:
+                st[S_REF_LINE] = line
+                st[S_REF_WHAT] = what
+                st[S_REF_REC] = rec
+                tp[T_REF_P] = p
+                if what == BAD_KV_TYPE:
+                    tp[T_REF_V] = vals[1]
+                elif what >= 0:
+                    tp[T_REF_V] = vals[what]
+        if T < 0:               # key-value line: a side row, owner still to come
+            if kv_side < 0:
+                kv_side = nside
+                st[S_KV_N] = n
+                st[S_KV_POS] = lstart
+                st[S_KV_LINE] = line - 1
+                tp[T_KV_T] = t
+                tp[T_KV_P] = p
+            side[nside, SD_REC] = rec
+            side[nside, SD_LINE] = line
+            side[nside, SD_SOFF] = soff
+            side[nside, SD_SLEN] = slen
+            side[nside, SD_KEY] = vals[0]
+            side[nside, SD_TYPE] = vals[1]
+            side[nside, SD_LEN] = vals[3]
+            nside += 1
+            st[S_KV_LAST] = line
+            n += 1
+            continue
+        k = st[S_M + T]
+        seq = 0
+        if pidx >= 0:
+            seq = counts[T, pidx]
+            counts[T, pidx] = seq + 1
+        w = wide[T]
+        r = keyrow[T, K_TIME]
+        if r >= 0:
+            if not (have_tm and tm_of == t):
+                if time_b == 1:
+                    tm = t * time_a
+                elif time_b > 1:
+                    q = t // time_b
+                    tm = q * time_a + ((t - q * time_b) * time_a) // time_b
+                tm_of = t
+                have_tm = True
+            w[r, k] = tm
+        r = keyrow[T, K_SEQ]
+        if r >= 0:
+            w[r, k] = seq
+        r = keyrow[T, K_TICKS]
+        if r >= 0:
+            w[r, k] = t
+        r = keyrow[T, K_ORDER]
+        if r >= 0:
+            w[r, k] = st[S_BASE] + n
+        nw = narrow[T]
+        r = keyrow[T, K_LOC]
+        if r >= 0 and p <= ID_MAX:
+            nw[r, k] = p
+        if keyrow[T, K_KIND] >= 0:
+            kinds[T][k] = kind_of[rec]
+        for j in range(nf[rec]):
+            cc = colmap[rec, j]
+            if cc >= 0:
+                w[cc, k] = vals[j]
+            elif cc <= -2:
+                if vals[j] > ID_MAX:     # reported (the first such line), never stored
+                    if st[S_BIG + T] == 0:
+                        st[S_BIG + T] = line
+                elif -cc - 2 < nw.shape[0]:     # else a column not asked for: checked only
+                    nw[-cc - 2, k] = vals[j]
+        if kv_side >= 0:        # this record owns the key-value lines before it
+            for q2 in range(kv_side, nside):
+                side[q2, SD_TICKS] = t
+                side[q2, SD_LOC] = p
+                side[q2, SD_SEQ] = seq
+                side[q2, SD_TAB] = T
+            kv_side = -1
+        if is_text[rec]:
+            side[nside, SD_REC] = rec
+            side[nside, SD_LINE] = line
+            side[nside, SD_SOFF] = soff
+            side[nside, SD_SLEN] = slen
+            side[nside, SD_TICKS] = t
+            side[nside, SD_LOC] = p
+            side[nside, SD_SEQ] = seq
+            side[nside, SD_TAB] = T
+            nside += 1
+        st[S_M + T] = k + 1
         n += 1
-        pos = end + 1
-    if kv_start_n >= 0 and not final:
-        return kv_start_n, kv_pos, (kv_t, kv_p, kv_line, True, True), (0, 0, -1, -1, 0)
-    return n, min(pos, size), (t, p, line, have_t, have_p), (0, 0, -1, -1, 0)
+    if kv_side >= 0 and not final:     # the trailing key-value lines wait for their record
+        pos = st[S_KV_POS]
+        line = st[S_KV_LINE]
+        t = tp[T_KV_T]
+        p = tp[T_KV_P]
+        have_t = True
+        have_p = True
+        n = st[S_KV_N]
+        nside = kv_side
+        kv_side = -1
+        if st[S_REF_LINE] > line:       # found in those lines: they are checked again
+            st[S_REF_LINE] = 0
+    st[S_FULL] = -1
+    st[S_POS] = pos
+    st[S_LINE] = line
+    st[S_HAVE_T] = have_t
+    st[S_HAVE_P] = have_p
+    st[S_N] = n
+    st[S_NSIDE] = nside
+    st[S_KV_SIDE] = kv_side
+    tp[T_T] = t
+    tp[T_P] = p
+    tp[T_MAXP] = maxp
+    return DONE, 0, 0, -1, -1, 0

@@ -57,7 +57,6 @@ SCHEMA: Schema = {
                     _own("ref_seq", "int64", "seq of the record in that table", refers=ROW_TABLE),
                     _own("text", STR, "comment text")],
 }
-TABLE_OF = np.array([G.TABLE_CODE.get(r.table, -1) for r in G.STREAM_RECORDS], np.int64)
 KIND_OF = np.array([int(r.kind) for r in G.STREAM_RECORDS], np.uint8)
 
 
@@ -148,6 +147,7 @@ class OTFReader(TraceReader):
 
     def decode(self, unit: Unit, defs: Definitions, chunk: int | None = None) -> Iterator[dict[str, Table]]:
         from .checks import References
+        from .stream import ROW_TABLES, Layout, decode_stream
         chunk = chunk or self.chunk_bytes
         tps = int(defs.attrs["ticks_per_second"])
         seqs = {t: _Seq() for t in SCHEMA}
@@ -155,10 +155,12 @@ class OTFReader(TraceReader):
         if unit.key == MARKER_KEY:
             yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs, refs, defs)
             return
+        layout = Layout.of({t: self.selected(t, [c.name for c in SCHEMA[t]]) for t in SCHEMA}, tps)
+        counts = np.zeros((len(ROW_TABLES), len(refs.processes)), np.int64)   # seq of the row tables
         for kind in STREAM_KINDS:
             p = unit.info["files"].get(kind)
             if p:
-                yield from _decode_stream(Path(p), kind, tps, seqs, chunk, refs)
+                yield from decode_stream(Path(p), kind, layout, counts, seqs, chunk, refs)
         p = unit.info["files"].get(MARKER_KEY)
         if p:
             yield self._markers(Path(p), tps, seqs, refs, defs, first=int(defs.attrs.get("global_marker_spots", 0)))
@@ -228,124 +230,4 @@ def _kv_table(owner, key, vtype, text, soff, slen, length, time, loc, seq, ref_t
     return conform(tab, SCHEMA["keyvalues"])
 
 
-def _decode_stream(path: Path, kind: str, tps: int, seqs, chunk: int, refs) -> Iterator[dict[str, Table]]:
-    from .kernel import E_TAG, ERRORS, NV, parse, tables
-    tb = tables(kind)
-    carry = b""
-    state = (np.uint64(0), np.uint64(0), 0, False, False)
-    blocks = read_blocks(path, chunk)
-    done = False
-    base = 0
-    o_rec = o_ticks = o_proc = o_line = o_vals = o_soff = o_slen = np.empty(0, np.int64)
-    while not done:
-        nxt = next(blocks, None)
-        done = nxt is None
-        data = carry + (nxt or b"")
-        if not data:
-            break
-        if not done and len(data) < chunk and b"\n" not in nxt:
-            carry = data
-            continue
-        buf = np.frombuffer(data, np.uint8)
-        cap = int(np.count_nonzero(buf == 10)) + 1
-        if cap > len(o_rec):
-            # one row per line at most; kept for the file's next chunks (every table _tables
-            # makes is a copy), so their pages are faulted in once, not once a chunk
-            o_rec, o_ticks, o_proc, o_line = (np.empty(cap, np.int64), np.empty(cap, np.uint64),
-                                              np.empty(cap, np.uint64), np.empty(cap, np.int64))
-            o_vals, o_soff, o_slen = np.empty((cap, NV), np.uint64), np.empty(cap, np.int64), np.empty(cap, np.int64)
-        t0, p0, line0, ht, hp = state
-        n, used, state, (err, eline, erec, efield, epos) = parse(
-            buf, done, tb.arrays, (np.uint64(t0), np.uint64(p0), line0, ht, hp),
-            (o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen))
-        if err:
-            what = ERRORS[err]
-            if erec >= 0 and efield >= 0:
-                f = G.STREAM_RECORDS[erec].fields[efield]
-                what += f" {f.short!r} ({f.col})" if err == E_TAG else f" for {f.col}"
-                what += f" of {G.STREAM_RECORDS[erec].name}"
-            elif erec >= 0:
-                what += f" after {G.STREAM_RECORDS[erec].name}"
-            ls = data.rfind(b"\n", 0, epos) + 1
-            le = data.find(b"\n", epos)
-            text = data[ls:le if le >= 0 else len(data)][:80].decode("latin-1")
-            raise TraceError.at_line(path, eline, f"{what}, got {text!r} (column {epos - ls + 1})")
-        carry = data[used:]
-        if n:
-            refs.check_stream_rows(path, o_rec[:n], o_proc[:n], o_vals[:n], o_line[:n])
-            yield _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps, seqs, path, base)
-            base += n
-    if carry.strip():
-        raise TraceError(path, "end of file", "expected a complete record line")
-
-
-# comment texts: str, bytes that are not UTF-8 kept as lone surrogates (s.encode("utf-8", "surrogateescape"))
-_TEXT = partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
 TYPES = {t: {c.name: c.numpy_dtype() for c in cols} for t, cols in SCHEMA.items()}
-_VALUES: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
-
-
-def _value_columns(table: str) -> tuple[list[str], list[str], np.ndarray]:
-    """The numeric field columns of a stream table, 8-byte and 32-bit (ids), and
-    split.column_map for them."""
-    if table not in _VALUES:
-        from .split import column_map
-        names = sorted({f.col for r in G.STREAM_RECORDS if r.table == table
-                        for f in r.fields if f.ftype != G.STRING})
-        wide = [n for n in names if TYPES[table][n].itemsize == 8]
-        narrow = [n for n in names if TYPES[table][n] == np.int32]
-        assert len(wide) + len(narrow) == len(names)
-        _VALUES[table] = wide, narrow, column_map(table, wide, narrow)
-    return _VALUES[table]
-
-
-def _tables(data, n, o_rec, o_ticks, o_proc, o_line, o_vals, o_soff, o_slen, tps, seqs, path, base):
-    from .split import fill_columns
-    rec, ticks, proc = o_rec[:n], o_ticks[:n], cast(o_proc[:n], column("location"))
-    vals, soff, slen = o_vals[:n], o_soff[:n], o_slen[:n]
-    time = ticks_to_ns(ticks, tps)
-    is_kv = rec == G.KV_CODE
-    main = np.flatnonzero(~is_kv)
-    tcode = TABLE_OF[rec]
-    out: dict[str, Table] = {}
-    seq_all = np.zeros(n, np.int64)
-    for tname, code in G.TABLE_CODE.items():
-        if tname == "markers":
-            continue
-        rows = np.flatnonzero(tcode == code)
-        m = len(rows)
-        key = (np.empty(m, np.int64), np.empty(m, proc.dtype), np.empty(m, np.uint64), np.empty(m, np.uint8),
-               np.empty(m, np.int64))
-        wide, narrow, colmap = _value_columns(tname)
-        values = np.zeros((len(wide), m), np.uint64)
-        ids = np.zeros((len(narrow), m), np.int32)
-        bad = fill_columns(rows, rec, colmap, vals, values, ids, (time, proc, ticks), key, KIND_OF, base)
-        if bad >= 0:
-            raise TraceError.at_line(path, int(o_line[rows[bad]]), "an id above 2**31-1 "
-                                     "(partrace keeps ids in 32 bits)")
-        cols = dict(zip(("time", "location", "ticks", "kind", "src_order"), key))
-        cols["seq"] = seq_all[rows] = seqs[tname].assign(cols["location"])
-        for c, name in enumerate(wide):
-            cols[name] = values[c].view(TYPES[tname][name])
-        for c, name in enumerate(narrow):
-            cols[name] = ids[c]
-        out[tname] = conform(Table(cols), SCHEMA[tname])
-    # comments: the one string field of their record
-    srows = np.flatnonzero(np.isin(rec, [i for i, r in enumerate(G.STREAM_RECORDS)
-                                         if r.fields and r.fields[0].ftype == G.STRING]))
-    starts, ends = soff[srows].tolist(), (soff[srows] + slen[srows]).tolist()
-    texts = np.fromiter(map(_TEXT, map(data.__getitem__, map(slice, starts, ends))), dtype=object, count=len(srows))
-    out["text"] = conform(Table({"time": time[srows], "location": proc[srows],
-                                 "seq": seqs["text"].assign(proc[srows]), "ref_table": tcode[srows],
-                                 "ref_seq": seq_all[srows], "text": texts}), SCHEMA["text"])
-    # key-value lines belong to the next non-KV record
-    kvr = np.flatnonzero(is_kv)
-    owner_pos = np.searchsorted(main, kvr)
-    if len(kvr) and owner_pos[-1] >= len(main):
-        raise TraceError.at_line(path, int(o_line[kvr[-1]]), "expected a record after the key-value lines")
-    owner = main[owner_pos] if len(kvr) else np.zeros(0, np.int64)
-    kvt = _kv_table(owner, vals[kvr, 0], vals[kvr, 1], data, soff[kvr], slen[kvr], vals[kvr, 3],
-                    time, proc, seq_all, 0, seqs["keyvalues"])
-    kvt.columns["ref_table"] = tcode[owner].astype(np.uint8)
-    out["keyvalues"] = kvt
-    return out

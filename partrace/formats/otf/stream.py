@@ -1,0 +1,265 @@
+"""Decoding one stream file (.events/.snaps/.stats): chunks of text -> tables.
+
+kernel.decode_lines writes each record straight into the columns of its table
+(events, snapshots or statistics), laid out here: the 8-byte columns are the rows
+of one (columns x capacity) uint64 matrix per table, the 32-bit ids and the
+location the rows of one int32 matrix, and a table's columns are views of those
+rows.  Only the columns the reader's selection asks for get a row; every record
+is parsed and checked all the same, so errors do not depend on the selection.
+"""
+from __future__ import annotations
+
+from functools import partial
+from math import gcd
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import Table, cast, column, conform
+from . import grammar as G
+from . import kernel as K
+from .files import read_blocks
+from .reader import KIND_OF, SCHEMA, TYPES, _kv_table, ticks_to_ns
+
+ROW_TABLES = ("events", "snapshots", "statistics")      # kernel table codes 0, 1, 2
+MAIN_TABLE = {"events": 0, "snaps": 1, "stats": 2}       # most rows of each file kind
+_KEY_WIDE = {"time": K.K_TIME, "seq": K.K_SEQ, "ticks": K.K_TICKS, "src_order": K.K_ORDER}
+_TAB_OF = np.array([ROW_TABLES.index(r.table) if r.table in ROW_TABLES else -1
+                    for r in G.STREAM_RECORDS], np.int64)
+_IS_TEXT = np.array([bool(r.fields) and r.fields[0].ftype == G.STRING for r in G.STREAM_RECORDS], np.bool_)
+_UNBOUNDED = 1 << 62      # capacity of a table nobody asked for (its rows are counted, not kept)
+_TEXT = partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
+_ID_ERROR = "an id above 2**31-1 (partrace keeps ids in 32 bits)"
+
+
+class Layout:
+    """Where decode_lines writes each column of each row table, for one selection."""
+
+    _made: dict = {}
+
+    @classmethod
+    def of(cls, want: dict[str, list[str] | None], tps: int) -> "Layout":
+        """The layout for `want` ({table: its columns asked for, None: not asked for}), made
+        once per process (every unit asks for it)."""
+        key = (tps, tuple((t, None if w is None else tuple(w)) for t, w in sorted(want.items())))
+        if key not in cls._made:
+            cls._made[key] = cls(want, tps)
+        return cls._made[key]
+
+    def __init__(self, want: dict[str, list[str] | None], tps: int):
+        self.tps = tps
+        g = gcd(10**9, tps)
+        a, b = 10**9 // g, tps // g
+        fast = a * b < 2**64            # else ticks_to_ns's exact Python path, after the kernel
+        self.time_a, self.time_b = np.uint64(a if fast else 0), np.uint64(b if fast else 0)
+        self.want = want
+        self.keyrow = np.full((len(ROW_TABLES), 6), -1, np.int64)
+        self.colmap = np.full((len(G.STREAM_RECORDS), K.NV), -1, np.int64)
+        self.sources: list[list[tuple[str, str, int]] | None] = []     # (column, matrix, row)
+        self.n_wide, self.n_narrow = [], []
+        for T, t in enumerate(ROW_TABLES):
+            want = self.want[t]
+            if want is not None and not want:
+                want = ["location"]          # asked for with no column it has: its rows still
+            names = want or []
+            wide, narrow, src = [], [], []
+            for name in names + (["ticks"] if "time" in names and not fast and "ticks" not in names else []):
+                if name == "kind":
+                    self.keyrow[T, K.K_KIND] = 0
+                    src.append((name, "kind", 0))
+                elif name == "location":
+                    self.keyrow[T, K.K_LOC] = len(narrow)
+                    src.append((name, "narrow", len(narrow)))
+                    narrow.append(name)
+                elif TYPES[t][name] == np.int32:
+                    src.append((name, "narrow", len(narrow)))
+                    narrow.append(name)
+                else:
+                    if name in _KEY_WIDE and (name != "time" or fast):
+                        self.keyrow[T, _KEY_WIDE[name]] = len(wide)
+                    src.append((name, "wide", len(wide)))
+                    wide.append(name)
+            if not fast and "time" in names:
+                src = [(n, "slow_time" if n == "time" else m, r) for n, m, r in src]
+            # every 32-bit field is range-checked: rows past the matrix's are checked, not kept
+            unkept = len(narrow)
+            for r, rec in enumerate(G.STREAM_RECORDS):
+                if rec.table != t:
+                    continue
+                for j, f in enumerate(rec.fields):
+                    if f.ftype == G.STRING:
+                        continue
+                    if f.col in wide:
+                        self.colmap[r, j] = wide.index(f.col)
+                    elif f.col in narrow:
+                        self.colmap[r, j] = -narrow.index(f.col) - 2
+                    elif TYPES[t][f.col] == np.int32:
+                        self.colmap[r, j] = -unkept - 2
+            self.sources.append(src if want is not None else None)
+            self.n_wide.append(len(wide))
+            self.n_narrow.append(len(narrow))
+
+    def buffers(self, kind: str, records: int):
+        """Empty columns for a chunk of about `records` records: its file kind's main table
+        holds them; the others and the side matrix grow when they fill."""
+        caps = np.zeros(len(ROW_TABLES), np.int64)
+        caps[MAIN_TABLE[kind]] = records + 1
+        for T, src in enumerate(self.sources):
+            if src is None:
+                caps[T] = _UNBOUNDED
+        bufs = [self._table(T, 0 if caps[T] == _UNBOUNDED else caps[T]) for T in range(len(ROW_TABLES))]
+        return caps, bufs, np.zeros((0, K.NSD), np.uint64)
+
+    def _table(self, T: int, cap: int):
+        return (np.zeros((self.n_wide[T], cap), np.uint64), np.zeros((self.n_narrow[T], cap), np.int32),
+                np.zeros(cap if self.keyrow[T, K.K_KIND] >= 0 else 0, np.uint8))
+
+    def grow(self, which: int, caps, bufs, side, rows: int, room: int):
+        """Room for `room` rows in table `which` (3: the side matrix); its `rows` are kept.
+        (room: its rows and the chunk's record lines left, so a buffer grows once a chunk,
+        whatever the number of key-value lines; again only if lines start with spaces.)"""
+        if which == 3:
+            bigger = np.zeros((room, K.NSD), np.uint64)
+            bigger[:rows] = side[:rows]
+            return bufs, bigger
+        new = self._table(which, room)
+        for old, b in zip(bufs[which], new):
+            b[..., :rows] = old[..., :rows]
+        caps[which] = room
+        return bufs[:which] + [new] + bufs[which + 1:], side
+
+    def kernel_args(self, caps, side):
+        return (_TAB_OF, KIND_OF, _IS_TEXT, self.colmap, self.keyrow, caps, len(side), self.time_a, self.time_b)
+
+
+def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seqs, chunk: int,
+                  refs) -> Iterator[dict[str, Table]]:
+    """The tables of one stream file, a chunk of about `chunk` bytes at a time.  `counts`:
+    the unit's seq counters (row table, index of the process in refs.processes)."""
+    grammar = K.tables(kind).arrays
+    checks = refs.kernel_args()
+    st = np.zeros(K.NST, np.int64)
+    tp = np.zeros(K.NTP, np.uint64)
+    st[K.S_KV_SIDE] = -1
+    carry = b""
+    blocks = read_blocks(path, chunk)
+    done = False
+    while not done:
+        nxt = next(blocks, None)
+        done = nxt is None
+        data = carry + (nxt or b"")
+        if not data:
+            break
+        if not done and len(data) < chunk and b"\n" not in nxt:
+            carry = data
+            continue
+        if done and not data.endswith(b"\n"):
+            data += b"\n"           # the kernel reads lines that end with a newline
+        limit = len(data) if done else data.rfind(b"\n") + 1
+        buf = np.frombuffer(data, np.uint8)
+        caps, bufs, side = layout.buffers(kind, K.count_records(buf, limit))
+        for s in (K.S_POS, K.S_N, K.S_NSIDE, K.S_M, K.S_M + 1, K.S_M + 2):
+            st[s] = 0
+        while True:
+            out = (tuple(b[0] for b in bufs), tuple(b[1] for b in bufs), tuple(b[2] for b in bufs), counts, side)
+            status, err, eline, erec, efield, epos = K.decode_lines(
+                buf, limit, done, grammar, checks, layout.kernel_args(caps, side), out, st, tp)
+            if status != K.FULL:
+                break
+            which = int(st[K.S_FULL])
+            rows = int(st[K.S_NSIDE]) if which == 3 else int(st[K.S_M + which])
+            pos = int(st[K.S_POS])
+            bufs, side = layout.grow(which, caps, bufs, side, rows,
+                                     rows + K.count_records(buf[pos:], limit - pos) + 1)
+        if status == K.BAD:
+            _syntax_error(path, data, err, eline, erec, efield, epos)
+        _deferred_errors(path, st, tp, refs, done)
+        carry = data[int(st[K.S_POS]):]
+        n = int(st[K.S_N])
+        if n:
+            yield _chunk_tables(layout, bufs, side[:int(st[K.S_NSIDE])], st, data, seqs)
+            st[K.S_BASE] += n
+    if carry.strip():
+        raise TraceError(path, "end of file", "expected a complete record line")
+
+
+def _syntax_error(path, data: bytes, err, eline, erec, efield, epos):
+    what = K.ERRORS[err]
+    if erec >= 0 and efield >= 0:
+        f = G.STREAM_RECORDS[erec].fields[efield]
+        what += f" {f.short!r} ({f.col})" if err == K.E_TAG else f" for {f.col}"
+        what += f" of {G.STREAM_RECORDS[erec].name}"
+    elif erec >= 0:
+        what += f" after {G.STREAM_RECORDS[erec].name}"
+    ls = data.rfind(b"\n", 0, epos) + 1
+    le = data.find(b"\n", epos)
+    text = data[ls:le if le >= 0 else len(data)][:80].decode("latin-1")
+    raise TraceError.at_line(path, eline, f"{what}, got {text!r} (column {epos - ls + 1})")
+
+
+def _deferred_errors(path, st, tp, refs, final: bool):
+    """What the kernel found and went on past, in the order the checks ran when they
+    followed the parse: references, the location's width, ids per table, then key-value
+    lines that end the file."""
+    if st[K.S_REF_LINE]:
+        refs.raise_undefined(path, int(st[K.S_REF_LINE]), int(st[K.S_REF_REC]), int(st[K.S_REF_WHAT]),
+                             int(tp[K.T_REF_P]), int(tp[K.T_REF_V]))
+    if tp[K.T_MAXP] > K.ID_MAX:
+        cast(tp[K.T_MAXP:K.T_MAXP + 1], column("location"))      # raises, naming the value
+    for T in range(len(ROW_TABLES)):
+        if st[K.S_BIG + T]:
+            raise TraceError.at_line(path, int(st[K.S_BIG + T]), _ID_ERROR)
+    if final and st[K.S_KV_SIDE] >= 0:
+        raise TraceError.at_line(path, int(st[K.S_KV_LAST]), "expected a record after the key-value lines")
+
+
+def _chunk_tables(layout: Layout, bufs, side, st, data: bytes, seqs) -> dict[str, Table]:
+    out: dict[str, Table] = {}
+    for T, t in enumerate(ROW_TABLES):
+        src = layout.sources[T]
+        if src is None:
+            continue
+        m = int(st[K.S_M + T])
+        wide, narrow, kinds = bufs[T]
+        cols = {}
+        for name, where, row in src:
+            if where == "wide":
+                cols[name] = wide[row, :m].view(TYPES[t][name])
+            elif where == "narrow":
+                cols[name] = narrow[row, :m]
+            elif where == "kind":
+                cols[name] = kinds[:m]
+        for name, where, row in src:
+            if where == "slow_time":
+                cols[name] = ticks_to_ns(cols["ticks"], layout.tps)
+        want = layout.want[t] or ["location"]
+        out[t] = Table({c.name: cols[c.name] for c in SCHEMA[t] if c.name in want})
+    rec = side[:, K.SD_REC].astype(np.int64)
+    if layout.want["text"] is not None:
+        out["text"] = _text_table(side[_IS_TEXT[rec]], data, layout.tps, seqs["text"])
+    if layout.want["keyvalues"] is not None:
+        kv = side[rec == G.KV_CODE]
+        owner = np.arange(len(kv))
+        time = ticks_to_ns(kv[:, K.SD_TICKS], layout.tps)
+        loc = cast(kv[:, K.SD_LOC], column("location"))
+        kvt = _kv_table(owner, kv[:, K.SD_KEY], kv[:, K.SD_TYPE], data, kv[:, K.SD_SOFF].astype(np.int64),
+                        kv[:, K.SD_SLEN].astype(np.int64), kv[:, K.SD_LEN], time, loc,
+                        kv[:, K.SD_SEQ].astype(np.int64), 0, seqs["keyvalues"])
+        kvt.columns["ref_table"] = kv[:, K.SD_TAB].astype(np.uint8)
+        out["keyvalues"] = kvt
+    return out
+
+
+def _text_table(rows: np.ndarray, data: bytes, tps: int, seqc) -> Table:
+    """Comments: the one string field of their record, str (bytes that are not UTF-8 kept as
+    lone surrogates: s.encode("utf-8", "surrogateescape") gives them back)."""
+    loc = cast(rows[:, K.SD_LOC], column("location"))
+    starts = rows[:, K.SD_SOFF].astype(np.int64)
+    ends = starts + rows[:, K.SD_SLEN].astype(np.int64)
+    texts = np.fromiter(map(_TEXT, map(data.__getitem__, map(slice, starts.tolist(), ends.tolist()))),
+                        dtype=object, count=len(rows))
+    return conform(Table({"time": ticks_to_ns(rows[:, K.SD_TICKS], tps), "location": loc,
+                          "seq": seqc.assign(loc), "ref_table": rows[:, K.SD_TAB].astype(np.uint8),
+                          "ref_seq": rows[:, K.SD_SEQ].astype(np.int64), "text": texts}), SCHEMA["text"])

@@ -1,0 +1,74 @@
+"""The one-pass OTF stream decoder (kernel.decode_lines): the errors it finds and goes on past
+keep the order the separate checks had, and the tables that start with no room (snapshots in
+an events file, key-value and comment lines) grow to whatever a chunk holds."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from partrace.errors import TraceError
+from partrace.formats.otf import OTF
+from tests.formats.test_otf_helpers import decode_all
+from tests.formats.test_otf_reader import _copy, _edit
+
+
+def _decode(path, chunk=None):
+    r = OTF.open(path)
+    d = r.read_definitions()
+    for u in r.units():
+        for _ in r.decode(u, d, **({"chunk": chunk} if chunk and u.key != "marker" else {})):
+            pass
+
+
+def test_a_syntax_error_further_in_the_chunk_wins_over_an_undefined_function(tmp_path):
+    """The references were checked once a chunk had parsed: a syntax error anywhere in the
+    chunk came first; in a later chunk, after the reference's chunk was refused."""
+    d = _copy(tmp_path)
+    f = d / "ring8.1.events"
+    ref_line = _edit(f, b"\nE6\n", b"\nE7777\n") + 1
+    f.write_bytes(f.read_bytes() + b"QZ\n")
+    last = f.read_bytes().count(b"\n")
+    assert last > ref_line + 100
+    with pytest.raises(TraceError) as e:
+        _decode(d)
+    assert (e.value.path, e.value.where) == (str(f), f"line {last}")
+    assert "expected a known record keyword" in e.value.message
+    with pytest.raises(TraceError) as e:
+        _decode(d, chunk=1000)
+    assert (e.value.path, e.value.where) == (str(f), f"line {ref_line}")
+    assert "expected a function defined by a DF record" in e.value.message and "7777" in e.value.message
+
+
+@pytest.mark.parametrize("chunk", [None, 700])
+def test_inline_snapshots_and_their_keyvalues(tmp_path, chunk):
+    """An EnterSnapshot line, owning a key-value line, after every Enter of every events file:
+    the snapshots table gets them all (its buffer starts empty and grows), with their
+    process, fields and seq, the key-values point at them, and the events are unchanged."""
+    _, _, clean = decode_all(_copy(tmp_path / "clean"))
+    d = _copy(tmp_path / "snap")
+    added = {}
+    for f in d.glob("*.events"):
+        out, proc = [], None
+        for line in f.read_bytes().split(b"\n"):
+            out.append(line)
+            proc = int(line[1:], 16) if line.startswith(b"*") else proc
+            if line.startswith(b"E"):
+                otime = 7 * len(out)
+                out += [b"K1Y6V2a", b"TE3O%x" % otime]
+                added.setdefault(proc, []).append(otime)
+        f.write_bytes(b"\n".join(out))
+    _, _, t = decode_all(d, chunk)
+    snap, kv, ev = t["snapshots"], t["keyvalues"], t["events"]
+    assert len(snap) == sum(map(len, added.values())) > 1000
+    assert set(snap["region"].tolist()) == {3} and set(snap["kind"].tolist()) == {int(snap["kind"][0])}
+    for p, otimes in added.items():
+        mine = snap["location"] == p
+        assert snap["otime"][mine].tolist() == otimes
+        assert snap["seq"][mine].tolist() == list(range(len(otimes)))
+    owned = kv["ref_table"] == 1
+    assert int(owned.sum()) == len(snap) and set(kv["key"][owned].tolist()) == {1}
+    assert sorted(zip(*(kv[c][owned].tolist() for c in ("location", "ref_seq", "time")))) == sorted(
+        zip(*(snap[c].tolist() for c in ("location", "seq", "time"))))
+    for c in ev.names:
+        if c != "src_order":
+            assert np.array_equal(ev[c], clean["events"][c]), c
