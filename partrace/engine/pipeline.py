@@ -155,7 +155,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     # ``info`` and the folds (open_on_all_ranks, read_plan) never use
     from .runs import RunStore, row_bytes
     from .windows import (by_destination, choose_cuts, choose_shared_cuts, next_window_keys,
-                          time_window, window_count, window_rows)
+                          release_scratch, time_window, window_count, window_rows)
     stats = RunStats()
     progress = progress or Progress(comm, enabled=False)
     progress.phase("plan")
@@ -222,5 +222,6 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         raise
     finally:
         store.close()
+        release_scratch()
         progress.done()
     return stats

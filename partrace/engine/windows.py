@@ -11,6 +11,7 @@ memory budget; with W = 1 this is the classic sample sort.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -110,10 +111,10 @@ def _gather_column(spans, col: Column) -> np.ndarray:
 
 
 class _Scratch:
-    """One reused buffer for a window's gathered columns: each column is gathered into
-    it, then taken in key order into a new array, so the unordered copy of a column
-    costs no fresh pages (which the kernel fills with zeros first) and no more memory
-    than the widest column."""
+    """One reused buffer for the windows' gathered columns: each column is gathered into
+    it, then taken in key order (or sent) into a new array, so the unordered copy of a
+    column costs no fresh pages (which the kernel fills with zeros first) and no more
+    memory than the widest column.  What it gathers is used at once, never kept."""
 
     def __init__(self):
         self.raw = np.empty(0, np.uint8)
@@ -130,6 +131,23 @@ class _Scratch:
             self.raw = np.empty(size, np.uint8)
         out = self.raw[:size].view(dt).reshape((n,) + shape)
         return np.concatenate(parts, out=out)
+
+    def release(self) -> None:
+        self.raw = np.empty(0, np.uint8)
+
+
+_scratches = threading.local()     # one per thread: shared by every window of its runs
+
+
+def _scratch() -> _Scratch:
+    if not hasattr(_scratches, "buffer"):
+        _scratches.buffer = _Scratch()
+    return _scratches.buffer
+
+
+def release_scratch() -> None:
+    """Free this thread's gathering buffer (the end of a run)."""
+    _scratch().release()
 
 
 def _span_starts(spans) -> np.ndarray:
@@ -160,9 +178,8 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
         del keys
         if order is None:
             return SpanRows(spans, schema)
-    scratch = _Scratch()
     return MergedTable(n, list(cols), lambda name: np.take(
-        scratch.gather(spans, cols[name], n), order, axis=0))
+        _scratch().gather(spans, cols[name], n), order, axis=0))
 
 
 def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column]) -> Table:
@@ -185,9 +202,8 @@ def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
     spans, counts = _spans(runs, bounds)
     if p == 1:      # the order from the keys alone; every column is placed when read
         return _merged_spans(spans, schema)
-    n, scratch = int(counts.sum()), _Scratch()     # each column is sent before the next is gathered
-    got = exchange_columns(comm, lambda c: scratch.gather(spans, c, n), counts, schema)
-    del scratch
+    n = int(counts.sum())       # each column is sent before the next is gathered
+    got = exchange_columns(comm, lambda c: _scratch().gather(spans, c, n), counts, schema)
     return _sorted_lazily(got, schema)
 
 
