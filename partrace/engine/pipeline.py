@@ -214,6 +214,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             comm.poll()     # notices of a stop are read between windows too
             sink.write(comm, merged)
             del merged
+            release_scratch()   # not held through the next window's ordering (its peak)
             progress.advance(1)
         stats.rows_written = written
         sink.commit(comm)

@@ -136,7 +136,7 @@ class _Scratch:
         self.raw = np.empty(0, np.uint8)
 
 
-_scratches = threading.local()     # one per thread: shared by every window of its runs
+_scratches = threading.local()     # one per thread: shared by the tables of a window
 
 
 def _scratch() -> _Scratch:
@@ -146,7 +146,7 @@ def _scratch() -> _Scratch:
 
 
 def release_scratch() -> None:
-    """Free this thread's gathering buffer (the end of a run)."""
+    """Free this thread's gathering buffer (the end of a window or of a run)."""
     _scratch().release()
 
 
