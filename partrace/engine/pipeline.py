@@ -155,7 +155,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     # ``info`` and the folds (open_on_all_ranks, read_plan) never use
     from .runs import RunStore, row_bytes
     from .windows import (by_destination, choose_cuts, choose_shared_cuts, next_window_keys,
-                          release_scratch, time_window, window_count, window_rows)
+                          time_window, window_count, window_rows)
     stats = RunStats()
     progress = progress or Progress(comm, enabled=False)
     progress.phase("plan")
@@ -214,7 +214,6 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             comm.poll()     # notices of a stop are read between windows too
             sink.write(comm, merged)
             del merged
-            release_scratch()   # not held through the next window's ordering (its peak)
             progress.advance(1)
         stats.rows_written = written
         sink.commit(comm)
@@ -223,6 +222,5 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         raise
     finally:
         store.close()
-        release_scratch()
         progress.done()
     return stats

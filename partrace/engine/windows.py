@@ -11,7 +11,6 @@ memory budget; with W = 1 this is the classic sample sort.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
@@ -110,46 +109,6 @@ def _gather_column(spans, col: Column) -> np.ndarray:
     return values.astype(col.element_dtype(), copy=False)
 
 
-class _Scratch:
-    """One reused buffer for the windows' gathered columns: each column is gathered into
-    it, then taken in key order (or sent) into a new array, so the unordered copy of a
-    column costs no fresh pages (which the kernel fills with zeros first) and no more
-    memory than the widest column.  What it gathers is used at once, never kept."""
-
-    def __init__(self):
-        self.raw = np.empty(0, np.uint8)
-
-    def gather(self, spans, col: Column, n: int) -> np.ndarray:
-        parts = [_column(run, col.name, a, b) for run, a, b in spans]
-        dt = col.element_dtype()
-        if len(parts) < 2 or col.is_object or any(p.dtype != dt for p in parts):
-            return _gather_column(spans, col)
-        shape = parts[0].shape[1:]
-        size = n * dt.itemsize * int(np.prod(shape, dtype=np.int64))
-        if len(self.raw) < size:
-            self.raw = np.empty(0, np.uint8)    # the old one goes before the new one comes
-            self.raw = np.empty(size, np.uint8)
-        out = self.raw[:size].view(dt).reshape((n,) + shape)
-        return np.concatenate(parts, out=out)
-
-    def release(self) -> None:
-        self.raw = np.empty(0, np.uint8)
-
-
-_scratches = threading.local()     # one per thread: shared by the tables of a window
-
-
-def _scratch() -> _Scratch:
-    if not hasattr(_scratches, "buffer"):
-        _scratches.buffer = _Scratch()
-    return _scratches.buffer
-
-
-def release_scratch() -> None:
-    """Free this thread's gathering buffer (the end of a window or of a run)."""
-    _scratch().release()
-
-
 def _span_starts(spans) -> np.ndarray:
     """Offsets of the spans in their concatenation, and its length (sorted runs)."""
     return np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64)
@@ -169,7 +128,7 @@ class SpanRows(MergedTable):
 
 def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) -> MergedTable:
     """The spans' rows in key order (``order``: a permutation of them to use instead),
-    each column placed in that order when read."""
+    each column taken in that order when read."""
     cols = {c.name: c for c in schema}
     n = sum(b - a for _, a, b in spans)
     if order is None:
@@ -179,7 +138,7 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
         if order is None:
             return SpanRows(spans, schema)
     return MergedTable(n, list(cols), lambda name: np.take(
-        _scratch().gather(spans, cols[name], n), order, axis=0))
+        _gather_column(spans, cols[name]), order, axis=0))
 
 
 def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column]) -> Table:
@@ -200,10 +159,9 @@ def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
     p = comm.size
     bounds = [_cut(cuts, w * p + r) for r in range(p + 1)]
     spans, counts = _spans(runs, bounds)
-    if p == 1:      # the order from the keys alone; every column is placed when read
+    if p == 1:      # the order from the keys alone; every column is taken in it when read
         return _merged_spans(spans, schema)
-    n = int(counts.sum())       # each column is sent before the next is gathered
-    got = exchange_columns(comm, lambda c: _scratch().gather(spans, c, n), counts, schema)
+    got = exchange_columns(comm, lambda c: _gather_column(spans, c), counts, schema)
     return _sorted_lazily(got, schema)
 
 
@@ -220,7 +178,7 @@ def by_destination(comm: Comm, rows: Table, dest: np.ndarray, schema: list[Colum
     if comm.size > 1:
         perm = np.argsort(dest, kind="stable")
         counts = np.bincount(dest, minlength=comm.size).astype(np.int64)
-        if spans is not None:   # the rows of each column placed in destination order at once
+        if spans is not None:   # each column gathered and put in destination order when sent
             rows = _merged_spans(spans, schema, perm)
             del perm
             send = rows.column_once

@@ -1,11 +1,10 @@
-"""Windows gathered through the reused buffer: in key order, every column type, at any
-later time (a buffer shared by the windows never leaks into a built column)."""
+"""Windows whose columns are gathered on read: in key order, every column type, built in
+any order across windows, in both modes."""
 import numpy as np
 
 from partrace.engine.mpi import serial
 from partrace.engine.order import merge_order, run_starts
-from partrace.engine.windows import (by_destination, choose_cuts, release_scratch, time_window,
-                                     window_rows)
+from partrace.engine.windows import by_destination, choose_cuts, time_window, window_rows
 from partrace.model import Table
 from tests.engine.test_windows import SCHEMA, _lexsort, _runs
 
@@ -37,7 +36,6 @@ def test_time_and_destination_windows_equal_a_sort_of_their_rows_read_in_any_ord
         whole = Table({c.name: np.concatenate([r[c.name] for r in rows]) for c in SCHEMA})
         _equal(whole, _expected(t))
         assert sum(len(r) for r in rows) == len(t) and all(len(r) for r in rows)
-    release_scratch()
 
 
 def test_int32_locations_order_as_widened_ones():
