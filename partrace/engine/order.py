@@ -36,7 +36,7 @@ def merge_order(table: Table, starts: np.ndarray | None = None) -> np.ndarray | 
     starts = run_starts(t, loc, seq) if starts is None else _descents(t, loc, seq, starts)
     if len(starts) <= 2:
         return None
-    t, loc, seq = (_int_keys(a) for a in (t, loc, seq))
+    t, loc, seq = (np.ascontiguousarray(a, np.int64) for a in (t, loc, seq))
     if len(starts) - 1 > HEAP_MAX_RUNS:
         return time_order(t, loc, seq)
     return merge_runs(t, loc, seq, starts)
@@ -91,16 +91,8 @@ def run_starts(t, loc, seq) -> np.ndarray:
     n = len(t)
     if n < 2:
         return np.array([0, n], np.int64)
-    return _run_starts(_int_keys(t), _int_keys(loc), _int_keys(seq))
-
-
-def _int_keys(a) -> np.ndarray:
-    """A key column for the kernels: int32 locations stay int32 (compared as they are,
-    no widened copy of every window); other types become int64."""
-    a = np.asarray(a)
-    if a.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-        a = a.astype(np.int64)
-    return np.ascontiguousarray(a)
+    return _run_starts(np.ascontiguousarray(t, np.int64), np.ascontiguousarray(loc, np.int64),
+                       np.ascontiguousarray(seq, np.int64))
 
 
 def _descents(t, loc, seq, starts: np.ndarray) -> np.ndarray:
