@@ -491,7 +491,18 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _one_blas_thread() -> None:
+    """partrace does no linear algebra, yet numpy's OpenBLAS starts a thread per core when
+    numpy loads, and those threads wake and spin: one BLAS thread, unless the user chose.
+    Only before numpy is imported (its BLAS reads the variables once, at load)."""
+    import os
+    if "numpy" not in sys.modules:
+        for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+
+
 def entry() -> None:
+    _one_blas_thread()
     from .engine import stop
     stop.install()      # before anything slow: a signal during imports exits 143 cleanly
     code = main()

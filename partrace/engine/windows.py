@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..model import KEY_COLUMNS, Column, Table
-from .merged import ordered
+from .merged import MergedTable, ordered
 from .mpi import Comm
 from .order import Key, merge_order
 from .runs import Run
@@ -109,10 +109,36 @@ def _gather_column(spans, col: Column) -> np.ndarray:
     return values.astype(col.element_dtype(), copy=False)
 
 
-def _gather(runs: list[Run], bounds: list, schema: list[Column]) -> tuple[Table, np.ndarray]:
-    """All columns of the rows between consecutive bounds, grouped by interval."""
-    spans, counts = _spans(runs, bounds)
-    return Table({c.name: _gather_column(spans, c) for c in schema}), counts
+def _span_starts(spans) -> np.ndarray:
+    """Offsets of the spans in their concatenation, and its length (sorted runs)."""
+    return np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64)
+
+
+class SpanRows(MergedTable):
+    """Rows of the spans in span order, each column gathered when read."""
+
+    __slots__ = ("spans", "schema")
+
+    def __init__(self, spans, schema: list[Column]):
+        cols = {c.name: c for c in schema}
+        super().__init__(sum(b - a for _, a, b in spans), list(cols),
+                         lambda name: _gather_column(spans, cols[name]))
+        self.spans, self.schema = spans, schema
+
+
+def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) -> MergedTable:
+    """The spans' rows in key order (``order``: a permutation of them to use instead),
+    each column taken in that order when read."""
+    cols = {c.name: c for c in schema}
+    n = sum(b - a for _, a, b in spans)
+    if order is None:
+        keys = Table({k: _gather_column(spans, cols[k]) for k in KEY_COLUMNS})
+        order = merge_order(keys, _span_starts(spans))
+        del keys
+        if order is None:
+            return SpanRows(spans, schema)
+    return MergedTable(n, list(cols), lambda name: np.take(
+        _gather_column(spans, cols[name]), order, axis=0))
 
 
 def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column]) -> Table:
@@ -133,32 +159,35 @@ def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
     p = comm.size
     bounds = [_cut(cuts, w * p + r) for r in range(p + 1)]
     spans, counts = _spans(runs, bounds)
-    cols = {c.name: c for c in schema}
-    if p == 1:
-        # the order from the keys alone; every column is gathered when read
-        keys = Table({k: _gather_column(spans, cols[k]) for k in KEY_COLUMNS})
-        order = merge_order(keys, np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64))
-        del keys
-        return ordered(int(counts.sum()), list(cols),
-                       lambda name: _gather_column(spans, cols[name]), order)
+    if p == 1:      # the order from the keys alone; every column is taken in it when read
+        return _merged_spans(spans, schema)
     got = exchange_columns(comm, lambda c: _gather_column(spans, c), counts, schema)
     return _sorted_lazily(got, schema)
 
 
 def window_rows(runs: list[Run], cuts: list[Key], w: int, schema: list[Column]) -> Table:
-    """This rank's rows of window w in destination mode (not exchanged yet)."""
-    table, _ = _gather(runs, [_cut(cuts, w), _cut(cuts, w + 1)], schema)
-    return table
+    """This rank's rows of window w in destination mode (not exchanged yet; each
+    column gathered when read)."""
+    spans, _ = _spans(runs, [_cut(cuts, w), _cut(cuts, w + 1)])
+    return SpanRows(spans, schema)
 
 
 def by_destination(comm: Comm, rows: Table, dest: np.ndarray, schema: list[Column]) -> Table:
     """Send every row to rank dest[i]; each rank's rows come back sorted by key."""
+    spans = rows.spans if isinstance(rows, SpanRows) else None
     if comm.size > 1:
         perm = np.argsort(dest, kind="stable")
         counts = np.bincount(dest, minlength=comm.size).astype(np.int64)
-        mine = rows
-        rows = exchange_columns(comm, lambda c: np.take(mine[c.name], perm, axis=0), counts,
-                                schema)
+        if spans is not None:   # each column gathered and put in destination order when sent
+            rows = _merged_spans(spans, schema, perm)
+            del perm
+            send = rows.column_once
+        else:
+            mine = rows
+            send = lambda name: np.take(mine[name], perm, axis=0)  # noqa: E731
+        rows = exchange_columns(comm, lambda c: send(c.name), counts, schema)
+    elif spans is not None:
+        return _merged_spans(spans, schema)
     return _sorted_lazily(rows, schema)
 
 

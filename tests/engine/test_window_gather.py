@@ -1,0 +1,50 @@
+"""Windows whose columns are gathered on read: in key order, every column type, built in
+any order across windows, in both modes."""
+import numpy as np
+
+from partrace.engine.mpi import serial
+from partrace.engine.order import merge_order, run_starts
+from partrace.engine.windows import by_destination, choose_cuts, time_window, window_rows
+from partrace.model import Table
+from tests.engine.test_windows import SCHEMA, _lexsort, _runs
+
+
+def _expected(t: Table) -> dict:
+    order = _lexsort(t)
+    return {c.name: t[c.name][order].astype(c.element_dtype()) for c in SCHEMA}
+
+
+def _equal(got: Table, want: dict) -> None:
+    for c in SCHEMA:
+        a = got[c.name]
+        assert a.dtype == want[c.name].dtype and a.shape == want[c.name].shape, c.name
+        assert np.array_equal(a, want[c.name]), c.name
+
+
+def test_time_and_destination_windows_equal_a_sort_of_their_rows_read_in_any_order():
+    rng = np.random.default_rng(21)
+    t, runs = _runs(rng, 2400, SCHEMA, size=250)
+    cuts = choose_cuts(serial(), runs, 3)
+    for make in (lambda w: time_window(serial(), runs, cuts, w, SCHEMA),
+                 lambda w: by_destination(serial(), window_rows(runs, cuts, w, SCHEMA),
+                                          np.zeros(0, np.int64), SCHEMA)):
+        windows = [make(w) for w in range(3)]
+        # columns of later windows built first, then the earlier ones: each built column
+        # is its own array, whatever was gathered after it
+        built = [{c.name: win.column_once(c.name) for c in SCHEMA} for win in windows[::-1]][::-1]
+        rows = [Table(b) for b in built]
+        whole = Table({c.name: np.concatenate([r[c.name] for r in rows]) for c in SCHEMA})
+        _equal(whole, _expected(t))
+        assert sum(len(r) for r in rows) == len(t) and all(len(r) for r in rows)
+
+
+def test_int32_locations_order_as_widened_ones():
+    rng = np.random.default_rng(5)
+    n = 5000
+    t = Table({"time": rng.integers(0, 50, n), "location": rng.integers(1, 9, n).astype(np.int32),
+               "seq": rng.integers(0, 4, n)})
+    wide = Table({**t.columns, "location": t["location"].astype(np.int64)})
+    assert np.array_equal(merge_order(t), merge_order(wide))
+    assert np.array_equal(merge_order(t), _lexsort(t))
+    assert np.array_equal(run_starts(t["time"], t["location"], t["seq"]),
+                          run_starts(wide["time"], wide["location"], wide["seq"]))
