@@ -180,6 +180,23 @@ BAD_PROCESS, BAD_KV_TYPE, NO_REF = -1, -2, -3
 ID_MAX = np.uint64(2147483647)
 
 
+@njit(cache=True, inline="always")
+def _keep(st, tp, full, pos, line, have_t, have_p, n, nside, kv_side, t, p, maxp):
+    """The parser's state where decode_lines stops (a full buffer, or the chunk's end):
+    the next call on the same file resumes from it."""
+    st[S_FULL] = full
+    st[S_POS] = pos
+    st[S_LINE] = line
+    st[S_HAVE_T] = have_t
+    st[S_HAVE_P] = have_p
+    st[S_N] = n
+    st[S_NSIDE] = nside
+    st[S_KV_SIDE] = kv_side
+    tp[T_T] = t
+    tp[T_P] = p
+    tp[T_MAXP] = maxp
+
+
 @njit(cache=True)
 def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     """Decode the lines of buf[st[S_POS]:limit] (buf[limit - 1] is a newline) into columns.
@@ -293,17 +310,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         else:
             full = -1
         if full >= 0:           # no room: stop before this line, all state kept
-            st[S_FULL] = full
-            st[S_POS] = pos
-            st[S_LINE] = line - 1
-            st[S_HAVE_T] = have_t
-            st[S_HAVE_P] = have_p
-            st[S_N] = n
-            st[S_NSIDE] = nside
-            st[S_KV_SIDE] = kv_side
-            tp[T_T] = t
-            tp[T_P] = p
-            tp[T_MAXP] = maxp
+            _keep(st, tp, full, pos, line - 1, have_t, have_p, n, nside, kv_side, t, p, maxp)
             return FULL, 0, 0, -1, -1, 0
         for j in range(NV):
             vals[j] = 0
@@ -494,15 +501,5 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         kv_side = -1
         if st[S_REF_LINE] > line:       # found in those lines: they are checked again
             st[S_REF_LINE] = 0
-    st[S_FULL] = -1
-    st[S_POS] = pos
-    st[S_LINE] = line
-    st[S_HAVE_T] = have_t
-    st[S_HAVE_P] = have_p
-    st[S_N] = n
-    st[S_NSIDE] = nside
-    st[S_KV_SIDE] = kv_side
-    tp[T_T] = t
-    tp[T_P] = p
-    tp[T_MAXP] = maxp
+    _keep(st, tp, -1, pos, line, have_t, have_p, n, nside, kv_side, t, p, maxp)
     return DONE, 0, 0, -1, -1, 0
