@@ -94,7 +94,7 @@ class EventRows:
         per_call = 2 + cnt
         out = {}
         # a call's rows are contiguous: its own columns are repeats, not scatters
-        if self.wants("call") or self.wants("location"):
+        if self.wants("call"):
             out["call"] = np.repeat(np.arange(n, dtype=np.int64), per_call)
         if self.wants("region"):
             out["region"] = np.repeat(self.w.func.astype(np.int64) + 1, per_call)
@@ -104,12 +104,10 @@ class EventRows:
         names = sorted(set().union(*parts) - {"order", "call"})
         if not names:
             return out, total
+        from .kernels import extra_rows
         eorder = np.concatenate([p["order"] for p in extra]) if extra else np.zeros(0, np.int8)
         start = np.concatenate([[0], np.cumsum(per_call)[:-1]]).astype(np.int64)
-        srt = np.argsort(ecall * 4 + eorder, kind="stable")
-        first = np.searchsorted(ecall[srt], ecall[srt])
-        epos = np.empty(len(ecall), np.int64)
-        epos[srt] = start[ecall[srt]] + 1 + (np.arange(len(srt)) - first)
+        epos = extra_rows(ecall.astype(np.int64, copy=False), eorder, start)
         # destination rows of each part: a column is filled, then scattered part by part
         cuts = np.cumsum([len(p["call"]) for p in extra])[:-1]
         dests = [start, start + 1 + cnt] + np.split(epos, cuts)
@@ -135,8 +133,9 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     v = w.vals
     st = w.t[3]
 
-    def msg(calls, kind, handle, rank, **cols):
-        comm = _once(lambda: comms.comm(handle, calls + base))
+    def msg(calls, kind, handles, rank, **cols):
+        handle = _once(handles if callable(handles) else lambda: handles)
+        comm = _once(lambda: comms.comm(handle(), calls + base))
         rows.add(calls, kind, comm=comm, comm_handle=handle, peer_rank=rank,
                  peer=lambda: comms.location_of(comm(), rank), **cols)
 
@@ -179,7 +178,7 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     recv &= ~(has & (srow[:, 2] != 0))           # cancelled: no message
     peer = np.where(has, srow[:, 1], post["peer"])
     recv &= peer >= 0
-    msg(done["call"][recv], Kind.RECV, post["comm"][recv], peer[recv],
+    msg(done["call"][recv], Kind.RECV, lambda: post["comm"][recv], peer[recv],
         tag=lambda: np.where(has, srow[:, 4], post["tag"])[recv],
         size=lambda: np.where(has, srow[:, 0],
                               nbytes(post["count"], post["datatype"], sizes))[recv],
@@ -187,10 +186,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     out, total = rows.place()
     if "call" in out:
         out["call"] += base
-        if rows.wants("location"):
-            out["location"] = np.full(len(out["call"]), location, np.int64)
-        if not rows.wants("call"):
-            del out["call"]
+    if rows.wants("location"):
+        out["location"] = np.full(total, location, np.int64)
     return out, total
 
 
