@@ -118,22 +118,32 @@ def _first_status(w: Walk) -> np.ndarray:
     return first
 
 
-def function_tables(w: Walk, rank: int, t_in: np.ndarray) -> dict[str, dict]:
-    """One column dict per MPI function present."""
+def function_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, dict]:
+    """One column dict per MPI function present (``want``: {table: columns, or None when
+    not asked for}; no ``want``: all of them, whole)."""
     out = {}
     for fid in np.flatnonzero(np.bincount(w.func, minlength=len(FUNCTIONS))).tolist():
-        idx = w.calls_of(fid)
         _id, name, args = FUNCTIONS[fid]
-        cols = dict(time=t_in[idx], location=np.full(len(idx), rank, np.int64),
-                    seq=np.arange(len(idx), dtype=np.int64), call=idx, thread=w.thread[idx])
+        cols_wanted = want.get(table_name(name)) if want is not None else None
+        if want is not None and cols_wanted is None:
+            continue
+        keep = (lambda c: True) if cols_wanted is None else set(cols_wanted).__contains__
+        idx = w.calls_of(fid)
+        head = dict(time=lambda: t_in[idx], location=lambda: np.full(len(idx), rank, np.int64),
+                    seq=lambda: np.arange(len(idx), dtype=np.int64), call=lambda: idx,
+                    thread=lambda: w.thread[idx])
+        cols = {k: f() for k, f in head.items() if keep(k) or k in ("time", "call")}
         for k, (an, kind, _role, _cond) in enumerate(args):
             if kind in SCALAR_DTYPES:
-                cols[an] = w.vals[idx, k].astype(SCALAR_DTYPES[kind])
+                if keep(an):
+                    cols[an] = w.vals[idx, k].astype(SCALAR_DTYPES[kind])
             elif kind == "str":
-                cols[an] = _strings_for(w, idx, k)
+                if keep(an):
+                    cols[an] = _strings_for(w, idx, k)
             elif kind == "argv":
-                cols["argc"] = w.vals[idx, k].astype(np.int32)
-            else:
+                if keep("argc"):
+                    cols["argc"] = w.vals[idx, k].astype(np.int32)
+            elif keep(f"{an}_count"):
                 cols[f"{an}_count"] = w.vals[idx, k].astype(np.int32)
         out[table_name(name)] = cols
     return out
@@ -159,48 +169,62 @@ def _text(w: Walk, r: int) -> str:
     return w.buf[st:st + ln].tobytes().decode("utf-8", "surrogateescape")
 
 
-def side_tables(w: Walk, rank: int, t_in: np.ndarray) -> dict[str, dict]:
-    """arrays, statuses, strings (multi-level only) and perf rows."""
+SIDE_TABLES = ("arrays", "statuses", "strings", "perf")
+
+
+def side_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, dict]:
+    """arrays, statuses, strings (multi-level only) and perf rows (``want``: as in
+    function_tables; a table not asked for is not made)."""
     func = w.func
     names = {fid: [SIDE_ARG_ID.get(n, -1) for n, _k, _r, _c in a]
              for fid, _n, a in FUNCTIONS if a}
     lut = np.full((len(FUNCTIONS), max(map(len, names.values()))), -1, np.int16)
     for fid, ids in names.items():
         lut[fid, :len(ids)] = ids
+    asked = SIDE_TABLES if want is None else [t for t in SIDE_TABLES if want.get(t) is not None]
 
     def head(call, slot):
         return dict(time=t_in[call], location=np.full(len(call), rank, np.int64),
                     seq=np.arange(len(call), dtype=np.int64), call=call,
                     region=func[call].astype(np.int64) + 1, arg=lut[func[call], slot])
 
-    ec, es, e0, e1, ev = w.e
-    tc, ts, t0, tv = w.t
-    out = {"arrays": dict(head(ec, es), i0=e0, i1=e1, value=ev),
-           "statuses": dict(head(tc, ts), index=t0, bytes=tv[:, 0], source=tv[:, 1],
-                            cancelled=tv[:, 2], error=tv[:, 3], tag=tv[:, 4])}
-    # single strings live inline in the function table; the rest (argv ...) here
-    single = np.zeros(lut.shape, bool)
-    for fid, _n, a in FUNCTIONS:
-        for k, (_x, kd, _r, _c) in enumerate(a or ()):
-            single[fid, k] = kd == "str"
-    sc, ss = w.s[0], w.s[1]
-    sel = np.nonzero(~single[func[sc], ss])[0]
-    out["strings"] = dict(head(sc[sel], ss[sel]), i0=w.s[2][sel], i1=w.s[3][sel],
-                          text=np.array([_text(w, r) for r in sel] + [None], object)[:-1])
-    pc, pi, pv = w.p
-    out["perf"] = dict(time=t_in[pc], location=np.full(len(pc), rank, np.int64),
-                       seq=np.arange(len(pc), dtype=np.int64), call=pc, counter=pi,
-                       entry=pv[:, 0], exit=pv[:, 1])
+    out = {}
+    if "arrays" in asked:
+        ec, es, e0, e1, ev = w.e
+        out["arrays"] = dict(head(ec, es), i0=e0, i1=e1, value=ev)
+    if "statuses" in asked:
+        tc, ts, t0, tv = w.t
+        out["statuses"] = dict(head(tc, ts), index=t0, bytes=tv[:, 0], source=tv[:, 1],
+                               cancelled=tv[:, 2], error=tv[:, 3], tag=tv[:, 4])
+    if "strings" in asked:
+        # single strings live inline in the function table; the rest (argv ...) here
+        single = np.zeros(lut.shape, bool)
+        for fid, _n, a in FUNCTIONS:
+            for k, (_x, kd, _r, _c) in enumerate(a or ()):
+                single[fid, k] = kd == "str"
+        sc, ss = w.s[0], w.s[1]
+        sel = np.nonzero(~single[func[sc], ss])[0]
+        out["strings"] = dict(head(sc[sel], ss[sel]), i0=w.s[2][sel], i1=w.s[3][sel],
+                              text=np.array([_text(w, r) for r in sel] + [None], object)[:-1])
+    if "perf" in asked:
+        pc, pi, pv = w.p
+        out["perf"] = dict(time=t_in[pc], location=np.full(len(pc), rank, np.int64),
+                           seq=np.arange(len(pc), dtype=np.int64), call=pc, counter=pi,
+                           entry=pv[:, 0], exit=pv[:, 1])
     return out
 
 
 def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | None = None,
-                chunk_bytes: int | None = None) -> Iterator[dict[str, Table]]:
+                chunk_bytes: int | None = None,
+                want: dict | None = None) -> Iterator[dict[str, Table]]:
     """All tables of one rank file, in chunks of at most ``chunk_calls`` calls (default:
     about ``chunk_bytes`` of the stream, at most CHUNK_CALLS).
 
     ``call`` and every table's ``seq`` continue across chunks; requests posted
     in one chunk and completed in a later one are carried by the tracker.
+    ``want`` ({table: column names, or None = not asked for}; None = every table whole):
+    only those tables and columns are made (TraceReader.selected).  Every call is walked
+    and checked whatever is asked for, so errors do not depend on it.
     """
     from .comms import CommMap
     from .events import chunk_events
@@ -213,34 +237,51 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
         chunk_calls = int(min(CHUNK_CALLS, max(1024, (chunk_bytes or 32 << 20) // per_call)))
     buf = np.memmap(path, np.uint8, mode="r") if rf.size else np.zeros(0, np.uint8)
     sizes = np.array(rf.datatype_sizes, np.int64)
-    comms = CommMap(defs.tables, location)
-    tracker = RequestTracker()
+    columns = {t: [c for c in cols if want is None or c.name in want[t]]
+               for t, cols in schema.items() if want is None or want.get(t) is not None}
+    ev_want = None if want is None else want.get("events")
+    tracking = "events" in columns or "requests" in columns
+    comms = CommMap(defs.tables, location) if "events" in columns else None
+    tracker = RequestTracker() if tracking else None
     seq: dict[str, int] = {}
     pos, base = rf.stream_start, 0
     while True:
         w = Walk(buf, rf, pos, chunk_calls)
+        _check_recorded(w, schema, path)
         t_in = w.enter_leave()[0]
-        status_first = _first_status(w)
-        done, post, starts = tracker.chunk(w, base, status_first)
-        chunk = {"events": chunk_events(w, base, location, sizes, comms, done, post, starts,
-                                        status_first)}
-        chunk.update(function_tables(w, location, t_in))
-        chunk.update(side_tables(w, location, t_in))
-        chunk["requests"] = _requests(w, base, location, done, post)
+        chunk, rows = {}, {}
+        if tracking:
+            status_first = _first_status(w)
+            done, post, starts = tracker.chunk(w, base, status_first)
+        if "events" in columns:
+            chunk["events"], rows["events"] = chunk_events(
+                w, base, location, sizes, comms, done, post, starts, status_first, ev_want)
+        chunk.update(function_tables(w, location, t_in, want))
+        chunk.update(side_tables(w, location, t_in, want))
+        if "requests" in columns:
+            chunk["requests"] = _requests(w, base, location, done, post)
         for name, cols in chunk.items():
-            if name not in schema:
-                fname = name.split("/", 1)[1]
-                raise TraceError(path, None, f"{fname} records found, but the footers of all "
-                                 f"ranks count no recorded {fname} calls")
-            n = len(cols["time"])
-            cols["seq"] = np.arange(seq.get(name, 0), seq.get(name, 0) + n, dtype=np.int64)
+            n = rows[name] if name in rows else len(cols["time"])
+            if want is None or "seq" in want[name]:
+                cols["seq"] = np.arange(seq.get(name, 0), seq.get(name, 0) + n, dtype=np.int64)
             seq[name] = seq.get(name, 0) + n
             if name != "events":                  # events made theirs global already
                 cols["call"] = cols["call"] + base
-        yield {name: conform(Table(cols), schema[name]) for name, cols in chunk.items()}
+        yield {name: conform(Table({c.name: cols[c.name] for c in columns[name]
+                                    if c.name in cols} if want is not None else cols),
+                             columns[name]) for name, cols in chunk.items()}
         pos, base = w.end, base + len(w.func)
         if pos >= rf.stream_end:
             return
+
+
+def _check_recorded(w: Walk, schema: dict, path: Path) -> None:
+    """A function whose calls are in the stream has a table: the footers count it."""
+    for fid in np.flatnonzero(np.bincount(w.func, minlength=len(FUNCTIONS))).tolist():
+        fname = FUNCTIONS[fid][1]
+        if table_name(fname) not in schema:
+            raise TraceError(path, None, f"{fname} records found, but the footers of all "
+                             f"ranks count no recorded {fname} calls")
 
 
 def _requests(w: Walk, base: int, location: int, done: dict, post: dict) -> dict:

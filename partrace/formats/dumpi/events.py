@@ -47,50 +47,71 @@ def array_sum(w, fid: int, name: str, weight=None) -> np.ndarray:
 
 
 class EventRows:
-    """Collects the rows of one chunk, then places them call by call."""
+    """Collects the rows of one chunk, then places them call by call.
 
-    def __init__(self, w, t_in, t_out, c_in, c_out):
+    ``want``: the columns to make (None = all).  Every row is placed whatever is wanted
+    (the rows of a selected decode are a full decode's); a column value given as a
+    callable is computed only when wanted (comm ids, byte counts)."""
+
+    def __init__(self, w, t_in, t_out, c_in, c_out, want=None):
         self.w, self.t = w, (t_in, t_out, c_in, c_out)
+        self.want = None if want is None else set(want)
         n = len(w.func)
         calls = np.arange(n)
-        self.parts = [dict(call=calls, order=np.zeros(n, np.int8),
-                           kind=np.full(n, int(Kind.ENTER), np.uint8), time=t_in, cpu_time=c_in),
-                      dict(call=calls, order=np.full(n, 3, np.int8),
-                           kind=np.full(n, int(Kind.LEAVE), np.uint8), time=t_out,
-                           cpu_time=c_out)]
+        self.parts = [self._part(calls, 0, Kind.ENTER, time=t_in, cpu_time=c_in),
+                      self._part(calls, 3, Kind.LEAVE, time=t_out, cpu_time=c_out)]
+
+    def wants(self, name: str) -> bool:
+        return self.want is None or name in self.want
+
+    def _part(self, calls, order, kind, **cols) -> dict:
+        n = len(calls)
+        part = dict(call=calls, order=np.full(n, order, np.int8))
+        if self.wants("kind"):
+            part["kind"] = np.full(n, int(kind), np.uint8)
+        for k, v in cols.items():
+            if self.wants(k):
+                part[k] = v() if callable(v) else v
+        return part
 
     def add(self, calls, kind, **cols):
         """Rows for the given calls: SEND/COLLECTIVE at entry, RECV at exit."""
         t_in, t_out, c_in, c_out = self.t
         entry = kind != Kind.RECV
         calls = np.asarray(calls, np.int64)
-        self.parts.append(dict(call=calls, order=np.full(len(calls), 1 if entry else 2, np.int8),
-                               kind=np.full(len(calls), int(kind), np.uint8),
-                               time=(t_in if entry else t_out)[calls],
-                               cpu_time=(c_in if entry else c_out)[calls], **cols))
+        self.parts.append(self._part(calls, 1 if entry else 2, kind,
+                                     time=lambda: (t_in if entry else t_out)[calls],
+                                     cpu_time=lambda: (c_in if entry else c_out)[calls],
+                                     **cols))
 
-    def place(self) -> dict[str, np.ndarray]:
-        """Per call: ENTER, extras (SEND, COLLECTIVE, RECV, each in added order), LEAVE."""
+    def place(self) -> tuple[dict[str, np.ndarray], int]:
+        """(columns, number of rows).  Per call: ENTER, extras (SEND, COLLECTIVE, RECV, each
+        in added order), LEAVE."""
         n = len(self.w.func)
         parts, extra = self.parts, self.parts[2:]
         ecall = np.concatenate([p["call"] for p in extra]) if extra else np.zeros(0, np.int64)
-        eorder = np.concatenate([p["order"] for p in extra]) if extra else np.zeros(0, np.int8)
         cnt = np.bincount(ecall, minlength=n)
-        start = np.concatenate([[0], np.cumsum(2 + cnt)[:-1]]).astype(np.int64)
-        srt = np.argsort(ecall * 4 + eorder, kind="stable")
-        first = np.searchsorted(ecall[srt], ecall[srt])
-        epos = np.empty(len(ecall), np.int64)
-        epos[srt] = start[ecall[srt]] + 1 + (np.arange(len(srt)) - first)
+        per_call = 2 + cnt
+        out = {}
+        # a call's rows are contiguous: its own columns are repeats, not scatters
+        if self.wants("call"):
+            out["call"] = np.repeat(np.arange(n, dtype=np.int64), per_call)
+        if self.wants("region"):
+            out["region"] = np.repeat(self.w.func.astype(np.int64) + 1, per_call)
+        if self.wants("thread"):
+            out["thread"] = np.repeat(self.w.thread, per_call)
         total = 2 * n + len(ecall)
+        names = sorted(set().union(*parts) - {"order", "call"})
+        if not names:
+            return out, total
+        from .kernels import extra_rows
+        eorder = np.concatenate([p["order"] for p in extra]) if extra else np.zeros(0, np.int8)
+        start = np.concatenate([[0], np.cumsum(per_call)[:-1]]).astype(np.int64)
+        epos = extra_rows(ecall.astype(np.int64, copy=False), eorder, start)
         # destination rows of each part: a column is filled, then scattered part by part
         cuts = np.cumsum([len(p["call"]) for p in extra])[:-1]
         dests = [start, start + 1 + cnt] + np.split(epos, cuts)
-        # a call's rows are contiguous: its own columns are repeats, not scatters
-        per_call = 2 + cnt
-        out = {"call": np.repeat(np.arange(n, dtype=np.int64), per_call),
-               "region": np.repeat(self.w.func.astype(np.int64) + 1, per_call),
-               "thread": np.repeat(self.w.thread, per_call)}
-        for k in sorted(set().union(*parts) - {"order", "call"}):
+        for k in names:
             have = [(np.asarray(p[k]), d) for p, d in zip(parts, dests) if k in p]
             if len(have) == len(parts):           # every row gets a value
                 dst = np.empty(total, np.result_type(*[v.dtype for v, _d in have]))
@@ -100,20 +121,23 @@ class EventRows:
             for v, d in have:
                 dst[d] = v
             out[k] = dst
-        return out
+        return out, total
 
 
-def chunk_events(w, base, location, sizes, comms, done, post, starts, status_first):
-    """Events of one chunk (``call`` global); see the module docstring."""
+def chunk_events(w, base, location, sizes, comms, done, post, starts, status_first, want=None):
+    """(columns, number of rows) of the events of one chunk (``call`` global); see the
+    module docstring.  ``want``: the columns to make (None = all; the rows are the same
+    whatever it is)."""
     t_in, t_out, c_in, c_out = w.enter_leave()
-    rows = EventRows(w, t_in, t_out, c_in, c_out)
+    rows = EventRows(w, t_in, t_out, c_in, c_out, want)
     v = w.vals
     st = w.t[3]
 
-    def msg(calls, kind, handle, rank, **cols):
-        comm = comms.comm(handle, calls + base)
+    def msg(calls, kind, handles, rank, **cols):
+        handle = _once(handles if callable(handles) else lambda: handles)
+        comm = _once(lambda: comms.comm(handle(), calls + base))
         rows.add(calls, kind, comm=comm, comm_handle=handle, peer_rank=rank,
-                 peer=comms.location_of(comm, rank), **cols)
+                 peer=lambda: comms.location_of(comm(), rank), **cols)
 
     # sends, posted or blocking, in call order of their functions
     for fid, names in [(f, ("count", "datatype", "dest", "tag", "comm")) for f in
@@ -125,13 +149,13 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
         c = c[v[c, s[2]] >= 0]
         req = v[c, slot(fid, "request")] if fid in SEND_POSTS else np.zeros(len(c), np.int64)
         msg(c, Kind.SEND, v[c, s[4]], v[c, s[2]], tag=v[c, s[3]],
-            size=nbytes(v[c, s[0]], v[c, s[1]], sizes), request=req)
+            size=lambda: nbytes(v[c, s[0]], v[c, s[1]], sizes), request=req)
     sk = starts["recv"] == 0                      # persistent sends, at their Start
     sc = starts["call"][sk] - base
     ok = starts["peer"][sk] >= 0
     msg(sc[ok], Kind.SEND, starts["comm"][sk][ok], starts["peer"][sk][ok],
-        tag=starts["tag"][sk][ok], size=nbytes(starts["count"][sk][ok],
-                                               starts["datatype"][sk][ok], sizes),
+        tag=starts["tag"][sk][ok], size=lambda: nbytes(starts["count"][sk][ok],
+                                                       starts["datatype"][sk][ok], sizes),
         request=starts["req"][sk][ok])
     _collectives(w, base, rows, sizes, comms)
     # blocking receives: the status when recorded, else the arguments
@@ -146,7 +170,7 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
         keep = peer >= 0
         c, has, srow, peer = c[keep], has[keep], srow[keep], peer[keep]
         msg(c, Kind.RECV, v[c, s[4]], peer, tag=np.where(has, srow[:, 4], v[c, s[3]]),
-            size=np.where(has, srow[:, 0], nbytes(v[c, s[0]], v[c, s[1]], sizes)))
+            size=lambda: np.where(has, srow[:, 0], nbytes(v[c, s[0]], v[c, s[1]], sizes)))
     # receives completed by Wait/Test*: status of the completion, else the post's arguments
     recv = (post["recv"] == 1)
     has = done["status"] >= 0
@@ -154,14 +178,28 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     recv &= ~(has & (srow[:, 2] != 0))           # cancelled: no message
     peer = np.where(has, srow[:, 1], post["peer"])
     recv &= peer >= 0
-    msg(done["call"][recv], Kind.RECV, post["comm"][recv], peer[recv],
-        tag=np.where(has, srow[:, 4], post["tag"])[recv],
-        size=np.where(has, srow[:, 0], nbytes(post["count"], post["datatype"], sizes))[recv],
+    msg(done["call"][recv], Kind.RECV, lambda: post["comm"][recv], peer[recv],
+        tag=lambda: np.where(has, srow[:, 4], post["tag"])[recv],
+        size=lambda: np.where(has, srow[:, 0],
+                              nbytes(post["count"], post["datatype"], sizes))[recv],
         request=done["req"][recv])
-    out = rows.place()
-    out["call"] += base
-    out["location"] = np.full(len(out["call"]), location, np.int64)
-    return out
+    out, total = rows.place()
+    if "call" in out:
+        out["call"] += base
+    if rows.wants("location"):
+        out["location"] = np.full(total, location, np.int64)
+    return out, total
+
+
+def _once(make):
+    """``make()``, computed at the first call only (a value two lazy columns share)."""
+    memo = []
+
+    def get():
+        if not memo:
+            memo.append(make())
+        return memo[0]
+    return get
 
 
 def _collectives(w, base, rows, sizes, comms) -> None:
@@ -177,27 +215,34 @@ def _collectives(w, base, rows, sizes, comms) -> None:
             return w.vals[c, names.index(x)] if x in names else np.full(len(c), default)
 
         handle = col("comm")
-        comm = comms.comm(handle, c + base)
-        sent = recv = nbytes(col("count"), col("datatype"), sizes)
-        if "sendcount" in names:
-            sent = nbytes(col("sendcount"), col("sendtype"), sizes)
-        if "recvcount" in names:
-            recv = nbytes(col("recvcount"), col("recvtype"), sizes)
-        if "sendcounts" in names and fid != 155:
-            sent = array_sum(w, fid, "sendcounts")[c] * nbytes(1, col("sendtype"), sizes)
-        if "recvcounts" in names and fid not in (66, 155):
-            recv = array_sum(w, fid, "recvcounts")[c] * nbytes(1, col("recvtype"), sizes)
-        if fid == 155:                            # Alltoallw: a datatype per peer
-            sent, recv = (_weighted(w, fid, cn, tn, sizes)[c] for cn, tn in
-                          (("sendcounts", "sendtypes"), ("recvcounts", "recvtypes")))
-        if fid == 66:                             # Reduce_scatter: all in, own block out
-            one = nbytes(1, col("datatype"), sizes)
-            sent = array_sum(w, fid, "recvcounts")[c] * one
-            recv = _own_block(w, fid, c, comms.my_rank(comm)) * one
+        comm = _once(lambda: comms.comm(handle, c + base))
         root = col("root", -1) if "root" in names else np.full(len(c), -1)
+        sent_recv = _once(lambda: _coll_bytes(w, fid, c, names, col, comm, sizes, comms))
         rows.add(c, Kind.COLLECTIVE, comm=comm, comm_handle=handle, root_rank=root,
-                 root=comms.location_of(comm, root), size=sent, received=recv,
-                 collop=np.full(len(c), fid + 1), duration=t_out[c] - t_in[c])
+                 root=lambda: comms.location_of(comm(), root), size=lambda: sent_recv()[0],
+                 received=lambda: sent_recv()[1], collop=lambda: np.full(len(c), fid + 1),
+                 duration=lambda: t_out[c] - t_in[c])
+
+
+def _coll_bytes(w, fid, c, names, col, comm, sizes, comms):
+    """(bytes sent, bytes received) per call of collective ``fid``."""
+    sent = recv = nbytes(col("count"), col("datatype"), sizes)
+    if "sendcount" in names:
+        sent = nbytes(col("sendcount"), col("sendtype"), sizes)
+    if "recvcount" in names:
+        recv = nbytes(col("recvcount"), col("recvtype"), sizes)
+    if "sendcounts" in names and fid != 155:
+        sent = array_sum(w, fid, "sendcounts")[c] * nbytes(1, col("sendtype"), sizes)
+    if "recvcounts" in names and fid not in (66, 155):
+        recv = array_sum(w, fid, "recvcounts")[c] * nbytes(1, col("recvtype"), sizes)
+    if fid == 155:                            # Alltoallw: a datatype per peer
+        sent, recv = (_weighted(w, fid, cn, tn, sizes)[c] for cn, tn in
+                      (("sendcounts", "sendtypes"), ("recvcounts", "recvtypes")))
+    if fid == 66:                             # Reduce_scatter: all in, own block out
+        one = nbytes(1, col("datatype"), sizes)
+        sent = array_sum(w, fid, "recvcounts")[c] * one
+        recv = _own_block(w, fid, c, comms.my_rank(comm())) * one
+    return sent, recv
 
 
 def _weighted(w, fid, counts, types, sizes) -> np.ndarray:

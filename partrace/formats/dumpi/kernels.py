@@ -55,3 +55,19 @@ def claim(m, preq, creq):
         todo = nxt[:k]
         rnd += 1
     return m
+
+
+@njit(cache=True)
+def extra_rows(ecall, eorder, start):
+    """Row of each extra event of a chunk: after its call's ENTER (row ``start[call]``), the
+    entry rows (order 1) then the exit rows (order 2), each in the given order (what a
+    stable sort by (call, order) gives, in two linear passes)."""
+    placed = np.zeros(start.shape[0], np.int64)
+    out = np.empty(ecall.shape[0], np.int64)
+    for o in range(1, 3):
+        for i in range(ecall.shape[0]):
+            if eorder[i] == o:
+                c = ecall[i]
+                out[i] = start[c] + 1 + placed[c]
+                placed[c] += 1
+    return out

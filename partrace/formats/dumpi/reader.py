@@ -125,8 +125,11 @@ class DumpiReader(TraceReader):
     def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
         from .decode import decode_rank
         path, rank = unit.info
-        yield from decode_rank(Path(path), rank, self.schema(defs), defs,
-                               chunk_bytes=self.chunk_bytes)
+        schema = self.schema(defs)
+        want = None if self.selection is None else {
+            t: self.selected(t, [c.name for c in cols]) for t, cols in schema.items()}
+        yield from decode_rank(Path(path), rank, schema, defs, chunk_bytes=self.chunk_bytes,
+                               want=want)
 
 
 def _rank_files(meta: Path, facts: dict[str, str]) -> dict[int, Path]:

@@ -177,7 +177,26 @@ class RequestTracker:
         used[m[claimed]] = True
         self.pending = _latest(posts, ~used, CARRY)
         self.inits = _latest(all_inits, np.ones(len(all_inits["req"]), bool))
-        post = {k: np.where(claimed, v[np.maximum(m, 0)], -1 if k in ("call", "init") else 0)
-                for k, v in posts.items()} if len(posts["req"]) else {
-                k: np.full(len(m), -1 if k in ("call", "init") else 0) for k in FIELDS}
-        return done, post, starts
+        at = np.maximum(m, 0)
+
+        def field(k):      # a completion's post, field by field, made when first read
+            none = -1 if k in ("call", "init") else 0
+            if not len(posts["req"]):
+                return np.full(len(m), none)
+            return np.where(claimed, posts[k][at], none)
+        return done, _Fields(field), starts
+
+
+class _Fields(dict):
+    """A dict whose values are made on first access (the fields of the posts a chunk's
+    completions took: events and the requests table each read a few of them)."""
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key):
+        if key not in FIELDS:
+            raise KeyError(key)
+        value = self[key] = self._make(key)
+        return value
