@@ -22,24 +22,28 @@ RING8 = DATA / "otf" / "ring8" / "trace" / "ring8.otf"
 
 # bytes out / bytes in, as measured (margin ~10%).  The fixtures are tens of kB:
 # their outputs are mostly HDF5's own structures (~0.4-0.5 kB per column
-# dataset; a DUMPI trace has ~300 columns in ~30 tables), not data.
+# dataset; a DUMPI trace has ~300 columns in ~30 tables), not data.  Since the
+# default deflate is zlib-ng's fastest (level 1: 40-60% less compress CPU on the
+# suite traces) the data take ~1.1-1.5x the bytes of level 2 (``--compress gzip``,
+# the default before: the older limits, in comments); OTF text stays within its input.
 FIXTURES = {
-    "otf-ring8": (RING8, 1.5),
-    "otf-hybrid16": (DATA / "otf" / "hybrid16" / "trace" / "hybrid16.otf", 1.45),
-    "otf-real-long": (DATA / "otf" / "real-long" / "trace" / "ring8_long.otf", 0.95),
+    "otf-ring8": (RING8, 1.7),        # 1.56 (level 2: 1.39, limit 1.5)
+    "otf-hybrid16": (DATA / "otf" / "hybrid16" / "trace" / "hybrid16.otf", 1.65),  # 1.51 (1.45)
+    # 0.978 (level 2: 0.87, limit 0.95): the target for OTF text is the limit
+    "otf-real-long": (DATA / "otf" / "real-long" / "trace" / "ring8_long.otf", 1.0),
     # 11.3 while each enum column carried its own JSON names (8.35: once, in /types)
     "dumpi-p2p": (DATA / "dumpi" / "p2p-4rank", 9.2),
     # 3.95 while definitions' names were variable-length (a 16-byte heap record each)
     "ovni-zoo": (DATA / "ovni" / "v1-zoo-small" / "ovni", 1.45),
-    "ross-pi": (DATA / "ross" / "pi-np1-seq-allmodes" / "stats", 1.7),
+    "ross-pi": (DATA / "ross" / "pi-np1-seq-allmodes" / "stats", 2.0),  # 1.83 (1.7)
 }
 # generated traces of a few hundred kB and up: data dominates
 GENERATED = {
     "otf": (["gen_otf.py", "{d}/g.otf", "--processes", "8", "--streams", "3", "--events", "40000"],
-            "g.otf", 0.83),
-    "dumpi": (["gen_dumpi.py", "{d}", "--ranks", "4", "--calls", "3000"], "", 0.56),
+            "g.otf", 0.95),       # 0.86 (level 2: 0.68, limit 0.83)
+    "dumpi": (["gen_dumpi.py", "{d}", "--ranks", "4", "--calls", "3000"], "", 0.66),  # 0.60 (0.56)
     "ovni": (["gen_ovni.py", "{d}", "--looms", "1", "--procs", "2", "--threads", "2",
-              "--events", "8000"], "ovni", 1.0),
+              "--events", "8000"], "ovni", 1.15),   # 1.05 (level 2: 0.76, limit 1.0)
     "ross": (["gen_ross.py", "{d}", "--mb", "1", "--kinds", "gvt,evtrace,model"], "", 0.95),
 }
 

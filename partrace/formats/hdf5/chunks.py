@@ -10,10 +10,13 @@ instead of through HDF5's pipeline saves work HDF5 cannot know to skip:
   suite trace they are half the bytes).  Here the planes before them are
   deflated, then a deflate block of that run (computed once per length and
   byte, and cached) ends the stream, and the checksum is extended by formula.
-* deflate is zlib-ng's (the ``zlib-ng`` package) where installed: its level 2
-  for the layout's level 1 takes a third to a half of zlib's CPU on the suite
-  traces' chunks and gives 7% (OTF) to 28% (DUMPI) fewer bytes; zlib's where
-  it is not (the same kind of stream to every reader, slower and larger).
+* deflate is zlib-ng's (the ``zlib-ng`` package) where installed, at the level
+  the dataset declares: the layout's level 1 is zlib-ng's deflate_quick, 40-60%
+  less CPU than its level 2 (the default before) for ~1.1-1.5x the bytes on the
+  suite traces (``--compress gzip`` declares level 2); zlib's where it is not
+  (the same kind of stream to every reader, slower).
+* rows deflate cannot shrink (random bytes: ROSS model data) are told by a
+  small probe and go as stored blocks (still deflate), not through the encoder.
 * the compression runs on a pool of threads (zlib and numpy's copies release
   the GIL) while the writes stay on the calling thread (HDF5 is not
   thread-safe): a window's chunks compress in parallel where cores are free,
@@ -33,8 +36,8 @@ from functools import lru_cache
 
 import numpy as np
 
-try:    # zlib-ng: at its level 2, 2-3x zlib's level-1 speed and 7-28% fewer bytes
-    from zlib_ng import zlib_ng as FAST_DEFLATE      # on the suite traces' chunks
+try:    # zlib-ng: faster than zlib at the same level
+    from zlib_ng import zlib_ng as FAST_DEFLATE
 except ImportError:     # pragma: no cover - the zlib-ng wheel is a dependency
     FAST_DEFLATE = None
 
@@ -46,10 +49,12 @@ _threads = 0
 
 
 def _lib(level: int):
-    """(deflate module, its level) for the layout's deflate ``level``: zlib-ng's level 2
-    for level 1 (zlib-ng's own level 1 is a weaker, larger encoder); zlib otherwise."""
-    if FAST_DEFLATE is not None and level == 1:
-        return FAST_DEFLATE, 2
+    """(deflate module, its level) for a dataset's declared deflate ``level``:
+    zlib-ng's same level where installed (its level 1, deflate_quick, is the
+    layout's default: about half the CPU of its level 2 for ~1.5x the bytes on
+    the suite traces), else zlib's."""
+    if FAST_DEFLATE is not None:
+        return FAST_DEFLATE, level
     return zlib, level
 
 
@@ -137,10 +142,32 @@ def _header(level: int) -> bytes:
     return lib.compress(b"", lib_level)[:2]
 
 
+PROBE = 4096            # bytes deflated first to tell rows deflate cannot shrink
+PROBE_SLICES = 8        # taken from this many places spread over the chunk (each plane
+                        # of a shuffled 8-byte column)
+STORED_FROM = 0.95      # the probe's deflated/raw from which a chunk goes as stored blocks
+
+
+def _incompressible(head: np.ndarray, lib, lib_level: int) -> bool:
+    """True when a probe of ``head`` (slices spread over it, so a compressible plane
+    of shuffled rows counts) does not shrink: random bytes
+    (ROSS model data) cost deflate ~8x the CPU of compressible ones for nothing;
+    they go as stored blocks instead (a copy and a checksum), still deflate to
+    every reader.  A function of the chunk's bytes alone, as the rest."""
+    n = len(head)
+    if n < 4 * PROBE:
+        return False
+    step = PROBE // PROBE_SLICES
+    sample = np.concatenate([head[i * n // PROBE_SLICES:][:step] for i in range(PROBE_SLICES)])
+    return len(lib.compress(sample, lib_level)) >= STORED_FROM * len(sample)
+
+
 def deflate(head: np.ndarray, byte: int, run: int, level: int) -> bytes:
     """zlib stream of ``head`` (bytes) then ``run`` bytes ``byte``: what HDF5's deflate
     filter reads.  The run is not deflated: a cached block of it ends the stream."""
     lib, lib_level = _lib(level)
+    if level == 1 and _incompressible(head, lib, lib_level):
+        lib_level = 0       # stored blocks (level 2, --compress gzip, is for bytes: no probe)
     if run < MIN_RUN:
         data = np.concatenate([head, np.full(run, byte, np.uint8)]) if run else head
         return lib.compress(data, lib_level)

@@ -222,6 +222,12 @@ class OvniReader(TraceReader):
         offset = int(defs.attrs.get("clock_offsets", {}).get(info["loom"], 0))
         constant = {"location": info["location"], "loom": info["loom_id"],
                     "process": info["pid"], "thread": info["tid"]}
+        # made in the schema's dtype where the value fits it (location: int32), not
+        # made int64 then checked and narrowed by conform (three passes per event)
+        constant_dtypes = {c.name: (c.element_dtype() if np.iinfo(c.element_dtype()).min
+                                    <= constant[c.name] <= np.iinfo(c.element_dtype()).max
+                                    else np.int64)
+                           for c in EVENT_COLUMNS if c.name in constant}
         ev_cols = self.selected("events", [c.name for c in EVENT_COLUMNS])
         jumbo_cols = self.selected("jumbo", [c.name for c in JUMBO_COLUMNS])
         if ev_cols is None and jumbo_cols is None:
@@ -243,7 +249,7 @@ class OvniReader(TraceReader):
                 g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
             for name, value in constant.items():
                 if name in (ev_cols or ()) or (name == "location" and jumbo_cols is not None):
-                    g[name] = np.full(n, value, np.int64)
+                    g[name] = np.full(n, value, constant_dtypes[name])
             out = {}
             if ev_cols is not None:
                 out["events"] = conform(Table({c: g[c] for c in ev_cols}),
