@@ -59,7 +59,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="OTF output: number of streams (0 = one per process; "
                         "default: the input's layout, or one per location up to 1024)")
     p.add_argument("--compress", choices=["gzip", "lzf", "zlib"],
-                   help="HDF5 output: compress columns (gzip, lzf); OTF output: zlib "
+                   help="HDF5 output (always compressed; default: shuffle + fast deflate): "
+                        "gzip: denser deflate (level 2, more CPU); lzf: h5py's lzf (not "
+                        "readable by HDF5's C tools). OTF output: zlib "
                         "(NAME.x.events.z files, as the OTF library writes them)")
     p.add_argument("--memory", type=_size, default="2G", metavar="SIZE",
                    help="memory budget per rank, e.g. 512M, 4G (default 2G): decoded rows "

@@ -12,7 +12,7 @@ instead of through HDF5's pipeline saves work HDF5 cannot know to skip:
   byte, and cached) ends the stream, and the checksum is extended by formula.
 * deflate is zlib-ng's (the ``zlib-ng`` package) where installed, at the level
   the dataset declares: the layout's level 1 is zlib-ng's deflate_quick, 40-60%
-  less CPU than its level 2 (the default before) for ~1.1-1.5x the bytes on the
+  less CPU than its level 2 (the default before) for ~1.1-2.2x the bytes on the
   suite traces (``--compress gzip`` declares level 2); zlib's where it is not
   (the same kind of stream to every reader, slower).
 * rows deflate cannot shrink (random bytes: ROSS model data) are told by a
@@ -51,7 +51,7 @@ _threads = 0
 def _lib(level: int):
     """(deflate module, its level) for a dataset's declared deflate ``level``:
     zlib-ng's same level where installed (its level 1, deflate_quick, is the
-    layout's default: about half the CPU of its level 2 for ~1.5x the bytes on
+    layout's default: about half the CPU of its level 2 for ~1.1-2.2x the bytes on
     the suite traces), else zlib's."""
     if FAST_DEFLATE is not None:
         return FAST_DEFLATE, level
