@@ -26,6 +26,10 @@ pytestmark = pytest.mark.mpi        # each case merges on 3 ranks too
 
 CASES = [pytest.param(path, id=f"{fmt}-{_label(path)}") for fmt, paths in FIXTURES.items()
          for path in paths]
+# 3 ranks on each format's last fixture (Chrome's tests take the first): byte
+# identity across rank counts is the engine's and each sink's, and every fixture's
+# records are checked on 1 rank (the suite's time budget)
+ON_3_RANKS = {str(paths[-1]) for paths in FIXTURES.values()}
 WORLD = "all locations"
 UNDEFINED = 0xFFFFFFFF
 OP_NAMES = {n for n in dir(otf2.CollectiveOp) if n.isupper()}
@@ -49,7 +53,7 @@ def outputs(request, tmp_path_factory):
     r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
     assert r.returncode == 0, r.stderr
     outs = []
-    for n in (None, 3):
+    for n in (None, 3) if str(trace) in ON_3_RANKS else (None,):
         (tmp / f"n{n}").mkdir()
         out = tmp / f"n{n}" / "m.otf2"      # the same name: OTF2 files may hold it
         r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=600)
@@ -59,14 +63,17 @@ def outputs(request, tmp_path_factory):
 
 
 def test_same_bytes_on_1_and_3_ranks(outputs):
-    h5, (one, three) = outputs
-    a, b = _files(one), _files(three)
-    assert a.keys() == b.keys()
-    for name in a:
-        assert a[name] == b[name], name
+    h5, (one, *three) = outputs
+    a = _files(one)
     n = len(partrace.open(h5).definitions.tables["locations"])
     # the anchor, the global definitions, and an event and a local definition file per location
     assert len(a) == 2 + 2 * n
+    if not three:
+        pytest.skip("3 ranks: each format's last fixture only (ON_3_RANKS)")
+    b = _files(three[0])
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name] == b[name], name
 
 
 # -- what the HDF5 merge says the archive must hold ------------------------------------------
@@ -182,13 +189,13 @@ def _read(archive, sample_names):
 
 
 def test_every_record_equals_the_hdf5_merge(outputs, capfd):
-    h5, (one, three) = outputs
+    h5, archives = outputs
     if partrace.open(h5).definitions.format == "otf2":
         pytest.skip("OTF2 input is written back as it is, not mapped from the common columns "
                     "(formats/otf2/replay.py): tests/formats/test_otf2_input.py's round trip "
                     "tests check it")
     want_events, want_samples, names = _expected(h5)
-    for archive in (one, three):
+    for archive in archives:
         events, samples, counts = _read(archive, names)
         # the library reports what it finds wrong on stderr (a missing file, a bad chunk)
         assert "[OTF2]" not in capfd.readouterr().err
@@ -212,7 +219,7 @@ def test_every_record_equals_the_hdf5_merge(outputs, capfd):
 def test_definitions(outputs):
     """Locations keep their ids and names under their parent's location group (or their own),
     regions their names, MPI regions the MPI paradigm."""
-    h5, (one, _) = outputs
+    h5, (one, *_) = outputs
     if partrace.open(h5).definitions.format == "otf2":
         pytest.skip("OTF2 input is written back as it is, not mapped from the common columns "
                     "(formats/otf2/replay.py): tests/formats/test_otf2_input.py's round trip "

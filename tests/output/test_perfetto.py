@@ -21,6 +21,10 @@ pytestmark = pytest.mark.mpi        # most of them merge on 3 ranks too
 
 CASES = [pytest.param(path, id=f"{fmt}-{_label(path)}") for fmt, paths in FIXTURES.items()
          for path in paths]
+# 3 ranks on each format's middle fixture (Chrome's tests take the first): byte
+# identity across rank counts is the engine's and each sink's, and every fixture's
+# records are checked on 1 rank (the suite's time budget)
+ON_3_RANKS = {str(paths[len(paths) // 2]) for paths in FIXTURES.values()}
 BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.Type.Value(n) for n in
                                 ("TYPE_SLICE_BEGIN", "TYPE_SLICE_END", "TYPE_INSTANT", "TYPE_COUNTER"))
 CLEARED = pb.TracePacket.SequenceFlags.Value("SEQ_INCREMENTAL_STATE_CLEARED")
@@ -115,7 +119,7 @@ def outputs(request, tmp_path_factory):
     r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
     assert r.returncode == 0, r.stderr
     outs = []
-    for n in (None, 3):
+    for n in (None, 3) if str(trace) in ON_3_RANKS else (None,):
         out = tmp / f"m{n}.pftrace"
         r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=600)
         assert r.returncode == 0, r.stderr
@@ -124,14 +128,16 @@ def outputs(request, tmp_path_factory):
 
 
 def test_same_bytes_on_1_and_3_ranks(outputs):
-    _, (one, three) = outputs
+    _, (one, *three) = outputs
     data = one.read_bytes()
-    assert data == three.read_bytes()
     # protobuf's own serializer writes the parsed trace back byte for byte: every length,
     # varint and field is as protobuf encodes it, in field-number order
     trace = pb.Trace()
     trace.ParseFromString(data)
     assert trace.SerializeToString() == data
+    if not three:
+        pytest.skip("3 ranks: each format's middle fixture only (ON_3_RANKS)")
+    assert data == three[0].read_bytes()
 
 
 def test_to_perfetto_names_any_file(tmp_path):
@@ -148,7 +154,7 @@ def test_to_perfetto_names_any_file(tmp_path):
 def test_tracks_slices_and_instants(outputs):
     """Each location's track holds its events, and its marker spots (OTF), each in key order
     on a packet sequence of its own."""
-    tables, (out, _) = outputs
+    tables, (out, *_) = outputs
     tracks, sequences = _read(out, by_sequence=True)
     locs = tables["locations"]
     ids = set(int(i) for i in locs["id"])
@@ -180,7 +186,7 @@ def test_tracks_slices_and_instants(outputs):
 
 
 def test_flows_join_each_message(outputs):
-    tables, (out, _) = outputs
+    tables, (out, *_) = outputs
     _, events = _read(out)
     ev = tables["events"]
     sends, recvs = {}, {}
@@ -223,7 +229,7 @@ NOT_SAMPLE_COLUMNS = {"kind", "ref_table", "ref_seq", "event_seq", "call", "mark
 
 
 def test_counters(outputs):
-    tables, (out, _) = outputs
+    tables, (out, *_) = outputs
     tracks, events = _read(out)
     counters = {u: v for u, v in tracks.items() if v[2]}
     samples = [n for n, t in tables.items() if n not in ("events", "locations", "regions", "marker_defs")
