@@ -44,7 +44,7 @@ def per_process(path):
 
 def test_hdf5_identical_for_any_rank_count(tmp_path):
     outs = []
-    for n in (None, 1, 2, 3, 4, 6):     # 6 ranks > 4 streams: idle ranks
+    for n in (None, 3, 6):     # 3: streams split unevenly; 6 ranks > 4 streams: idle ranks
         out = tmp_path / f"h{n}.h5"
         ok(run_cli(["merge", str(HYBRID16), "-o", str(out), "-q"], nranks=n))
         outs.append(out)
