@@ -197,7 +197,14 @@ def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Sorted unique ids of two sorted unique arrays."""
     if not len(a) or np.array_equal(a, b):
         return b
-    return a if not len(b) else np.union1d(a, b)
+    if not len(b):
+        return a
+    both = np.concatenate([a[-1:], b[-1:], a[:1], b[:1]])
+    if small_keys(both) and both.max() < 4 * (len(a) + len(b)) + 4096:    # LP ids: a mask
+        seen = np.zeros(int(both.max()) + 1, bool)
+        seen[a] = seen[b] = True
+        return np.flatnonzero(seen)
+    return np.union1d(a, b)
 
 
 def first_pairs(lp: np.ndarray, size: np.ndarray, starts: np.ndarray):
