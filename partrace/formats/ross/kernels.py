@@ -71,3 +71,49 @@ def to_ns(x, scale, out):
             out[i] = np.int64(np.rint(v))
         else:
             out[i] = lo if v < 0 else hi
+
+
+@njit(cache=True, inline="always")
+def _u32(buf, p):
+    """The little-endian u32 at byte ``p`` of ``buf``: bytes, or the file viewed as u32 words
+    (``p`` a multiple of 4 then; about 3x faster)."""
+    if buf.itemsize == 4:
+        return np.int64(buf[p >> 2])
+    return (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16)
+            | (np.int64(buf[p + 3]) << 24))
+
+
+@njit(cache=True, nogil=True)
+def lp_facts(buf, sel, start, key_off, dst_off, size_off, count, first, pfirst, psize, sizes, odd,
+             nodd):
+    """One pass over the headers of the records ``sel[start:]`` whose raw key is a u32 LP (or PE)
+    id, counting densely by id: ``count`` records per key, ``first`` record of each key,
+    ``pfirst`` / ``psize`` first record and its size per size-LP, ``odd[:nodd[0]]`` records
+    whose size differs from their size-LP's first.  The size-LP is the id at ``dst_off``
+    (counted as a key too: event records) or else the key; ``size_off`` < 0: no model data
+    size, else ``sizes`` per record.  Returns (the record it stopped at, the id it needs room
+    for: -1 done, -2 ``odd`` full); the caller grows the arrays and calls again from there."""
+    cap = count.shape[0]
+    for i in range(start, sel.shape[0]):
+        p = sel[i]
+        k = _u32(buf, p + key_off)
+        pk = _u32(buf, p + dst_off) if dst_off >= 0 else k
+        if k >= cap or pk >= cap:
+            return i, max(k, pk)
+        if size_off >= 0:
+            z = _u32(buf, p + size_off)
+            if pfirst[pk] < 0:
+                pfirst[pk] = i
+                psize[pk] = z
+            elif psize[pk] != z:
+                if nodd[0] == odd.shape[0]:
+                    return i, -2
+                odd[nodd[0]] = i
+                nodd[0] += 1
+            sizes[i] = z
+        count[k] += 1
+        if first[k] < 0:
+            first[k] = i
+        if dst_off >= 0:
+            count[pk] += 1
+    return sel.shape[0], -1

@@ -9,6 +9,7 @@ on across regions (the engine passes each rank the sum over earlier regions).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from ...errors import TraceError
 from . import layouts as L
 from .files import check_regular
 from .hop import ERROR_TEXT, OK, hop_range
-from .kernels import u32s
+from .kernels import lp_facts, u32s
 
 
 def u32_at(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
@@ -196,7 +197,14 @@ def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Sorted unique ids of two sorted unique arrays."""
     if not len(a) or np.array_equal(a, b):
         return b
-    return a if not len(b) else np.union1d(a, b)
+    if not len(b):
+        return a
+    both = np.concatenate([a[-1:], b[-1:], a[:1], b[:1]])
+    if small_keys(both) and both.max() < 4 * (len(a) + len(b)) + 4096:    # LP ids: a mask
+        seen = np.zeros(int(both.max()) + 1, bool)
+        seen[a] = seen[b] = True
+        return np.flatnonzero(seen)
+    return np.union1d(a, b)
 
 
 def first_pairs(lp: np.ndarray, size: np.ndarray, starts: np.ndarray):
@@ -299,10 +307,12 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
         raise TraceError.at_byte(path, nxt, f"expected a record boundary at byte {end} "
                                  "(file changed since it was scanned?)")
     maps = []
-    for code in key_counts(codes.astype(np.int64))[0].tolist():
-        sel = starts[codes == code]
-        keys = raw_keys(buf, sel, code)
-        fs.keys[code] = key_counts(keys)
+    present = key_counts(codes.astype(np.int64))[0].tolist()
+    for code in present:
+        sel = starts if len(present) == 1 else starts[codes == code]
+        fs.keys[code], lp_map, ms, pairs = code_facts(buf, sel, code)
+        if pairs is not None:
+            fs.size_pairs[code] = pairs
         fs.counts[code] = len(sel)
         # The ids that occur (sorted sets: O(distinct ids), whatever their values).  The raw
         # keys are already those of PE and KP samples, and the LP ids of all other records;
@@ -315,18 +325,97 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
             fs.pe_ids = _union(fs.pe_ids, np.unique(seen >> 32))
         else:
             fs.lp_ids = _union(fs.lp_ids, seen)
-        if code not in (L.PE, L.KP, L.EVTRACE):             # records that name their LP's PE
-            pe, kp, lp = ids(buf, sel, code)
-            first = first_index(lp)                           # ROSS LPs never migrate
-            maps.append(np.stack([lp[first], pe[first], kp[first]], 1))
-        ms = model_sizes(buf, sel, code)
+        if lp_map is not None:
+            maps.append(lp_map)
         if ms is not None:
             u, n = key_counts(ms)
             fs.sizes[code] = dict(zip(u.tolist(), n.tolist()))
-            # the LP whose model type sets the size: ROSS writes the destination LP's ev_sz in
-            # event records, the LP's own mstat_sz / sample_struct_sz in model records
-            # (st-event-trace.c, st-model-data.c, analysis-lp.c); both read already as keys
-            fs.size_pairs[code] = first_pairs(keys[1::2] if code == L.EVTRACE else keys, ms, sel)
     if maps:     # one map (LP samples only) is already one row per lp, by lp
         fs.lp_map = maps[0] if len(maps) == 1 else first_rows(np.concatenate(maps))
     return fs
+
+
+# Byte offsets in a record of: its raw key when that is one u32 id (KP samples have two),
+# the destination LP (event records: a second key), the PE and KP ids (records that name
+# their LP's PE), the model data size.
+KEY_AT = {L.PE: 24, L.LP: 32, L.LP_V1: 32, L.MODEL_GVT: 32, L.MODEL_RT: 32, L.VT_MODEL: 0,
+          L.EVTRACE: 0}
+DEST_AT = {L.EVTRACE: 4}
+PE_KP_AT = {L.LP: (24, 28), L.LP_V1: (24, 28), L.MODEL_GVT: (24, 28), L.MODEL_RT: (24, 28),
+            L.VT_MODEL: (16, 8)}
+SIZE_AT = {L.VT_MODEL: 40, L.EVTRACE: 20, L.MODEL_GVT: 44, L.MODEL_RT: 44}
+
+
+def code_facts(buf: np.ndarray, sel: np.ndarray, code: int, dense: bool = True):
+    """Facts of the records ``sel`` (ascending starts) of one type: (their raw keys and
+    records each, (lp, pe, kp) of each LP's first record or None, the model data size of
+    each record or None, (distinct (LP << 32 | size), first start of each) or None).
+
+    Ids that are dense (as ROSS's are) are counted in one compiled pass over the headers
+    (:func:`kernels.lp_facts`); else (or ``dense`` False) by sorting, as the reference."""
+    if dense and code in KEY_AT and len(sel):
+        counted = _count_dense(buf, np.ascontiguousarray(sel, np.int64), code)
+        if counted is not None:
+            return _dense_facts(buf, sel, code, *counted)
+    keys = raw_keys(buf, sel, code)
+    lp_map = None
+    if code not in (L.PE, L.KP, L.EVTRACE):             # records that name their LP's PE
+        pe, kp, lp = ids(buf, sel, code)
+        first = first_index(lp)                           # ROSS LPs never migrate
+        lp_map = np.stack([lp[first], pe[first], kp[first]], 1)
+    ms = model_sizes(buf, sel, code)
+    pairs = None
+    if ms is not None:
+        # the LP whose model type sets the size: ROSS writes the destination LP's ev_sz in
+        # event records, the LP's own mstat_sz / sample_struct_sz in model records
+        # (st-event-trace.c, st-model-data.c, analysis-lp.c); both read already as keys
+        pairs = first_pairs(keys[1::2] if code == L.EVTRACE else keys, ms, sel)
+    return key_counts(keys), lp_map, ms, pairs
+
+
+def _count_dense(buf, sel, code):
+    """(count, first, pfirst, odd, sizes) of :func:`kernels.lp_facts` over all of ``sel``;
+    None if an id is too large to count densely (more than 4 x the keys + 4096)."""
+    limit = 4 * len(sel) * (2 if code in DEST_AT else 1) + 4096
+    size_at = SIZE_AT.get(code, -1)
+    sizes = np.empty(len(sel) if size_at >= 0 else 0, np.int64)
+    cap, count, first, pfirst, psize = 0, *(np.zeros(0, np.int64),) * 4
+    odd, nodd = np.zeros(16, np.int64), np.zeros(1, np.int64)
+    if sys.byteorder == "little" and len(buf) >= 4 and not (sel & 3).any():
+        buf = buf[:len(buf) // 4 * 4].view(np.uint32)       # ROSS's own records: word reads
+    i = 0
+    while True:
+        i, need = lp_facts(buf, sel, i, KEY_AT[code], DEST_AT.get(code, -1), size_at, count,
+                           first, pfirst, psize, sizes, odd, nodd)
+        if need == -1:
+            return count, first, pfirst, odd[:nodd[0]], sizes
+        if need == -2:
+            odd = np.concatenate([odd, np.zeros_like(odd)])
+            continue
+        if need >= limit:
+            return None
+        cap = min(limit, max(2 * cap, need + 1, 1024))
+        count, first, pfirst, psize = (np.concatenate([a, np.full(cap - len(a), fill, np.int64)])
+                                       for a, fill in ((count, 0), (first, -1), (pfirst, -1),
+                                                       (psize, -1)))
+
+
+def _dense_facts(buf, sel, code, count, first, pfirst, odd, ms):
+    """:func:`code_facts`'s answer from the dense counts of :func:`kernels.lp_facts`."""
+    u = np.flatnonzero(count)
+    lp_map = None
+    if code in PE_KP_AT:        # every key is an LP with a first record
+        at = sel[first[u]]
+        pe_at, kp_at = PE_KP_AT[code]
+        lp_map = np.stack([u, u32_at(buf, at + pe_at), u32_at(buf, at + kp_at)], 1)
+    pairs = None
+    if code in SIZE_AT:
+        heads = np.flatnonzero(pfirst >= 0)       # each size-LP's first record, by LP
+        rows = np.concatenate([pfirst[heads], odd])
+        lp = np.concatenate([heads, u32_at(buf, sel[odd] + DEST_AT.get(code, KEY_AT[code]))])
+        both = (lp.astype(np.uint64) << np.uint64(32)) | ms[rows].astype(np.uint64)
+        if len(odd):        # as first_pairs: each pair's first row comes first in rows
+            both, at = np.unique(both, return_index=True)
+            rows = rows[at]
+        pairs = both, sel[rows]
+    return (u, count[u]), lp_map, (ms if code in SIZE_AT else None), pairs
