@@ -29,34 +29,43 @@ def u32_at(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
     return out
 
 
+# Byte offsets in a record of: its raw key when that is one u32 id (KP samples have two),
+# the destination LP (event records: a second key), the PE and KP ids (records that name
+# their LP's PE), the model data size.
+KEY_AT = {L.PE: 24, L.LP: 32, L.LP_V1: 32, L.MODEL_GVT: 32, L.MODEL_RT: 32, L.VT_MODEL: 0,
+          L.EVTRACE: 0}
+DEST_AT = {L.EVTRACE: 4}
+PE_KP_AT = {L.LP: (24, 28), L.LP_V1: (24, 28), L.MODEL_GVT: (24, 28), L.MODEL_RT: (24, 28),
+            L.VT_MODEL: (16, 8)}
+SIZE_AT = {L.VT_MODEL: 40, L.EVTRACE: 20, L.MODEL_GVT: 44, L.MODEL_RT: 44}
+
+
 def raw_keys(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
     """Per-record key of the record's location in raw ids (scan and decode agree)."""
-    if code == L.PE:
-        return u32_at(buf, starts + 24)
     if code == L.KP:
         return (u32_at(buf, starts + 24) << 32) | u32_at(buf, starts + 28)
-    if code in (L.LP, L.LP_V1, L.MODEL_GVT, L.MODEL_RT):
-        return u32_at(buf, starts + 32)
     if code == L.EVTRACE:   # one SEND row on the source LP, one RECV row on the destination LP
-        return np.stack([u32_at(buf, starts), u32_at(buf, starts + 4)], 1).ravel()
-    return u32_at(buf, starts)          # VT model lp_id (low half)
+        return np.stack([u32_at(buf, starts + KEY_AT[code]),
+                         u32_at(buf, starts + DEST_AT[code])], 1).ravel()
+    return u32_at(buf, starts + KEY_AT.get(code, 0))      # VT model: lp_id (low half)
 
 
 def ids(buf: np.ndarray, starts: np.ndarray, code: int):
     """(pe, kp, lp) id arrays a record carries (None where it has none)."""
     if code == L.PE:
-        return u32_at(buf, starts + 24), None, None
+        return u32_at(buf, starts + KEY_AT[code]), None, None
     if code == L.KP:
         return u32_at(buf, starts + 24), u32_at(buf, starts + 28), None
-    if code in (L.LP, L.LP_V1, L.MODEL_GVT, L.MODEL_RT):
-        return u32_at(buf, starts + 24), u32_at(buf, starts + 28), u32_at(buf, starts + 32)
-    if code == L.VT_MODEL:
-        return u32_at(buf, starts + 16), u32_at(buf, starts + 8), u32_at(buf, starts)
-    return None, None, np.concatenate([u32_at(buf, starts), u32_at(buf, starts + 4)])
+    if code in PE_KP_AT:
+        pe_at, kp_at = PE_KP_AT[code]
+        return (u32_at(buf, starts + pe_at), u32_at(buf, starts + kp_at),
+                u32_at(buf, starts + KEY_AT[code]))
+    return None, None, np.concatenate([u32_at(buf, starts + KEY_AT[L.EVTRACE]),
+                                       u32_at(buf, starts + DEST_AT[L.EVTRACE])])
 
 
 def model_sizes(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray | None:
-    off = {L.VT_MODEL: 40, L.EVTRACE: 20, L.MODEL_GVT: 44, L.MODEL_RT: 44}.get(code)
+    off = SIZE_AT.get(code)
     return None if off is None else u32_at(buf, starts + off)
 
 
@@ -334,16 +343,6 @@ def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
         fs.lp_map = maps[0] if len(maps) == 1 else first_rows(np.concatenate(maps))
     return fs
 
-
-# Byte offsets in a record of: its raw key when that is one u32 id (KP samples have two),
-# the destination LP (event records: a second key), the PE and KP ids (records that name
-# their LP's PE), the model data size.
-KEY_AT = {L.PE: 24, L.LP: 32, L.LP_V1: 32, L.MODEL_GVT: 32, L.MODEL_RT: 32, L.VT_MODEL: 0,
-          L.EVTRACE: 0}
-DEST_AT = {L.EVTRACE: 4}
-PE_KP_AT = {L.LP: (24, 28), L.LP_V1: (24, 28), L.MODEL_GVT: (24, 28), L.MODEL_RT: (24, 28),
-            L.VT_MODEL: (16, 8)}
-SIZE_AT = {L.VT_MODEL: 40, L.EVTRACE: 20, L.MODEL_GVT: 44, L.MODEL_RT: 44}
 
 
 def code_facts(buf: np.ndarray, sel: np.ndarray, code: int, dense: bool = True):
