@@ -11,6 +11,8 @@ comm-local ranks as recorded stay in ``peer_rank``/``root_rank`` (-1 = none).
 """
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from ...model import Kind
@@ -134,8 +136,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     st = w.t[3]
 
     def msg(calls, kind, handles, rank, **cols):
-        handle = _once(handles if callable(handles) else lambda: handles)
-        comm = _once(lambda: comms.comm(handle(), calls + base))
+        handle = cache(handles if callable(handles) else lambda: handles)
+        comm = cache(lambda: comms.comm(handle(), calls + base))
         rows.add(calls, kind, comm=comm, comm_handle=handle, peer_rank=rank,
                  peer=lambda: comms.location_of(comm(), rank), **cols)
 
@@ -191,17 +193,6 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     return out, total
 
 
-def _once(make):
-    """``make()``, computed at the first call only (a value two lazy columns share)."""
-    memo = []
-
-    def get():
-        if not memo:
-            memo.append(make())
-        return memo[0]
-    return get
-
-
 def _collectives(w, base, rows, sizes, comms) -> None:
     """COLLECTIVE rows: bytes sent/received by this rank, from scalars or count arrays."""
     t_in, t_out = rows.t[0], rows.t[1]
@@ -215,9 +206,9 @@ def _collectives(w, base, rows, sizes, comms) -> None:
             return w.vals[c, names.index(x)] if x in names else np.full(len(c), default)
 
         handle = col("comm")
-        comm = _once(lambda: comms.comm(handle, c + base))
+        comm = cache(lambda: comms.comm(handle, c + base))
         root = col("root", -1) if "root" in names else np.full(len(c), -1)
-        sent_recv = _once(lambda: _coll_bytes(w, fid, c, names, col, comm, sizes, comms))
+        sent_recv = cache(lambda: _coll_bytes(w, fid, c, names, col, comm, sizes, comms))
         rows.add(c, Kind.COLLECTIVE, comm=comm, comm_handle=handle, root_rank=root,
                  root=lambda: comms.location_of(comm(), root), size=lambda: sent_recv()[0],
                  received=lambda: sent_recv()[1], collop=lambda: np.full(len(c), fid + 1),
