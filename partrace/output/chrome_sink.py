@@ -35,7 +35,8 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError
 from ..model import Definitions, Kind, Schema, Table
-from .perfetto_sink import _count_within, counter_columns, place_parts
+from .parts import count_within, place_parts
+from .perfetto_sink import counter_columns
 from .staging import Staging
 
 EVENTS = "events"
@@ -184,7 +185,7 @@ class ChromeSink(Sink):
             if not len(rows):
                 continue
             s, r = (loc[rows], peer[rows]) if side == Kind.SEND else (peer[rows], loc[rows])
-            k, state = _count_within(hash_of(s, r, tag[rows]),
+            k, state = count_within(hash_of(s, r, tag[rows]),
                                      self.sent if side == Kind.SEND else self.recvd)
             if side == Kind.SEND:
                 self.sent = state

@@ -276,7 +276,7 @@ def _write_windows(defs, schema, tables, out, windows: int) -> bytes:
 @pytest.mark.parametrize("trace", ["dumpi/p2p-4rank", "ovni/v3-mpisim-small/ovni",
                                    "ross/phold-np2-opt-gvt-pekplp/stats", "otf/hybrid16/trace/hybrid16.otf"])
 def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
-    from partrace.output import perfetto_sink
+    from partrace.output import parts
     from tests.conftest import DATA
     defs, schema, tables = _decoded(DATA / trace)
     want = _write_windows(defs, schema, tables, tmp_path / "one" / "x.pftrace", 1)
@@ -285,7 +285,7 @@ def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
         out = tmp_path / f"w{windows}" / "x.pftrace"
         assert _write_windows(defs, schema, tables, out, windows) == want
     # and the parts copied into the output in small blocks
-    monkeypatch.setattr(perfetto_sink, "COPY_BLOCK", 97)
+    monkeypatch.setattr(parts, "COPY_BLOCK", 97)
     assert _write_windows(defs, schema, tables, tmp_path / "blocks" / "x.pftrace", 7) == want
 
 
