@@ -104,7 +104,7 @@ class ROSSReader(TraceReader):
             size = len(starts) * (starts.itemsize + codes.itemsize)
             if size <= room[0]:
                 room[0] -= size
-                self._hops[(path, start)] = (end, starts.copy(), codes.copy())
+                self._hops[(path, start)] = (end, starts, codes)
 
         for p in self.files:
             kind = kind_of(p)
