@@ -98,24 +98,27 @@ def _profile_records(defs, fig: dict, per_location: bool) -> dict:
             "unmatched": {"leave": int(fig["unmatched_leave"]), "enter": int(fig["unmatched_enter"])}}
 
 
-def _name_column(ids: np.ndarray, names: dict[int, str]) -> np.ndarray:
-    """The name of each id (its decimal form where the definitions have none), vectorized
-    over the distinct ids: pairs number up to locations squared."""
-    if not len(ids):
-        return np.empty(0, object)
-    lo, hi = int(ids.min()), int(ids.max())
+def _name_columns(columns: list[np.ndarray], names: dict[int, str]) -> list[np.ndarray]:
+    """The name of each id of each column (its decimal form where the definitions have
+    none), vectorized over the distinct ids: pairs number up to locations squared.  One
+    table of names serves every column (senders and receivers are the same locations)."""
+    ids = [c for c in columns if len(c)]
+    if not ids:
+        return [np.empty(0, object) for _ in columns]
+    lo, hi = min(int(c.min()) for c in ids), max(int(c.max()) for c in ids)
     if hi - lo < 4 * len(names) + 4096:     # dense ids (as they are): a table, no sort
         table = np.array([names.get(i, str(i)) for i in range(lo, hi + 1)], object)
-        return table[ids - lo]
-    uniq, inv = np.unique(ids, return_inverse=True)
-    return np.array([names.get(i, str(i)) for i in uniq.tolist()], object)[inv.ravel()]
+        return [table[c - lo] for c in columns]
+    uniq, inv = np.unique(np.concatenate(columns), return_inverse=True)
+    named = np.array([names.get(i, str(i)) for i in uniq.tolist()], object)[inv.ravel()]
+    return np.split(named, np.cumsum([len(c) for c in columns[:-1]]))
 
 
 def _pair_rows(keys: np.ndarray, sums: np.ndarray, locations: dict[int, str]) -> Rows:
     # columns, not a dict per pair: pairs can number millions (rows.py)
+    sender, receiver = _name_columns([keys[:, 0], keys[:, 1]], locations)
     return Rows({"sender_id": keys[:, 0], "receiver_id": keys[:, 1],
-                 "sender": _name_column(keys[:, 0], locations),
-                 "receiver": _name_column(keys[:, 1], locations),
+                 "sender": sender, "receiver": receiver,
                  "messages": sums[:, 0], "bytes": sums[:, 1].view(np.uint64)})
 
 

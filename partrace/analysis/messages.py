@@ -56,7 +56,9 @@ def _fold_rows(kind, loc, peer, size, region, collop, received, pairs, npairs, c
                hist, hist_bytes):   # pragma: no cover - compiled
     """One pass over a chunk's rows.  Returns (rows done, 0) or (row, 1 | 2): the pair or
     collective table is half full; the caller grows it and calls again from that row.
-    Absent columns come as one zero (``size[0]``...): read through ``_at``."""
+    Absent columns come as one zero (``size[0]``...): read through ``_at``.  The sums are
+    the last columns of a slot's row (after its one or two key words)."""
+    pv, cv = pairs.shape[1] - 2, coll.shape[1] - 3
     for i in range(len(kind)):
         k = kind[i]
         if k == SEND and _at(peer, i) != 0:
@@ -64,8 +66,8 @@ def _fold_rows(kind, loc, peer, size, region, collop, received, pairs, npairs, c
             if s < 0:
                 return i, 1
             n = np.int64(_at(size, i))
-            pairs[s, 2] += 1
-            pairs[s, 3] += n
+            pairs[s, pv] += 1
+            pairs[s, pv + 1] += n
             b = _bit_length(n)
             hist[b] += 1
             hist_bytes[b] += n
@@ -74,9 +76,9 @@ def _fold_rows(kind, loc, peer, size, region, collop, received, pairs, npairs, c
             s = slot_of(coll, ncoll, loc[i], r if r != 0 else -np.int64(_at(collop, i)))
             if s < 0:
                 return i, 2
-            coll[s, 2] += 1
-            coll[s, 3] += np.int64(_at(size, i))
-            coll[s, 4] += np.int64(_at(received, i))
+            coll[s, cv] += 1
+            coll[s, cv + 1] += np.int64(_at(size, i))
+            coll[s, cv + 2] += np.int64(_at(received, i))
     return len(kind), 0
 
 

@@ -60,6 +60,7 @@ def _walk(loc, time, kind, region, ltab, lbase, rtab, rbase, depth, st_region, s
     empty, already indices (location index; region index + 1, 0: not defined).  Returns
     (rows done, why it stopped): the caller grows what is full and calls again from there."""
     cap = st_region.shape[1]
+    v = sums.shape[1] - 3       # calls, inclusive, exclusive: the last columns of a slot
     for i in range(len(loc)):
         k = kind[i]
         if k != ENTER and k != LEAVE and k != CHILD:
@@ -100,9 +101,9 @@ def _walk(loc, time, kind, region, ltab, lbase, rtab, rbase, depth, st_region, s
                 return i, FULL_SUMS
             depth[l] = d
             inc = time[i] - st_start[l, d]
-            sums[s, 2] += 1             # calls, inclusive, exclusive: after the key
-            sums[s, 3] += inc
-            sums[s, 4] += inc - st_child[l, d]
+            sums[s, v] += 1
+            sums[s, v + 1] += inc
+            sums[s, v + 2] += inc - st_child[l, d]
             if d > 0:
                 st_child[l, d - 1] += inc
             else:

@@ -9,7 +9,7 @@ from ...errors import TraceError
 from ...model import Definitions, Kind, Table, conform
 from . import kernels
 from . import layouts as L
-from .scan import _lookup, hop_checked, key_counts, open_bytes, raw_keys, small_keys
+from .scan import _lookup, hop_region, key_counts, open_bytes, raw_keys, small_keys
 
 NS = 1e9          # one second of real time, and one unit of virtual time, is 1e9 key ticks
 
@@ -161,17 +161,15 @@ class Locator:
 
 
 def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | None,
-                  wanted: dict | None = None) -> tuple[dict[str, Table], dict]:
+                  wanted: dict | None = None, hop=None) -> tuple[dict[str, Table], dict]:
     """Tables of one region, and its records per raw key ({code: (keys, counts)});
     ``prefix``: the same for all of the file's regions before this one.  ``wanted``
     ({table: column names}; None: all of the schema) limits the work to those columns;
-    ``prefix`` None: no seq column and no counts."""
+    ``prefix`` None: no seq column and no counts.  ``hop``: the region's (starts, codes)
+    if this process has hopped it already."""
     path, kind = Path(info["path"]), info["kind"]
     buf = open_bytes(path)
-    starts, codes, nxt = hop_checked(path, buf, info["start"], info["end"], L.FAMILY[kind])
-    if nxt != info["end"]:
-        raise TraceError.at_byte(path, nxt, f"expected a record boundary at byte {info['end']} "
-                                 "(file changed since it was scanned?)")
+    starts, codes = hop_region(path, buf, info["start"], info["end"], kind, hop)
     locate = Locator(defs, path)
     lp_code = L.LP_V1 if defs.attrs["files"].get(kind, {}).get("lp_sample_bytes") == 36 else L.LP
     out, counts = {}, {}

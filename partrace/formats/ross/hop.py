@@ -106,7 +106,10 @@ def hop_range(buf: np.ndarray, pos: int, end: int, family: int):
     starts = np.empty(cap, np.int64)
     codes = np.empty(cap, np.uint8)
     n, nxt, err, epos, val = hop(buf, np.int64(pos), np.int64(end), np.int64(family), starts, codes)
-    return starts[:n], codes[:n], int(nxt), int(err), int(epos), int(val)
+    # trimmed in place (realloc: no copy), so that a hop kept for later holds what it uses
+    starts.resize(n, refcheck=False)
+    codes.resize(n, refcheck=False)
+    return starts, codes, int(nxt), int(err), int(epos), int(val)
 
 
 ERROR_TEXT = {

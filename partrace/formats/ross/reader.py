@@ -15,6 +15,10 @@ from . import layouts as L
 from .files import kind_of, run_files
 
 DEFAULT_REGION = 4 << 20
+# Bytes of record offsets and codes (9 a record) that units() keeps for the surveys and
+# decodes that follow on this process (the suite's 150 MB ROSS trace needs 27 MB); the
+# regions beyond are hopped again.
+HOP_CACHE = 64 << 20
 
 MODE = {"gvt": "GVT-based engine sampling", "rt": "real-time engine sampling",
         "analysis-lps": "virtual-time sampling (analysis LPs)", "evtrace": "event trace",
@@ -81,24 +85,47 @@ class ROSSReader(TraceReader):
                 self.model_dtypes[table] = _descr(np.dtype(dt))
         self._before = None     # file -> FileFacts of the regions before this rank's
         self._carry = {}        # (file, start) -> records per key of the file before it
+        self._hops = {}         # (file, start) -> (starts, codes) units() found there
+        self._surveyed = set()  # the keys of _hops this process surveyed
+        self._schema = None     # (defs, schema): decode asks for it every unit
 
     def source_files(self) -> list[Path]:
         return list(self.files)
 
     def units(self) -> list[Unit]:
+        """The regions, from one hop over each file; each region's hop is kept (up to
+        HOP_CACHE bytes) for its survey and decode here, which then need not hop again:
+        used by the first decode, dropped by start_after() unless surveyed here."""
         from .scan import region_bounds
-        units = []
+        units, self._hops, self._surveyed = [], {}, set()
+        room = [HOP_CACHE]
+
+        def keep(path, start, end, starts, codes):
+            size = len(starts) * (starts.itemsize + codes.itemsize)
+            if size <= room[0]:
+                room[0] -= size
+                self._hops[(path, start)] = (end, starts, codes)
+
         for p in self.files:
             kind = kind_of(p)
-            for k, start, end in region_bounds(p, kind, self.region_size):
+            for k, start, end in region_bounds(p, kind, self.region_size,
+                                               lambda *a, p=str(p): keep(p, *a)):
                 units.append(Unit(f"{p.name}:{k:09d}", end - start, {
                     "path": str(p), "kind": kind, "start": start, "end": end}))
         return sorted(units, key=lambda u: u.key)
 
+    def _hop(self, info: dict, take: bool):
+        """(starts, codes) units() kept for this region, or None; ``take``: forget it."""
+        key = (info["path"], info["start"])
+        got = self._hops.pop(key, None) if take else self._hops.get(key)
+        return got[1:] if got is not None and got[0] == info["end"] else None
+
     def survey(self, unit: Unit) -> dict:
         from .scan import survey_region
         i = unit.info
-        return {i["path"]: survey_region(Path(i["path"]), i["kind"], i["start"], i["end"])}
+        self._surveyed.add((i["path"], i["start"]))
+        return {i["path"]: survey_region(Path(i["path"]), i["kind"], i["start"], i["end"],
+                                         self._hop(i, take=False))}
 
     @staticmethod
     def combine(a: dict, b: dict) -> dict:
@@ -109,6 +136,8 @@ class ROSSReader(TraceReader):
 
     def start_after(self, before: dict | None) -> None:
         self._before, self._carry = before or {}, {}
+        # the surveys are done: the hops of regions other ranks survey are not needed here
+        self._hops = {k: v for k, v in self._hops.items() if k in self._surveyed}
 
     def _facts(self, survey: dict | None):
         from .scan import FileFacts
@@ -214,7 +243,10 @@ class ROSSReader(TraceReader):
         from .decode import decode_region
         from .scan import add_keyed, survey_region
         i = unit.info
-        schema = self.schema(defs)
+        hop = self._hop(i, take=True)
+        if self._schema is None or self._schema[0] is not defs:
+            self._schema = defs, self.schema(defs)
+        schema = self._schema[1]
         wanted = {t: cols for t, c in schema.items()
                   if (cols := self.selected(t, [x.name for x in c])) is not None}
         mine = {L.table_name(i["kind"], code) for code in L.CODES_OF_KIND[i["kind"]]}
@@ -233,7 +265,8 @@ class ROSSReader(TraceReader):
                 prefix = {}
             else:                           # decoded out of order, or after a region without seq
                 prefix = survey_region(Path(i["path"]), i["kind"], 0, i["start"]).keys
-        tables, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted)
+        tables, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted,
+                                       hop)
         self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts) if need_seq else UNKNOWN
         yield tables
 

@@ -103,6 +103,22 @@ def hop_checked(path: Path, buf: np.ndarray, pos: int, end: int, family: int):
     return starts, codes, nxt
 
 
+def hop_region(path: Path, buf: np.ndarray, start: int, end: int, kind: str, hop=None):
+    """(starts, codes) of the records in a region whose bounds an earlier hop found: ``hop``
+    if this process made that hop (kept by the reader), else a new hop; a TraceError if
+    they no longer end at ``end``."""
+    if hop is not None:
+        if len(buf) < end:      # the kept offsets would point past the file
+            raise TraceError.at_byte(path, len(buf), f"expected a record ending at byte {end} "
+                                     "(file changed since it was scanned?)")
+        return hop
+    starts, codes, nxt = hop_checked(path, buf, start, end, L.FAMILY[kind])
+    if nxt != end:
+        raise TraceError.at_byte(path, nxt, f"expected a record boundary at byte {end} "
+                                 "(file changed since it was scanned?)")
+    return starts, codes
+
+
 def _lookup(keys: np.ndarray, counts: np.ndarray, q: np.ndarray) -> np.ndarray:
     """counts of each q in (sorted keys, counts); 0 where absent."""
     if len(keys) == 0:
@@ -144,9 +160,12 @@ def first_rows(m: np.ndarray) -> np.ndarray:
     return m[np.r_[True, m[1:, 0] != m[:-1, 0]]]
 
 
-def region_bounds(path: Path, kind: str, region_size: int) -> list[tuple[int, int, int]]:
+def region_bounds(path: Path, kind: str, region_size: int,
+                  keep=None) -> list[tuple[int, int, int]]:
     """(index, first record start, next region's first start) of each fixed-size
-    byte region in which records start: the one serial pass (headers only)."""
+    byte region in which records start: the one serial pass (headers only).
+    ``keep(start, end, starts, codes)``, if given, is shown each region's hop (the
+    reader keeps some, so that the survey of the region need not hop again)."""
     buf = open_bytes(path)
     family = L.FAMILY[kind]
     out, pos, lp_layout = [], 0, None
@@ -156,6 +175,8 @@ def region_bounds(path: Path, kind: str, region_size: int) -> list[tuple[int, in
         lp_layout = _one_lp_layout(path, starts, codes, lp_layout)
         if len(starts):
             out.append((k, pos, nxt))
+            if keep is not None:
+                keep(pos, nxt, starts, codes)
         pos = nxt
         release(buf, pos)
     return out
@@ -208,12 +229,20 @@ def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return b
     if not len(b):
         return a
-    both = np.concatenate([a[-1:], b[-1:], a[:1], b[:1]])
-    if small_keys(both) and both.max() < 4 * (len(a) + len(b)) + 4096:    # LP ids: a mask
-        seen = np.zeros(int(both.max()) + 1, bool)
+    lo, hi = min(a[0], b[0]), max(a[-1], b[-1])
+    if lo >= 0 and hi < 4 * (len(a) + len(b)) + 4096:    # LP ids: a mask
+        seen = np.zeros(int(hi) + 1, bool)
         seen[a] = seen[b] = True
         return np.flatnonzero(seen)
-    return np.union1d(a, b)
+    return merge_unique(a, b)
+
+
+def merge_unique(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.union1d of two sorted unique arrays, by merging them (a stable sort of two
+    sorted runs is one linear merge; np.union1d hashes and sorts again)."""
+    both = np.concatenate([a, b])
+    both.sort(kind="stable")
+    return both[np.r_[True, both[1:] != both[:-1]]]
 
 
 def first_pairs(lp: np.ndarray, size: np.ndarray, starts: np.ndarray):
@@ -307,14 +336,12 @@ class FileFacts:
              for c in sorted(self.size_pairs.keys() | other.size_pairs.keys())})
 
 
-def survey_region(path: Path, kind: str, start: int, end: int) -> FileFacts:
-    """Facts of the records starting in [start, end) (a region's bounds)."""
+def survey_region(path: Path, kind: str, start: int, end: int, hop=None) -> FileFacts:
+    """Facts of the records starting in [start, end) (a region's bounds); ``hop``: the
+    (starts, codes) of those records if this process has hopped them already."""
     buf = open_bytes(path)
     fs = FileFacts(kind, len(buf))
-    starts, codes, nxt = hop_checked(path, buf, start, end, L.FAMILY[kind])
-    if nxt != end:
-        raise TraceError.at_byte(path, nxt, f"expected a record boundary at byte {end} "
-                                 "(file changed since it was scanned?)")
+    starts, codes = hop_region(path, buf, start, end, kind, hop)
     maps = []
     present = key_counts(codes.astype(np.int64))[0].tolist()
     for code in present:
