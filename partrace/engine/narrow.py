@@ -87,6 +87,8 @@ def narrowed(values):
     """``values`` at its narrowest form (itself when nothing narrower holds it exactly)."""
     if not isinstance(values, np.ndarray) or values.dtype == object or len(values) == 0:
         return values
+    if values.strides[0] == 0:      # one row repeated (np.broadcast_to): constant, no pass
+        return Constant(values[0].copy(), len(values))
     if values.ndim == 1 and values.dtype.kind in "iu":
         lo, hi = values.min(), values.max()
         if lo == hi:
@@ -125,6 +127,11 @@ def _as_bits(values: np.ndarray) -> np.ndarray | None:
     if values.dtype.kind == "c" and item == 16:
         return values.view("u8").reshape(values.shape + (2,))
     return None
+
+
+def constant(values) -> np.ndarray | None:
+    """The one value of a constant column form (None: not constant)."""
+    return values.value if isinstance(values, Constant) else None
 
 
 def put(values, a: int, b: int, dest: np.ndarray) -> None:

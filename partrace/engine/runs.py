@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import WriteFailed
 from ..model import Column, Table
 from . import stop
-from .narrow import Constant, Offsets, narrowed, put, widen_into
+from .narrow import Constant, Offsets, constant, narrowed, put, widen_into
 from .order import lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed
@@ -96,6 +96,10 @@ class Run:
     def put(self, col: str, a: int, b: int, dest: np.ndarray) -> None:
         put(self.columns[col], a, b, dest)
 
+    def constant(self, col: str) -> np.ndarray | None:
+        """The column's one value when every row holds it, else None."""
+        return constant(self.columns[col])
+
 
 class SpilledRun:
     """A sorted run on disk: one raw file per column, read by explicit reads.
@@ -153,6 +157,10 @@ class SpilledRun:
             np.copyto(dest, raw, casting="unsafe")
         else:
             widen_into(raw, base, dest)
+
+    def constant(self, col: str) -> np.ndarray | None:
+        """The column's one value when every row holds it, else None."""
+        return constant(self.kept[col]) if col in self.kept else None
 
     @property
     def names(self) -> list[str]:

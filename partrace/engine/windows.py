@@ -150,8 +150,35 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
         del keys
         if order is None:
             return SpanRows(spans, schema)
-    return MergedTable(n, list(cols), lambda name: np.take(
-        _gather_column(spans, cols[name]), order, axis=0))
+    span_of = []        # each ordered row's span, made once the window has a constant column
+
+    def build(name: str) -> np.ndarray:
+        col = cols[name]
+        values = _span_constants(spans, col)
+        if values is None:
+            return np.take(_gather_column(spans, col), order, axis=0)
+        if not span_of:
+            span_of.append(np.take(_span_ids(spans), order))
+        return np.take(values, span_of[0], axis=0)
+    return MergedTable(n, list(cols), build)
+
+
+def _span_constants(spans, col: Column) -> np.ndarray | None:
+    """A column's value in each span, when it is constant in every span's run (else None):
+    the ordered column is then a lookup of each row's span, with no gather."""
+    values = []
+    for run, _, _ in spans:
+        v = run.constant(col.name)
+        if v is None:
+            return None
+        values.append(v)
+    return np.stack(values).astype(col.element_dtype(), copy=False)
+
+
+def _span_ids(spans) -> np.ndarray:
+    """The span of each row of the spans' concatenation (the narrowest type that fits)."""
+    kind = np.uint8 if len(spans) <= 1 << 8 else np.uint16 if len(spans) <= 1 << 16 else np.int64
+    return np.repeat(np.arange(len(spans), dtype=kind), [b - a for _, a, b in spans])
 
 
 def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column]) -> Table:

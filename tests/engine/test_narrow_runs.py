@@ -137,6 +137,7 @@ EDGES = {
     "int16 u1 range": (np.array([-100, 100, 0], np.int16), Offsets),
     "uint8 varying": (np.array([0, 255], np.uint8), np.ndarray),
     "bool constant": (np.ones(4, bool), Constant),
+    "broadcast row (stride 0)": (np.broadcast_to(np.int32(-7), 6), Constant),
     "float nan constant": (np.full(3, np.nan), Constant),
     "float -0.0 and 0.0": (np.array([0.0, -0.0, 0.0]), np.ndarray),
     "float varying": (np.array([1.5, 2.5, 1.5]), np.ndarray),
