@@ -166,6 +166,8 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
 def _span_constants(spans, col: Column) -> np.ndarray | None:
     """A column's value in each span, when it is constant in every span's run (else None):
     the ordered column is then a lookup of each row's span, with no gather."""
+    if not spans:
+        return None
     values = []
     for run, _, _ in spans:
         v = run.constant(col.name)

@@ -186,3 +186,13 @@ def test_search_in_narrow_sorted_values_equals_numpy_search(values):
             want = np.searchsorted(values, v, side=side) if 0 <= v < 2**64 or values.dtype.kind == "i" \
                 else (0 if v < 0 else len(values))
             assert np.searchsorted(held, v, side=side) == want, (v, side)
+
+
+def test_a_window_with_no_rows_on_this_rank_gives_empty_columns_of_the_schema():
+    """A rank that holds no rows of a window still sends (empty) columns in destination order."""
+    from partrace.engine.windows import _merged_spans
+    from tests.engine.test_windows import SCHEMA
+    empty = _merged_spans([], SCHEMA, np.zeros(0, np.int64))
+    for c in SCHEMA:
+        got = empty.column_once(c.name)
+        assert len(got) == 0 and got.dtype == c.element_dtype()
