@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import WriteFailed
 from ..model import Column, Table
 from . import stop
+from .narrow import Constant, Offsets, constant, narrowed, put, widen_into
 from .order import lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed
@@ -51,19 +52,32 @@ OBJECT_ROW_BYTES = 48   # estimate for a str/bytes cell (pointer + small object)
 
 
 def row_bytes(columns: list[Column]) -> int:
+    """Bytes of one row as a window gathers it (every column at its schema's width)."""
     total = 0
     for c in columns:
         total += OBJECT_ROW_BYTES if c.is_object else c.numpy_dtype().itemsize
     return max(total, 1)
 
 
+def held_bytes(columns: dict) -> int:
+    """Bytes a run's column forms hold (an object column: OBJECT_ROW_BYTES a cell)."""
+    return sum(len(v) * OBJECT_ROW_BYTES if v.dtype == object else int(v.nbytes)
+               for v in columns.values())
+
+
+def narrow_columns(columns: dict[str, np.ndarray]) -> dict:
+    """Each column at its narrowest form (see partrace.engine.narrow)."""
+    return {name: narrowed(v) for name, v in columns.items()}
+
+
 class Run:
-    """One sorted run of one table, in memory."""
+    """One sorted run of one table, in memory: ``columns`` maps each name to an array
+    or a narrow form of one; a slice ``columns[name][a:b]`` is the original values."""
 
     __slots__ = ("columns", "n")
 
     def __init__(self, columns: dict[str, np.ndarray]):
-        self.columns = columns
+        self.columns = narrow_columns(columns)
         self.n = len(columns["time"])
 
     def rows(self, a: int, b: int) -> Table:
@@ -79,46 +93,91 @@ class Run:
     def lower_bound(self, key) -> int:
         return lower_bound(self.columns["time"], self.columns["location"], self.columns["seq"], key)
 
+    def put(self, col: str, a: int, b: int, dest: np.ndarray) -> None:
+        put(self.columns[col], a, b, dest)
+
+    def constant(self, col: str) -> np.ndarray | None:
+        """The column's one value when every row holds it, else None."""
+        return constant(self.columns[col])
+
 
 class SpilledRun:
     """A sorted run on disk: one raw file per column, read by explicit reads.
 
     Explicit reads (not memory maps) keep the file pages out of the process's
-    resident memory.  Every STRIDE-th key stays in memory as a sparse index,
+    resident memory.  A column held narrow is written narrow (an ``Offsets``
+    column: its offsets, the base kept here) and a constant one is not
+    written at all.  Every STRIDE-th key stays in memory as a sparse index,
     so a search reads one block of keys.
     """
 
     STRIDE = 4096
 
-    def __init__(self, folder: Path, table: Table):
-        self.folder, self.n = folder, len(table)
-        self.layout = {}
-        self.objects = {}
-        for col, values in table.columns.items():
-            if values.dtype == object:      # str/bytes cells: kept (they live in small side tables)
-                self.objects[col] = values
-            else:
-                _write_raw(folder / f"{col}.bin", np.ascontiguousarray(values))
-                self.layout[col] = (values.dtype, values.shape[1:])
+    def __init__(self, folder: Path, table):
+        columns = narrow_columns(table.columns if isinstance(table, Table) else table)
+        self.folder, self.n = folder, len(columns["time"])
+        self.layout = {}        # column -> (dtype on disk, row shape, base of Offsets or None)
+        self.kept = {}          # str/bytes cells (small side tables) and Constant columns
+        self.written = 0
+        for col, values in columns.items():
+            if isinstance(values, Constant) or values.dtype == object:
+                self.kept[col] = values
+                continue
+            base = values.base if isinstance(values, Offsets) else None
+            raw = values.offsets if base is not None else np.ascontiguousarray(values)
+            _write_raw(folder / f"{col}.bin", raw)
+            self.layout[col] = (raw.dtype, raw.shape[1:], base)
+            self.written += raw.nbytes
         idx = np.arange(0, self.n, self.STRIDE)
-        self.index = tuple(np.asarray(table[c][idx]) for c in ("time", "location", "seq"))
+        self.index = tuple(np.asarray(columns[c][idx]) for c in ("time", "location", "seq"))
 
-    def _read(self, col: str, a: int, b: int) -> np.ndarray:
-        if col in self.objects:
-            return self.objects[col][a:b]
-        dtype, tail = self.layout[col]
+    def _raw(self, col: str, a: int, b: int) -> np.ndarray:
+        dtype, tail, _ = self.layout[col]
         row = dtype.itemsize * int(np.prod(tail, dtype=np.int64))
         with open(self.folder / f"{col}.bin", "rb") as fh:
             fh.seek(a * row)
             data = fh.read(max(b - a, 0) * row)
-        return np.frombuffer(data, dtype=dtype).reshape((-1,) + tail).copy()
+        return np.frombuffer(data, dtype=dtype).reshape((-1,) + tail)
+
+    def _read(self, col: str, a: int, b: int) -> np.ndarray:
+        if col in self.kept:
+            return self.kept[col][a:b]
+        base = self.layout[col][2]
+        raw = self._raw(col, a, b)
+        return raw.copy() if base is None else np.add(raw, base, dtype=base.dtype)
+
+    def put(self, col: str, a: int, b: int, dest: np.ndarray) -> None:
+        """Rows a..b of a column, widened into ``dest``."""
+        if col in self.kept:
+            put(self.kept[col], a, b, dest)
+            return
+        base = self.layout[col][2]
+        raw = self._raw(col, a, b)
+        if base is None:
+            np.copyto(dest, raw, casting="unsafe")
+        else:
+            widen_into(raw, base, dest)
+
+    def constant(self, col: str) -> np.ndarray | None:
+        """The column's one value when every row holds it, else None."""
+        return constant(self.kept[col]) if col in self.kept else None
 
     @property
     def names(self) -> list[str]:
-        return list(self.layout) + [c for c in self.objects if c not in self.layout]
+        return list(self.layout) + [c for c in self.kept if c not in self.layout]
 
     def column(self, col: str, a: int, b: int) -> np.ndarray:
         return self._read(col, a, b)
+
+    def tail(self, col: str) -> tuple:
+        """The shape of one row of a column (a sub-array column's elements)."""
+        if col in self.kept:
+            return tuple(self.kept[col].shape[1:])
+        return tuple(self.layout[col][1])
+
+    def held(self) -> int:
+        """Bytes this run keeps in memory: its kept columns and sparse index."""
+        return held_bytes(self.kept) + sum(int(k.nbytes) for k in self.index)
 
     def rows(self, a: int, b: int) -> Table:
         return Table({c: self._read(c, a, b) for c in self.names})
@@ -175,7 +234,7 @@ class RunStore:
         self.keep_bytes = int(memory_bytes * keep_fraction)
         self.resident_limit = (None if resident_fraction is None
                                else int(memory_bytes * resident_fraction))
-        self.in_memory = 0
+        self.in_memory = 0      # bytes the runs really hold in memory (narrow forms)
         self.spill_root = spill_root
         self.tag = f"{run_id}-{tag}" if run_id else tag
         if run_id:      # every rank's spill folder of this run: partrace-spill-<run_id>-*
@@ -189,15 +248,18 @@ class RunStore:
     def add(self, name: str, table: Table) -> None:
         if not len(table):
             return
-        table = sort_by_key(table)
-        size = len(table) * row_bytes(self.schema[name])
-        self.rows[name] += len(table)
+        columns = narrow_columns(sort_by_key(table).columns)
+        del table
+        self.rows[name] += len(columns["time"])
+        size = held_bytes(columns)
         if self.in_memory + size <= self.keep_bytes and self._resident_fits():
             self.in_memory += size
-            self.runs[name].append(Run(dict(table.columns)))
+            self.runs[name].append(Run(columns))
         else:
-            self.runs[name].append(self._spill(name, table))
-            self.spilled_bytes += size
+            run = self._spill(name, columns)
+            self.in_memory += run.held()
+            self.runs[name].append(run)
+            self.spilled_bytes += run.written
 
     def _resident_fits(self) -> bool:
         """The process, this run included (it is in memory already), is within its share."""
@@ -206,7 +268,7 @@ class RunStore:
         now = resident_bytes()
         return now is None or now <= self.resident_limit
 
-    def _spill(self, name: str, table: Table) -> SpilledRun:
+    def _spill(self, name: str, columns: dict) -> SpilledRun:
         if self.spill_dir is None:
             self.spill_dir = Path(tempfile.mkdtemp(prefix=f"partrace-spill-{self.tag}-",
                                                    dir=self.spill_root))
@@ -216,9 +278,11 @@ class RunStore:
             d.mkdir()
         except OSError as exc:
             raise WriteFailed.of(d, exc, "(spill folder)") from exc
-        return SpilledRun(d, table)
+        return SpilledRun(d, columns)
 
     def total_bytes(self) -> int:
+        """Bytes of every row as windows gather them (wide, whatever the runs hold):
+        what the window count is computed from."""
         return sum(self.rows[n] * row_bytes(self.schema[n]) for n in self.schema)
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from ..model import KEY_COLUMNS, Column, Table
 from .merged import MergedTable, ordered
 from .mpi import Comm
 from .order import Key, merge_order
+from .narrow import tail
 from .runs import Run
 
 SAMPLES_PER_RANK = 4096
@@ -85,10 +86,6 @@ def _cut(cuts: list[Key], j: int):
     return cuts[j - 1]
 
 
-def _column(run, name: str, a: int, b: int) -> np.ndarray:
-    return run.columns[name][a:b] if isinstance(run, Run) else run.column(name, a, b)
-
-
 def _spans(runs: list[Run], bounds: list) -> tuple[list[tuple[Run, int, int]], np.ndarray]:
     """The (run, first, end) row ranges between consecutive bounds, grouped by
     bound interval (= destination), and the row count of each interval."""
@@ -100,13 +97,29 @@ def _spans(runs: list[Run], bounds: list) -> tuple[list[tuple[Run, int, int]], n
     return spans, counts
 
 
+def _row_shape(run, name: str) -> tuple:
+    return tail(run.columns[name]) if isinstance(run, Run) else run.tail(name)
+
+
 def _gather_column(spans, col: Column) -> np.ndarray:
-    """One column of the spans' rows, in span order (one span: a view of its run)."""
-    parts = [_column(run, col.name, a, b) for run, a, b in spans]
-    if not parts:
+    """One column of the spans' rows, in span order, as the schema's dtype (one span
+    of an array held as it is: a view of it).  Each span is widened straight into
+    the output: no per-span copies to concatenate."""
+    if not spans:
         return np.empty(0, col.numpy_dtype())
-    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return values.astype(col.element_dtype(), copy=False)
+    dtype = col.element_dtype()
+    if len(spans) == 1 and isinstance(spans[0][0], Run):
+        run, a, b = spans[0]
+        values = run.columns[col.name]
+        if isinstance(values, np.ndarray) and values.dtype == dtype:
+            return values[a:b]
+    n = sum(b - a for _, a, b in spans)
+    out = np.empty((n,) + _row_shape(spans[0][0], col.name), dtype)
+    at = 0
+    for run, a, b in spans:
+        run.put(col.name, a, b, out[at:at + b - a])
+        at += b - a
+    return out
 
 
 def _span_starts(spans) -> np.ndarray:
@@ -137,8 +150,37 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
         del keys
         if order is None:
             return SpanRows(spans, schema)
-    return MergedTable(n, list(cols), lambda name: np.take(
-        _gather_column(spans, cols[name]), order, axis=0))
+    span_of = []        # each ordered row's span, made once the window has a constant column
+
+    def build(name: str) -> np.ndarray:
+        col = cols[name]
+        values = _span_constants(spans, col)
+        if values is None:
+            return np.take(_gather_column(spans, col), order, axis=0)
+        if not span_of:
+            span_of.append(np.take(_span_ids(spans), order))
+        return np.take(values, span_of[0], axis=0)
+    return MergedTable(n, list(cols), build)
+
+
+def _span_constants(spans, col: Column) -> np.ndarray | None:
+    """A column's value in each span, when it is constant in every span's run (else None):
+    the ordered column is then a lookup of each row's span, with no gather."""
+    if not spans:
+        return None
+    values = []
+    for run, _, _ in spans:
+        v = run.constant(col.name)
+        if v is None:
+            return None
+        values.append(v)
+    return np.stack(values).astype(col.element_dtype(), copy=False)
+
+
+def _span_ids(spans) -> np.ndarray:
+    """The span of each row of the spans' concatenation (the narrowest type that fits)."""
+    kind = np.uint8 if len(spans) <= 1 << 8 else np.uint16 if len(spans) <= 1 << 16 else np.int64
+    return np.repeat(np.arange(len(spans), dtype=kind), [b - a for _, a, b in spans])
 
 
 def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column]) -> Table:

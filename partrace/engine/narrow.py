@@ -1,0 +1,147 @@
+"""A run's columns held at the narrowest form their values need.
+
+A decoded chunk comes from few locations over a short stretch of time, so
+many of its columns hold one value (a thread's ids, a record kind's unused
+fields) and its integer columns span a small range (time, seq, counters).
+A run keeps such a column as that one value (``Constant``) or as its
+minimum plus offsets in the narrowest unsigned type the range fits
+(``Offsets``, a frame of reference); any other column stays the array it
+was.  Reading a slice back gives the original values in the original dtype;
+``put`` widens a slice straight into a caller's buffer (a window's column),
+so a gather writes each row once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# unsigned types an integer column's offsets may take, narrowest first
+_OFFSET_TYPES = tuple(np.dtype(t) for t in ("u1", "u2", "u4"))
+
+
+class Constant:
+    """``n`` rows that all hold ``value`` (one row: a scalar or a sub-array)."""
+
+    __slots__ = ("value", "n", "dtype", "shape")
+
+    def __init__(self, value: np.ndarray, n: int):
+        self.value, self.n, self.dtype = value, n, value.dtype
+        self.shape = (n,) + value.shape
+
+    nbytes = property(lambda self: self.value.nbytes)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key) -> np.ndarray:
+        m = len(range(*key.indices(self.n))) if isinstance(key, slice) else len(np.asarray(key))
+        out = np.empty((m,) + self.value.shape, self.dtype)
+        out[...] = self.value
+        return out
+
+    def put(self, a: int, b: int, dest: np.ndarray) -> None:
+        dest[...] = self.value
+
+    def searchsorted(self, v, side: str = "left", sorter=None) -> int:
+        value = self.value.item()
+        below = value < v if side == "left" else value <= v
+        return self.n if below else 0
+
+
+class Offsets:
+    """Integers held as ``base`` (their minimum) plus narrow unsigned ``offsets``."""
+
+    __slots__ = ("base", "offsets", "dtype", "shape")
+
+    def __init__(self, base: np.generic, offsets: np.ndarray):
+        self.base, self.offsets, self.dtype = base, offsets, base.dtype
+        self.shape = offsets.shape
+
+    nbytes = property(lambda self: self.offsets.nbytes)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, key) -> np.ndarray:
+        return np.add(self.offsets[key], self.base, dtype=self.dtype)
+
+    def put(self, a: int, b: int, dest: np.ndarray) -> None:
+        widen_into(self.offsets[a:b], self.base, dest)
+
+    def searchsorted(self, v, side: str = "left", sorter=None) -> int:
+        """As ndarray.searchsorted on the values (sorted; np.searchsorted calls this)."""
+        v, lo = int(v), int(self.base)
+        hi = lo + int(self.offsets[-1])
+        if v < lo or (v == lo and side == "left"):
+            return 0
+        if v > hi or (v == hi and side == "right"):
+            return len(self.offsets)
+        return int(self.offsets.searchsorted(self.offsets.dtype.type(v - lo), side=side))
+
+
+def widen_into(offsets: np.ndarray, base: np.generic, dest: np.ndarray) -> None:
+    """dest[:] = base + offsets, added in base's type and cast to dest's as astype does."""
+    np.add(offsets, base, out=dest, dtype=base.dtype, casting="unsafe")
+
+
+def narrowed(values):
+    """``values`` at its narrowest form (itself when nothing narrower holds it exactly)."""
+    if not isinstance(values, np.ndarray) or values.dtype == object or len(values) == 0:
+        return values
+    if values.strides[0] == 0:      # one row repeated (np.broadcast_to): constant, no pass
+        return Constant(values[0].copy(), len(values))
+    if values.ndim == 1 and values.dtype.kind in "iu":
+        lo, hi = values.min(), values.max()
+        if lo == hi:
+            return Constant(values[:1].reshape(()).copy(), len(values))
+        span = int(hi) - int(lo)
+        for t in _OFFSET_TYPES:
+            if t.itemsize >= values.dtype.itemsize:
+                break
+            if span <= np.iinfo(t).max:
+                out = np.empty(len(values), t)
+                np.subtract(values, lo, out=out, casting="unsafe")
+                return Offsets(lo, out)
+        return values
+    if _constant(values):
+        return Constant(values[:1].reshape(values.shape[1:]).copy(), len(values))
+    return values
+
+
+def _constant(values: np.ndarray) -> bool:
+    """Every row holds the bits of row 0 (floats: -0.0 and 0.0 differ, a NaN equals itself)."""
+    bits = _as_bits(values)
+    if bits is None:
+        return False
+    first = bits[0]
+    if not (np.array_equal(bits[-1], first) and np.array_equal(bits[len(bits) // 2], first)):
+        return False        # the common case, rejected without a pass over the column
+    return bool((bits == first).all())
+
+
+def _as_bits(values: np.ndarray) -> np.ndarray | None:
+    item = values.dtype.itemsize
+    if values.dtype.kind in "iub":
+        return values
+    if values.dtype.kind in "fc" and item in (1, 2, 4, 8):
+        return values.view(f"u{item}")
+    if values.dtype.kind == "c" and item == 16:
+        return values.view("u8").reshape(values.shape + (2,))
+    return None
+
+
+def constant(values) -> np.ndarray | None:
+    """The one value of a constant column form (None: not constant)."""
+    return values.value if isinstance(values, Constant) else None
+
+
+def put(values, a: int, b: int, dest: np.ndarray) -> None:
+    """Rows a..b of a column form, widened into ``dest`` (cast as astype would)."""
+    if isinstance(values, np.ndarray):
+        np.copyto(dest, values[a:b], casting="unsafe")
+    else:
+        values.put(a, b, dest)
+
+
+def tail(values) -> tuple:
+    """The shape of one row of a column form (a sub-array column's elements)."""
+    return tuple(values.shape[1:])
