@@ -51,7 +51,8 @@ other tables
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -222,8 +223,8 @@ class Rows:
     vals: np.ndarray          # (n, 8) uint64 record fields
     kv_on: np.ndarray         # (n, m) bool
     kv_val: np.ndarray        # (n, m) uint64
-    blob: np.ndarray          # uint8: rendered byte-array KV lines
-    pre_a: np.ndarray         # their span in blob per row
+    blob: np.ndarray          # uint8: rendered byte-array KV lines (a reused buffer: valid
+    pre_a: np.ndarray         # until the next event_rows); their span in blob per row
     pre_b: np.ndarray
 
 
@@ -311,7 +312,8 @@ def _byte_arrays(get, lay: Layout, n: int) -> tuple[np.ndarray, np.ndarray, np.n
             mat[:, at:at + c.width] = get(c.name).reshape(n, c.width)
     pre = [f"K{c.key:x}Y{BYTE_ARRAY:x}V" for c in arrays]
     per_row = sum(-(-c.width // MAX_ARRAY) * (len(p) + 20) + 2 * c.width for c, p in zip(arrays, pre))
-    out = np.empty(n * per_row, np.uint8)
+    from .writekernel import scratch
+    out = scratch("blob", n * per_row)      # used before the next block's (see Rows)
     start, end = np.empty(n, np.int64), np.empty(n, np.int64)
     o = byte_array_lines(mat, offsets[:-1].astype(np.int64), np.array([c.width for c in arrays], np.int64),
                          np.array([_pad32(p) for p in pre]).reshape(len(pre), 32),
@@ -441,14 +443,13 @@ def marker_defs(defs: Definitions, regions: list[int]) -> str:
 
 @dataclass
 class Spots:
-    """Rendered marker spots in (time, location, seq) order: row i is bytes ends[i-1]:ends[i] of
-    the blocks of `data` laid end to end (blocks, not one array: no copy of a window's spots)."""
+    """Marker spots in (time, location, seq) order: `data` renders them block by block, each
+    block (a view of a reused buffer) valid until the next is made: written out at once."""
 
     time: np.ndarray
     location: np.ndarray
     seq: np.ndarray
-    ends: np.ndarray
-    data: list[np.ndarray]    # uint8 blocks
+    data: Iterable[memoryview]
     regions: np.ndarray       # the marker ids used (sorted, unique)
 
 
@@ -473,14 +474,13 @@ def marker_spots(defs: Definitions, schema: Schema, rows: Table, lay: Layout | N
     fast = all(np.asarray(rows[c.name]).dtype.kind in "iu" and len(c.name.encode("utf-8", "surrogateescape")) < 32
                for c in cols)
     spots = _spots_kernel if fast else _spots
-    blocks = [spots(rows.rows(lo, min(n, lo + MARKER_BLOCK)), cols) for lo in range(0, n, MARKER_BLOCK)]
-    ends = np.cumsum(np.concatenate([np.diff(e, prepend=0) for _, e in blocks]))
-    return Spots(*keys, ends, [d for d, _ in blocks], np.unique(np.asarray(rows["region"], np.int64)))
+    blocks = (spots(rows.rows(lo, min(n, lo + MARKER_BLOCK)), cols) for lo in range(0, n, MARKER_BLOCK))
+    return Spots(*keys, blocks, np.unique(np.asarray(rows["region"], np.int64)))
 
 
 def no_spots() -> Spots:
     z = np.zeros(0, np.int64)
-    return Spots(z, z, z, z, [], z)
+    return Spots(z, z, z, [], z)
 
 
 def _pad32(text: str) -> np.ndarray:
@@ -491,7 +491,7 @@ def _pad32(text: str) -> np.ndarray:
     return b
 
 
-def _spots_kernel(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.ndarray]:
+def _spots_kernel(rows: Table, cols: list[KVColumn]) -> memoryview:
     """_spots for integer and byte-array columns, with the numba formatter."""
     from .writekernel import format_spots
     n = len(rows)
@@ -521,16 +521,16 @@ def _spots_kernel(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.nda
     per_row = 64 + sum(kv_prel[j] + 18 + name_prel[j] + 22 if not c.width else
                        -(-c.width // MAX_ARRAY) * (kv_prel[j] + 20) + 2 * c.width + name_prel[j] + 2 * c.width + 1
                        for j, c in enumerate(cols))
-    out = np.empty(n * int(per_row), np.uint8)
+    from .writekernel import scratch
+    out = scratch("spots", n * int(per_row))
     ends = np.zeros(n, np.int64)
     o = format_spots(rows["region"], rows["time"], rows["location"], kind, col, raws, values, signed, arr,
                      width, kv_pre, kv_prel, name_pre, name_prel, out, ends)
-    return out[:o].copy(), ends
+    return memoryview(out[:o])
 
 
-def _spots(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.ndarray]:
-    """Key-value lines and marker spot of each row, vectorized (NUL bytes are padding, dropped);
-    also the end of each row's bytes."""
+def _spots(rows: Table, cols: list[KVColumn]) -> memoryview:
+    """Key-value lines and marker spot of each row, vectorized (NUL bytes are padding, dropped)."""
     n = len(rows)
     kv, text = [], []
     for c in cols:
@@ -562,5 +562,4 @@ def _spots(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.ndarray]:
         seen |= on
     parts.append(_const('"\n', n))
     body = np.hstack(parts)
-    keep = body != 0
-    return body[keep], np.cumsum(keep.sum(axis=1))
+    return memoryview(body[body != 0])

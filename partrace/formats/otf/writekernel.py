@@ -37,6 +37,20 @@ class WTables:
                 self.opt0[i, j] = f.opt == OPT0
 
 
+_SCRATCH: dict[str, np.ndarray] = {}
+
+
+def scratch(name: str, nbytes: int) -> np.ndarray:
+    """A reused byte buffer of at least nbytes (one per name and process, grown as needed):
+    text formatted into it is written out before the next use, and a fresh array per block
+    costs the kernel a page fault per 4 KiB written (the sys time of the writer)."""
+    buf = _SCRATCH.get(name)
+    if buf is None or len(buf) < nbytes:
+        buf = _SCRATCH[name] = np.empty(max(nbytes, 1 << 16, int(1.25 * len(buf)) if buf is not None else 0),
+                                        np.uint8)
+    return buf[:nbytes]
+
+
 @lru_cache(maxsize=1)
 def wtables() -> WTables:
     """The grammar tables (constant: made once per process)."""

@@ -479,10 +479,10 @@ class StreamWriter:
         """The point events among `events` as marker spots (see ``generic``)."""
         from .generic import marker_spots
         spots = marker_spots(self.defs, self.schema or {"events": []}, events, self._layout)
-        if len(spots.ends):
+        if len(spots.time):
             self.regions = np.union1d(self.regions, spots.regions)
             for block in spots.data:      # point events' ticks are their ns (generic: 1e9 ticks/s)
-                self._write_marker(memoryview(block), int(spots.time[0]), int(spots.location[0]))
+                self._write_marker(block, int(spots.time[0]), int(spots.location[0]))
 
     def _format_generic(self, tables: dict[str, Table], lay) -> None:
         from .generic import kv_prefix_arrays, stream_rows
@@ -530,7 +530,7 @@ class _FileState:
                kv_on=None, kv_val=None, kv_pre=None, kv_prel=None, counters=None) -> None:
         """Format rows in passes of ROWS_PER_PASS; `counters` (generic.Counters), merged in by
         the formatter, come in one pass with the rows (the generic writer cuts its blocks)."""
-        from .writekernel import format_rows, wtables
+        from .writekernel import format_rows, scratch, wtables
         wt = wtables()
         n = len(rec)
         if kv_on is None:
@@ -545,7 +545,7 @@ class _FileState:
             extra = int((pre_b[lo:hi] - pre_a[lo:hi]).sum() + (str_b[lo:hi] - str_a[lo:hi]).sum())
             extra += int(kv_on[lo:hi].sum()) * kv_line
             extra += len(c.ticks) * 40 + c.records * 45       # time and process lines, CNT<id>V<value>
-            out = np.empty((hi - lo) * 400 + extra + 64, np.uint8)
+            out = scratch("text", (hi - lo) * 400 + extra + 64)
             o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], vals[lo:hi], pre_a[lo:hi],
                                                  pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
                                                  wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, self.t, self.p,
