@@ -416,7 +416,7 @@ class StreamWriter:
                 # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
                 order = np.argsort(ticks, kind="stable")
             if order is not None:
-                tab, ticks = tab.take(order), ticks[order]
+                tab, ticks = _Taken(tab, order), ticks[order]
             n = len(tab)
             rec = _record_codes(tab, tname)
             vals = np.zeros((n, 8), np.uint64)
@@ -561,6 +561,26 @@ class _FileState:
             # OTF_WBuffer_close: the last time and process once more
             self.out.write(f"{int(self.t):x}\n*{int(self.p):x}\n".encode())
         return self.out.close()
+
+
+class _Taken:
+    """Rows `order` of a table, each column taken when first read: the writer reads a few of
+    an OTF table's columns (Table.take would copy all, and build every column of a lazily
+    built window)."""
+
+    def __init__(self, tab: Table, order: np.ndarray):
+        self.tab, self.order, self.cols = tab, order, {}
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tab
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.cols:
+            self.cols[name] = np.take(self.tab[name], self.order, axis=0)
+        return self.cols[name]
 
 
 def _in_order(ticks: np.ndarray, src_order: np.ndarray) -> bool:
