@@ -110,15 +110,18 @@ def kv_lines(key, typ, value, length, is_bytes, raw, rstart, rend, out, ends):
 
 @njit(cache=True)
 def _hex(out, o, v):
-    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64
-    s = 60
-    while s > 0 and ((v >> np.uint64(s)) & np.uint64(15)) == 0:
-        s -= 4
-    while s >= 0:
-        out[o] = HEXD[(v >> np.uint64(s)) & np.uint64(15)]
-        o += 1
-        s -= 4
-    return o
+    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64: count the digits,
+    # then write them from the last one back (a few steps for the many small values)
+    n = 1
+    x = v >> np.uint64(4)
+    while x != np.uint64(0):
+        n += 1
+        x >>= np.uint64(4)
+    e = o + n
+    for j in range(e - 1, o - 1, -1):
+        out[j] = HEXD[v & np.uint64(15)]
+        v >>= np.uint64(4)
+    return e
 
 
 @njit(cache=True)
@@ -148,11 +151,11 @@ def _time_line(out, o, t):
 def _head(out, o, ti, pi, t, p):
     """The time and process lines a record at (ti, pi) needs after state (t, p); ok False:
     the record is earlier than the state (rows not sorted by time)."""
-    if ti == t and ti > 0:
+    if ti == t and ti > np.uint64(0):
         if pi != p:
             o = _process_line(out, o, pi)
         return o, True
-    if ti > t or ti == 0:           # the library writes the process again after a time
+    if ti > t or ti == np.uint64(0):    # the library writes the process again after a time
         return _process_line(out, _time_line(out, o, ti), pi), True
     return o, False
 
@@ -221,7 +224,7 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
                 o += 1
                 continue
             v = vals[i, j]
-            if opt0[r, j] and v == 0:
+            if opt0[r, j] and v == np.uint64(0):
                 continue
             o = _put(out, o, tag[r, j], 0, tagl[r, j])
             o = _hex(out, o, v)
@@ -275,11 +278,11 @@ def _decimal(out, o, v, signed):
         v = ~v + np.uint64(1)        # the magnitude (two's complement)
     k = 1
     rest = v // np.uint64(10)
-    while rest != 0:
+    while rest != np.uint64(0):     # uint64 against uint64: numba compares mixed ints as floats
         k += 1
         rest //= np.uint64(10)
     for j in range(o + k - 1, o - 1, -1):
-        out[j] = 48 + v % np.uint64(10)
+        out[j] = 48 + np.int64(v % np.uint64(10))
         v //= np.uint64(10)
     return o + k
 
@@ -300,7 +303,7 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
         for j in range(kind.shape[0]):
             c = col[j]
             if kind[j] == 0:
-                if scalars[i, c] != 0:
+                if scalars[i, c] != np.uint64(0):
                     o = _put(out, o, kv_pre[j], 0, kv_prel[j])
                     o = _hex(out, o, scalars[i, c])
                     out[o] = 10
@@ -337,7 +340,7 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
         for j in range(kind.shape[0]):
             c = col[j]
             if kind[j] == 0:
-                if scalars[i, c] == 0:
+                if scalars[i, c] == np.uint64(0):
                     continue
                 if not first:
                     out[o] = 32
