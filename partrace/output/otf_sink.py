@@ -39,6 +39,7 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Schema, Table
+from ..engine.merged import MergedTable
 from ..engine.sink import Sink
 from ..formats.otf.grammar import MARKER_TABLE     # keyvalues.ref_table of a marker's key-values
 from .staging import Staging
@@ -186,9 +187,9 @@ class OTFSink(Sink):
                     continue
                 # rows are in key order, the held ones before the window's: cut each piece
                 cuts = [int(np.searchsorted(t["time"], horizon, side="left")) for t in pieces]
-                now[name] = [t.rows(0, c) for t, c in zip(pieces, cuts)]
+                now[name] = [_lazy_rows(t, 0, c) for t, c in zip(pieces, cuts)]
                 # held rows are copied: a view would keep the whole window alive
-                self.held[name] = Table.concat([t.rows(c, len(t)) for t, c in zip(pieces, cuts)],
+                self.held[name] = Table.concat([_lazy_rows(t, c, len(t)) for t, c in zip(pieces, cuts)],
                                                self.schema[name])
         comm.check()
         self._append(comm, now)
@@ -287,9 +288,18 @@ def _column(pieces: list[Table], name: str) -> np.ndarray:
     return pieces[0][name] if len(pieces) == 1 else np.concatenate([t[name] for t in pieces])
 
 
+def _lazy_rows(t: Table, a: int, b: int) -> Table:
+    """Rows a..b of t, each column sliced when read (Table.rows would build every column of
+    a lazily built window, read or not)."""
+    if a == 0 and b == len(t):
+        return t
+    return MergedTable(b - a, t.names, lambda name: t[name][a:b])
+
+
 def _take(pieces: list[Table], idx: np.ndarray, schema) -> Table:
-    """Rows `idx` (ascending) of the pieces laid end to end: views where they are consecutive
-    in one piece, else copies joined column by column (as Table.concat joins)."""
+    """Rows `idx` (ascending) of the pieces laid end to end, each column gathered when the
+    writer reads it (a column it does not write is never copied): views where they are
+    consecutive in one piece, else copies joined column by column (as Table.concat joins)."""
     spans, lo = [], 0
     for t in pieces:
         a, b = np.searchsorted(idx, [lo, lo + len(t)])
@@ -299,9 +309,12 @@ def _take(pieces: list[Table], idx: np.ndarray, schema) -> Table:
     if len(spans) == 1:
         t, sel = spans[0]
         first, last = int(sel[0]), int(sel[-1])
-        return t.rows(first, last + 1) if last - first + 1 == len(sel) else t.take(sel)
-    return Table({c.name: np.concatenate([t[c.name][sel] for t, sel in spans]).astype(
-        c.element_dtype(), copy=False) for c in schema})
+        if last - first + 1 == len(sel):
+            return _lazy_rows(t, first, last + 1)
+        return MergedTable(len(sel), t.names, lambda name: t[name][sel])
+    cols = {c.name: c for c in schema}
+    return MergedTable(len(idx), list(cols), lambda name: np.concatenate(
+        [t[name][sel] for t, sel in spans]).astype(cols[name].element_dtype(), copy=False))
 
 
 def _joined(pieces: list[Table], schema) -> Table | None:

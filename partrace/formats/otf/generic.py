@@ -51,7 +51,8 @@ other tables
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -214,7 +215,7 @@ def _counter_records(defs: Definitions, lay: Layout) -> list[dict]:
 
 @dataclass
 class Rows:
-    """One stream's rows in output order, as the formatter wants them."""
+    """One stream's event rows in output order, as the formatter wants them."""
 
     rec: np.ndarray           # grammar code per row
     ticks: np.ndarray         # uint64
@@ -222,9 +223,27 @@ class Rows:
     vals: np.ndarray          # (n, 8) uint64 record fields
     kv_on: np.ndarray         # (n, m) bool
     kv_val: np.ndarray        # (n, m) uint64
-    blob: np.ndarray          # uint8: rendered byte-array KV lines
-    pre_a: np.ndarray         # their span in blob per row
+    blob: np.ndarray          # uint8: rendered byte-array KV lines (a reused buffer: valid
+    pre_a: np.ndarray         # until the next event_rows); their span in blob per row
     pre_b: np.ndarray
+
+
+@dataclass
+class Counters:
+    """The CNT records of a stream's sample rows, in (time, location, table, seq) order: sample
+    row k has c_count[k] records, counter ids c_id and values c_val [c_first[k]:...]; the
+    formatter merges them with the event rows (after the events of the same time and process)."""
+
+    ticks: np.ndarray         # uint64
+    proc: np.ndarray          # int64
+    first: np.ndarray         # int64
+    count: np.ndarray         # int64
+    id: np.ndarray            # uint64
+    val: np.ndarray           # uint64
+
+    @property
+    def records(self) -> int:
+        return len(self.id)
 
 
 def _raw_bits(a: np.ndarray) -> np.ndarray:
@@ -249,90 +268,89 @@ def _carried(rec: np.ndarray, name: str) -> np.ndarray:
     return _CARRIES[name][rec]
 
 
-def event_rows(tab: Table, lay: Layout, record_codes) -> Rows:
-    n = len(tab)
-    rec = record_codes(tab, "events")
+def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = None) -> Rows:
+    """The formatter's rows of `tab`'s rows `sel` (None: all); only the columns written are
+    gathered (no copy of the whole table)."""
+    from .writekernel import field_positions, scatter_field
+    get = (lambda name: np.asarray(tab[name])) if sel is None else (lambda name: np.asarray(tab[name])[sel])
+    cols = {name: get(name) for name in ("kind", "time", "location") if name in tab}
+    n = len(cols["time"])
+    rec = record_codes(cols, "events")
     vals = np.zeros((n, 8), np.uint64)
-    for r in np.unique(rec).tolist():
-        sel = np.flatnonzero(rec == r)
-        for j, f in enumerate(G.STREAM_RECORDS[r].fields):
-            if f.ftype == G.HEX and f.col in tab:
-                vals[sel, j] = tab[f.col][sel].astype(np.int64).view(np.uint64)
+    present = np.bincount(rec, minlength=len(G.STREAM_RECORDS)) > 0
+    for col, pos_of in field_positions("events").items():
+        # one compiled pass per column some record here has a field for
+        if col in tab and np.any(present & (pos_of >= 0)):
+            scatter_field(rec, pos_of, get(col).astype(np.int64).view(np.uint64), vals)
     scalars = [c for c in lay.kv if not c.width]
     kv_on = np.zeros((n, len(scalars)), bool)
     kv_val = np.zeros((n, len(scalars)), np.uint64)
     for j, c in enumerate(scalars):
-        raw = _raw_bits(np.asarray(tab[c.name]))
+        raw = _raw_bits(get(c.name))
         kv_val[:, j] = raw
         kv_on[:, j] = (raw != 0) & ~_carried(rec, c.name)
-    return Rows(rec, tab["time"].astype(np.uint64), tab["location"].astype(np.int64), vals, kv_on, kv_val,
-                *_byte_arrays(tab, lay, n))
+    return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), vals, kv_on, kv_val,
+                *_byte_arrays(get, lay, n))
 
 
 HEX2 = np.array([list(f"{i:02x}".encode()) for i in range(256)], np.uint8)
 
 
-def _byte_arrays(tab: Table, lay: Layout, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Byte-array KV lines, vectorized: (blob, start, end) per row (empty where all bytes are 0)."""
-    mats, masks = [], []
-    for c in (c for c in lay.kv if c.width):
-        a = np.asarray(tab[c.name]).reshape(n, c.width)
-        on = a.any(axis=1)
-        for lo in range(0, c.width, MAX_ARRAY):
-            head = np.frombuffer(f"K{c.key:x}Y{BYTE_ARRAY:x}V".encode(), np.uint8)
-            tail = np.frombuffer(f"L{c.width - lo:x}\n".encode(), np.uint8)
-            line = np.hstack([np.broadcast_to(head, (n, len(head))), HEX2[a[:, lo:lo + MAX_ARRAY]].reshape(n, -1),
-                              np.broadcast_to(tail, (n, len(tail)))])
-            mats.append(line)
-            masks.append(np.broadcast_to(on[:, None], line.shape))
-    if not mats:
+def _byte_arrays(get, lay: Layout, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Byte-array KV lines by one compiled pass: (blob, start, end) per row (empty where all
+    bytes are 0); get(name): the rows' column."""
+    arrays = [c for c in lay.kv if c.width]
+    if not arrays:
         return np.zeros(0, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    full, keep = np.hstack(mats), np.hstack(masks)
-    end = np.cumsum(keep.sum(axis=1))
-    return full[keep], end - keep.sum(axis=1), end
+    from .writekernel import byte_array_lines
+    offsets = np.cumsum([0] + [c.width for c in arrays])
+    if len(arrays) == 1:
+        mat = np.ascontiguousarray(get(arrays[0].name)).reshape(n, arrays[0].width)
+    else:
+        mat = np.zeros((n, int(offsets[-1])), np.uint8)
+        for c, at in zip(arrays, offsets):
+            mat[:, at:at + c.width] = get(c.name).reshape(n, c.width)
+    pre = [f"K{c.key:x}Y{BYTE_ARRAY:x}V" for c in arrays]
+    per_row = sum(-(-c.width // MAX_ARRAY) * (len(p) + 20) + 2 * c.width for c, p in zip(arrays, pre))
+    from .writekernel import scratch
+    out = scratch("blob", n * per_row)      # used before the next block's (see Rows)
+    start, end = np.empty(n, np.int64), np.empty(n, np.int64)
+    o = byte_array_lines(mat, offsets[:-1].astype(np.int64), np.array([c.width for c in arrays], np.int64),
+                         np.array([_pad32(p) for p in pre]).reshape(len(pre), 32),
+                         np.array([len(p) for p in pre], np.int64), out, start, end)
+    return out[:o], start, end
 
 
-def counter_rows(name: str, tab: Table, lay: Layout) -> tuple[Rows, np.ndarray, np.ndarray]:
-    """CNT rows of one sample table: one per row and column; also (time, location) and a sub-order."""
-    cols = lay.counters[name]
-    n, k = len(tab), len(cols)
-    code = G.STREAM_RECORDS.index(G.BY_NAME["Counter"])
-    vals = np.zeros((n, k, 8), np.uint64)
-    for j, (c, cid, props) in enumerate(cols):
-        a = np.asarray(tab[c])
-        vals[:, j, 0] = cid
-        vals[:, j, 1] = (a.astype(np.float64).view(np.uint64) if a.dtype.kind == "f"
-                         else a.astype(np.int64).view(np.uint64))
-    rep = lambda a: np.repeat(np.asarray(a), k)
-    rows = Rows(np.full(n * k, code, np.int64), rep(tab["time"]).astype(np.uint64), rep(tab["location"]).astype(np.int64),
-                vals.reshape(n * k, 8), np.zeros((n * k, 0), bool), np.zeros((n * k, 0), np.uint64),
-                np.zeros(0, np.uint8), np.zeros(n * k, np.int64), np.zeros(n * k, np.int64))
-    return rows, rep(tab["seq"]), np.tile(np.arange(k), n)
-
-
-def merge(parts: list[tuple[Rows, np.ndarray, np.ndarray]], m: int) -> Rows:
-    """Rows of several tables in (time, location, table, seq, column) order."""
-    if len(parts) == 1 and _ascending([parts[0][0].ticks, parts[0][0].proc, parts[0][1], parts[0][2]]):
-        rows = parts[0][0]      # one table already in order (a block of events or samples): no sort, no copies
-        if rows.kv_on.shape[1] == m:
-            return rows
-        n = len(rows.rec)       # counters: no key-value columns
-        return replace(rows, kv_on=np.zeros((n, m), bool), kv_val=np.zeros((n, m), np.uint64))
-    keys = [np.concatenate([p[0].ticks for p in parts]), np.concatenate([p[0].proc for p in parts]),
-            np.concatenate([np.full(len(p[0].rec), i) for i, p in enumerate(parts)]),
-            np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])]
-    order = np.lexsort(keys[::-1])
-
-    def cat(get, width=None):
-        arrs = [get(p[0]) for p in parts]
-        if width is not None:
-            arrs = [a if a.shape[1] == width else np.zeros((len(a), width), a.dtype) for a in arrs]
-        return np.concatenate(arrs)[order]
-    base = np.cumsum([0] + [len(p[0].blob) for p in parts])
-    return Rows(cat(lambda r: r.rec), cat(lambda r: r.ticks), cat(lambda r: r.proc), cat(lambda r: r.vals),
-                cat(lambda r: r.kv_on, m), cat(lambda r: r.kv_val, m), np.concatenate([p[0].blob for p in parts]),
-                np.concatenate([p[0].pre_a + b for p, b in zip(parts, base)])[order],
-                np.concatenate([p[0].pre_b + b for p, b in zip(parts, base)])[order])
+def counter_records(tables: dict[str, Table], lay: Layout) -> Counters | None:
+    """The CNT records of the sample tables' rows (see Counters)."""
+    parts = [(name, tables[name]) for name in lay.counters if tables.get(name) is not None and len(tables[name])]
+    if not parts:
+        return None
+    ids, vals, counts = [], [], []
+    for name, tab in parts:
+        cols = lay.counters[name]
+        n, k = len(tab), len(cols)
+        v = np.empty((n, k), np.uint64)
+        for j, (c, cid, props) in enumerate(cols):
+            a = np.asarray(tab[c])
+            v[:, j] = (a.astype(np.float64).view(np.uint64) if a.dtype.kind == "f"
+                       else a.astype(np.int64).view(np.uint64))
+        vals.append(v.ravel())
+        ids.append(np.array([cid for _, cid, _ in cols], np.uint64))
+        counts.append(np.full(n, k, np.int64))
+    ticks = np.concatenate([np.asarray(t["time"]) for _, t in parts]).astype(np.uint64)
+    proc = np.concatenate([np.asarray(t["location"]) for _, t in parts]).astype(np.int64)
+    count = np.concatenate(counts)
+    first = np.cumsum(count) - count                 # into the values laid end to end
+    keys = [ticks, proc, np.repeat(np.arange(len(parts)), [len(t) for _, t in parts]),
+            np.concatenate([np.asarray(t["seq"]) for _, t in parts]).astype(np.int64)]
+    # counter ids per record, laid out like the values
+    cid = np.concatenate([np.tile(i, len(t)) for i, (_, t) in zip(ids, parts)])
+    val = np.concatenate(vals)
+    if not _ascending(keys):
+        order = np.lexsort(keys[::-1])
+        ticks, proc, first, count = ticks[order], proc[order], first[order], count[order]
+    return Counters(ticks, proc, first, count, cid, val)
 
 
 def _ascending(keys: list[np.ndarray]) -> bool:
@@ -346,22 +364,24 @@ def _ascending(keys: list[np.ndarray]) -> bool:
     return True
 
 
-def stream_rows(tables: dict[str, Table], lay: Layout, record_codes) -> Rows | None:
-    """All records of one stream's .events file: events plus counters of sample tables."""
-    m = sum(1 for c in lay.kv if not c.width)
-    parts = []
+def stream_rows(tables: dict[str, Table], lay: Layout, record_codes) -> tuple[Rows | None, Counters | None]:
+    """The records of one stream's .events file: its events (point events are markers of the
+    marker file) in (time, location, seq) order, and the counters of sample tables."""
+    rows = None
     ev = tables.get("events")
-    if ev is not None and point_events(ev).any():       # they are markers of the marker file
-        ev = ev.take(np.flatnonzero(~point_events(ev)))
     if ev is not None and len(ev):
-        parts.append((event_rows(ev, lay, record_codes), ev["seq"].astype(np.int64), np.zeros(len(ev), np.int64)))
-    for name in lay.counters:
-        tab = tables.get(name)
-        if tab is not None and len(tab):
-            parts.append(counter_rows(name, tab, lay))
-    if not parts:
-        return None
-    return merge(parts, m)
+        sel = None
+        point = point_events(ev)
+        if point.any():
+            sel = np.flatnonzero(~point)
+        keys = [np.asarray(ev[c]) if sel is None else np.asarray(ev[c])[sel] for c in ("time", "location", "seq")]
+        keys[0] = keys[0].astype(np.uint64)         # the order of the ticks written
+        if not _ascending(keys):
+            order = np.lexsort(keys[::-1])
+            sel = order if sel is None else sel[order]
+        if sel is None or len(sel):
+            rows = event_rows(ev, lay, record_codes, sel)
+    return rows, counter_records(tables, lay)
 
 
 def kv_prefixes(lay: Layout) -> list[bytes]:
@@ -423,40 +443,44 @@ def marker_defs(defs: Definitions, regions: list[int]) -> str:
 
 @dataclass
 class Spots:
-    """Rendered marker spots in (time, location, seq) order: row i is bytes ends[i-1]:ends[i] of
-    the blocks of `data` laid end to end (blocks, not one array: no copy of a window's spots)."""
+    """Marker spots in (time, location, seq) order: `data` renders them block by block, each
+    block (a view of a reused buffer) valid until the next is made: written out at once."""
 
     time: np.ndarray
     location: np.ndarray
     seq: np.ndarray
-    ends: np.ndarray
-    data: list[np.ndarray]    # uint8 blocks
+    data: Iterable[memoryview]
     regions: np.ndarray       # the marker ids used (sorted, unique)
 
 
 def marker_spots(defs: Definitions, schema: Schema, rows: Table, lay: Layout | None = None) -> Spots:
     """The marker spots of the point events among `rows` (`lay`: the run's layout, if made)."""
-    rows = rows.take(np.flatnonzero(point_events(rows)))
-    n = len(rows)
-    rows = rows.take(np.lexsort((rows["seq"], rows["location"], rows["time"])))
+    sel = np.flatnonzero(point_events(rows))
+    n = len(sel)
     if not n:
         return no_spots()
-    keys = [np.asarray(rows[c], np.int64) for c in ("time", "location", "seq")]
+    keys = [np.asarray(rows[c])[sel] for c in ("time", "location", "seq")]
+    if not _ascending(keys):        # rows come in this order: the sort is usually skipped
+        order = np.lexsort(keys[::-1])
+        sel, keys = sel[order], [k[order] for k in keys]
+    keys = [np.asarray(k, np.int64) for k in keys]
     lay = lay or layout(defs, {"events": [], **schema})
     cols = [c for c in lay.kv if c.name != "region" and c.name in rows]     # region is the marker id
+    # only the columns written are gathered (not the whole table)
+    rows = Table({name: np.asarray(rows[name])[sel] for name in
+                  ("time", "location", "region", *(c.name for c in cols))})
     # integer and byte-array columns (all formats so far): numba; else numpy.  A few hundred bytes
     # of temporaries per row: in blocks
     fast = all(np.asarray(rows[c.name]).dtype.kind in "iu" and len(c.name.encode("utf-8", "surrogateescape")) < 32
                for c in cols)
     spots = _spots_kernel if fast else _spots
-    blocks = [spots(rows.rows(lo, min(n, lo + MARKER_BLOCK)), cols) for lo in range(0, n, MARKER_BLOCK)]
-    ends = np.cumsum(np.concatenate([np.diff(e, prepend=0) for _, e in blocks]))
-    return Spots(*keys, ends, [d for d, _ in blocks], np.unique(np.asarray(rows["region"], np.int64)))
+    blocks = (spots(rows.rows(lo, min(n, lo + MARKER_BLOCK)), cols) for lo in range(0, n, MARKER_BLOCK))
+    return Spots(*keys, blocks, np.unique(np.asarray(rows["region"], np.int64)))
 
 
 def no_spots() -> Spots:
     z = np.zeros(0, np.int64)
-    return Spots(z, z, z, z, [], z)
+    return Spots(z, z, z, [], z)
 
 
 def _pad32(text: str) -> np.ndarray:
@@ -467,7 +491,7 @@ def _pad32(text: str) -> np.ndarray:
     return b
 
 
-def _spots_kernel(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.ndarray]:
+def _spots_kernel(rows: Table, cols: list[KVColumn]) -> memoryview:
     """_spots for integer and byte-array columns, with the numba formatter."""
     from .writekernel import format_spots
     n = len(rows)
@@ -497,16 +521,16 @@ def _spots_kernel(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.nda
     per_row = 64 + sum(kv_prel[j] + 18 + name_prel[j] + 22 if not c.width else
                        -(-c.width // MAX_ARRAY) * (kv_prel[j] + 20) + 2 * c.width + name_prel[j] + 2 * c.width + 1
                        for j, c in enumerate(cols))
-    out = np.empty(n * int(per_row), np.uint8)
+    from .writekernel import scratch
+    out = scratch("spots", n * int(per_row))
     ends = np.zeros(n, np.int64)
     o = format_spots(rows["region"], rows["time"], rows["location"], kind, col, raws, values, signed, arr,
                      width, kv_pre, kv_prel, name_pre, name_prel, out, ends)
-    return out[:o].copy(), ends
+    return memoryview(out[:o])
 
 
-def _spots(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.ndarray]:
-    """Key-value lines and marker spot of each row, vectorized (NUL bytes are padding, dropped);
-    also the end of each row's bytes."""
+def _spots(rows: Table, cols: list[KVColumn]) -> memoryview:
+    """Key-value lines and marker spot of each row, vectorized (NUL bytes are padding, dropped)."""
     n = len(rows)
     kv, text = [], []
     for c in cols:
@@ -538,5 +562,4 @@ def _spots(rows: Table, cols: list[KVColumn]) -> tuple[np.ndarray, np.ndarray]:
         seen |= on
     parts.append(_const('"\n', n))
     body = np.hstack(parts)
-    keep = body != 0
-    return body[keep], np.cumsum(keep.sum(axis=1))
+    return memoryview(body[body != 0])

@@ -37,6 +37,20 @@ class WTables:
                 self.opt0[i, j] = f.opt == OPT0
 
 
+_SCRATCH: dict[str, np.ndarray] = {}
+
+
+def scratch(name: str, nbytes: int) -> np.ndarray:
+    """A reused byte buffer of at least nbytes (one per name and process, grown as needed):
+    text formatted into it is written out before the next use, and a fresh array per block
+    costs the kernel a page fault per 4 KiB written (the sys time of the writer)."""
+    buf = _SCRATCH.get(name)
+    if buf is None or len(buf) < nbytes:
+        buf = _SCRATCH[name] = np.empty(max(nbytes, 1 << 16, int(1.25 * len(buf)) if buf is not None else 0),
+                                        np.uint8)
+    return buf[:nbytes]
+
+
 @lru_cache(maxsize=1)
 def wtables() -> WTables:
     """The grammar tables (constant: made once per process)."""
@@ -96,15 +110,18 @@ def kv_lines(key, typ, value, length, is_bytes, raw, rstart, rend, out, ends):
 
 @njit(cache=True)
 def _hex(out, o, v):
-    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64
-    s = 60
-    while s > 0 and ((v >> np.uint64(s)) & np.uint64(15)) == 0:
-        s -= 4
-    while s >= 0:
-        out[o] = HEXD[(v >> np.uint64(s)) & np.uint64(15)]
-        o += 1
-        s -= 4
-    return o
+    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64: count the digits,
+    # then write them from the last one back (a few steps for the many small values)
+    n = 1
+    x = v >> np.uint64(4)
+    while x != np.uint64(0):
+        n += 1
+        x >>= np.uint64(4)
+    e = o + n
+    for j in range(e - 1, o - 1, -1):
+        out[j] = HEXD[v & np.uint64(15)]
+        v >>= np.uint64(4)
+    return e
 
 
 @njit(cache=True)
@@ -131,30 +148,65 @@ def _time_line(out, o, t):
 
 
 @njit(cache=True)
+def _head(out, o, ti, pi, t, p):
+    """The time and process lines a record at (ti, pi) needs after state (t, p); ok False:
+    the record is earlier than the state (rows not sorted by time)."""
+    if ti == t and ti > np.uint64(0):
+        if pi != p:
+            o = _process_line(out, o, pi)
+        return o, True
+    if ti > t or ti == np.uint64(0):    # the library writes the process again after a time
+        return _process_line(out, _time_line(out, o, ti), pi), True
+    return o, False
+
+
+@njit(cache=True)
 def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
                 kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0,
-                kv_on, kv_val, kv_pre, kv_prel):
+                kv_on, kv_val, kv_pre, kv_prel,
+                c_ticks, c_proc, c_first, c_count, c_id, c_val, cnt):
     """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
 
+    Counter rows (c_*: a sample row's time, process and its c_count[k] counters
+    c_id/c_val[c_first[k]:...], record code `cnt`) are merged in: before the
+    event rows of a later (time, process), after those of the same.
+
     Returns (bytes written, index of an out-of-order row or -1, time, process):
-    the state to carry to the next call on the same file.
+    the state to carry to the next call on the same file; an out-of-order counter
+    row is reported as rec.shape[0] + its index.
     """
     o = 0
     t = np.uint64(t0)
     p = np.int64(p0)
-    for i in range(rec.shape[0]):
-        ti = ticks[i]
-        pi = proc[i]
-        if ti == t and ti > 0:
-            if pi != p:
-                o = _process_line(out, o, pi)
-                p = pi
-        elif ti > t or ti == 0:     # the library writes the process again after a time
-            o = _process_line(out, _time_line(out, o, ti), pi)
+    n = rec.shape[0]
+    nc = c_ticks.shape[0]
+    i = 0
+    k = 0
+    while i < n or k < nc:
+        if k < nc and (i >= n or c_ticks[k] < ticks[i] or (c_ticks[k] == ticks[i] and c_proc[k] < proc[i])):
+            ti = c_ticks[k]
+            pi = c_proc[k]
+            o, ok = _head(out, o, ti, pi, t, p)
+            if not ok:
+                return o, n + k, t, p
             t = ti
             p = pi
-        else:
+            for c in range(c_first[k], c_first[k] + c_count[k]):
+                o = _put(out, o, kw[cnt], 0, kwl[cnt])
+                o = _hex(out, o, c_id[c])
+                o = _put(out, o, tag[cnt, 1], 0, tagl[cnt, 1])
+                o = _hex(out, o, c_val[c])
+                out[o] = 10
+                o += 1
+            k += 1
+            continue
+        ti = ticks[i]
+        pi = proc[i]
+        o, ok = _head(out, o, ti, pi, t, p)
+        if not ok:
             return o, i, t, p
+        t = ti
+        p = pi
         o = _put(out, o, blob, pre_a[i], pre_b[i])
         for j in range(kv_on.shape[1]):
             if kv_on[i, j]:
@@ -172,13 +224,48 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
                 o += 1
                 continue
             v = vals[i, j]
-            if opt0[r, j] and v == 0:
+            if opt0[r, j] and v == np.uint64(0):
                 continue
             o = _put(out, o, tag[r, j], 0, tagl[r, j])
             o = _hex(out, o, v)
         out[o] = 10
         o += 1
+        i += 1
     return o, -1, t, p
+
+
+@njit(cache=True)
+def byte_array_lines(arrays, col, width, kv_pre, kv_prel, out, start, end):
+    """The byte-array key-value lines of each row (columns j: arrays[:, col[j]:col[j] + width[j]],
+    'K<key>YbV' prefix kv_pre[j]), as generic writes them: nothing for a column of zero bytes,
+    else one line per MAX_ARRAY (100) bytes '<prefix><bytes in hex>L<bytes left>'.
+    Row i's lines: out[start[i]:end[i]]; returns the bytes written."""
+    HB = 100
+    o = 0
+    for i in range(arrays.shape[0]):
+        start[i] = o
+        for j in range(col.shape[0]):
+            c = col[j]
+            on = False
+            for b in range(width[j]):
+                if arrays[i, c + b] != 0:
+                    on = True
+                    break
+            if not on:
+                continue
+            for lo in range(0, width[j], HB):
+                o = _put(out, o, kv_pre[j], 0, kv_prel[j])
+                for b in range(lo, min(width[j], lo + HB)):
+                    v = arrays[i, c + b]
+                    out[o] = HEXD[v >> 4]
+                    out[o + 1] = HEXD[v & 15]
+                    o += 2
+                out[o] = 76          # 'L'
+                o = _hex(out, o + 1, np.uint64(width[j] - lo))
+                out[o] = 10
+                o += 1
+        end[i] = o
+    return o
 
 
 @njit(cache=True)
@@ -191,11 +278,11 @@ def _decimal(out, o, v, signed):
         v = ~v + np.uint64(1)        # the magnitude (two's complement)
     k = 1
     rest = v // np.uint64(10)
-    while rest != 0:
+    while rest != np.uint64(0):     # uint64 against uint64: numba compares mixed ints as floats
         k += 1
         rest //= np.uint64(10)
     for j in range(o + k - 1, o - 1, -1):
-        out[j] = 48 + v % np.uint64(10)
+        out[j] = 48 + np.int64(v % np.uint64(10))
         v //= np.uint64(10)
     return o + k
 
@@ -216,7 +303,7 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
         for j in range(kind.shape[0]):
             c = col[j]
             if kind[j] == 0:
-                if scalars[i, c] != 0:
+                if scalars[i, c] != np.uint64(0):
                     o = _put(out, o, kv_pre[j], 0, kv_prel[j])
                     o = _hex(out, o, scalars[i, c])
                     out[o] = 10
@@ -253,7 +340,7 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
         for j in range(kind.shape[0]):
             c = col[j]
             if kind[j] == 0:
-                if scalars[i, c] == 0:
+                if scalars[i, c] == np.uint64(0):
                     continue
                 if not first:
                     out[o] = 32

@@ -416,7 +416,7 @@ class StreamWriter:
                 # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
                 order = np.argsort(ticks, kind="stable")
             if order is not None:
-                tab, ticks = tab.take(order), ticks[order]
+                tab, ticks = _Taken(tab, order), ticks[order]
             n = len(tab)
             rec = _record_codes(tab, tname)
             vals = np.zeros((n, 8), np.uint64)
@@ -479,20 +479,24 @@ class StreamWriter:
         """The point events among `events` as marker spots (see ``generic``)."""
         from .generic import marker_spots
         spots = marker_spots(self.defs, self.schema or {"events": []}, events, self._layout)
-        if len(spots.ends):
+        if len(spots.time):
             self.regions = np.union1d(self.regions, spots.regions)
             for block in spots.data:      # point events' ticks are their ns (generic: 1e9 ticks/s)
-                self._write_marker(memoryview(block), int(spots.time[0]), int(spots.location[0]))
+                self._write_marker(block, int(spots.time[0]), int(spots.location[0]))
 
     def _format_generic(self, tables: dict[str, Table], lay) -> None:
         from .generic import kv_prefix_arrays, stream_rows
-        rows = stream_rows(tables, lay, _record_codes)
+        rows, counters = stream_rows(tables, lay, _record_codes)
+        if rows is None and counters is None:
+            return
+        kv_pre, kv_prel = kv_prefix_arrays(lay)
         if rows is None:
+            m = sum(1 for c in lay.kv if not c.width)
+            self._file("events").format(*_no_rows(m), kv_pre, kv_prel, counters=counters)
             return
         none = np.zeros(len(rows.rec), np.int64)
-        kv_pre, kv_prel = kv_prefix_arrays(lay)
         self._file("events").format(rows.rec, rows.ticks, rows.proc, rows.vals, rows.pre_a, rows.pre_b, none,
-                                    none, rows.blob, rows.kv_on, rows.kv_val, kv_pre, kv_prel)
+                                    none, rows.blob, rows.kv_on, rows.kv_val, kv_pre, kv_prel, counters=counters)
 
     def close(self) -> list[Path]:
         """Finish every file; returns their paths (events, snaps, stats, marker order).
@@ -523,9 +527,10 @@ class _FileState:
         self.rows = 0
 
     def format(self, rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
-               kv_on=None, kv_val=None, kv_pre=None, kv_prel=None) -> None:
-        """Format rows in passes of ROWS_PER_PASS."""
-        from .writekernel import format_rows, wtables
+               kv_on=None, kv_val=None, kv_pre=None, kv_prel=None, counters=None) -> None:
+        """Format rows in passes of ROWS_PER_PASS; `counters` (generic.Counters), merged in by
+        the formatter, come in one pass with the rows (the generic writer cuts its blocks)."""
+        from .writekernel import format_rows, scratch, wtables
         wt = wtables()
         n = len(rec)
         if kv_on is None:
@@ -533,25 +538,49 @@ class _FileState:
             kv_pre, kv_prel = np.zeros((1, 32), np.uint8), np.zeros(1, np.int64)
         blob = blob if len(blob) else np.zeros(1, np.uint8)
         kv_line = int(kv_prel.max()) + 17 if kv_on.shape[1] else 0
-        for lo in range(0, n, ROWS_PER_PASS):
-            hi = min(n, lo + ROWS_PER_PASS)
+        c = counters if counters is not None else _NO_COUNTERS
+        step = ROWS_PER_PASS if counters is None else max(n, 1)
+        for lo in range(0, max(n, 1 if counters is not None else 0), step):
+            hi = min(n, lo + step)
             extra = int((pre_b[lo:hi] - pre_a[lo:hi]).sum() + (str_b[lo:hi] - str_a[lo:hi]).sum())
             extra += int(kv_on[lo:hi].sum()) * kv_line
-            out = np.empty((hi - lo) * 400 + extra + 64, np.uint8)
+            extra += len(c.ticks) * 40 + c.records * 45       # time and process lines, CNT<id>V<value>
+            out = scratch("text", (hi - lo) * 400 + extra + 64)
             o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], vals[lo:hi], pre_a[lo:hi],
                                                  pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
                                                  wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, self.t, self.p,
-                                                 kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel)
+                                                 kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
+                                                 c.ticks, c.proc, c.first, c.count, c.id, c.val, _COUNTER)
             if bad >= 0:
                 raise PartraceError(f"{self.out.path}: rows not sorted by time at row {self.rows + lo + bad}")
             self.out.write(memoryview(out)[:o])     # no copy of the text
-        self.rows += n
+        self.rows += n + len(c.ticks)
 
     def close(self) -> Path:
         if self.p >= 0:
             # OTF_WBuffer_close: the last time and process once more
             self.out.write(f"{int(self.t):x}\n*{int(self.p):x}\n".encode())
         return self.out.close()
+
+
+class _Taken:
+    """Rows `order` of a table, each column taken when first read: the writer reads a few of
+    an OTF table's columns (Table.take would copy all, and build every column of a lazily
+    built window)."""
+
+    def __init__(self, tab: Table, order: np.ndarray):
+        self.tab, self.order, self.cols = tab, order, {}
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tab
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.cols:
+            self.cols[name] = np.take(self.tab[name], self.order, axis=0)
+        return self.cols[name]
 
 
 def _in_order(ticks: np.ndarray, src_order: np.ndarray) -> bool:
@@ -587,6 +616,23 @@ def _row_lookup(tab: Table, keys: list[tuple[int, int]], tname: str) -> np.ndarr
                             "for its key-value/text rows")
     return rows
 
+
+def _no_rows(m: int) -> tuple:
+    """format()'s row arguments for no event rows (m key-value columns)."""
+    z = np.zeros(0, np.int64)
+    return (z, z.astype(np.uint64), z, np.zeros((0, 8), np.uint64), z, z, z, z, np.zeros(1, np.uint8),
+            np.zeros((0, m), bool), np.zeros((0, m), np.uint64))
+
+
+class _NoCounters:
+    ticks = np.zeros(0, np.uint64)
+    proc = first = count = np.zeros(0, np.int64)
+    id = val = np.zeros(0, np.uint64)
+    records = 0
+
+
+_NO_COUNTERS = _NoCounters()
+_COUNTER = G.STREAM_RECORDS.index(G.BY_NAME["Counter"])
 
 _KIND_TO_REC = np.full(256, -1, np.int64)
 for _r in G.BY_KIND.values():
