@@ -17,6 +17,7 @@ from .grammar import HEX, OPT0, STREAM_RECORDS, STRING
 from .kernel import NV, TAGW, _pad
 
 HEXD = np.frombuffer(b"0123456789abcdef", np.uint8).copy()
+ARRAY_LINE = 100     # bytes per byte-array key-value line (generic.MAX_ARRAY)
 
 
 class WTables:
@@ -235,35 +236,42 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
 
 
 @njit(cache=True)
+def _array_lines(out, o, arrays, i, c, w, pre, prel):
+    """Row i's key-value lines of the byte array arrays[i, c:c + w] (prefix pre[:prel]):
+    nothing if all its bytes are zero, else one line per ARRAY_LINE bytes
+    '<prefix><bytes in hex>L<bytes left>'; returns the end of what was written."""
+    on = False
+    for b in range(w):
+        if arrays[i, c + b] != 0:
+            on = True
+            break
+    if not on:
+        return o
+    for lo in range(0, w, ARRAY_LINE):
+        o = _put(out, o, pre, 0, prel)
+        for b in range(lo, min(w, lo + ARRAY_LINE)):
+            v = arrays[i, c + b]
+            out[o] = HEXD[v >> 4]
+            out[o + 1] = HEXD[v & 15]
+            o += 2
+        out[o] = 76          # 'L'
+        o = _hex(out, o + 1, np.uint64(w - lo))
+        out[o] = 10
+        o += 1
+    return o
+
+
+@njit(cache=True)
 def byte_array_lines(arrays, col, width, kv_pre, kv_prel, out, start, end):
     """The byte-array key-value lines of each row (columns j: arrays[:, col[j]:col[j] + width[j]],
     'K<key>YbV' prefix kv_pre[j]), as generic writes them: nothing for a column of zero bytes,
     else one line per MAX_ARRAY (100) bytes '<prefix><bytes in hex>L<bytes left>'.
     Row i's lines: out[start[i]:end[i]]; returns the bytes written."""
-    HB = 100
     o = 0
     for i in range(arrays.shape[0]):
         start[i] = o
         for j in range(col.shape[0]):
-            c = col[j]
-            on = False
-            for b in range(width[j]):
-                if arrays[i, c + b] != 0:
-                    on = True
-                    break
-            if not on:
-                continue
-            for lo in range(0, width[j], HB):
-                o = _put(out, o, kv_pre[j], 0, kv_prel[j])
-                for b in range(lo, min(width[j], lo + HB)):
-                    v = arrays[i, c + b]
-                    out[o] = HEXD[v >> 4]
-                    out[o + 1] = HEXD[v & 15]
-                    o += 2
-                out[o] = 76          # 'L'
-                o = _hex(out, o + 1, np.uint64(width[j] - lo))
-                out[o] = 10
-                o += 1
+            o = _array_lines(out, o, arrays, i, col[j], width[j], kv_pre[j], kv_prel[j])
         end[i] = o
     return o
 
@@ -297,7 +305,6 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
     `signed`) when kind[j] == 0, else a byte array of width[j] bytes from
     column col[j] of `arrays`.  ends[i]: end of row i.
     """
-    HB = 100                         # bytes per byte-array key-value line (MAX_ARRAY)
     o = 0
     for i in range(region.shape[0]):
         for j in range(kind.shape[0]):
@@ -309,23 +316,7 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
                     out[o] = 10
                     o += 1
             else:
-                on = False
-                for b in range(width[j]):
-                    if arrays[i, c + b] != 0:
-                        on = True
-                        break
-                if on:
-                    for lo in range(0, width[j], HB):
-                        o = _put(out, o, kv_pre[j], 0, kv_prel[j])
-                        for b in range(lo, min(width[j], lo + HB)):
-                            v = arrays[i, c + b]
-                            out[o] = HEXD[v >> 4]
-                            out[o + 1] = HEXD[v & 15]
-                            o += 2
-                        out[o] = 76          # 'L'
-                        o = _hex(out, o + 1, np.uint64(width[j] - lo))
-                        out[o] = 10
-                        o += 1
+                o = _array_lines(out, o, arrays, i, c, width[j], kv_pre[j], kv_prel[j])
         out[o] = 77                  # 'M'
         out[o + 1] = 83              # 'S'
         o = _hex(out, o + 2, np.uint64(region[i]))
