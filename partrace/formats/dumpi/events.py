@@ -16,6 +16,7 @@ from functools import cache
 import numpy as np
 
 from ...model import Kind
+from .decode import locations
 from .functable import FUNCTIONS
 from .requests import SEND_POSTS, slot
 
@@ -189,7 +190,7 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     if "call" in out:
         out["call"] += base
     if rows.wants("location"):
-        out["location"] = np.full(total, location, np.int64)
+        out["location"] = locations(location, total)
     return out, total
 
 
