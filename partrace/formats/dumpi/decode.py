@@ -193,7 +193,7 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, di
     def head(call, slot):
         return dict(time=t_in[call], location=locations(rank, len(call)),
                     seq=np.arange(len(call), dtype=np.int64), call=call,
-                    region=func[call].astype(np.int64) + 1, arg=lut[func[call], slot])
+                    region=func[call].astype(np.int32) + 1, arg=lut[func[call], slot])
 
     out = {}
     if "arrays" in asked:
@@ -297,7 +297,7 @@ def _requests(w: Walk, base: int, location: int, done: dict, post: dict) -> dict
     t_out = w.enter_leave()[1]
     c = done["call"]
     return dict(time=t_out[c], location=locations(location, len(c)), call=c,
-                region=w.func[c].astype(np.int64) + 1, index=done["elem"],
+                region=w.func[c].astype(np.int32) + 1, index=done["elem"],
                 request=done["req"], post_call=post["call"],
                 post_region=np.where(post["call"] >= 0, post["fid"] + 1, 0),
                 init_call=post["init"],

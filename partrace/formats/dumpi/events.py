@@ -99,8 +99,8 @@ class EventRows:
         # a call's rows are contiguous: its own columns are repeats, not scatters
         if self.wants("call"):
             out["call"] = np.repeat(np.arange(n, dtype=np.int64), per_call)
-        if self.wants("region"):
-            out["region"] = np.repeat(self.w.func.astype(np.int64) + 1, per_call)
+        if self.wants("region"):     # function ids + 1 in the schema's int32: nothing for conform to check
+            out["region"] = np.repeat(self.w.func.astype(np.int32) + 1, per_call)
         if self.wants("thread"):
             out["thread"] = np.repeat(self.w.thread, per_call)
         total = 2 * n + len(ecall)
@@ -118,9 +118,10 @@ class EventRows:
             have = [(np.asarray(p[k]), d) for p, d in zip(parts, dests) if k in p]
             if len(have) == len(parts):           # every row gets a value
                 dst = np.empty(total, np.result_type(*[v.dtype for v, _d in have]))
-            else:
+            else:       # the rows no part fills hold FILL; zeros come zeroed from the OS (no pass)
                 dtypes = [v.dtype for v, _d in have] + [np.int64]
-                dst = np.full(total, FILL.get(k, 0), np.result_type(*dtypes))
+                fill, dtype = FILL.get(k, 0), np.result_type(*dtypes)
+                dst = np.full(total, fill, dtype) if fill else np.zeros(total, dtype)
             for v, d in have:
                 dst[d] = v
             out[k] = dst
