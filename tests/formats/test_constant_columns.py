@@ -92,3 +92,19 @@ def test_a_repeated_value_too_wide_for_its_column_is_refused_as_a_full_column_wo
     assert len(repeated(7, 0, loc)) == 0 and repeated(7, 0, loc).flags.writeable
     with pytest.raises(LimitError, match="does not fit"):
         conform(Table({"location": repeated(2**40, 3, loc)}), [loc])
+
+
+def test_dumpi_places_a_column_in_its_schema_dtype_only_where_conform_gives_the_same_values():
+    """DUMPI's event rows go straight into the schema's dtype (no cast by conform) when
+    every value fits; a value that does not keeps the wide dtype, which conform refuses."""
+    from partrace.formats.dumpi.events import _dtype, schema_dtypes
+    i64, u32 = np.array([3, -1, 2**31 - 1]), np.array([7], np.uint32)
+    assert _dtype("peer", [i64, u32], 0) == schema_dtypes()["peer"] == np.int32
+    assert _dtype("size", [i64], 0) == np.uint64       # int64 bits as uint64, as astype gives
+    assert _dtype("peer_rank", [i64], -1) == np.int64
+    for too_wide in ([i64, np.array([2**31])], [np.array([2**32 - 1], np.uint32)]):
+        made = _dtype("peer", too_wide, 0)
+        assert made == np.int64
+        with pytest.raises(LimitError, match="does not fit"):
+            conform(Table({"peer": np.concatenate(too_wide).astype(made)}), [column("peer")])
+    assert _dtype("tag", [np.array([1.5])], 0) == np.float64   # not an integer: as made

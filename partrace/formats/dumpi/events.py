@@ -26,6 +26,13 @@ COLL_TYPE = {52: 1, 53: 2, 56: 2, 57: 2, 54: 3, 55: 3, 62: 3,
 FILL = {"peer_rank": -1, "root_rank": -1}          # rank-valued own columns: -1 = none
 
 
+@cache
+def schema_dtypes() -> dict[str, np.dtype]:
+    """The events table's dtypes (tables.events_columns), by column name."""
+    from .tables import events_columns
+    return {c.name: c.element_dtype() for c in events_columns()}
+
+
 def nbytes(count, dtype, sizes: np.ndarray) -> np.ndarray:
     """count x datatype size; 0 when the size is not known (count stays in calls/)."""
     count = np.asarray(count, np.int64)
@@ -116,16 +123,36 @@ class EventRows:
         dests = [start, start + 1 + cnt] + np.split(epos, cuts)
         for k in names:
             have = [(np.asarray(p[k]), d) for p, d in zip(parts, dests) if k in p]
+            values = [v for v, _d in have]
             if len(have) == len(parts):           # every row gets a value
-                dst = np.empty(total, np.result_type(*[v.dtype for v, _d in have]))
+                dst = np.empty(total, _dtype(k, values, None))
             else:       # the rows no part fills hold FILL; zeros come zeroed from the OS (no pass)
-                dtypes = [v.dtype for v, _d in have] + [np.int64]
-                fill, dtype = FILL.get(k, 0), np.result_type(*dtypes)
+                fill = FILL.get(k, 0)
+                dtype = _dtype(k, values, fill)
                 dst = np.full(total, fill, dtype) if fill else np.zeros(total, dtype)
             for v, d in have:
                 dst[d] = v
             out[k] = dst
         return out, total
+
+
+def _dtype(name: str, values: list[np.ndarray], fill: int | None) -> np.dtype:
+    """The dtype to place a column in: the schema's, so that conform has nothing to check
+    or copy, where that gives the values conform would (ids that fit int32, int64 bits as
+    uint64); else the values' own (and ``fill``'s: int64), which conform checks and, for a
+    value that does not fit, refuses as before."""
+    made = np.result_type(*[v.dtype for v in values], *([np.int64] if fill is not None else []))
+    want = schema_dtypes().get(name)
+    if want is None or want == made or made.kind not in "iu" or want.kind not in "iu":
+        return made
+    lo, hi = np.iinfo(want).min, np.iinfo(want).max
+    if fill is not None and not lo <= fill <= hi:
+        return made
+    if want.itemsize < made.itemsize:       # narrowing: conform's range check, on the parts
+        for v in values:
+            if len(v) and not np.can_cast(v.dtype, want) and (v.min() < lo or v.max() > hi):
+                return made
+    return want
 
 
 def chunk_events(w, base, location, sizes, comms, done, post, starts, status_first, want=None):
