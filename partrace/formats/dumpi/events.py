@@ -106,7 +106,7 @@ class EventRows:
         # a call's rows are contiguous: its own columns are repeats, not scatters
         if self.wants("call"):
             out["call"] = np.repeat(np.arange(n, dtype=np.int64), per_call)
-        if self.wants("region"):     # function ids + 1 in the schema's int32: nothing for conform to check
+        if self.wants("region"):     # in the schema's int32: nothing for conform to check
             out["region"] = np.repeat(self.w.func.astype(np.int32) + 1, per_call)
         if self.wants("thread"):
             out["thread"] = np.repeat(self.w.thread, per_call)

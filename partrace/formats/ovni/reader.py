@@ -244,7 +244,7 @@ class OvniReader(TraceReader):
             if "seq" in (ev_cols or ()) or jumbo_cols is not None:
                 g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
             for name, value in constant.items():
-                if name in (ev_cols or ()) or (name == "location" and jumbo_cols is not None):
+                if name in (ev_cols or ()):
                     g[name] = repeated(value, n, constant_columns[name])
             out = {}
             if ev_cols is not None:
@@ -252,8 +252,8 @@ class OvniReader(TraceReader):
                                         [c for c in EVENT_COLUMNS if c.name in ev_cols])
             if jumbo_cols is not None:
                 size, data = scan.jumbo_data(buf, o[j], g["payload"][j], big)
-                jumbo = {"time": g["time"][j],
-                         "location": repeated(info["location"], len(j), constant_columns["location"]),
+                where = repeated(info["location"], len(j), constant_columns["location"])
+                jumbo = {"time": g["time"][j], "location": where,
                          "seq": np.arange(jseq, jseq + len(j), dtype=np.int64),
                          "event_seq": g["seq"][j], "model": g["model"][j],
                          "category": g["category"][j], "value": g["value"][j],
