@@ -96,8 +96,15 @@ def _column(t: Table, name: str) -> np.ndarray:
     zero if absent (no column of zeros is made)."""
     if name not in t.names:
         return ZERO
-    v = np.asarray(t[name])
+    v = _dense(t[name])
     return v.view(np.int64) if v.dtype == np.uint64 else v
+
+
+def _dense(values) -> np.ndarray:
+    """A column as a contiguous array: a reader's column of one repeated value (a
+    read-only stride-0 view, formats.base.repeated) is written out here, so the kernel
+    is compiled for contiguous arrays only."""
+    return np.ascontiguousarray(values)
 
 
 def step(acc: CommAcc, chunk: dict[str, Table]) -> CommAcc:
@@ -105,7 +112,7 @@ def step(acc: CommAcc, chunk: dict[str, Table]) -> CommAcc:
     if ev is None or not len(ev):
         return acc
     n = len(ev)
-    cols = [np.asarray(ev["kind"]), np.asarray(ev["location"])] + \
+    cols = [np.asarray(ev["kind"]), _dense(ev["location"])] + \
         [_column(ev, c) for c in COLUMNS[2:]]
     at = 0
     while at < n:

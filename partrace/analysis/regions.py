@@ -176,7 +176,9 @@ class Walker:
     def events(self, ev: Table) -> None:
         """Walk the ENTER/LEAVE rows of a table (each location's rows in table order; the
         kernel skips the other rows, and rows of different locations may interleave)."""
-        loc, reg = np.asarray(ev["location"]), np.asarray(ev["region"])
+        # contiguous: a reader's one repeated value (a stride-0 view) is written out, so
+        # the kernel is compiled for contiguous arrays only
+        loc, reg = np.ascontiguousarray(ev["location"]), np.ascontiguousarray(ev["region"])
         ltab, rtab = self.locations.table, self.regions.table
         if ltab is None:
             loc = self.locations.of(loc)
@@ -184,7 +186,8 @@ class Walker:
                 self._unknown(np.asarray(ev["location"])[np.argmin(loc)])
         if rtab is None:
             reg = self.regions.of(reg) + 1      # 0: not defined
-        self.rows(loc, np.asarray(ev["time"]), np.asarray(ev["kind"]), reg, self.locations, self.regions)
+        self.rows(loc, np.ascontiguousarray(ev["time"]), np.ascontiguousarray(ev["kind"]), reg,
+                  self.locations, self.regions)
 
     @staticmethod
     def _unknown(loc_id) -> None:     # a reader's bug: never index past the stacks

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from ..model import Definitions, Schema, Table
+import numpy as np
+
+from ..model import Column, Definitions, Schema, Table
 
 
 @dataclass(frozen=True)
@@ -192,3 +194,19 @@ def regular_file(path: str | os.PathLike, what: str) -> int:
     return regular_size(path, missing=f"{what} is missing", unreadable=f"cannot read the {what}: {{reason}}",
                         not_regular=f"not a regular file ({{found}}); expected the {what}",
                         types=((stat.S_ISDIR, "a folder"),), other="a FIFO, device or socket")
+
+
+def repeated(value, n: int, column: Column) -> np.ndarray:
+    """A column of ``n`` rows that all hold ``value`` (a chunk's thread, rank, kind ...):
+    a read-only view of one element (stride 0, np.broadcast_to), so neither the reader
+    nor the engine makes a pass over it (the engine keeps it as one value:
+    engine/narrow.py).  Made in ``column``'s dtype when the value fits it, so conform
+    keeps the view as it is; else as int64, which conform then refuses, as it would a
+    full column.  Whatever takes it from a chunk and writes in place copies it first
+    (the API's tables are copies already)."""
+    dt = column.element_dtype()
+    if dt.kind in "iu" and not np.iinfo(dt).min <= value <= np.iinfo(dt).max:
+        dt = np.dtype(np.int64)
+    if not n:       # no rows: a plain empty array (nothing to save, nothing read-only)
+        return np.empty(0, dt)
+    return np.broadcast_to(np.asarray(value, dt), (n,))

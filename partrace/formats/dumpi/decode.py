@@ -7,7 +7,8 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import Table, conform
+from ...model import Table, column, conform
+from ..base import repeated
 from . import scan
 from .functable import FUNCTIONS
 from .layout import RankFile, read_rank_file
@@ -16,6 +17,12 @@ from .tables import SCALAR_DTYPES, SIDE_ARG_ID, table_name
 # most calls per chunk (~0.5 GB peak decoding alone): bigger chunks give event columns
 # of 4 MB and more, which numpy backs with huge pages (fewer page faults: fastest measured)
 CHUNK_CALLS = 1 << 18
+LOCATION = column("location")       # every table's location column (one rank: one value)
+
+
+def locations(location: int, n: int) -> np.ndarray:
+    """A chunk's location column: its rank's location on every row, as a view of one value."""
+    return repeated(location, n, LOCATION)
 
 
 class Walk:
@@ -129,7 +136,7 @@ def function_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str
             continue
         keep = (lambda c: True) if cols_wanted is None else set(cols_wanted).__contains__
         idx = w.calls_of(fid)
-        head = dict(time=lambda: t_in[idx], location=lambda: np.full(len(idx), rank, np.int64),
+        head = dict(time=lambda: t_in[idx], location=lambda: locations(rank, len(idx)),
                     seq=lambda: np.arange(len(idx), dtype=np.int64), call=lambda: idx,
                     thread=lambda: w.thread[idx])
         cols = {k: f() for k, f in head.items() if keep(k) or k in ("time", "call")}
@@ -184,9 +191,9 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, di
     asked = SIDE_TABLES if want is None else [t for t in SIDE_TABLES if want.get(t) is not None]
 
     def head(call, slot):
-        return dict(time=t_in[call], location=np.full(len(call), rank, np.int64),
+        return dict(time=t_in[call], location=locations(rank, len(call)),
                     seq=np.arange(len(call), dtype=np.int64), call=call,
-                    region=func[call].astype(np.int64) + 1, arg=lut[func[call], slot])
+                    region=func[call].astype(np.int32) + 1, arg=lut[func[call], slot])
 
     out = {}
     if "arrays" in asked:
@@ -208,7 +215,7 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, di
                               text=np.array([_text(w, r) for r in sel] + [None], object)[:-1])
     if "perf" in asked:
         pc, pi, pv = w.p
-        out["perf"] = dict(time=t_in[pc], location=np.full(len(pc), rank, np.int64),
+        out["perf"] = dict(time=t_in[pc], location=locations(rank, len(pc)),
                            seq=np.arange(len(pc), dtype=np.int64), call=pc, counter=pi,
                            entry=pv[:, 0], exit=pv[:, 1])
     return out
@@ -289,8 +296,8 @@ def _requests(w: Walk, base: int, location: int, done: dict, post: dict) -> dict
     ``call`` still chunk-local here)."""
     t_out = w.enter_leave()[1]
     c = done["call"]
-    return dict(time=t_out[c], location=np.full(len(c), location, np.int64), call=c,
-                region=w.func[c].astype(np.int64) + 1, index=done["elem"],
+    return dict(time=t_out[c], location=locations(location, len(c)), call=c,
+                region=w.func[c].astype(np.int32) + 1, index=done["elem"],
                 request=done["req"], post_call=post["call"],
                 post_region=np.where(post["call"] >= 0, post["fid"] + 1, 0),
                 init_call=post["init"],

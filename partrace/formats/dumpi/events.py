@@ -16,6 +16,7 @@ from functools import cache
 import numpy as np
 
 from ...model import Kind
+from .decode import locations
 from .functable import FUNCTIONS
 from .requests import SEND_POSTS, slot
 
@@ -23,6 +24,13 @@ BLOCKING_SENDS = (0, 3, 4, 5)
 COLL_TYPE = {52: 1, 53: 2, 56: 2, 57: 2, 54: 3, 55: 3, 62: 3,
              58: 4, 59: 4, 60: 4, 61: 4, 65: 4, 66: 4, 67: 4, 155: 4, 156: 4}
 FILL = {"peer_rank": -1, "root_rank": -1}          # rank-valued own columns: -1 = none
+
+
+@cache
+def schema_dtypes() -> dict[str, np.dtype]:
+    """The events table's dtypes (tables.events_columns), by column name."""
+    from .tables import events_columns
+    return {c.name: c.element_dtype() for c in events_columns()}
 
 
 def nbytes(count, dtype, sizes: np.ndarray) -> np.ndarray:
@@ -98,8 +106,8 @@ class EventRows:
         # a call's rows are contiguous: its own columns are repeats, not scatters
         if self.wants("call"):
             out["call"] = np.repeat(np.arange(n, dtype=np.int64), per_call)
-        if self.wants("region"):
-            out["region"] = np.repeat(self.w.func.astype(np.int64) + 1, per_call)
+        if self.wants("region"):     # in the schema's int32: nothing for conform to check
+            out["region"] = np.repeat(self.w.func.astype(np.int32) + 1, per_call)
         if self.wants("thread"):
             out["thread"] = np.repeat(self.w.thread, per_call)
         total = 2 * n + len(ecall)
@@ -115,15 +123,36 @@ class EventRows:
         dests = [start, start + 1 + cnt] + np.split(epos, cuts)
         for k in names:
             have = [(np.asarray(p[k]), d) for p, d in zip(parts, dests) if k in p]
+            values = [v for v, _d in have]
             if len(have) == len(parts):           # every row gets a value
-                dst = np.empty(total, np.result_type(*[v.dtype for v, _d in have]))
-            else:
-                dtypes = [v.dtype for v, _d in have] + [np.int64]
-                dst = np.full(total, FILL.get(k, 0), np.result_type(*dtypes))
+                dst = np.empty(total, _dtype(k, values, None))
+            else:       # the rows no part fills hold FILL; zeros come zeroed from the OS (no pass)
+                fill = FILL.get(k, 0)
+                dtype = _dtype(k, values, fill)
+                dst = np.full(total, fill, dtype) if fill else np.zeros(total, dtype)
             for v, d in have:
                 dst[d] = v
             out[k] = dst
         return out, total
+
+
+def _dtype(name: str, values: list[np.ndarray], fill: int | None) -> np.dtype:
+    """The dtype to place a column in: the schema's, so that conform has nothing to check
+    or copy, where that gives the values conform would (ids that fit int32, int64 bits as
+    uint64); else the values' own (and ``fill``'s: int64), which conform checks and, for a
+    value that does not fit, refuses as before."""
+    made = np.result_type(*[v.dtype for v in values], *([np.int64] if fill is not None else []))
+    want = schema_dtypes().get(name)
+    if want is None or want == made or made.kind not in "iu" or want.kind not in "iu":
+        return made
+    lo, hi = np.iinfo(want).min, np.iinfo(want).max
+    if fill is not None and not lo <= fill <= hi:
+        return made
+    if want.itemsize < made.itemsize:       # narrowing: conform's range check, on the parts
+        for v in values:
+            if len(v) and not np.can_cast(v.dtype, want) and (v.min() < lo or v.max() > hi):
+                return made
+    return want
 
 
 def chunk_events(w, base, location, sizes, comms, done, post, starts, status_first, want=None):
@@ -189,7 +218,7 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     if "call" in out:
         out["call"] += base
     if rows.wants("location"):
-        out["location"] = np.full(total, location, np.int64)
+        out["location"] = locations(location, total)
     return out, total
 
 

@@ -22,10 +22,11 @@ import numpy as np
 
 from ...errors import TraceError
 from ...model import Column, Definitions, Kind, Schema, Table, column, conform
-from ..base import TraceReader, Unit, regular_file
+from ..base import TraceReader, Unit, regular_file, repeated
 from . import records as R
 
 KEY = ["time", "location", "seq"]
+LOCATION = column("location")      # a batch is one location's: one value, held as a view
 # bytes of an OTF2_Type's value (the union's other bytes are whatever the library left)
 TYPE_BYTES = np.asarray([0, 1, 2, 4, 8, 1, 2, 4, 8, 4, 8] + [4] * 15, np.int64)
 TYPE_BYTES[13] = 8          # OTF2_TYPE_LOCATION
@@ -193,7 +194,7 @@ class OTF2Reader(TraceReader):
                     rows = a[int(a[at]):int(a[at]) + m * K.ROW].reshape(m, K.ROW)
                     idx = rows[:, 0].astype(np.int64)
                     typ = rows[:, 2].astype(np.int64)
-                    side = {"time": table["time"][idx], "location": np.full(m, lid, np.int64),
+                    side = {"time": table["time"][idx], "location": repeated(lid, m, LOCATION),
                             "seq": start + np.arange(m, dtype=np.int64), "event_seq": seq + idx,
                             "type": typ, "value": _mask_value(rows[:, 3], typ)}
                     side["attribute" if name == "attributes" else "index"] = rows[:, 1]
@@ -366,7 +367,7 @@ class _Mapper:
             counter[r] = a[r, 0] + self.mshift
             args[r, 2:] = 0         # the arrays' addresses: their contents are in `values`
         args[rows.get(CODE["ProgramBegin"], empty), 2] = 0
-        return {"time": self.nanoseconds(ticks), "location": np.full(n, lid, np.int32),
+        return {"time": self.nanoseconds(ticks), "location": repeated(lid, n, LOCATION),
                 "seq": seq + np.arange(n, dtype=np.int64), "kind": kind, "region": region,
                 "ticks": ticks, "peer": peer, "comm": comm, "tag": tag, "size": size,
                 "received": received, "root": root, "collop": collop, "counter": counter,

@@ -457,4 +457,4 @@ def lookup() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     kinds = {"<": Kind.ENTER, ">": Kind.LEAVE, ".": Kind.EVENT}
     return (np.array([r["code"] for r in rows], np.int64),
             np.array([kinds[r["kind"]] for r in rows], np.uint8),
-            np.array([r["region"] for r in rows], np.int64))
+            np.array([r["region"] for r in rows], np.int32))      # events/region's dtype

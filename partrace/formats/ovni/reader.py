@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import TraceError
 from ...model import (LOCATION_COLUMNS, REGION_COLUMNS, BYTES, STR, Column, Definitions,
                       Kind, Schema, Table, column, conform)
-from ..base import TraceReader, Unit
+from ..base import TraceReader, Unit, repeated
 from . import layout
 
 CHUNK = 1 << 22          # most events per decoded chunk (else chunk_bytes of stream decide)
@@ -220,14 +220,10 @@ class OvniReader(TraceReader):
         set_cpu = np.array([mcv.code(m) for m in mcv.SET_CPU], np.int64)
         clear_cpu = np.array([mcv.code(m) for m in mcv.CLEAR_CPU], np.int64)
         offset = int(defs.attrs.get("clock_offsets", {}).get(info["loom"], 0))
+        # the thread's ids: one value per chunk, held as views of it (no pass per event)
         constant = {"location": info["location"], "loom": info["loom_id"],
                     "process": info["pid"], "thread": info["tid"]}
-        # made in the schema's dtype where the value fits it (location: int32), not
-        # made int64 then checked and narrowed by conform (three passes per event)
-        constant_dtypes = {c.name: (c.element_dtype() if np.iinfo(c.element_dtype()).min
-                                    <= constant[c.name] <= np.iinfo(c.element_dtype()).max
-                                    else np.int64)
-                           for c in EVENT_COLUMNS if c.name in constant}
+        constant_columns = {c.name: c for c in EVENT_COLUMNS if c.name in constant}
         ev_cols = self.selected("events", [c.name for c in EVENT_COLUMNS])
         jumbo_cols = self.selected("jumbo", [c.name for c in JUMBO_COLUMNS])
         if ev_cols is None and jumbo_cols is None:
@@ -248,15 +244,16 @@ class OvniReader(TraceReader):
             if "seq" in (ev_cols or ()) or jumbo_cols is not None:
                 g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
             for name, value in constant.items():
-                if name in (ev_cols or ()) or (name == "location" and jumbo_cols is not None):
-                    g[name] = np.full(n, value, constant_dtypes[name])
+                if name in (ev_cols or ()):
+                    g[name] = repeated(value, n, constant_columns[name])
             out = {}
             if ev_cols is not None:
                 out["events"] = conform(Table({c: g[c] for c in ev_cols}),
                                         [c for c in EVENT_COLUMNS if c.name in ev_cols])
             if jumbo_cols is not None:
                 size, data = scan.jumbo_data(buf, o[j], g["payload"][j], big)
-                jumbo = {"time": g["time"][j], "location": g["location"][j],
+                where = repeated(info["location"], len(j), constant_columns["location"])
+                jumbo = {"time": g["time"][j], "location": where,
                          "seq": np.arange(jseq, jseq + len(j), dtype=np.int64),
                          "event_seq": g["seq"][j], "model": g["model"][j],
                          "category": g["category"][j], "value": g["value"][j],

@@ -22,6 +22,10 @@ EV_HEADER = 12
 JUMBO = 0x10
 ONE_PASS = 1 << 25      # most event offsets reserved before the count is known (256 MB)
 
+# events/region's dtype (region ids of the MCV table are small): made in it, so
+# conform has no range to check and nothing to narrow
+REGION = np.int32
+
 # scan status codes
 OK, TRUNCATED, BAD_FLAGS, BAD_JUMBO, BAD_MCV = 0, 1, 2, 3, 4
 
@@ -192,7 +196,7 @@ def events(buf: np.ndarray, offs: np.ndarray, big: bool, offset: int, lookup, se
     g = dict(zip(("flags", "model", "category", "value", "payload_size"), u1))
     g.update(payload=np.zeros((n, 16), np.uint8), ticks=np.empty(n, np.uint64),
              time=np.empty(n, np.int64), kind=np.empty(n, np.uint8),
-             region=np.empty(n, np.int64), cpu=np.empty(n, np.int32))
+             region=np.empty(n, REGION), cpu=np.empty(n, np.int32))
     jumbo = np.empty(n, np.int64)
     carry, nj = _fill(buf, offs, big, np.int64(offset), *lookup, set_cpu, clear_cpu,
                       np.int32(carry), np.uint8(other_kind), *u1, g["payload"], g["ticks"],
@@ -224,7 +228,7 @@ def event_keys(buf: np.ndarray, offs: np.ndarray, big: bool, offset: int, lookup
     """The KEY_COLUMNS of the events at ``offs``, as :func:`events` gives them."""
     n = len(offs)
     g = {"time": np.empty(n, np.int64), "kind": np.empty(n, np.uint8),
-         "region": np.empty(n, np.int64)}
+         "region": np.empty(n, REGION)}
     _fill_keys(buf, offs, big, np.int64(offset), *lookup, np.uint8(other_kind), g["time"],
                g["kind"], g["region"])
     return g
