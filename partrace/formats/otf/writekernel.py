@@ -17,6 +17,10 @@ from .grammar import HEX, OPT0, STREAM_RECORDS, STRING
 from .kernel import NV, TAGW, _pad
 
 HEXD = np.frombuffer(b"0123456789abcdef", np.uint8).copy()
+# the two digits of every byte (hex) and of 0..99 (decimal), laid end to end: digits of
+# value b at [2b], [2b + 1]
+HEX2 = np.frombuffer("".join(f"{b:02x}" for b in range(256)).encode(), np.uint8).copy()
+DEC2 = np.frombuffer("".join(f"{b:02d}" for b in range(100)).encode(), np.uint8).copy()
 ARRAY_LINE = 100     # bytes per byte-array key-value line (generic.MAX_ARRAY)
 
 
@@ -111,17 +115,44 @@ def kv_lines(key, typ, value, length, is_bytes, raw, rstart, rend, out, ends):
 
 @njit(cache=True)
 def _hex(out, o, v):
-    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64: count the digits,
-    # then write them from the last one back (a few steps for the many small values)
-    n = 1
-    x = v >> np.uint64(4)
+    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64.  Most values are
+    # keys, types, record ids (one or two digits: written at once); longer ones (ticks,
+    # values) are written two digits (a byte) per step from the last one back, after
+    # counting their digits by halving the width (four compares, not one step a digit)
+    if v < np.uint64(16):
+        out[o] = HEXD[v]
+        return o + 1
+    if v < np.uint64(256):
+        out[o] = HEX2[2 * v]
+        out[o + 1] = HEX2[2 * v + 1]
+        return o + 2
+    n = 3
+    x = v >> np.uint64(12)
+    if x >= np.uint64(1 << 20):
+        n += 5
+        x >>= np.uint64(20)
+    if x >= np.uint64(1 << 16):
+        n += 4
+        x >>= np.uint64(16)
+    if x >= np.uint64(1 << 8):
+        n += 2
+        x >>= np.uint64(8)
     while x != np.uint64(0):
         n += 1
         x >>= np.uint64(4)
     e = o + n
-    for j in range(e - 1, o - 1, -1):
-        out[j] = HEXD[v & np.uint64(15)]
-        v >>= np.uint64(4)
+    j = e
+    while v >= np.uint64(256):
+        b = 2 * (v & np.uint64(255))
+        out[j - 2] = HEX2[b]
+        out[j - 1] = HEX2[b + 1]
+        j -= 2
+        v >>= np.uint64(8)
+    if v >= np.uint64(16):
+        out[j - 2] = HEX2[2 * v]
+        out[j - 1] = HEX2[2 * v + 1]
+    else:
+        out[j - 1] = HEXD[v]
     return e
 
 
@@ -278,21 +309,37 @@ def byte_array_lines(arrays, col, width, kv_pre, kv_prel, out, start, end):
 
 @njit(cache=True)
 def _decimal(out, o, v, signed):
-    # as numpy's str() of the integer; digits written from the last one back (no buffer:
-    # an array made per call would be a heap allocation per value)
+    # as numpy's str() of the integer: the digits counted by compares (no division), then
+    # written two (a DEC2 pair) per division by 100 from the last one back
     if signed and np.int64(v) < 0:
         out[o] = 45                  # '-'
         o += 1
         v = ~v + np.uint64(1)        # the magnitude (two's complement)
-    k = 1
-    rest = v // np.uint64(10)
-    while rest != np.uint64(0):     # uint64 against uint64: numba compares mixed ints as floats
-        k += 1
-        rest //= np.uint64(10)
-    for j in range(o + k - 1, o - 1, -1):
-        out[j] = 48 + np.int64(v % np.uint64(10))
-        v //= np.uint64(10)
-    return o + k
+    if v < np.uint64(10):
+        out[o] = 48 + np.int64(v)
+        return o + 1
+    n = 2
+    p = np.uint64(100)               # 10**n
+    while v >= p:                    # uint64 against uint64: numba compares mixed ints as floats
+        n += 1
+        if n == 20:                  # the most a uint64 has (10**20 would overflow)
+            break
+        p *= np.uint64(10)
+    e = o + n
+    j = e
+    while v >= np.uint64(100):
+        q = v // np.uint64(100)
+        r = 2 * (v - q * np.uint64(100))
+        out[j - 2] = DEC2[r]
+        out[j - 1] = DEC2[r + 1]
+        j -= 2
+        v = q
+    if v >= np.uint64(10):
+        out[j - 2] = DEC2[2 * v]
+        out[j - 1] = DEC2[2 * v + 1]
+    else:
+        out[j - 1] = 48 + np.int64(v)
+    return e
 
 
 @njit(cache=True)
