@@ -270,9 +270,14 @@ def _carried(rec: np.ndarray, name: str) -> np.ndarray:
 
 def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = None) -> Rows:
     """The formatter's rows of `tab`'s rows `sel` (None: all); only the columns written are
-    gathered (no copy of the whole table)."""
+    gathered, each once (writer.take_rows: from the sink's window straight into this order)."""
     from .writekernel import field_positions, scatter_field
-    get = (lambda name: np.asarray(tab[name])) if sel is None else (lambda name: np.asarray(tab[name])[sel])
+    from .writer import take_rows
+    rows = tab if sel is None else take_rows(tab, sel)
+
+    def get(name: str) -> np.ndarray:       # each column is read once here: not kept in `rows`
+        return np.asarray(rows.column_once(name))
+
     cols = {name: get(name) for name in ("kind", "time", "location") if name in tab}
     n = len(cols["time"])
     rec = record_codes(cols, "events")
@@ -466,16 +471,20 @@ def marker_spots(defs: Definitions, schema: Schema, rows: Table, lay: Layout | N
     keys = [np.asarray(k, np.int64) for k in keys]
     lay = lay or layout(defs, {"events": [], **schema})
     cols = [c for c in lay.kv if c.name != "region" and c.name in rows]     # region is the marker id
-    # only the columns written are gathered (not the whole table)
-    rows = Table({name: np.asarray(rows[name])[sel] for name in
-                  ("time", "location", "region", *(c.name for c in cols))})
-    # integer and byte-array columns (all formats so far): numba; else numpy.  A few hundred bytes
-    # of temporaries per row: in blocks
+    # only the columns written are gathered, each once, block by block (writer.take_rows: from the
+    # sink's window straight into this order); a few hundred bytes of temporaries per row
+    from .writer import take_rows
+    rows = take_rows(rows, sel)
+    blocks = (_spot_block(take_rows(rows, slice(lo, min(n, lo + MARKER_BLOCK))), cols)
+              for lo in range(0, n, MARKER_BLOCK))
+    return Spots(*keys, blocks, np.unique(np.asarray(rows["region"], np.int64)))
+
+
+def _spot_block(rows, cols: list[KVColumn]) -> memoryview:
+    """Integer and byte-array columns (all formats so far): numba; else numpy."""
     fast = all(np.asarray(rows[c.name]).dtype.kind in "iu" and len(c.name.encode("utf-8", "surrogateescape")) < 32
                for c in cols)
-    spots = _spots_kernel if fast else _spots
-    blocks = (spots(rows.rows(lo, min(n, lo + MARKER_BLOCK)), cols) for lo in range(0, n, MARKER_BLOCK))
-    return Spots(*keys, blocks, np.unique(np.asarray(rows["region"], np.int64)))
+    return (_spots_kernel if fast else _spots)(rows, cols)
 
 
 def no_spots() -> Spots:
