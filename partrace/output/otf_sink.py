@@ -119,6 +119,12 @@ class OTFSink(Sink):
         self._locs = np.asarray(locs, dtype=np.int64)[order]
         self._rank_of = np.asarray(ranks, dtype=np.int64)[order]
         self._stream_of = np.asarray(idx, dtype=np.int64)[order]
+        # location ids are small and dense (ranks, threads, LPs): a row's entry is then read
+        # from a table indexed by id (-1: no such location) instead of a binary search
+        self._dense = None
+        if len(self._locs) and int(self._locs[-1]) - int(self._locs[0]) < 8 * len(self._locs) + 4096:
+            self._dense = np.full(int(self._locs[-1]) - int(self._locs[0]) + 1, -1, np.int64)
+            self._dense[self._locs - self._locs[0]] = np.arange(len(self._locs))
         run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
         self.staging = Staging(self.final, run_id)
         with comm.guard():
@@ -131,8 +137,14 @@ class OTFSink(Sink):
         """`what` (owner rank or stream) of each row's location."""
         if not len(self._locs):
             raise PartraceError(f"{table}: the trace defines no location to make an OTF process of")
-        i = np.minimum(np.searchsorted(self._locs, locations), len(self._locs) - 1)
-        bad = self._locs[i] != locations
+        if self._dense is not None:
+            at = locations.astype(np.int64) - self._locs[0]
+            inside = (at >= 0) & (at < len(self._dense))
+            i = self._dense[at] if inside.all() else np.where(inside, self._dense[np.where(inside, at, 0)], -1)
+            bad = i < 0
+        else:
+            i = np.minimum(np.searchsorted(self._locs, locations), len(self._locs) - 1)
+            bad = self._locs[i] != locations
         if bad.any():   # a reader must define every location its rows name
             loc = int(locations[np.flatnonzero(bad)[0]])
             raise PartraceError(f"{table}: location {loc} is not in the trace's locations table")
@@ -234,7 +246,8 @@ class OTFSink(Sink):
         if not len(loc):
             return {}
         stream = self._lookup(loc, self._stream_of, name)
-        order = np.argsort(stream, kind="stable")    # keeps (time, location, seq) order
+        # stable: keeps (time, location, seq) order; 16-bit keys are radix sorted (2x faster)
+        order = np.argsort(stream.astype(np.uint16) if int(stream.max()) < 1 << 16 else stream, kind="stable")
         stream = stream[order]
         if rows is not None:
             order = rows[order]
