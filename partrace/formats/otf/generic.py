@@ -288,8 +288,10 @@ def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = N
         if col in tab and np.any(present & (pos_of >= 0)):
             scatter_field(rec, pos_of, get(col).astype(np.int64).view(np.uint64), vals)
     scalars = [c for c in lay.kv if not c.width]
-    kv_on = np.zeros((n, len(scalars)), bool)
-    kv_val = np.zeros((n, len(scalars)), np.uint64)
+    # (n, m) as transposes of (m, n) arrays: the formatter reads them as before, and a column is
+    # filled by one contiguous write, not one strided across every row's line of the matrix
+    kv_on = np.zeros((len(scalars), n), bool).T
+    kv_val = np.zeros((len(scalars), n), np.uint64).T
     for j, c in enumerate(scalars):
         raw = _raw_bits(get(c.name))
         kv_val[:, j] = raw
@@ -506,7 +508,7 @@ def _spots_kernel(rows: Table, cols: list[KVColumn]) -> memoryview:
     n = len(rows)
     scalar = [c for c in cols if not c.width]
     arrays = [c for c in cols if c.width]
-    raws = np.zeros((n, max(1, len(scalar))), np.uint64)
+    raws = np.zeros((max(1, len(scalar)), n), np.uint64).T     # filled column by column (event_rows)
     values = np.zeros_like(raws)
     signed = np.zeros(raws.shape[1], np.bool_)
     for j, c in enumerate(scalar):
