@@ -61,8 +61,10 @@ def test_one_gather_writes_the_bytes_of_plain_copies(decoded, streams, tmp_path,
 
 
 def test_stream_rows_compose_as_takes_of_the_joined_pieces(decoded):
-    """Rows of rows (index arrays in any order, slices) of pieces laid end to end: each column
-    equals the same rows taken from the pieces joined, whether or not the outer rows read it first."""
+    """Rows of rows (index arrays in any order, slices) of pieces laid end to end (the sink's) or
+    of one table (writer.take_rows of a plain table): each column equals the same rows taken from
+    the pieces joined, whether or not the outer rows read it first."""
+    from partrace.formats.otf.writer import take_rows
     from partrace.output.otf_sink import _take
     _, schema, tables = decoded
     events, cols = tables["events"], schema["events"]
@@ -72,8 +74,8 @@ def test_stream_rows_compose_as_takes_of_the_joined_pieces(decoded):
     rng = np.random.default_rng(11)
     for idx in (np.sort(rng.choice(len(events), len(events) // 2, replace=False)),
                 np.arange(cut - 5, cut + 40), np.arange(3, cut - 3)):
-        rows = _take(pieces, idx, cols)
-        for first_read in (False, True):
+        for rows, first_read in ((_take(pieces, idx, cols), False), (_take(pieces, idx, cols), True),
+                                 (take_rows(joined, idx), False), (take_rows(joined, idx), True)):
             if first_read:
                 rows["time"], rows["location"]
             for sel in (rng.permutation(len(idx))[: len(idx) // 2], slice(2, len(idx) - 1)):

@@ -591,8 +591,11 @@ class _Taken:
     these (take_rows) are taken from."""
 
     def __init__(self, tab, order, parent: "_Taken | None" = None, sel=None):
+        if isinstance(order, slice):        # as compose_rows wants them: start..stop, step 1
+            a, b, step = order.indices(len(tab))
+            order = slice(a, max(a, b)) if step == 1 else np.arange(a, b, step)
         self.tab, self.order, self.cols = tab, order, {}
-        self.n = len(range(*order.indices(len(tab)))) if isinstance(order, slice) else len(order)
+        self.n = order.stop - order.start if isinstance(order, slice) else len(order)
         self._parent, self._sel = parent, sel
 
     def __len__(self) -> int:
