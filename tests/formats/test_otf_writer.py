@@ -108,3 +108,33 @@ def test_default_streams_one_per_location_up_to_the_cap(monkeypatch):
     capped = otf_sink.OTFSink("x.otf")._stream_map(defs)
     assert capped == W.stream_map(ids, n - 2) and len(capped) == n - 2
     assert otf_sink.OTFSink("x.otf", streams=0)._stream_map(defs) == W.stream_map(ids, 0)
+
+
+EDGES = [0, 1, 9, 10, 15, 16, 99, 100, 255, 256, 4095, 4096, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1]
+
+
+def _integers() -> list[int]:
+    """Edge values, every power of 2 and 10 and its neighbours, and random ones of every length."""
+    rng = np.random.default_rng(5)
+    powers = [b**k + d for b, top in ((2, 64), (10, 20), (16, 16)) for k in range(top) for d in (-1, 0, 1)]
+    rand = rng.integers(0, 2**63, 3000, dtype=np.int64) >> rng.integers(0, 63, 3000)
+    return EDGES + [v for v in powers if 0 <= v < 2**64] + [int(v) * 2 + 1 for v in rand]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "python"])
+def test_hex_and_decimal_digits_are_pythons(compiled):
+    """The formatter's integers: hex as format(v, 'x') (every OTF field), decimal as str() (marker
+    text), compiled and as plain Python (the kernels' py_func: the writer's kernels are numba's own,
+    PARTRACE_JIT does not reach them)."""
+    from partrace.formats.otf import writekernel as K
+    hex_, dec = (K._hex, K._decimal) if compiled else (K._hex.py_func, K._decimal.py_func)
+    out = np.empty(64, np.uint8)
+    signed = np.array(_integers(), np.uint64).view(np.int64).tolist()
+    for v, s in zip(_integers(), signed):
+        for write, want in ((lambda: hex_(out, 5, np.uint64(v)), format(v, "x")),
+                            (lambda: dec(out, 5, np.uint64(v), False), str(v)),
+                            (lambda: dec(out, 5, np.uint64(v), True), str(s))):
+            out[:] = 120                      # 'x': the bytes around the value stay
+            end = write()
+            assert bytes(out[5:end]) == want.encode(), (v, want)
+            assert out[4] == 120 and out[end] == 120, (v, want)

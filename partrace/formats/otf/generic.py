@@ -270,9 +270,14 @@ def _carried(rec: np.ndarray, name: str) -> np.ndarray:
 
 def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = None) -> Rows:
     """The formatter's rows of `tab`'s rows `sel` (None: all); only the columns written are
-    gathered (no copy of the whole table)."""
+    gathered, each once (writer.take_rows: from the sink's window straight into this order)."""
     from .writekernel import field_positions, scatter_field
-    get = (lambda name: np.asarray(tab[name])) if sel is None else (lambda name: np.asarray(tab[name])[sel])
+    from .writer import take_rows
+    rows = tab if sel is None else take_rows(tab, sel)
+
+    def get(name: str) -> np.ndarray:       # each column is read once here: not kept in `rows`
+        return np.asarray(rows.column_once(name))
+
     cols = {name: get(name) for name in ("kind", "time", "location") if name in tab}
     n = len(cols["time"])
     rec = record_codes(cols, "events")
@@ -283,8 +288,10 @@ def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = N
         if col in tab and np.any(present & (pos_of >= 0)):
             scatter_field(rec, pos_of, get(col).astype(np.int64).view(np.uint64), vals)
     scalars = [c for c in lay.kv if not c.width]
-    kv_on = np.zeros((n, len(scalars)), bool)
-    kv_val = np.zeros((n, len(scalars)), np.uint64)
+    # (n, m) as transposes of (m, n) arrays: the formatter reads them as before, and a column is
+    # filled by one contiguous write, not one strided across every row's line of the matrix
+    kv_on = np.zeros((len(scalars), n), bool).T
+    kv_val = np.zeros((len(scalars), n), np.uint64).T
     for j, c in enumerate(scalars):
         raw = _raw_bits(get(c.name))
         kv_val[:, j] = raw
@@ -466,16 +473,20 @@ def marker_spots(defs: Definitions, schema: Schema, rows: Table, lay: Layout | N
     keys = [np.asarray(k, np.int64) for k in keys]
     lay = lay or layout(defs, {"events": [], **schema})
     cols = [c for c in lay.kv if c.name != "region" and c.name in rows]     # region is the marker id
-    # only the columns written are gathered (not the whole table)
-    rows = Table({name: np.asarray(rows[name])[sel] for name in
-                  ("time", "location", "region", *(c.name for c in cols))})
-    # integer and byte-array columns (all formats so far): numba; else numpy.  A few hundred bytes
-    # of temporaries per row: in blocks
+    # only the columns written are gathered, each once, block by block (writer.take_rows: from the
+    # sink's window straight into this order); a few hundred bytes of temporaries per row
+    from .writer import take_rows
+    rows = take_rows(rows, sel)
+    blocks = (_spot_block(take_rows(rows, slice(lo, min(n, lo + MARKER_BLOCK))), cols)
+              for lo in range(0, n, MARKER_BLOCK))
+    return Spots(*keys, blocks, np.unique(np.asarray(rows["region"], np.int64)))
+
+
+def _spot_block(rows, cols: list[KVColumn]) -> memoryview:
+    """Integer and byte-array columns (all formats so far): numba; else numpy."""
     fast = all(np.asarray(rows[c.name]).dtype.kind in "iu" and len(c.name.encode("utf-8", "surrogateescape")) < 32
                for c in cols)
-    spots = _spots_kernel if fast else _spots
-    blocks = (spots(rows.rows(lo, min(n, lo + MARKER_BLOCK)), cols) for lo in range(0, n, MARKER_BLOCK))
-    return Spots(*keys, blocks, np.unique(np.asarray(rows["region"], np.int64)))
+    return (_spots_kernel if fast else _spots)(rows, cols)
 
 
 def no_spots() -> Spots:
@@ -497,7 +508,7 @@ def _spots_kernel(rows: Table, cols: list[KVColumn]) -> memoryview:
     n = len(rows)
     scalar = [c for c in cols if not c.width]
     arrays = [c for c in cols if c.width]
-    raws = np.zeros((n, max(1, len(scalar))), np.uint64)
+    raws = np.zeros((max(1, len(scalar)), n), np.uint64).T     # filled column by column (event_rows)
     values = np.zeros_like(raws)
     signed = np.zeros(raws.shape[1], np.bool_)
     for j, c in enumerate(scalar):

@@ -5,6 +5,12 @@ process, its numeric fields, optional pre-rendered bytes (key-value lines,
 the one quoted string) taken from a side blob -- those are rare -- and
 numeric key-value pairs (kv_on/kv_val, one column per key, with the rendered
 'K<key>Y<type>V' prefix of each) written in front of the record.
+
+The helpers that write a few bytes each (a value, a tag, a line) are inlined
+into the kernels (inline="always"): a call per value, passing arrays, cost
+more than the bytes it wrote (the formatters ran at about half the speed),
+and so does a view of a table's row made per call (kw[r]): the helpers take
+the table and the row's index.
 """
 from __future__ import annotations
 
@@ -17,6 +23,8 @@ from .grammar import HEX, OPT0, STREAM_RECORDS, STRING
 from .kernel import NV, TAGW, _pad
 
 HEXD = np.frombuffer(b"0123456789abcdef", np.uint8).copy()
+# the two hex digits of every byte value b, laid end to end: at [2b], [2b + 1]
+HEX2 = np.frombuffer("".join(f"{b:02x}" for b in range(256)).encode(), np.uint8).copy()
 ARRAY_LINE = 100     # bytes per byte-array key-value line (generic.MAX_ARRAY)
 
 
@@ -109,23 +117,50 @@ def kv_lines(key, typ, value, length, is_bytes, raw, rstart, rend, out, ends):
     return o
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hex(out, o, v):
-    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64: count the digits,
-    # then write them from the last one back (a few steps for the many small values)
-    n = 1
-    x = v >> np.uint64(4)
+    # lowercase hex without leading zeros, as OTF_WBuffer_writeUint64.  Most values are
+    # keys, types, record ids (one or two digits: written at once); longer ones (ticks,
+    # values) are written two digits (a byte) per step from the last one back, after
+    # counting their digits by halving the width (a few compares, not a step a digit)
+    if v < np.uint64(16):
+        out[o] = HEXD[v]
+        return o + 1
+    if v < np.uint64(256):
+        out[o] = HEX2[2 * v]
+        out[o + 1] = HEX2[2 * v + 1]
+        return o + 2
+    n = 3
+    x = v >> np.uint64(12)
+    if x >= np.uint64(1 << 20):
+        n += 5
+        x >>= np.uint64(20)
+    if x >= np.uint64(1 << 16):
+        n += 4
+        x >>= np.uint64(16)
+    if x >= np.uint64(1 << 8):
+        n += 2
+        x >>= np.uint64(8)
     while x != np.uint64(0):
         n += 1
         x >>= np.uint64(4)
     e = o + n
-    for j in range(e - 1, o - 1, -1):
-        out[j] = HEXD[v & np.uint64(15)]
-        v >>= np.uint64(4)
+    j = e
+    while v >= np.uint64(256):
+        b = 2 * (v & np.uint64(255))
+        out[j - 2] = HEX2[b]
+        out[j - 1] = HEX2[b + 1]
+        j -= 2
+        v >>= np.uint64(8)
+    if v >= np.uint64(16):
+        out[j - 2] = HEX2[2 * v]
+        out[j - 1] = HEX2[2 * v + 1]
+    else:
+        out[j - 1] = HEXD[v]
     return e
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put(out, o, src, a, b):
     for k in range(a, b):
         out[o] = src[k]
@@ -133,7 +168,23 @@ def _put(out, o, src, a, b):
     return o
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _put_row(out, o, rows, r, n):
+    # rows[r, :n] into out at o (a view rows[r] made per call costs more than the copy)
+    for q in range(n):
+        out[o + q] = rows[r, q]
+    return o + n
+
+
+@njit(cache=True, inline="always")
+def _put_tag(out, o, tag, r, j, n):
+    # tag[r, j, :n] into out at o (a field's tag of a record)
+    for q in range(n):
+        out[o + q] = tag[r, j, q]
+    return o + n
+
+
+@njit(cache=True, inline="always")
 def _process_line(out, o, p):
     out[o] = 42                      # '*'
     o = _hex(out, o + 1, np.uint64(p))
@@ -141,14 +192,14 @@ def _process_line(out, o, p):
     return o + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _time_line(out, o, t):
     o = _hex(out, o, t)
     out[o] = 10
     return o + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _head(out, o, ti, pi, t, p):
     """The time and process lines a record at (ti, pi) needs after state (t, p); ok False:
     the record is earlier than the state (rows not sorted by time)."""
@@ -193,9 +244,9 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
             t = ti
             p = pi
             for c in range(c_first[k], c_first[k] + c_count[k]):
-                o = _put(out, o, kw[cnt], 0, kwl[cnt])
+                o = _put_row(out, o, kw, cnt, kwl[cnt])
                 o = _hex(out, o, c_id[c])
-                o = _put(out, o, tag[cnt, 1], 0, tagl[cnt, 1])
+                o = _put_tag(out, o, tag, cnt, 1, tagl[cnt, 1])
                 o = _hex(out, o, c_val[c])
                 out[o] = 10
                 o += 1
@@ -211,12 +262,12 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
         o = _put(out, o, blob, pre_a[i], pre_b[i])
         for j in range(kv_on.shape[1]):
             if kv_on[i, j]:
-                o = _put(out, o, kv_pre[j], 0, kv_prel[j])
+                o = _put_row(out, o, kv_pre, j, kv_prel[j])
                 o = _hex(out, o, kv_val[i, j])
                 out[o] = 10
                 o += 1
         r = rec[i]
-        o = _put(out, o, kw[r], 0, kwl[r])
+        o = _put_row(out, o, kw, r, kwl[r])
         for j in range(nf[r]):
             if ftype[r, j] == STRING:
                 out[o] = 34
@@ -227,7 +278,7 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
             v = vals[i, j]
             if opt0[r, j] and v == np.uint64(0):
                 continue
-            o = _put(out, o, tag[r, j], 0, tagl[r, j])
+            o = _put_tag(out, o, tag, r, j, tagl[r, j])
             o = _hex(out, o, v)
         out[o] = 10
         o += 1
@@ -235,9 +286,9 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
     return o, -1, t, p
 
 
-@njit(cache=True)
-def _array_lines(out, o, arrays, i, c, w, pre, prel):
-    """Row i's key-value lines of the byte array arrays[i, c:c + w] (prefix pre[:prel]):
+@njit(cache=True, inline="always")
+def _array_lines(out, o, arrays, i, c, w, pre, j, prel):
+    """Row i's key-value lines of the byte array arrays[i, c:c + w] (prefix pre[j, :prel]):
     nothing if all its bytes are zero, else one line per ARRAY_LINE bytes
     '<prefix><bytes in hex>L<bytes left>'; returns the end of what was written."""
     on = False
@@ -248,7 +299,7 @@ def _array_lines(out, o, arrays, i, c, w, pre, prel):
     if not on:
         return o
     for lo in range(0, w, ARRAY_LINE):
-        o = _put(out, o, pre, 0, prel)
+        o = _put_row(out, o, pre, j, prel)
         for b in range(lo, min(w, lo + ARRAY_LINE)):
             v = arrays[i, c + b]
             out[o] = HEXD[v >> 4]
@@ -271,15 +322,16 @@ def byte_array_lines(arrays, col, width, kv_pre, kv_prel, out, start, end):
     for i in range(arrays.shape[0]):
         start[i] = o
         for j in range(col.shape[0]):
-            o = _array_lines(out, o, arrays, i, col[j], width[j], kv_pre[j], kv_prel[j])
+            o = _array_lines(out, o, arrays, i, col[j], width[j], kv_pre, j, kv_prel[j])
         end[i] = o
     return o
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _decimal(out, o, v, signed):
     # as numpy's str() of the integer; digits written from the last one back (no buffer:
-    # an array made per call would be a heap allocation per value)
+    # an array made per call would be a heap allocation per value).  Two digits per
+    # division by 100 from a table, as _hex does, made format_spots slower (ovni's values)
     if signed and np.int64(v) < 0:
         out[o] = 45                  # '-'
         o += 1
@@ -311,12 +363,12 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
             c = col[j]
             if kind[j] == 0:
                 if scalars[i, c] != np.uint64(0):
-                    o = _put(out, o, kv_pre[j], 0, kv_prel[j])
+                    o = _put_row(out, o, kv_pre, j, kv_prel[j])
                     o = _hex(out, o, scalars[i, c])
                     out[o] = 10
                     o += 1
             else:
-                o = _array_lines(out, o, arrays, i, c, width[j], kv_pre[j], kv_prel[j])
+                o = _array_lines(out, o, arrays, i, c, width[j], kv_pre, j, kv_prel[j])
         out[o] = 77                  # 'M'
         out[o + 1] = 83              # 'S'
         o = _hex(out, o + 2, np.uint64(region[i]))
@@ -336,7 +388,7 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
                 if not first:
                     out[o] = 32
                     o += 1
-                o = _put(out, o, name_pre[j], 0, name_prel[j])
+                o = _put_row(out, o, name_pre, j, name_prel[j])
                 o = _decimal(out, o, values[i, c], signed[c])
             else:
                 last = 0
@@ -348,7 +400,7 @@ def format_spots(region, time, loc, kind, col, scalars, values, signed, arrays, 
                 if not first:
                     out[o] = 32
                     o += 1
-                o = _put(out, o, name_pre[j], 0, name_prel[j])
+                o = _put_row(out, o, name_pre, j, name_prel[j])
                 for b in range(last):
                     v = arrays[i, c + b]
                     out[o] = HEXD[v >> 4]

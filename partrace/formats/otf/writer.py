@@ -416,7 +416,7 @@ class StreamWriter:
                 # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
                 order = np.argsort(ticks, kind="stable")
             if order is not None:
-                tab, ticks = _Taken(tab, order), ticks[order]
+                tab, ticks = take_rows(tab, order), ticks[order]
             n = len(tab)
             rec = _record_codes(tab, tname)
             vals = np.zeros((n, 8), np.uint64)
@@ -472,7 +472,8 @@ class StreamWriter:
         bounds = {name: np.concatenate([[0], np.searchsorted(t["time"], cuts), [len(t)]])
                   for name, t in tables.items() if t is not None}
         for k in range(len(cuts) + 1):
-            self._format_generic({name: t.rows(bounds[name][k], bounds[name][k + 1])
+            # rows cut from the stream's rows: gathered once, from the sink's window (take_rows)
+            self._format_generic({name: take_rows(t, slice(int(bounds[name][k]), int(bounds[name][k + 1])))
                                   for name, t in tables.items() if t is not None}, lay)
 
     def _append_spots(self, events: Table) -> None:
@@ -563,24 +564,60 @@ class _FileState:
         return self.out.close()
 
 
-class _Taken:
-    """Rows `order` of a table, each column taken when first read: the writer reads a few of
-    an OTF table's columns (Table.take would copy all, and build every column of a lazily
-    built window)."""
+def take_rows(tab, sel):
+    """Rows `sel` (index array or slice) of `tab`, each column gathered when first read.  A table
+    that composes its own rows (take_rows: _Taken, the OTF sink's rows of a stream) does so here:
+    rows picked from rows picked are gathered once, straight from the source into this order."""
+    return tab.take_rows(sel) if hasattr(tab, "take_rows") else _Taken(tab, sel)
 
-    def __init__(self, tab: Table, order: np.ndarray):
+
+def compose_rows(order, sel, n: int):
+    """The source rows of rows `sel` of the rows `order` (index arrays or slices; n: len of
+    the rows `order`): a slice where both are (views, no index array)."""
+    if isinstance(order, slice):
+        if isinstance(sel, slice):
+            a, b, step = sel.indices(n)
+            if step == 1:
+                return slice(order.start + a, order.start + max(a, b))
+            sel = np.arange(a, b, step)
+        return np.asarray(sel, np.int64) + order.start
+    return order[sel]
+
+
+class _Taken:
+    """Rows `order` (index array or slice) of a table, each column taken when first read: the
+    writer reads a few of an OTF table's columns (Table.take would copy all, and build every
+    column of a lazily built window).  A column already read here is what rows taken from
+    these (take_rows) are taken from."""
+
+    def __init__(self, tab, order, parent: "_Taken | None" = None, sel=None):
+        if isinstance(order, slice):        # as compose_rows wants them: start..stop, step 1
+            a, b, step = order.indices(len(tab))
+            order = slice(a, max(a, b)) if step == 1 else np.arange(a, b, step)
         self.tab, self.order, self.cols = tab, order, {}
+        self.n = order.stop - order.start if isinstance(order, slice) else len(order)
+        self._parent, self._sel = parent, sel
 
     def __len__(self) -> int:
-        return len(self.order)
+        return self.n
 
     def __contains__(self, name: str) -> bool:
         return name in self.tab
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self.cols:
-            self.cols[name] = np.take(self.tab[name], self.order, axis=0)
+            self.cols[name] = self.column_once(name)
         return self.cols[name]
+
+    def column_once(self, name: str) -> np.ndarray:
+        if name in self.cols:
+            return self.cols[name]
+        if self._parent is not None and name in self._parent.cols:
+            return self._parent.cols[name][self._sel]
+        return self.tab[name][self.order]
+
+    def take_rows(self, sel) -> "_Taken":
+        return _Taken(self.tab, compose_rows(self.order, sel, self.n), self, sel)
 
 
 def _in_order(ticks: np.ndarray, src_order: np.ndarray) -> bool:

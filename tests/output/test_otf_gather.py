@@ -1,0 +1,87 @@
+"""OTF output gathers each written column once, from the window straight into the order it is
+formatted in (the sink's rows of a stream composed with the writer's own picks, cuts and orders:
+writer.take_rows).  The files are the bytes the writer makes from plain copies of each stream's
+rows, on real fixtures (ovni: point events as marker spots, byte-array payloads; DUMPI; OTF) at
+1 and 2 streams, in one window and in several (rows held from one window to the next: a stream's
+rows in two pieces), with small formatter and marker blocks (rows cut from rows picked)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partrace.model import Table
+from tests.conftest import DATA
+from tests.output.test_otf_windows import _decoded, _files, _quantile_keys, _window_of
+
+TRACES = ["ovni/v1-zoo-small/ovni", "dumpi/p2p-4rank", "otf/hybrid16/trace/hybrid16.otf"]
+
+
+@pytest.fixture(scope="module", params=TRACES)
+def decoded(request):
+    return _decoded(DATA / request.param)
+
+
+def _write(decoded, out: Path, streams: int, windows: int) -> dict[str, bytes]:
+    from partrace.engine.mpi import serial
+    from partrace.output.otf_sink import OTFSink
+    defs, schema, tables = decoded
+    cuts = _quantile_keys(tables["events"], windows)       # the same keys cut every table
+    win = {name: _window_of(t, cuts) for name, t in tables.items()}
+    comm, sink = serial(), OTFSink(out, streams=streams)
+    out.parent.mkdir()
+    sink.prepare(comm, defs, schema)
+    # the sink is told an earlier start of the next window than the cut (a safe horizon): it
+    # holds the window's last rows, and the next window's streams take rows from two pieces
+    times = tables["events"]["time"]
+    early = [int(times[max(0, np.searchsorted(times, c[0]) - len(times) // (3 * windows))]) for c in cuts]
+    for w in range(windows):
+        sink.next_keys = {name: ((early[w], 0, 0) if w < len(early) else None) for name in tables}
+        sink.write(comm, {name: t.take(np.flatnonzero(win[name] == w)) for name, t in tables.items()})
+    sink.commit(comm)
+    return _files(out)
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_one_gather_writes_the_bytes_of_plain_copies(decoded, streams, tmp_path, monkeypatch):
+    from partrace.formats.otf import generic, writer
+    from partrace.output import otf_sink
+    monkeypatch.setattr(writer, "ROWS_PER_PASS", 61)
+    monkeypatch.setattr(generic, "MARKER_BLOCK", 17)
+    got = {w: _write(decoded, tmp_path / f"w{w}" / "x.otf", streams, w) for w in (1, 5)}
+    # the plain way: each stream's rows copied (every column), then picked and cut by the writer
+    monkeypatch.setattr(otf_sink, "_take", lambda pieces, idx, schema: Table.concat(pieces, schema).take(idx))
+    want = _write(decoded, tmp_path / "plain" / "x.otf", streams, 5)
+    assert sum(len(b) for n, b in want.items() if n.endswith((".events", ".marker"))) > 10_000
+    for w, files in got.items():
+        assert list(files) == list(want), w
+        for name in want:
+            assert files[name] == want[name], (w, name)
+
+
+def test_stream_rows_compose_as_takes_of_the_joined_pieces(decoded):
+    """Rows of rows (index arrays in any order, slices) of pieces laid end to end (the sink's) or
+    of one table (writer.take_rows of a plain table): each column equals the same rows taken from
+    the pieces joined, whether or not the outer rows read it first."""
+    from partrace.formats.otf.writer import take_rows
+    from partrace.output.otf_sink import _take
+    _, schema, tables = decoded
+    events, cols = tables["events"], schema["events"]
+    cut = len(events) // 3
+    pieces = [events.take(np.arange(cut)), events.take(np.arange(cut, len(events)))]
+    joined = Table.concat(pieces, cols)
+    rng = np.random.default_rng(11)
+    for idx in (np.sort(rng.choice(len(events), len(events) // 2, replace=False)),
+                np.arange(cut - 5, cut + 40), np.arange(3, cut - 3)):
+        for rows, first_read in ((_take(pieces, idx, cols), False), (_take(pieces, idx, cols), True),
+                                 (take_rows(joined, idx), False), (take_rows(joined, idx), True)):
+            if first_read:
+                rows["time"], rows["location"]
+            for sel in (rng.permutation(len(idx))[: len(idx) // 2], slice(2, len(idx) - 1)):
+                inner = rows.take_rows(sel)
+                want = idx[sel]
+                for sub in (slice(1, None), rng.permutation(len(want))):
+                    picked = inner.take_rows(sub)
+                    for c in cols:
+                        assert np.array_equal(picked[c.name], joined[c.name][want[sub]]), (c.name, sel, sub)
