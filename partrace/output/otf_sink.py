@@ -140,7 +140,10 @@ class OTFSink(Sink):
         if self._dense is not None:
             at = locations.astype(np.int64) - self._locs[0]
             inside = (at >= 0) & (at < len(self._dense))
-            i = self._dense[at] if inside.all() else np.where(inside, self._dense[np.where(inside, at, 0)], -1)
+            if inside.all():
+                i = self._dense[at]
+            else:
+                i = np.where(inside, self._dense[np.where(inside, at, 0)], -1)
             bad = i < 0
         else:
             i = np.minimum(np.searchsorted(self._locs, locations), len(self._locs) - 1)
@@ -247,7 +250,8 @@ class OTFSink(Sink):
             return {}
         stream = self._lookup(loc, self._stream_of, name)
         # stable: keeps (time, location, seq) order; 16-bit keys are radix sorted (2x faster)
-        order = np.argsort(stream.astype(np.uint16) if int(stream.max()) < 1 << 16 else stream, kind="stable")
+        keys = stream.astype(np.uint16) if int(stream.max()) < 1 << 16 else stream
+        order = np.argsort(keys, kind="stable")
         stream = stream[order]
         if rows is not None:
             order = rows[order]

@@ -473,7 +473,8 @@ class StreamWriter:
                   for name, t in tables.items() if t is not None}
         for k in range(len(cuts) + 1):
             # rows cut from the stream's rows: gathered once, from the sink's window (take_rows)
-            self._format_generic({name: take_rows(t, slice(int(bounds[name][k]), int(bounds[name][k + 1])))
+            cut = {name: slice(int(b[k]), int(b[k + 1])) for name, b in bounds.items()}
+            self._format_generic({name: take_rows(t, cut[name])
                                   for name, t in tables.items() if t is not None}, lay)
 
     def _append_spots(self, events: Table) -> None:
