@@ -129,17 +129,21 @@ def _as_bits(values: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def constant(values) -> np.ndarray | None:
-    """The one value of a constant column form (None: not constant)."""
-    return values.value if isinstance(values, Constant) else None
-
-
 def put(values, a: int, b: int, dest: np.ndarray) -> None:
     """Rows a..b of a column form, widened into ``dest`` (cast as astype would)."""
     if isinstance(values, np.ndarray):
         np.copyto(dest, values[a:b], casting="unsafe")
     else:
         values.put(a, b, dest)
+
+
+def piece(values, a: int, b: int):
+    """Rows a..b of a column form, in the same form (no widening, no copy of an array)."""
+    if isinstance(values, Constant):
+        return Constant(values.value, b - a)
+    if isinstance(values, Offsets):
+        return Offsets(values.base, values.offsets[a:b])
+    return values[a:b]
 
 
 def tail(values) -> tuple:
