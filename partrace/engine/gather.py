@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats.jit import njit
-from .narrow import Constant, Offsets, put
+from .narrow import Constant, Offsets, Words, as_words, put
 
 _UNITS = (8, 4, 2, 1)       # widths (bytes) a row is copied in, widest that divides it
 
@@ -39,23 +39,34 @@ def ordered_column(spans, name: str, dtype: np.dtype, source: np.ndarray,
     source[i], as ``dtype`` (a sub-array dtype gives (n, k) arrays).  Row i is the
     next unread row of its span (``rows`` None: every span's rows keep their order)
     or row rows[i] of the spans' concatenation."""
-    starts = np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64)
     out = np.empty(len(source), dtype)
-    forms = [run.piece(name, a, a) for run, a, _ in spans]      # no rows: the forms alone
-    if out.dtype == object or (rows is not None and not out.ndim == 1):
-        values = _laid_out(spans, name, out, starts)
+    _put_ordered(out, spans, lambda run, a, b: run.piece(name, a, b), source, rows)
+    return out
+
+
+def _put_ordered(out: np.ndarray, spans, piece, source, rows) -> None:
+    """out (a column, or one word of a sub-array column) from the spans' ``piece(run, a, b)``."""
+    starts = np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64)
+    forms = [piece(run, a, a) for run, a, _ in spans]      # no rows: the forms alone
+    if out.ndim == 2 and forms and all(isinstance(f, Words) and f.unit == forms[0].unit
+                                       for f in forms):
+        words = as_words(out, forms[0].unit)        # each word column on its own
+        for j in range(words.shape[1]):
+            _put_ordered(words[:, j], spans, lambda run, a, b, j=j: piece(run, a, b).parts[j],
+                         source, rows)
+    elif out.dtype == object or (rows is not None and not out.ndim == 1):
+        values = _laid_out(spans, piece, out, starts)
         if rows is None:    # str/bytes cells: each row's place, numpy's own scatter
             out[np.argsort(source, kind="stable")] = values
         else:
             np.take(values, rows, axis=0, out=out)
     elif out.ndim == 1 and all(_offsets_of(f, out.dtype) for f in forms):
-        _from_offsets(spans, name, out, source, rows, starts, forms)
+        _from_offsets(spans, piece, out, source, rows, starts, forms)
     elif rows is not None:
-        _take(_words(out), rows, _words(_laid_out(spans, name, out, starts)))
+        _take(_words(out), rows, _words(_laid_out(spans, piece, out, starts)))
     else:
-        values = _words(_laid_out(spans, name, out, starts))
+        values = _words(_laid_out(spans, piece, out, starts))
         (_gather if values.ndim == 1 else _gather_rows)(_words(out), source, starts, values)
-    return out
 
 
 def _offsets_of(form, dtype: np.dtype) -> bool:
@@ -64,7 +75,7 @@ def _offsets_of(form, dtype: np.dtype) -> bool:
     return isinstance(form, Constant) or (isinstance(form, Offsets) and form.base.dtype == dtype)
 
 
-def _from_offsets(spans, name: str, out: np.ndarray, source, rows, starts, forms) -> None:
+def _from_offsets(spans, piece, out: np.ndarray, source, rows, starts, forms) -> None:
     base = np.empty(len(forms), out.dtype)
     for k, f in enumerate(forms):       # cast as put would
         base[k] = f.value if isinstance(f, Constant) else f.base
@@ -77,24 +88,26 @@ def _from_offsets(spans, name: str, out: np.ndarray, source, rows, starts, forms
         if isinstance(form, Constant):
             offsets[at:at + b - a] = 0
         else:
-            offsets[at:at + b - a] = run.piece(name, a, b).offsets
+            offsets[at:at + b - a] = piece(run, a, b).offsets
     if rows is None:
         _gather_offsets(out, source, starts, base, offsets)
     else:
         _take_offsets(out, source, rows, base, offsets)
 
 
-def _laid_out(spans, name: str, out: np.ndarray, starts) -> np.ndarray:
+def _laid_out(spans, piece, out: np.ndarray, starts) -> np.ndarray:
     """The spans' rows end to end, as out's dtype (each span widened straight in)."""
     values = np.empty((starts[-1],) + out.shape[1:], out.dtype)
     for (run, a, b), at in zip(spans, starts.tolist()):
-        put(run.piece(name, a, b), 0, b - a, values[at:at + b - a])
+        put(piece(run, a, b), 0, b - a, values[at:at + b - a])
     return values
 
 
 def _words(rows: np.ndarray) -> np.ndarray:
     """The rows' bytes as unsigned integers, the widest that divide a row: (n,) when a
     row is one of them, else (n, words per row)."""
+    if rows.ndim == 1 and rows.dtype.itemsize in _UNITS:
+        return rows.view(f"u{rows.dtype.itemsize}")        # any stride (a word column)
     elements = int(np.prod(rows.shape[1:], dtype=np.int64))
     unit = next(u for u in _UNITS if rows.dtype.itemsize * elements % u == 0)
     flat = rows.reshape(len(rows), elements).view(f"u{unit}")     # rows are C-contiguous

@@ -78,6 +78,59 @@ class Offsets:
         return int(self.offsets.searchsorted(self.offsets.dtype.type(v - lo), side=side))
 
 
+class Words:
+    """A sub-array column (rows of k elements) held as its rows' words, each word
+    column at its own narrowest form: a row's fields (an id, a size, flags) vary
+    over small ranges or not at all, though the row as a whole does not."""
+
+    __slots__ = ("parts", "dtype", "shape", "unit")
+
+    def __init__(self, parts: list, dtype: np.dtype, shape: tuple, unit: int):
+        self.parts, self.dtype, self.shape, self.unit = parts, dtype, shape, unit
+
+    nbytes = property(lambda self: sum(int(p.nbytes) for p in self.parts))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key) -> np.ndarray:
+        m = len(range(*key.indices(len(self)))) if isinstance(key, slice) else len(np.asarray(key))
+        out = np.empty((m,) + self.shape[1:], self.dtype)
+        words = as_words(out, self.unit)
+        for j, part in enumerate(self.parts):
+            words[:, j] = part[key]
+        return out
+
+    def put(self, a: int, b: int, dest: np.ndarray) -> None:
+        if dest.dtype != self.dtype or not dest.flags.c_contiguous:
+            np.copyto(dest, self[a:b], casting="unsafe")
+            return
+        words = as_words(dest, self.unit)
+        for j, part in enumerate(self.parts):
+            put(part, a, b, words[:, j])
+
+
+def as_words(rows: np.ndarray, unit: int) -> np.ndarray:
+    """C-contiguous rows as (n, words a row) unsigned integers of ``unit`` bytes (a view)."""
+    return rows.reshape(len(rows), int(np.prod(rows.shape[1:], dtype=np.int64))).view(f"u{unit}")
+
+
+def _as_narrow_words(values: np.ndarray) -> "Words | np.ndarray":
+    """A sub-array column as Words, when its word columns narrow to at most 3/4 of its
+    bytes (else the array).  Words of at most 4 bytes: fields that wide are common."""
+    width = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
+    unit = next(u for u in (4, 2, 1) if width % u == 0)
+    if width // unit < 2 or values.dtype.kind not in "iufb":
+        return values
+    words = as_words(np.ascontiguousarray(values), unit)
+    parts = []
+    for j in range(words.shape[1]):
+        part = narrowed(words[:, j])
+        parts.append(np.ascontiguousarray(part) if isinstance(part, np.ndarray) else part)
+    held = Words(parts, values.dtype, values.shape, unit)
+    return held if held.nbytes * 4 <= values.nbytes * 3 else values
+
+
 def widen_into(offsets: np.ndarray, base: np.generic, dest: np.ndarray) -> None:
     """dest[:] = base + offsets, added in base's type and cast to dest's as astype does."""
     np.add(offsets, base, out=dest, dtype=base.dtype, casting="unsafe")
@@ -104,6 +157,8 @@ def narrowed(values):
         return values
     if _constant(values):
         return Constant(values[:1].reshape(values.shape[1:]).copy(), len(values))
+    if values.ndim > 1:
+        return _as_narrow_words(values)
     return values
 
 
@@ -143,6 +198,9 @@ def piece(values, a: int, b: int):
         return Constant(values.value, b - a)
     if isinstance(values, Offsets):
         return Offsets(values.base, values.offsets[a:b])
+    if isinstance(values, Words):
+        return Words([piece(p, a, b) for p in values.parts], values.dtype,
+                     (b - a,) + values.shape[1:], values.unit)
     return values[a:b]
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import WriteFailed
 from ..model import Column, Table
 from . import stop
-from .narrow import Constant, Offsets, narrowed, piece, put, widen_into
+from .narrow import Constant, Offsets, Words, narrowed, piece, put, widen_into
 from .order import lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed
@@ -123,6 +123,8 @@ class SpilledRun:
             if isinstance(values, Constant) or values.dtype == object:
                 self.kept[col] = values
                 continue
+            if isinstance(values, Words):       # spilled as its rows
+                values = values[0:len(values)]
             base = values.base if isinstance(values, Offsets) else None
             raw = values.offsets if base is not None else np.ascontiguousarray(values)
             _write_raw(folder / f"{col}.bin", raw)

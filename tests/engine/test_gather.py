@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from partrace.engine.gather import ordered_column, span_of
-from partrace.engine.narrow import Constant, Offsets
+from partrace.engine.narrow import Constant, Offsets, Words
 from partrace.engine.order import merge_order, sort_by_key
 from partrace.engine.runs import RunStore, SpilledRun
 from partrace.engine.windows import _gather_column, _span_starts
@@ -30,8 +30,7 @@ def mode(request):
 def _forms(run, name: str) -> tuple:
     """The form a run holds a column in, and whether the run is spilled."""
     piece = run.piece(name, 0, 0)
-    kind = Constant if isinstance(piece, Constant) else Offsets if isinstance(piece, Offsets) \
-        else np.ndarray
+    kind = next((k for k in (Constant, Offsets, Words) if isinstance(piece, k)), np.ndarray)
     return kind, isinstance(run, SpilledRun)
 
 
@@ -74,6 +73,8 @@ def test_columns_put_in_merge_order_equal_a_take_of_the_widened_rows(decoded, mo
         for form in (Constant, Offsets, np.ndarray):
             assert {(form, False), (form, True)} & seen, (fmt, form)
         assert {s for _, s in seen} == {False, True}, fmt
+        if fmt in ("ovni", "ross", "otf2"):     # their sub-array columns narrow word by word
+            assert (Words, False) in seen, fmt
     finally:
         store.close()
 
