@@ -155,14 +155,11 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
         rows = None     # a merge keeps each span's rows in their order: their spans suffice
     else:
         rows = order    # any permutation: each row's place in the spans is kept too
-    # the order until a column is read, then each row's span (one byte a row)
-    held = {"order": order}
+    source = span_of(spans, order)      # each row's span: one byte a row, not the order's 8
     del order
 
     def build(name: str) -> np.ndarray:
-        if "source" not in held:
-            held["source"] = span_of(spans, held.pop("order"))
-        return ordered_column(spans, name, cols[name].numpy_dtype(), held["source"], rows)
+        return ordered_column(spans, name, cols[name].numpy_dtype(), source, rows)
     return MergedTable(n, list(cols), build)
 
 
