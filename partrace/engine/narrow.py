@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..formats.jit import njit
+
 # unsigned types an integer column's offsets may take, narrowest first
 _OFFSET_TYPES = tuple(np.dtype(t) for t in ("u1", "u2", "u4"))
 
@@ -123,12 +125,43 @@ def _as_narrow_words(values: np.ndarray) -> "Words | np.ndarray":
     if width // unit < 2 or values.dtype.kind not in "iufb":
         return values
     words = as_words(np.ascontiguousarray(values), unit)
+    lo, hi = words[0].copy(), words[0].copy()
+    _word_ranges(words, lo, hi)         # one pass over the rows for every word column
+    kinds = [_narrowest(int(h) - int(l), words.dtype) for l, h in zip(lo, hi)]
+    held = sum(0 if k is None else k.itemsize for k in kinds) * len(values)
+    if held * 4 > values.nbytes * 3:
+        return values
     parts = []
-    for j in range(words.shape[1]):
-        part = narrowed(words[:, j])
-        parts.append(np.ascontiguousarray(part) if isinstance(part, np.ndarray) else part)
-    held = Words(parts, values.dtype, values.shape, unit)
-    return held if held.nbytes * 4 <= values.nbytes * 3 else values
+    for j, kind in enumerate(kinds):
+        column, base = words[:, j], words.dtype.type(lo[j])
+        if kind is None:
+            parts.append(Constant(np.array(base), len(values)))
+        elif kind == words.dtype:
+            parts.append(np.ascontiguousarray(column))
+        else:
+            out = np.empty(len(values), kind)
+            np.subtract(column, base, out=out, casting="unsafe")
+            parts.append(Offsets(base, out))
+    return Words(parts, values.dtype, values.shape, unit)
+
+
+def _narrowest(span: int, dtype: np.dtype) -> np.dtype | None:
+    """The type a column of unsigned ``dtype`` values over ``span`` is held in (None: constant)."""
+    if span == 0:
+        return None
+    return next((t for t in _OFFSET_TYPES if t.itemsize < dtype.itemsize
+                 and span <= np.iinfo(t).max), dtype)
+
+
+@njit(cache=True)
+def _word_ranges(words, lo, hi):
+    for i in range(1, words.shape[0]):
+        for j in range(words.shape[1]):
+            w = words[i, j]
+            if w < lo[j]:
+                lo[j] = w
+            elif w > hi[j]:
+                hi[j] = w
 
 
 def widen_into(offsets: np.ndarray, base: np.generic, dest: np.ndarray) -> None:

@@ -135,6 +135,8 @@ class SpilledRun:
 
     def _raw(self, col: str, a: int, b: int) -> np.ndarray:
         dtype, tail, _ = self.layout[col]
+        if b <= a:      # no rows (a gather asks a span's form so): no file opened
+            return np.empty((0,) + tuple(tail), dtype)
         row = dtype.itemsize * int(np.prod(tail, dtype=np.int64))
         with open(self.folder / f"{col}.bin", "rb") as fh:
             fh.seek(a * row)
