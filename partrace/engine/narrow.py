@@ -5,10 +5,12 @@ many of its columns hold one value (a thread's ids, a record kind's unused
 fields) and its integer columns span a small range (time, seq, counters).
 A run keeps such a column as that one value (``Constant``) or as its
 minimum plus offsets in the narrowest unsigned type the range fits
-(``Offsets``, a frame of reference); any other column stays the array it
+(``Offsets``, a frame of reference); a sub-array column (rows of several
+fields) is held as its rows' words, each word column in one of those forms
+(``Words``) when that saves a quarter; any other column stays the array it
 was.  Reading a slice back gives the original values in the original dtype;
-``put`` widens a slice straight into a caller's buffer (a window's column),
-so a gather writes each row once.
+``put`` widens a slice straight into a caller's buffer, and ``piece`` gives
+a slice in its narrow form (what engine/gather.py puts in key order).
 """
 from __future__ import annotations
 
