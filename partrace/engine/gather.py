@@ -28,9 +28,26 @@ _UNITS = (8, 4, 2, 1)       # widths (bytes) a row is copied in, widest that div
 
 def span_of(spans, order: np.ndarray) -> np.ndarray:
     """The span each row of ``order`` (a permutation of the spans' concatenation) comes from."""
-    kind = np.uint8 if len(spans) <= 1 << 8 else np.uint16 if len(spans) <= 1 << 16 else np.int64
-    ids = np.repeat(np.arange(len(spans), dtype=kind), [b - a for _, a, b in spans])
-    return np.take(ids, order)
+    return run_of([b - a for _, a, b in spans], order)
+
+
+def run_of(lengths, order: np.ndarray) -> np.ndarray:
+    """The run each row of ``order`` comes from, of runs of ``lengths`` rows end to end."""
+    kind = np.uint8 if len(lengths) <= 1 << 8 else np.uint16 if len(lengths) <= 1 << 16 else np.int64
+    return np.take(np.repeat(np.arange(len(lengths), dtype=kind), lengths), order)
+
+
+def merged_column(values: np.ndarray, source: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """A column of sorted runs end to end (run r: rows starts[r]..starts[r+1]) in the
+    order whose row i is the next unread row of run source[i] (a stable merge's)."""
+    values = np.ascontiguousarray(values)
+    out = np.empty_like(values)
+    if out.dtype == object:     # str/bytes cells: each row's place, numpy's own scatter
+        out[np.argsort(source, kind="stable")] = values
+        return out
+    words = _words(values)
+    (_gather if words.ndim == 1 else _gather_rows)(_words(out), source, starts, words)
+    return out
 
 
 def ordered_column(spans, name: str, dtype: np.dtype, source: np.ndarray,

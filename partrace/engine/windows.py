@@ -15,10 +15,10 @@ import math
 import numpy as np
 
 from ..model import KEY_COLUMNS, Column, Table
-from .gather import ordered_column, span_of
+from .gather import merged_column, ordered_column, run_of, span_of
 from .merged import MergedTable, ordered
 from .mpi import Comm
-from .order import Key, merge_order
+from .order import Key, merge_order, run_starts
 from .narrow import tail
 from .runs import Run
 
@@ -170,9 +170,18 @@ def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column
 
 
 def _sorted_lazily(table: Table, schema: list[Column]) -> Table:
-    """The table in key order, each column taken in that order when read."""
-    order = merge_order(table)
-    return ordered(len(table), [c.name for c in schema], table.column_once, order)
+    """The table in key order, each column put in that order when read.  The rows
+    are runs sorted by key (each rank's sorted spans, as received): a column is
+    gathered run by run by each row's run (one byte a row), not taken by the order."""
+    names = [c.name for c in schema]
+    starts = run_starts(table["time"], table["location"], table["seq"])
+    order = merge_order(table, starts)
+    if order is None:
+        return ordered(len(table), names, table.column_once, None)
+    source = run_of(np.diff(starts), order)
+    del order
+    return MergedTable(len(table), names,
+                       lambda name: merged_column(table.column_once(name), source, starts))
 
 
 def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,

@@ -96,3 +96,23 @@ def test_columns_put_in_any_permutation_equal_a_take_of_the_widened_rows(decoded
                 _same(ordered_column(spans, c.name, c.numpy_dtype(), source, perm), want)
     finally:
         store.close()
+
+
+def test_received_runs_merged_column_by_column_equal_a_sort_of_the_rows(decoded, mode):
+    """What a rank receives (every sender's sorted rows, end to end) is merged by each
+    row's run: every column equals the rows sorted by key."""
+    from partrace.engine.windows import _sorted_lazily
+    fmt, schema, chunks = decoded
+    for name, columns in schema.items():
+        tables = [t for n, t in chunks if n == name]
+        if len(tables) == 1 and len(tables[0]) > 1:     # one chunk: its even and odd rows
+            rows = np.arange(len(tables[0]))
+            tables = [tables[0].take(rows[0::2]), tables[0].take(rows[1::2])]
+        parts = [sort_by_key(t) for t in tables]
+        if len(parts) < 2:
+            continue
+        whole = Table.concat(parts[::-1], columns)     # later runs first: a real merge
+        order = np.lexsort((whole["seq"], whole["location"], whole["time"]))
+        got = _sorted_lazily(whole, columns)
+        for c in columns:
+            _same(got.column_once(c.name), np.take(whole[c.name], order, axis=0))
