@@ -5,14 +5,18 @@ many of its columns hold one value (a thread's ids, a record kind's unused
 fields) and its integer columns span a small range (time, seq, counters).
 A run keeps such a column as that one value (``Constant``) or as its
 minimum plus offsets in the narrowest unsigned type the range fits
-(``Offsets``, a frame of reference); any other column stays the array it
+(``Offsets``, a frame of reference); a sub-array column (rows of several
+fields) is held as its rows' words, each word column in one of those forms
+(``Words``) when that saves a quarter; any other column stays the array it
 was.  Reading a slice back gives the original values in the original dtype;
-``put`` widens a slice straight into a caller's buffer (a window's column),
-so a gather writes each row once.
+``put`` widens a slice straight into a caller's buffer, and ``piece`` gives
+a slice in its narrow form (what engine/gather.py puts in key order).
 """
 from __future__ import annotations
 
 import numpy as np
+
+from ..formats.jit import njit
 
 # unsigned types an integer column's offsets may take, narrowest first
 _OFFSET_TYPES = tuple(np.dtype(t) for t in ("u1", "u2", "u4"))
@@ -78,6 +82,90 @@ class Offsets:
         return int(self.offsets.searchsorted(self.offsets.dtype.type(v - lo), side=side))
 
 
+class Words:
+    """A sub-array column (rows of k elements) held as its rows' words, each word
+    column at its own narrowest form: a row's fields (an id, a size, flags) vary
+    over small ranges or not at all, though the row as a whole does not."""
+
+    __slots__ = ("parts", "dtype", "shape", "unit")
+
+    def __init__(self, parts: list, dtype: np.dtype, shape: tuple, unit: int):
+        self.parts, self.dtype, self.shape, self.unit = parts, dtype, shape, unit
+
+    nbytes = property(lambda self: sum(int(p.nbytes) for p in self.parts))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key) -> np.ndarray:
+        m = len(range(*key.indices(len(self)))) if isinstance(key, slice) else len(np.asarray(key))
+        out = np.empty((m,) + self.shape[1:], self.dtype)
+        words = as_words(out, self.unit)
+        for j, part in enumerate(self.parts):
+            words[:, j] = part[key]
+        return out
+
+    def put(self, a: int, b: int, dest: np.ndarray) -> None:
+        if dest.dtype != self.dtype or not dest.flags.c_contiguous:
+            np.copyto(dest, self[a:b], casting="unsafe")
+            return
+        words = as_words(dest, self.unit)
+        for j, part in enumerate(self.parts):
+            put(part, a, b, words[:, j])
+
+
+def as_words(rows: np.ndarray, unit: int) -> np.ndarray:
+    """C-contiguous rows as (n, words a row) unsigned integers of ``unit`` bytes (a view)."""
+    return rows.reshape(len(rows), int(np.prod(rows.shape[1:], dtype=np.int64))).view(f"u{unit}")
+
+
+def _as_narrow_words(values: np.ndarray) -> "Words | np.ndarray":
+    """A sub-array column as Words, when its word columns narrow to at most 3/4 of its
+    bytes (else the array).  Words of at most 4 bytes: fields that wide are common."""
+    width = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
+    unit = next(u for u in (4, 2, 1) if width % u == 0)
+    if width // unit < 2 or values.dtype.kind not in "iufb":
+        return values
+    words = as_words(np.ascontiguousarray(values), unit)
+    lo, hi = words[0].copy(), words[0].copy()
+    _word_ranges(words, lo, hi)         # one pass over the rows for every word column
+    kinds = [_narrowest(int(h) - int(l), words.dtype) for l, h in zip(lo, hi)]
+    held = sum(0 if k is None else k.itemsize for k in kinds) * len(values)
+    if held * 4 > values.nbytes * 3:
+        return values
+    parts = []
+    for j, kind in enumerate(kinds):
+        column, base = words[:, j], words.dtype.type(lo[j])
+        if kind is None:
+            parts.append(Constant(np.array(base), len(values)))
+        elif kind == words.dtype:
+            parts.append(np.ascontiguousarray(column))
+        else:
+            out = np.empty(len(values), kind)
+            np.subtract(column, base, out=out, casting="unsafe")
+            parts.append(Offsets(base, out))
+    return Words(parts, values.dtype, values.shape, unit)
+
+
+def _narrowest(span: int, dtype: np.dtype) -> np.dtype | None:
+    """The type a column of unsigned ``dtype`` values over ``span`` is held in (None: constant)."""
+    if span == 0:
+        return None
+    return next((t for t in _OFFSET_TYPES if t.itemsize < dtype.itemsize
+                 and span <= np.iinfo(t).max), dtype)
+
+
+@njit(cache=True)
+def _word_ranges(words, lo, hi):
+    for i in range(1, words.shape[0]):
+        for j in range(words.shape[1]):
+            w = words[i, j]
+            if w < lo[j]:
+                lo[j] = w
+            elif w > hi[j]:
+                hi[j] = w
+
+
 def widen_into(offsets: np.ndarray, base: np.generic, dest: np.ndarray) -> None:
     """dest[:] = base + offsets, added in base's type and cast to dest's as astype does."""
     np.add(offsets, base, out=dest, dtype=base.dtype, casting="unsafe")
@@ -104,6 +192,8 @@ def narrowed(values):
         return values
     if _constant(values):
         return Constant(values[:1].reshape(values.shape[1:]).copy(), len(values))
+    if values.ndim > 1:
+        return _as_narrow_words(values)
     return values
 
 
@@ -129,17 +219,24 @@ def _as_bits(values: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def constant(values) -> np.ndarray | None:
-    """The one value of a constant column form (None: not constant)."""
-    return values.value if isinstance(values, Constant) else None
-
-
 def put(values, a: int, b: int, dest: np.ndarray) -> None:
     """Rows a..b of a column form, widened into ``dest`` (cast as astype would)."""
     if isinstance(values, np.ndarray):
         np.copyto(dest, values[a:b], casting="unsafe")
     else:
         values.put(a, b, dest)
+
+
+def piece(values, a: int, b: int):
+    """Rows a..b of a column form, in the same form (no widening, no copy of an array)."""
+    if isinstance(values, Constant):
+        return Constant(values.value, b - a)
+    if isinstance(values, Offsets):
+        return Offsets(values.base, values.offsets[a:b])
+    if isinstance(values, Words):
+        return Words([piece(p, a, b) for p in values.parts], values.dtype,
+                     (b - a,) + values.shape[1:], values.unit)
+    return values[a:b]
 
 
 def tail(values) -> tuple:

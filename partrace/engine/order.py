@@ -36,7 +36,9 @@ def merge_order(table: Table, starts: np.ndarray | None = None) -> np.ndarray | 
     starts = run_starts(t, loc, seq) if starts is None else _descents(t, loc, seq, starts)
     if len(starts) <= 2:
         return None
-    t, loc, seq = (np.ascontiguousarray(a, np.int64) for a in (t, loc, seq))
+    t, seq = (np.ascontiguousarray(a, np.int64) for a in (t, seq))
+    # an int32 location is compared as it is: a wide copy would add to a window's peak
+    loc = np.ascontiguousarray(loc, np.int32 if loc.dtype == np.int32 else np.int64)
     if len(starts) - 1 > HEAP_MAX_RUNS:
         return time_order(t, loc, seq)
     return merge_runs(t, loc, seq, starts)

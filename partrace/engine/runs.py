@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import WriteFailed
 from ..model import Column, Table
 from . import stop
-from .narrow import Constant, Offsets, constant, narrowed, put, widen_into
+from .narrow import Constant, Offsets, Words, narrowed, piece, put, widen_into
 from .order import lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed
@@ -96,9 +96,9 @@ class Run:
     def put(self, col: str, a: int, b: int, dest: np.ndarray) -> None:
         put(self.columns[col], a, b, dest)
 
-    def constant(self, col: str) -> np.ndarray | None:
-        """The column's one value when every row holds it, else None."""
-        return constant(self.columns[col])
+    def piece(self, col: str, a: int, b: int):
+        """Rows a..b of a column in the form the run holds them (see narrow.piece)."""
+        return piece(self.columns[col], a, b)
 
 
 class SpilledRun:
@@ -123,6 +123,8 @@ class SpilledRun:
             if isinstance(values, Constant) or values.dtype == object:
                 self.kept[col] = values
                 continue
+            if isinstance(values, Words):       # spilled as its rows
+                values = values[0:len(values)]
             base = values.base if isinstance(values, Offsets) else None
             raw = values.offsets if base is not None else np.ascontiguousarray(values)
             _write_raw(folder / f"{col}.bin", raw)
@@ -133,6 +135,8 @@ class SpilledRun:
 
     def _raw(self, col: str, a: int, b: int) -> np.ndarray:
         dtype, tail, _ = self.layout[col]
+        if b <= a:      # no rows (a gather asks a span's form so): no file opened
+            return np.empty((0,) + tuple(tail), dtype)
         row = dtype.itemsize * int(np.prod(tail, dtype=np.int64))
         with open(self.folder / f"{col}.bin", "rb") as fh:
             fh.seek(a * row)
@@ -158,9 +162,13 @@ class SpilledRun:
         else:
             widen_into(raw, base, dest)
 
-    def constant(self, col: str) -> np.ndarray | None:
-        """The column's one value when every row holds it, else None."""
-        return constant(self.kept[col]) if col in self.kept else None
+    def piece(self, col: str, a: int, b: int):
+        """Rows a..b of a column in the form it was spilled in, read back narrow."""
+        if col in self.kept:
+            return piece(self.kept[col], a, b)
+        base = self.layout[col][2]
+        raw = self._raw(col, a, b)
+        return raw if base is None else Offsets(base, raw)
 
     @property
     def names(self) -> list[str]:

@@ -15,9 +15,10 @@ import math
 import numpy as np
 
 from ..model import KEY_COLUMNS, Column, Table
+from .gather import merged_column, ordered_column, run_of, span_of
 from .merged import MergedTable, ordered
 from .mpi import Comm
-from .order import Key, merge_order
+from .order import Key, merge_order, run_starts
 from .narrow import tail
 from .runs import Run
 
@@ -141,7 +142,8 @@ class SpanRows(MergedTable):
 
 def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) -> MergedTable:
     """The spans' rows in key order (``order``: a permutation of them to use instead),
-    each column taken in that order when read."""
+    each column put in that order when read, in one pass from the runs' narrow forms
+    (engine/gather.py)."""
     cols = {c.name: c for c in schema}
     n = sum(b - a for _, a, b in spans)
     if order is None:
@@ -150,37 +152,15 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
         del keys
         if order is None:
             return SpanRows(spans, schema)
-    span_of = []        # each ordered row's span, made once the window has a constant column
+        rows = None     # a merge keeps each span's rows in their order: their spans suffice
+    else:
+        rows = order    # any permutation: each row's place in the spans is kept too
+    source = span_of(spans, order)      # each row's span: one byte a row, not the order's 8
+    del order
 
     def build(name: str) -> np.ndarray:
-        col = cols[name]
-        values = _span_constants(spans, col)
-        if values is None:
-            return np.take(_gather_column(spans, col), order, axis=0)
-        if not span_of:
-            span_of.append(np.take(_span_ids(spans), order))
-        return np.take(values, span_of[0], axis=0)
+        return ordered_column(spans, name, cols[name].numpy_dtype(), source, rows)
     return MergedTable(n, list(cols), build)
-
-
-def _span_constants(spans, col: Column) -> np.ndarray | None:
-    """A column's value in each span, when it is constant in every span's run (else None):
-    the ordered column is then a lookup of each row's span, with no gather."""
-    if not spans:
-        return None
-    values = []
-    for run, _, _ in spans:
-        v = run.constant(col.name)
-        if v is None:
-            return None
-        values.append(v)
-    return np.stack(values).astype(col.element_dtype(), copy=False)
-
-
-def _span_ids(spans) -> np.ndarray:
-    """The span of each row of the spans' concatenation (the narrowest type that fits)."""
-    kind = np.uint8 if len(spans) <= 1 << 8 else np.uint16 if len(spans) <= 1 << 16 else np.int64
-    return np.repeat(np.arange(len(spans), dtype=kind), [b - a for _, a, b in spans])
 
 
 def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column]) -> Table:
@@ -190,9 +170,18 @@ def exchange_columns(comm: Comm, column, counts: np.ndarray, schema: list[Column
 
 
 def _sorted_lazily(table: Table, schema: list[Column]) -> Table:
-    """The table in key order, each column taken in that order when read."""
-    order = merge_order(table)
-    return ordered(len(table), [c.name for c in schema], table.column_once, order)
+    """The table in key order, each column put in that order when read.  The rows
+    are runs sorted by key (each rank's sorted spans, as received): a column is
+    gathered run by run by each row's run (one byte a row), not taken by the order."""
+    names = [c.name for c in schema]
+    starts = run_starts(table["time"], table["location"], table["seq"])
+    order = merge_order(table, starts)
+    if order is None:
+        return ordered(len(table), names, table.column_once, None)
+    source = run_of(np.diff(starts), order)
+    del order
+    return MergedTable(len(table), names,
+                       lambda name: merged_column(table.column_once(name), source, starts))
 
 
 def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from partrace.engine.mpi import serial
-from partrace.engine.narrow import Constant, Offsets, narrowed
+from partrace.engine.narrow import Constant, Offsets, Words, narrowed
 from partrace.engine.order import lower_bound, sort_by_key
 from partrace.engine.runs import Run, RunStore, SpilledRun, row_bytes
 from partrace.engine.windows import choose_cuts, time_window
@@ -142,7 +142,12 @@ EDGES = {
     "float -0.0 and 0.0": (np.array([0.0, -0.0, 0.0]), np.ndarray),
     "float varying": (np.array([1.5, 2.5, 1.5]), np.ndarray),
     "sub-array constant": (np.tile(np.array([1, 2, 3], np.uint8), (4, 1)), Constant),
-    "sub-array varying": (np.array([[1, 2], [1, 3]], np.int64), np.ndarray),
+    "sub-array of narrow fields": (np.array([[1, 2], [1, 3], [1, 2**40]], np.int64), Words),
+    "sub-array of bytes, narrow fields": (np.array([[0, 0, 9, 0, 7, 1, 1, 1]] * 3 + [[0, 0, 0, 0, 7, 2, 1, 1]],
+                                                   np.uint8), Words),
+    "sub-array of float fields": (np.array([[1.5, -0.0], [1.5, 0.0]]), Words),
+    "sub-array varying widely": (np.random.default_rng(3).integers(-2**62, 2**62, (64, 2)), np.ndarray),
+    "sub-array of odd width": (np.array([[1, 2, 3], [4, 5, 6]], np.uint8), np.ndarray),
     "objects": (np.array(["a", "a"], dtype=object), np.ndarray),
     "empty": (np.zeros(0, np.int64), np.ndarray),
 }
