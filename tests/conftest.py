@@ -42,3 +42,13 @@ def synth_trace(tmp_path):
                      % (locations, events, units, seed))
         return p
     return make
+
+
+@pytest.fixture(params=[False, True], ids=["compiled", "python"])
+def jit_mode(request):
+    """Runs a test with the kernels compiled, then as plain Python (the small-input mode)."""
+    from partrace.formats import jit
+    before = jit.is_small()
+    jit.set_small(request.param)
+    yield
+    jit.set_small(before)

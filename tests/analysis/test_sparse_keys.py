@@ -7,11 +7,9 @@ import pickle
 from collections import Counter
 
 import numpy as np
-import pytest
 
 from partrace.analysis import messages as C
 from partrace.analysis.sparse import KeyedSums
-from partrace.formats import jit
 from partrace.model import Kind, Table
 
 LO, HI = -2**31, 2**31 - 1      # int32 edges: (LO, anything) does not pack (LO, LO is the free mark)
@@ -31,15 +29,7 @@ def check(sums: KeyedSums, want: Counter, nvalues: int) -> None:
     assert vals.tolist() == [[want[tuple(k), j] for j in range(nvalues)] for k in keys.tolist()]
 
 
-@pytest.fixture(params=[True, False], ids=["python", "compiled"])
-def mode(request):
-    before = jit.is_small()
-    jit.set_small(request.param)
-    yield
-    jit.set_small(before)
-
-
-def test_packed_keys_keep_the_order_of_the_pairs_at_the_int32_edges(mode):
+def test_packed_keys_keep_the_order_of_the_pairs_at_the_int32_edges(jit_mode):
     edge = np.array([LO + 1, -1, 0, 1, HI])
     k0, k1 = np.meshgrid(edge, np.array([LO, LO + 1, -1, 0, 1, HI]), indexing="ij")
     keys = np.stack([k0.ravel(), k1.ravel()], axis=1)
@@ -51,7 +41,7 @@ def test_packed_keys_keep_the_order_of_the_pairs_at_the_int32_edges(mode):
     check(sums, reference(keys, vals), 2)
 
 
-def test_a_key_that_does_not_pack_turns_the_table_wide(mode):
+def test_a_key_that_does_not_pack_turns_the_table_wide(jit_mode):
     rng = np.random.default_rng(5)
     small = np.stack([rng.integers(-50, 50, 3000), rng.integers(-9, 2000, 3000)], axis=1)
     wide = np.array([[2**31, 0], [LO, 5], [3, 2**31], [-2**40, LO - 1], [7, -2**62]])
@@ -69,7 +59,7 @@ def test_a_key_that_does_not_pack_turns_the_table_wide(mode):
     check(a, want, 3)
 
 
-def test_the_comm_fold_widens_inside_its_kernel(mode):
+def test_the_comm_fold_widens_inside_its_kernel(jit_mode):
     """A collective keyed by -collop = 2^31 (collop the int32 minimum) does not pack: the
     fold's kernel stops at that row, the table widens, and the fold goes on from there."""
     n = 4000

@@ -9,7 +9,6 @@ from partrace.engine.narrow import Constant, Offsets, Words
 from partrace.engine.order import merge_order, sort_by_key
 from partrace.engine.runs import RunStore, SpilledRun
 from partrace.engine.windows import _gather_column, _span_starts
-from partrace.formats import jit
 from partrace.model import KEY_COLUMNS, Table
 from tests.engine.test_narrow_runs import FIXTURES, _chunks, _same
 
@@ -17,14 +16,6 @@ from tests.engine.test_narrow_runs import FIXTURES, _chunks, _same
 @pytest.fixture(scope="module", params=sorted(FIXTURES))
 def decoded(request):
     return request.param, *_chunks(request.param)
-
-
-@pytest.fixture(params=[False, True], ids=["compiled", "python"])
-def mode(request):
-    before = jit.is_small()
-    jit.set_small(request.param)
-    yield
-    jit.set_small(before)
 
 
 def _forms(run, name: str) -> tuple:
@@ -46,7 +37,7 @@ def _store(schema, chunks, tmp_path) -> RunStore:
     return store
 
 
-def test_columns_put_in_merge_order_equal_a_take_of_the_widened_rows(decoded, mode, tmp_path):
+def test_columns_put_in_merge_order_equal_a_take_of_the_widened_rows(decoded, jit_mode, tmp_path):
     fmt, schema, chunks = decoded
     store = _store(schema, chunks, tmp_path)
     seen, merged = set(), 0
@@ -79,7 +70,8 @@ def test_columns_put_in_merge_order_equal_a_take_of_the_widened_rows(decoded, mo
         store.close()
 
 
-def test_columns_put_in_any_permutation_equal_a_take_of_the_widened_rows(decoded, mode, tmp_path):
+def test_columns_put_in_any_permutation_equal_a_take_of_the_widened_rows(decoded, jit_mode,
+                                                                           tmp_path):
     """Destination mode sends rows grouped by rank: a permutation that need not keep
     a span's rows in their order."""
     fmt, schema, chunks = decoded
@@ -98,7 +90,7 @@ def test_columns_put_in_any_permutation_equal_a_take_of_the_widened_rows(decoded
         store.close()
 
 
-def test_received_runs_merged_column_by_column_equal_a_sort_of_the_rows(decoded, mode):
+def test_received_runs_merged_column_by_column_equal_a_sort_of_the_rows(decoded, jit_mode):
     """What a rank receives (every sender's sorted rows, end to end) is merged by each
     row's run: every column equals the rows sorted by key."""
     from partrace.engine.windows import _sorted_lazily
