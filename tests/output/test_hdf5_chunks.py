@@ -106,6 +106,27 @@ def test_random_rows_go_stored_and_read_back(tmp_path):
     assert zlib.decompress(data) == chunks.shuffled(times).tobytes()
 
 
+def test_random_planes_go_stored_beside_deflated_ones(tmp_path):
+    """A sorted time column at level 1: its random low byte plane goes as stored
+    blocks (its bytes appear verbatim in the stream), its high planes deflated, and the
+    stream is no larger than deflating every plane; HDF5 reads it back.  At level 2
+    (``--compress gzip``) every plane is deflated."""
+    rng = np.random.default_rng(7)
+    times = np.cumsum(rng.integers(0, 4000, 16384)).astype(np.int64)
+    planes = chunks.shuffled(times)
+    low, high = planes[:16384].tobytes(), planes[2 * 16384:3 * 16384].tobytes()
+    data = chunks.compress(times, True, 1)
+    assert zlib.decompress(data) == planes.tobytes()
+    assert low in data and high not in data
+    lib = chunks._lib(1)[0]
+    assert len(data) <= len(lib.compress(planes, 1)) + SLACK
+    assert low not in chunks.compress(times, True, 2)
+    with h5py.File(tmp_path / "t.h5", "w", libver="v110") as f:
+        ds = _dataset(f, "time", times, 16384)
+        write_values(ds, None, times, 0)
+        assert np.array_equal(ds[:], times)
+
+
 def test_constant_high_planes_cost_no_deflate_and_fewer_bytes():
     """int64 ids below 2**16: six of the eight planes are zeros; -1 .. -300: 0xFF.
     Over every column, whole 16384-row chunks at level 2: fewer bytes than zlib's level 1
