@@ -157,7 +157,10 @@ class LazyKernel:
         """numba's dispatcher of this kernel (importing numba the first time)."""
         if self._dispatcher is None:
             numba = _numba()
-            self._dispatcher = numba.njit(**self.options)(self.py_func)
+            # nogil: a kernel touches no Python object, and the HDF5 writer's threads
+            # compress chunks meanwhile (formats/hdf5/chunks.py); holding the GIL
+            # through a kernel stalled them and cost GIL hand-offs
+            self._dispatcher = numba.njit(**{"nogil": True, **self.options})(self.py_func)
         return self._dispatcher
 
     @property
