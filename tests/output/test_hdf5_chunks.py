@@ -67,7 +67,7 @@ def test_hdf5_reads_them_back_and_they_are_no_larger(name, level, tmp_path):
         for step in (64, 16384):
             ours, theirs = _dataset(f, f"ours{step}", values, step, level=level), _dataset(
                 f, f"h5py{step}", values, step)
-            assert chunks.codec(ours) == (ours.shuffle, level)
+            assert chunks.codec(ours)[:3] == (ours.shuffle, level, 0)
             write_values(ours, None, values, 0)
             theirs[:] = values          # HDF5's own filter pipeline
             assert np.array_equal(ours[:], values), (name, step)
@@ -183,3 +183,93 @@ def test_stored_bytes_do_not_depend_on_how_rows_were_split(threads, limit, tmp_p
                 assert _stored(once) == _stored(pieces), name
     finally:
         chunks.set_threads(0)
+
+
+WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+@pytest.mark.parametrize("dtype,lo,hi", [
+    (np.int8, -100, -70), (np.uint8, 3, 60), (np.int16, 1, 2), (np.int32, -5, 20),
+    (np.uint32, 7, 7), (np.int64, 1000, 1040), (np.int64, -2 ** 40, -2 ** 40 + 62),
+    (np.uint64, 2 ** 63, 2 ** 63 + 9)])
+def test_scale_offset_is_hdf5s_own_encoding(dtype, lo, hi, tmp_path):
+    """A chunk of a small range with no zero packs to the bytes HDF5's own scale-offset
+    filter writes (header, minimum, bits end to end), at every integer width and sign."""
+    rng = np.random.default_rng(hi - lo)
+    values = (np.uint64(lo) + rng.integers(0, hi - lo, 4096, endpoint=True).astype(np.uint64)
+              ).astype(dtype) if dtype == np.uint64 else rng.integers(lo, hi, 4096, endpoint=True).astype(dtype)
+    values[values == 0] = hi       # HDF5 leaves the fill value (0) out of the range
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        ref = f.create_dataset("ref", data=values, chunks=(4096,), scaleoffset=0)
+        theirs = ref.id.read_direct_chunk((0,))[1]
+    size = values.dtype.itemsize
+    mine = chunks._scale_offset(values.view(WORD[size]), int(values.min()), int(values.max()), size)
+    assert bytes(mine) == theirs
+
+
+SCALED = ["small ids", "small negatives", "mixed signs", "wide", "bytes", "one value", "pairs",
+          "dumpi peer", "dumpi time", "dumpi comm", "dumpi tag"]
+
+
+def _layout_dataset(f, name, values, step, compression=None):
+    from partrace.formats.hdf5.layout import filters
+    from partrace.model import Column
+    col = Column(name.replace(" ", "_"), values.dtype.str)
+    step = min(step, len(values))
+    return f.create_dataset(name, shape=values.shape, chunks=(step,) + values.shape[1:],
+                            dtype=values.dtype, **filters(col, compression))
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_layout_integers_take_scale_offset_or_shuffle_per_chunk(compression, tmp_path):
+    """The layout's integer datasets declare scale-offset, shuffle and deflate; each chunk
+    takes scale-offset (a range of at most 2**PACK_BITS - 1 values) or shuffle, its filter
+    mask says which, and HDF5 reads every value back, zeros among them; floats keep
+    shuffle + deflate alone."""
+    rng = np.random.default_rng(13)
+    columns = {k: COLUMNS[k] for k in SCALED if k in COLUMNS}
+    with_zeros = rng.integers(0, 5, 40_000).astype(np.int64) * 1000     # 0 and far values
+    columns["zeros and a range"] = with_zeros
+    with h5py.File(tmp_path / "l.h5", "w", libver="v110") as f:
+        floats = _layout_dataset(f, "floats", COLUMNS["floats"], 4096, compression)
+        assert floats.scaleoffset is None and chunks.codec(floats).skip_scale == 0
+        for name, values in columns.items():
+            ds = _layout_dataset(f, name, values, 4096, compression)
+            assert ds.scaleoffset == 0 and chunks.codec(ds).skip_scale == 1
+            write_values(ds, None, values, 0)
+    # read in a new open, as every reader does (HDF5 caches the mask a directly written
+    # chunk had before: see chunks.write)
+    with h5py.File(tmp_path / "l.h5", "r") as f:
+        for name, values in columns.items():
+            ds = f[name]
+            how = chunks.codec(ds)
+            assert np.array_equal(ds[:], values), name
+            step = ds.chunks[0]
+            for i in range(ds.id.get_num_chunks()):
+                info = ds.id.get_chunk_info(i)
+                a = info.chunk_offset[0]
+                part = values[a:a + step].reshape(-1)
+                if len(values) - a < step:      # the last chunk, zeros past the end
+                    part = np.append(part, 0)
+                small = int(part.max()) - int(part.min()) + 1 < (1 << chunks.PACK_BITS)
+                assert info.filter_mask == (how.skip_shuffle if small else how.skip_scale), (
+                    name, a)
+
+
+def test_scale_offset_chunks_written_in_pieces_read_back(tmp_path):
+    """Rows written in pieces, in any order (windows, the one-file join): chunks shared
+    by two pieces go through HDF5's own pipeline (mask 0) and are read back right in the
+    same open; the file reads back whole."""
+    rng = np.random.default_rng(17)
+    with h5py.File(tmp_path / "p.h5", "w", libver="v110") as f:
+        for name in ("small ids", "mixed signs", "dumpi peer", "wide"):
+            values = COLUMNS[name]
+            ds = _layout_dataset(f, name, values, 1024)
+            cuts = np.sort(rng.choice(np.arange(1, len(values)), 30, replace=False))
+            bounds = np.concatenate([[0], cuts, [len(values)]])
+            for i in rng.permutation(31):
+                a, b = int(bounds[i]), int(bounds[i + 1])
+                write_values(ds, None, values[a:b], a)
+    with h5py.File(tmp_path / "p.h5", "r") as f:
+        for name in ("small ids", "mixed signs", "dumpi peer", "wide"):
+            assert np.array_equal(f[name][:], COLUMNS[name]), name

@@ -30,14 +30,18 @@ mapping HDF5 cannot hold as an enum (two names for one value) stays a JSON
 string attribute, as in layout 3.
 
 Columns keep the model's dtypes (what you read is what the schema says) and are
-compressed with HDF5's built-in shuffle + deflate filters (no plugin needed to
-read them); partrace compresses the chunks itself (chunks.py) and stores them
-with ``write_direct_chunk``.  Measured on the fixtures and generated traces of every format,
-shuffle + deflate beat scale-offset (alone or before deflate) everywhere:
-the shuffled zero bytes of wide integers cost deflate almost nothing.  Level 1:
-on the 35 MB OTF and 78 MB DUMPI suite traces zlib's level 1 was 1.6x faster
-than level 4 for 12-15% more bytes; chunks.py deflates with zlib-ng's level 2
-where installed (0.52x and 0.14x the input).  Files
+compressed with HDF5's built-in filters (no plugin needed to read them): integer
+columns other than enums declare lossless scale-offset, shuffle and deflate, the
+others shuffle and deflate.  partrace compresses each chunk itself (chunks.py)
+and stores it with ``write_direct_chunk``: a chunk of integers whose range needs
+at most 6 bits (ids, ranks, tags of a chunk's rows) goes scale-offset + deflate,
+any other chunk shuffle + deflate, and the chunk's filter mask says which (the
+reader's HDF5 skips the filter the mask names).  Whole datasets under one filter
+lost either way: shuffle + deflate made ids 1.5-30x larger than packing them,
+scale-offset made wide or repeating columns larger than shuffle + deflate.  Level
+1: on the 35 MB OTF and 78 MB DUMPI suite traces zlib's level 1 was 1.6x faster
+than level 4 for 12-15% more bytes; chunks.py deflates with zlib-ng's level 1
+(deflate_quick) where installed; ``--compress gzip`` declares level 2.  Files
 use the HDF5 1.10 format (``libver="v110"``): its chunk indexes take half the
 space of the 1.8 B-trees on small tables.
 
@@ -156,12 +160,18 @@ def filters(col: Column, compression: str | None = None) -> dict:
     bytes, more CPU); "lzf": shuffle + lzf (written by HDF5's pipeline on the
     calling thread; lzf ships with h5py, not with every HDF5 tool).
     """
-    shuffle = not col.is_object and np.dtype(h5_dtype(col)).itemsize > 1
+    dtype = None if col.is_object else np.dtype(h5_dtype(col))
+    shuffle = dtype is not None and dtype.itemsize > 1
     if compression == "lzf":
         return dict(compression="lzf", shuffle=shuffle)
     if compression in (None, "gzip"):
         level = GZIP_LEVEL if compression == "gzip" else DEFLATE_LEVEL
-        return dict(compression="gzip", compression_opts=level, shuffle=shuffle)
+        # integers (not enums: HDF5's scale-offset takes no enum type) get lossless
+        # scale-offset too, which chunks.py applies to chunks of a small range
+        scaled = (dtype is not None and dtype.kind in "iu"
+                  and h5py.check_enum_dtype(dtype) is None)
+        return dict(compression="gzip", compression_opts=level, shuffle=shuffle,
+                    **(dict(scaleoffset=0) if scaled else {}))
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
 
 

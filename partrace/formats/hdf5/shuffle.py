@@ -1,4 +1,4 @@
-"""HDF5's shuffle (byte j of every element, then byte j + 1, ...) as one compiled loop."""
+"""HDF5's shuffle (byte j of every element, then byte j + 1, ...) and scale-offset packing, compiled."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,3 +16,24 @@ def planes(words, keep, out):
         shift = 8 * j
         for i in range(n):
             out[at + i] = np.uint8((words[i] >> shift) & 0xFF)
+
+
+@njit(cache=True, nogil=True)
+def pack_bits(words, base, bits, out):
+    """HDF5 scale-offset's packing: each element of ``words`` (unsigned) less ``base``,
+    modulo 2**bits, in ``bits`` bits, most significant first, end to end from out[0]
+    (``out`` zeroed: the last byte's spare bits stay 0)."""
+    mask = np.uint64((1 << bits) - 1)
+    low = np.uint64(base)
+    acc = np.uint64(0)
+    held = 0
+    j = 0
+    for i in range(words.shape[0]):
+        acc = (acc << np.uint64(bits)) | ((np.uint64(words[i]) - low) & mask)
+        held += bits
+        if held >= 8:
+            held -= 8
+            out[j] = np.uint8((acc >> np.uint64(held)) & np.uint64(0xFF))
+            j += 1
+    if held:
+        out[j] = np.uint8((acc << np.uint64(8 - held)) & np.uint64(0xFF))
