@@ -435,14 +435,7 @@ def write(ds, values: np.ndarray, start: int, how: Codec,
     A chunk the rows cover whole is compressed from them; one they cover in part
     (shared with rows written before or after, by this rank or another) is read
     back, completed and stored again.  Chunks of zeros are not stored.  With
-    ``pending``, chunks may still be compressing when this returns.
-
-    Where chunks carry filter masks (scale-offset datasets), a shared chunk goes
-    through HDF5's own pipeline instead (every filter, mask 0): HDF5 (2.0) keeps the
-    chunk written last by ``write_direct_chunk`` in its lookup cache with the mask it
-    had before, so reading that chunk back in the same open would undo filters it
-    never went through.  Only whole chunks, never read back by a writer, are stored
-    directly there: a shared chunk is at most two per window, column and rank."""
+    ``pending``, chunks may still be compressing when this returns."""
     n = len(values)
     if not n:
         return
@@ -461,20 +454,47 @@ def write(ds, values: np.ndarray, start: int, how: Codec,
             chunk = piece
         elif not piece.any():
             continue        # nothing new in it: zeros, or what is stored stays
-        elif not whole and how.skip_scale:
-            pending.drain(key)          # its earlier rows may be on their way
-            ds[lo:hi] = piece
-            continue
         else:
             chunk = np.zeros((step,) + tail, values.dtype)
             if not whole:
                 pending.drain(key)      # its earlier rows may be on their way
                 if _stored(ds, a, (0,) * len(tail)):
-                    chunk[:b - a] = ds[a:b]
+                    chunk[:b - a] = read_back(ds, a, how)[:b - a]
             chunk[lo - a:hi - a] = piece
         pending.add(ds, a, chunk, how, key)
     if own:
         pending.drain()
+
+
+def read_back(ds, row: int, how: Codec) -> np.ndarray:
+    """The whole stored chunk at ``row`` (chunk shape), decoded.
+
+    HDF5 (2.0) keeps the chunk written last by ``write_direct_chunk`` in its lookup
+    cache with the filter mask the chunk had before that write: reading it back
+    through HDF5 in the same open would undo filters it never went through.  The
+    chunk index has the right mask, so a chunk with a mask (scale-offset datasets)
+    is decoded here from its stored bytes; any other is read through HDF5."""
+    at = (row,) + (0,) * (len(ds.chunks) - 1)
+    mask = ds.id.get_chunk_info_by_coord(at).filter_mask
+    shape = ds.chunks
+    if not mask:        # every filter applied (HDF5's own write, or no scale-offset)
+        return ds[row:row + shape[0]] if row + shape[0] <= ds.shape[0] else np.concatenate(
+            [ds[row:], np.zeros((row + shape[0] - ds.shape[0],) + shape[1:], ds.dtype)])
+    raw = np.frombuffer(zlib.decompress(ds.id.read_direct_chunk(at)[1]), np.uint8)
+    dtype = np.dtype(ds.dtype)
+    n = int(np.prod(shape))
+    if mask & how.skip_shuffle:         # scale-offset then deflate
+        bits = int.from_bytes(raw[:4].tobytes(), "little")
+        base = np.uint64(int.from_bytes(raw[5:13].tobytes(), "little"))
+        from .shuffle import unpack_bits
+        codes = np.empty(n, np.uint64)
+        unpack_bits(raw[SCALE_HEADER:], bits, codes)
+        words = (codes + base).astype(WORDS[dtype.itemsize] if dtype.itemsize > 1 else np.uint8)
+        words[codes == (1 << bits) - 1] = 0         # the fill value's code
+        return words.view(dtype).reshape(shape)
+    if how.shuffle and dtype.itemsize > 1:      # shuffle then deflate
+        raw = raw.reshape(dtype.itemsize, n).T
+    return np.ascontiguousarray(raw).view(dtype).reshape(shape)
 
 
 def _stored(ds, row: int, tail: tuple) -> bool:

@@ -37,3 +37,19 @@ def pack_bits(words, base, bits, out):
             j += 1
     if held:
         out[j] = np.uint8((acc << np.uint64(8 - held)) & np.uint64(0xFF))
+
+
+@njit(cache=True, nogil=True)
+def unpack_bits(packed, bits, out):
+    """The inverse of pack_bits: ``out.shape[0]`` codes of ``bits`` bits from ``packed``."""
+    acc = np.uint64(0)
+    held = 0
+    j = 0
+    mask = np.uint64((1 << bits) - 1)
+    for i in range(out.shape[0]):
+        while held < bits:
+            acc = (acc << np.uint64(8)) | np.uint64(packed[j])
+            j += 1
+            held += 8
+        held -= bits
+        out[i] = (acc >> np.uint64(held)) & mask
