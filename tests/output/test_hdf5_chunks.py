@@ -259,40 +259,68 @@ def test_layout_integers_take_scale_offset_or_shuffle_per_chunk(compression, tmp
 @pytest.mark.parametrize("threads", [0, 3])
 def test_scale_offset_chunks_written_in_pieces_read_back(threads, tmp_path):
     """Rows written in pieces, in any order (windows, the one-file join): a chunk two
-    pieces share is read back from its stored bytes by its mask (HDF5 would use a stale
-    one for the chunk written last), completed and stored as writing all rows at once
-    does, byte for byte; the file reads back whole."""
+    pieces share is read back from its stored bytes by the mask in the chunk index
+    (HDF5 would use a stale one for the chunk written last), completed and stored as
+    writing all rows at once does, byte for byte, also where completing it changes its
+    filters ("flips": packed while half written, shuffled once whole); the file reads
+    back whole."""
     rng = np.random.default_rng(17)
     chunks.set_threads(threads)
-    names = ("small ids", "mixed signs", "dumpi peer", "wide", "pairs", "bytes")
     step = 1024
+    flips = np.where(np.arange(40_000) % step < step // 2, np.arange(40_000) % 3,
+                     np.arange(40_000) * 1009).astype(np.int64)
+    columns = {**{k: COLUMNS[k] for k in ("small ids", "mixed signs", "dumpi peer", "wide",
+                                          "pairs", "bytes")}, "flips": flips}
     try:
         with h5py.File(tmp_path / "p.h5", "w", libver="v110") as f:
-            for name in names:
-                values = COLUMNS[name]
+            for name, values in columns.items():
                 once, pieces = (_layout_dataset(f, f"{name}/{k}", values, step)
                                 for k in ("once", "pieces"))
                 write_values(once, None, values, 0)
                 how = chunks.codec(pieces)
                 cuts = np.sort(rng.choice(np.arange(1, len(values)), 30, replace=False))
+                if name == "flips":     # half chunks first
+                    cuts = np.unique(np.concatenate([cuts, np.arange(step // 2, len(values), step)]))
                 bounds = np.concatenate([[0], cuts, [len(values)]])
                 pending = chunks.Pending(limit=1 << 16) if threads else None
                 so_far = np.zeros_like(values)      # what the file holds, zeros elsewhere
-                for i in rng.permutation(31):
+                for i in rng.permutation(len(bounds) - 1):
                     a, b = int(bounds[i]), int(bounds[i + 1])
                     write_values(pieces, None, values[a:b], a, pending)
                     so_far[a:b] = values[a:b]
                     if pending is not None:
                         pending.drain()
                     for c in range(a // step, (b - 1) // step + 1):    # in this same open
-                        if chunks._stored(pieces, c * step, (0,) * (values.ndim - 1)):
-                            got = chunks.read_back(pieces, c * step, how)
+                        mask = chunks._stored_mask(pieces, c * step, (0,) * (values.ndim - 1))
+                        if mask is not None:
+                            got = chunks.read_back(pieces, c * step, how, mask)
                             want = so_far[c * step:(c + 1) * step]
                             assert np.array_equal(got[:len(want)], want), (name, c)
                             assert not got[len(want):].any()
                 assert _stored(once) == _stored(pieces), name
         with h5py.File(tmp_path / "p.h5", "r") as f:
-            for name in names:
-                assert np.array_equal(f[f"{name}/pieces"][:], COLUMNS[name]), name
+            for name, values in columns.items():
+                assert np.array_equal(f[f"{name}/pieces"][:], values), name
     finally:
         chunks.set_threads(0)
+
+
+def test_a_chunk_rewritten_with_another_mask_keeps_it(tmp_path):
+    """HDF5 keeps an overwritten chunk's old filter mask when the new bytes have the same
+    length (its index is not updated); _rewrite makes the index say the new mask, and
+    the chunk reads back right in a new open."""
+    with h5py.File(tmp_path / "m.h5", "w", libver="v110") as f:
+        ds = _layout_dataset(f, "x", np.zeros(640, np.int32), 64)
+        how = chunks.codec(ds)
+        packed = chunks.encode(np.arange(64, dtype=np.int32) % 5, how)
+        wide = chunks.encode(np.arange(64, dtype=np.int32) * 1000, how)
+        assert packed[1] == how.skip_shuffle and wide[1] == how.skip_scale
+        same = (packed[0][:len(wide[0])].ljust(len(wide[0]), b"\0"), packed[1])
+        ds.id.write_direct_chunk((0,), *same)      # bytes of that length, the other mask
+        ds.id.write_direct_chunk((0,), *wide)
+        assert chunks._stored_mask(ds, 0, ()) == how.skip_shuffle     # HDF5 kept the old one
+        ds.id.write_direct_chunk((0,), *same)
+        chunks._rewrite(ds, 0, wide, how.skip_shuffle)
+        assert chunks._stored_mask(ds, 0, ()) == how.skip_scale
+    with h5py.File(tmp_path / "m.h5", "r") as f:
+        assert np.array_equal(f["x"][:64], np.arange(64, dtype=np.int32) * 1000)

@@ -421,10 +421,10 @@ def _store(ds, row: int, stored: tuple[bytes, int] | None, chunk: np.ndarray,
            how: Codec) -> None:
     tail = (0,) * (chunk.ndim - 1)
     if stored is None:
-        if not _stored(ds, row, tail):
-            return      # zeros: the fill value reads back, nothing stored
-        lib, lib_level = _lib(how.level)        # zeros over stored rows
-        stored = lib.compress(bytes(chunk.nbytes), lib_level), how.skip_scale
+        old_mask = _stored_mask(ds, row, tail)
+        if old_mask is not None:        # zeros over stored rows
+            _rewrite(ds, row, _zeros(chunk, how), old_mask)
+        return      # else zeros: the fill value reads back, nothing stored
     ds.id.write_direct_chunk((row,) + tail, *stored)
 
 
@@ -456,35 +456,44 @@ def write(ds, values: np.ndarray, start: int, how: Codec,
             continue        # nothing new in it: zeros, or what is stored stays
         else:
             chunk = np.zeros((step,) + tail, values.dtype)
+            old_mask = None
             if not whole:
                 pending.drain(key)      # its earlier rows may be on their way
-                if _stored(ds, a, (0,) * len(tail)):
-                    chunk[:b - a] = read_back(ds, a, how)[:b - a]
+                old_mask = _stored_mask(ds, a, (0,) * len(tail))
+                if old_mask is not None:
+                    chunk[:b - a] = read_back(ds, a, how, old_mask)[:b - a]
             chunk[lo - a:hi - a] = piece
+            if old_mask is not None:    # completed here, at once: its old mask is known
+                _rewrite(ds, a, encode(chunk, how) or _zeros(chunk, how), old_mask)
+                continue
         pending.add(ds, a, chunk, how, key)
     if own:
         pending.drain()
 
 
-def read_back(ds, row: int, how: Codec) -> np.ndarray:
-    """The whole stored chunk at ``row`` (chunk shape), decoded.
+def read_back(ds, row: int, how: Codec, mask: int) -> np.ndarray:
+    """The whole stored chunk at ``row`` (chunk shape) whose filter mask in the chunk
+    index is ``mask``, decoded here from its stored bytes.
 
     HDF5 (2.0) keeps the chunk written last by ``write_direct_chunk`` in its lookup
-    cache with the filter mask the chunk had before that write: reading it back
-    through HDF5 in the same open would undo filters it never went through.  The
-    chunk index has the right mask, so a chunk with a mask (scale-offset datasets)
-    is decoded here from its stored bytes; any other is read through HDF5."""
+    cache with the filter mask the chunk had before: reading it back through HDF5 in
+    the same open would undo filters it never went through.  Only a chunk that went
+    through every filter of a scale-offset dataset (HDF5's own pipeline wrote it, not
+    this module) is read through HDF5."""
     at = (row,) + (0,) * (len(ds.chunks) - 1)
-    mask = ds.id.get_chunk_info_by_coord(at).filter_mask
     shape = ds.chunks
-    if not mask:        # every filter applied (HDF5's own write, or no scale-offset)
+    scaled = how.skip_scale and not mask & how.skip_scale
+    shuffled_ = how.shuffle and not mask & how.skip_shuffle
+    if scaled and shuffled_:
         return ds[row:row + shape[0]] if row + shape[0] <= ds.shape[0] else np.concatenate(
             [ds[row:], np.zeros((row + shape[0] - ds.shape[0],) + shape[1:], ds.dtype)])
     raw = np.frombuffer(zlib.decompress(ds.id.read_direct_chunk(at)[1]), np.uint8)
     dtype = np.dtype(ds.dtype)
     n = int(np.prod(shape))
-    if mask & how.skip_shuffle:         # scale-offset then deflate
+    if scaled:          # scale-offset then deflate
         bits = int.from_bytes(raw[:4].tobytes(), "little")
+        if not 0 < bits <= PACK_BITS or len(raw) < SCALE_HEADER + n * bits // 8 + 1:
+            raise ValueError(f"{ds.name}: chunk at row {row} is not this module's scale-offset")
         base = np.uint64(int.from_bytes(raw[5:13].tobytes(), "little"))
         from .shuffle import unpack_bits
         codes = np.empty(n, np.uint64)
@@ -492,10 +501,35 @@ def read_back(ds, row: int, how: Codec) -> np.ndarray:
         words = (codes + base).astype(WORDS[dtype.itemsize] if dtype.itemsize > 1 else np.uint8)
         words[codes == (1 << bits) - 1] = 0         # the fill value's code
         return words.view(dtype).reshape(shape)
-    if how.shuffle and dtype.itemsize > 1:      # shuffle then deflate
+    if shuffled_ and dtype.itemsize > 1:        # shuffle then deflate
         raw = raw.reshape(dtype.itemsize, n).T
     return np.ascontiguousarray(raw).view(dtype).reshape(shape)
 
 
+def _rewrite(ds, row: int, stored: tuple[bytes, int], old_mask: int) -> None:
+    """Store a chunk over one already stored with filter mask ``old_mask``.  HDF5 keeps
+    an overwritten chunk's old mask in its index when the new bytes have the same
+    length: a mask that changes goes first with one byte more (after a deflate
+    stream's end: no reader reads it), then as it is, each a new length."""
+    at = (row,) + (0,) * (len(ds.chunks) - 1)
+    data, mask = stored
+    if mask != old_mask:
+        ds.id.write_direct_chunk(at, data + b"\0", mask)
+    ds.id.write_direct_chunk(at, data, mask)
+
+
 def _stored(ds, row: int, tail: tuple) -> bool:
-    return ds.id.get_chunk_info_by_coord((row,) + tail).byte_offset is not None
+    return _stored_mask(ds, row, tail) is not None
+
+
+def _stored_mask(ds, row: int, tail: tuple) -> int | None:
+    """The chunk index's filter mask of the chunk at ``row`` (None: not stored)."""
+    info = ds.id.get_chunk_info_by_coord((row,) + tail)
+    return None if info.byte_offset is None else info.filter_mask
+
+
+def _zeros(chunk: np.ndarray, how: Codec) -> tuple[bytes, int]:
+    """A chunk of zeros as stored, through shuffle + deflate (over stored rows only:
+    else zeros are not stored)."""
+    lib, lib_level = _lib(how.level)
+    return lib.compress(bytes(chunk.nbytes), lib_level), how.skip_scale
