@@ -93,6 +93,17 @@ class _Counts:
             _add(self.mcv, *_tally(code))
 
 
+def counted_columns(schema) -> dict[str, tuple[str, ...]]:
+    """What _Counts reads of each table: time and location of every row; of events also
+    kind and region, and ovni's model, category and value when the table has all three
+    (OTF's events have a counter's value, which info does not count)."""
+    out = {t: ("time", "location") for t in schema}
+    names = {c.name for c in schema.get("events", ())}
+    if "events" in out:
+        out["events"] += ("kind", "region") + (_MCV_COLUMNS if names >= set(_MCV_COLUMNS) else ())
+    return out
+
+
 def _merge(parts: list[dict], field: str) -> dict:
     out: dict = {}
     for p in parts:
@@ -107,8 +118,12 @@ def gather_info(comm: Comm, path, format: str | None = None,
     reader = open_on_all_ranks(comm, path, format, reader_options)
 
     def start(defs):
+        schema = reader.schema(defs)
+        # the first moment the tables are known (the schema needs the definitions) and
+        # before any decode: readers that honour a selection then skip every other column
+        reader.selection = counted_columns(schema)
         counts = _Counts()
-        counts.rows = dict.fromkeys(reader.schema(defs), 0)
+        counts.rows = dict.fromkeys(schema, 0)
         return counts
     defs, counts, units = fold(comm, path, tables=None, start=start,
                                step=lambda acc, chunk: acc.step(chunk), combine=_Counts.combine,

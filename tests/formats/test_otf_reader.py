@@ -205,6 +205,41 @@ def test_small_chunks_give_the_same_tables():
             assert np.array_equal(whole[t][c], small[t][c]), (t, c)
 
 
+def test_blocks_are_chunk_sized_and_no_read_asks_for_more_than_the_file_holds(monkeypatch):
+    """read_blocks: blocks of `chunk` bytes but the last, the file's bytes in order, and each
+    read asks for at most what is left (a chunk-sized read of a small file costs CPU)."""
+    from partrace.formats.otf import files
+    path = DATA / "hybrid16/trace/hybrid16.1.events"
+    data = path.read_bytes()
+    asked = []
+
+    class Spy:
+        """The opened file, its read sizes noted."""
+        def __init__(self, *args):
+            self.f = open(*args)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def fileno(self):
+            return self.f.fileno()
+
+        def read(self, n=-1):
+            asked.append(n)
+            return self.f.read(n)
+    monkeypatch.setattr(files, "open", Spy, raising=False)     # the module's builtin open
+    for chunk in (997, len(data) - 1, len(data), len(data) + 1, files.CHUNK):
+        asked.clear()
+        blocks = list(files.read_blocks(path, chunk))
+        assert b"".join(blocks) == data
+        assert [len(b) for b in blocks] == [chunk] * (len(data) // chunk) + [len(data) % chunk] * bool(
+            len(data) % chunk)
+        assert max(asked) <= max(min(chunk, len(data)), files._LEAST_READ)
+
+
 @pytest.mark.parametrize("name", ["ring8", "hybrid16"])
 def test_definitions_match_otfprint(name):
     defs = OTF.open(DATA / name / "trace").read_definitions()

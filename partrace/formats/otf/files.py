@@ -10,6 +10,7 @@ from ...errors import TraceError
 from ..base import regular_size
 
 CHUNK = 32 << 20
+_LEAST_READ = 1 << 16     # a read past what the file held at its start (it grew; or its end)
 
 
 def stub_of(master: Path) -> Path:
@@ -80,10 +81,14 @@ def read_blocks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
     require_regular(path)
     if path.suffix != ".z":
         with open(path, "rb") as f:
+            left = os.fstat(f.fileno()).st_size
             while True:
-                b = f.read(chunk)
+                # no more than the file holds: read(n) makes an n-byte object first, and a
+                # chunk-sized one for each small file cost more CPU than reading it
+                b = f.read(min(chunk, max(left, _LEAST_READ)))
                 if not b:
                     return
+                left -= len(b)
                 yield b
     d = zlib.decompressobj()
     at = 0                 # compressed offset of `raw`
