@@ -88,25 +88,27 @@ def rebuilt(layout: tuple, n: int, buf: np.ndarray, at: int):
     return buf[at:at + size].view(dtype).reshape((n,) + tuple(tail)), at + _padded(size)
 
 
+def pack(forms_to: list[list]) -> tuple[np.ndarray, np.ndarray]:
+    """The leaves of ``forms_to[r]`` (column forms for rank r) end to end, each padded to
+    ALIGN bytes, as one byte buffer; and the bytes for each rank."""
+    counts = np.array([sum(_padded(leaf.nbytes) for f in forms for leaf in leaves(f))
+                       for forms in forms_to], np.int64)
+    buf = np.empty(int(counts.sum()), np.uint8)
+    at = 0
+    for forms in forms_to:
+        for form in forms:
+            for leaf in leaves(form):
+                raw = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)
+                buf[at:at + raw.size] = raw
+                at += _padded(raw.size)
+    return buf, counts
+
+
 def _column_bytes(comm: Comm, name: str, spans_to: list[list]) -> np.ndarray:
     """Column ``name`` of the spans to every other rank, sent as their leaves' bytes;
     returns the bytes received (senders in rank order, spans in their order)."""
-    counts = np.zeros(comm.size, np.int64)
-    pieces = []         # every leaf, in send order
-    for r, spans in enumerate(spans_to):
-        if r == comm.rank:
-            continue
-        for run, a, b in spans:
-            for leaf in leaves(run.piece(name, a, b)):
-                pieces.append(leaf)
-                counts[r] += _padded(leaf.nbytes)
-    buf = np.empty(int(counts.sum()), np.uint8)
-    at = 0
-    for leaf in pieces:
-        raw = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)
-        buf[at:at + raw.size] = raw
-        at += _padded(raw.size)
-    del pieces
+    buf, counts = pack([[] if r == comm.rank else [run.piece(name, a, b) for run, a, b in spans]
+                        for r, spans in enumerate(spans_to)])
     return comm.alltoallv(buf, counts)
 
 
