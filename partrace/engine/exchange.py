@@ -122,6 +122,7 @@ def exchange_spans(comm: Comm, spans_to: list[list], schema: list[Column]) -> li
     """Send ``spans_to[r]`` (spans (run, first, end)) to rank r; returns the spans every
     rank sent here, senders in rank order, this rank's own spans as they are."""
     me = comm.rank
+    comm.wait_for_all()     # the ranks that finished their local work first wait asleep
     # what each rank gets: per span its rows and each column's layout (a zero-row piece
     # gives it without reading a spilled run's rows)
     told = comm.alltoall([None if r == me else
