@@ -10,11 +10,12 @@ to the schema).  The receiver rebuilds each span as a run of those forms and
 merges the window from the spans as one rank does (windows._merged_spans):
 every value is the one the sender holds, whatever the rank count.
 
-First, one object alltoall tells each rank what it will get: per span its row
-count and each column's form without its rows (a layout).  Then each column's
-rows go in one Alltoallv of bytes, every leaf array (offsets, values) padded
-to 8 bytes so that the receiver views them in place, aligned.  A rank keeps
-its spans to itself: they are not sent, not copied.
+One object alltoall tells each rank what it will get: per span its row count
+and each column's form without its rows (a layout).  Then the rows of every
+column go in one Alltoallv of bytes (one call a window and table: a call a
+column made the ranks meet once a column), every leaf array (offsets, values)
+padded to 8 bytes so that the receiver views them in place, aligned.  A rank
+keeps its spans to itself: they are not sent, not copied.
 """
 from __future__ import annotations
 
@@ -52,18 +53,6 @@ def leaves(form) -> list[np.ndarray]:
     if isinstance(form, Words):
         return [leaf for p in form.parts for leaf in leaves(p)]
     return [form]
-
-
-def wire_bytes(layout: tuple, n: int) -> int:
-    """Bytes ``n`` rows of a form of ``layout`` take on the wire (leaves padded)."""
-    kind = layout[0]
-    if kind == "constant":
-        return 0
-    if kind == "offsets":
-        return _padded(n * layout[2].itemsize)
-    if kind == "words":
-        return sum(wire_bytes(p, n) for p in layout[4])
-    return _padded(n * layout[1].itemsize * int(np.prod(layout[2], dtype=np.int64)))
 
 
 def rebuilt(layout: tuple, n: int, buf: np.ndarray, at: int):
@@ -104,46 +93,35 @@ def pack(forms_to: list[list]) -> tuple[np.ndarray, np.ndarray]:
     return buf, counts
 
 
-def _column_bytes(comm: Comm, name: str, spans_to: list[list]) -> np.ndarray:
-    """Column ``name`` of the spans to every other rank, sent as their leaves' bytes;
-    returns the bytes received (senders in rank order, spans in their order)."""
-    buf, counts = pack([[] if r == comm.rank else [run.piece(name, a, b) for run, a, b in spans]
-                        for r, spans in enumerate(spans_to)])
-    return comm.alltoallv(buf, counts)
-
-
-def _column_objects(comm: Comm, name: str, spans_to: list[list]) -> list[list[np.ndarray]]:
-    """A str/bytes column of the spans to every rank, pickled (small side tables)."""
-    return comm.alltoall([[] if r == comm.rank else [run.piece(name, a, b) for run, a, b in spans]
-                          for r, spans in enumerate(spans_to)])
-
-
 def exchange_spans(comm: Comm, spans_to: list[list], schema: list[Column]) -> list:
     """Send ``spans_to[r]`` (spans (run, first, end)) to rank r; returns the spans every
     rank sent here, senders in rank order, this rank's own spans as they are."""
     me = comm.rank
+    numeric = [c.name for c in schema if not c.is_object]
+    objects = [c.name for c in schema if c.is_object]
+    # every span's columns to every other rank in their forms (a spilled run's rows read
+    # here), packed before the ranks meet: what one rank sends is ready when all are
+    sent = [[] if r == me else [[run.piece(name, a, b) for name in numeric] for run, a, b in spans]
+            for r, spans in enumerate(spans_to)]
+    buf, counts = pack([[f for forms in spans for f in forms] for spans in sent])
+    # what each rank gets besides those bytes: per span its rows, each column's layout
+    # and its str/bytes columns (small side tables: pickled)
+    told = [None if r == me else
+            [(b - a, [layout_of(f) for f in forms], [run.piece(name, a, b) for name in objects])
+             for (run, a, b), forms in zip(spans_to[r], sent[r])] for r in range(comm.size)]
+    del sent
     comm.wait_for_all()     # the ranks that finished their local work first wait asleep
-    # what each rank gets: per span its rows and each column's layout (a zero-row piece
-    # gives it without reading a spilled run's rows)
-    told = comm.alltoall([None if r == me else
-                          [(b - a, [layout_of(run.piece(c.name, a, a)) for c in schema])
-                           for run, a, b in spans] for r, spans in enumerate(spans_to)])
-    forms = [[{} for _ in (spans or [])] for spans in told]     # [sender][span] -> column forms
-    for j, col in enumerate(schema):
-        if col.is_object:
-            got = _column_objects(comm, col.name, spans_to)
-            for s, spans in enumerate(told):
-                for k in range(len(spans or [])):
-                    forms[s][k][col.name] = got[s][k]
-            continue
-        buf, at = _column_bytes(comm, col.name, spans_to), 0
-        for s, spans in enumerate(told):
-            for k, (n, layouts) in enumerate(spans or []):
-                forms[s][k][col.name], at = rebuilt(layouts[j], n, buf, at)
+    told = comm.alltoall(told)
+    buf, at = comm.alltoallv(buf, counts), 0
     out = []
     for s, spans in enumerate(told):
         if s == me:
             out.extend(spans_to[me])
-        else:
-            out.extend((Run.of_forms(f, n), 0, n) for f, (n, _) in zip(forms[s], spans))
+            continue
+        for n, layouts, cells in spans:
+            forms = {}
+            for name, layout in zip(numeric, layouts):
+                forms[name], at = rebuilt(layout, n, buf, at)
+            forms.update(zip(objects, cells))
+            out.append((Run.of_forms({c.name: forms[c.name] for c in schema}, n), 0, n))
     return out
