@@ -205,7 +205,7 @@ class Comm:
 
     def check(self) -> None:
         """Collective: raise the lowest failing rank's error on every rank."""
-        self._wait_for_all()
+        self.wait_for_all()
         if self._c is None:
             states = [(self._error, stop.signum, False)]
         else:
@@ -220,12 +220,15 @@ class Comm:
             if e is not None:
                 raise RankFailed(e, r)
 
-    def _wait_for_all(self, pause: float = 0.0005) -> None:
+    def wait_for_all(self, pause: float = 0.0005) -> None:
         """Wait at a non-blocking barrier, sleeping between tests.
 
         Ranks that finish early wait here for the slowest: polling keeps them
         off the CPU (oversubscribed nodes) and lets Python run a SIGTERM
         handler, so a killed job cleans up instead of hanging in a collective.
+        Called before a blocking collective too: MPICH busy-polls in one (a
+        sched_yield every 1000 polls), so a rank arriving first would spin a
+        CPU until the last arrives.
         """
         if self._c is None:
             return

@@ -93,8 +93,9 @@ def run_starts(t, loc, seq) -> np.ndarray:
     n = len(t)
     if n < 2:
         return np.array([0, n], np.int64)
-    return _run_starts(np.ascontiguousarray(t, np.int64), np.ascontiguousarray(loc, np.int64),
-                       np.ascontiguousarray(seq, np.int64))
+    # an int32 location is compared as it is: an int64 copy per decoded chunk costs a pass
+    loc = np.ascontiguousarray(loc, np.int32 if loc.dtype == np.int32 else np.int64)
+    return _run_starts(np.ascontiguousarray(t, np.int64), loc, np.ascontiguousarray(seq, np.int64))
 
 
 def _descents(t, loc, seq, starts: np.ndarray) -> np.ndarray:

@@ -80,6 +80,14 @@ class Run:
         self.columns = narrow_columns(columns)
         self.n = len(columns["time"])
 
+    @classmethod
+    def of_forms(cls, forms: dict, n: int) -> "Run":
+        """A run of ``n`` rows whose columns are already narrow forms (received from
+        another rank as its run held them): kept as they are, not narrowed again."""
+        run = cls.__new__(cls)
+        run.columns, run.n = forms, n
+        return run
+
     def rows(self, a: int, b: int) -> Table:
         return Table({k: v[a:b] for k, v in self.columns.items()})
 

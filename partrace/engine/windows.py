@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..model import KEY_COLUMNS, Column, Table
+from .exchange import exchange_spans
 from .gather import merged_column, ordered_column, run_of, span_of
 from .merged import MergedTable, ordered
 from .mpi import Comm
@@ -87,15 +88,12 @@ def _cut(cuts: list[Key], j: int):
     return cuts[j - 1]
 
 
-def _spans(runs: list[Run], bounds: list) -> tuple[list[tuple[Run, int, int]], np.ndarray]:
-    """The (run, first, end) row ranges between consecutive bounds, grouped by
-    bound interval (= destination), and the row count of each interval."""
+def _spans_between(runs: list[Run], bounds: list) -> list[list[tuple[Run, int, int]]]:
+    """Per interval between consecutive bounds (= destination), the (run, first, end)
+    row ranges of the runs in it (runs without rows there left out)."""
     pos = [[_bound(run, b) for b in bounds] for run in runs]
-    counts = np.array([sum(p[i + 1] - p[i] for p in pos) for i in range(len(bounds) - 1)],
-                      dtype=np.int64)
-    spans = [(run, p[i], p[i + 1]) for i in range(len(bounds) - 1)
-             for run, p in zip(runs, pos) if p[i + 1] > p[i]]
-    return spans, counts
+    return [[(run, p[i], p[i + 1]) for run, p in zip(runs, pos) if p[i + 1] > p[i]]
+            for i in range(len(bounds) - 1)]
 
 
 def _row_shape(run, name: str) -> tuple:
@@ -189,17 +187,19 @@ def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
     """Rank r's rows of window w in time mode, sorted by key (columns built on read)."""
     p = comm.size
     bounds = [_cut(cuts, w * p + r) for r in range(p + 1)]
-    spans, counts = _spans(runs, bounds)
-    if p == 1:      # the order from the keys alone; every column is taken in it when read
-        return _merged_spans(spans, schema)
-    got = exchange_columns(comm, lambda c: _gather_column(spans, c), counts, schema)
-    return _sorted_lazily(got, schema)
+    spans_to = _spans_between(runs, bounds)
+    if p > 1:       # the spans travel in the runs' narrow forms, rebuilt as runs here
+        spans = exchange_spans(comm, spans_to, schema)
+    else:
+        spans = spans_to[0]
+    # the order from the keys alone; every column is taken in it when read
+    return _merged_spans(spans, schema)
 
 
 def window_rows(runs: list[Run], cuts: list[Key], w: int, schema: list[Column]) -> Table:
     """This rank's rows of window w in destination mode (not exchanged yet; each
     column gathered when read)."""
-    spans, _ = _spans(runs, [_cut(cuts, w), _cut(cuts, w + 1)])
+    spans = _spans_between(runs, [_cut(cuts, w), _cut(cuts, w + 1)])[0]
     return SpanRows(spans, schema)
 
 
