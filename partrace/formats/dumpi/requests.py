@@ -83,7 +83,7 @@ class RequestTracker:
         parts = []
         for fid in fids:
             c = w.calls_of(fid)
-            arg = {k: w.vals[c, slot(fid, name)] for k, name in (
+            arg = {k: w.vals[slot(fid, name)][c] for k, name in (
                 ("req", "request"), ("peer", "source" if recv else "dest"), ("tag", "tag"),
                 ("comm", "comm"), ("count", "count"), ("datatype", "datatype"))}
             parts.append(dict(arg, call=c + base, recv=np.full(len(c), int(recv)),
@@ -95,7 +95,7 @@ class RequestTracker:
         ec, es = w.e[0], w.e[1]
         sel = np.nonzero((w.efunc == STARTALL) & (es == slot(STARTALL, "requests")))[0]
         call = np.concatenate([c1, ec[sel]])
-        req = np.concatenate([w.vals[c1, 0], w.e[4][sel]])
+        req = np.concatenate([w.vals[0][c1], w.e[4][sel]])
         fid = np.concatenate([np.full(len(c1), START), np.full(len(sel), STARTALL)])
         order = np.lexsort((inits["call"], inits["req"]))
         ini = {k: v[order] for k, v in inits.items()}
@@ -117,14 +117,14 @@ class RequestTracker:
             parts.append((call, elem, req, srow))
 
         def status(call, j, fid, name):
-            n = vals[call, slot(fid, name)]
+            n = vals[slot(fid, name)][call]
             return np.where(n > j, status_first[call] + j, -1)
 
         for fid, flag in ((13, None), (14, "flag")):
             c = w.calls_of(fid)
             if flag:
-                c = c[vals[c, slot(fid, flag)] != 0]
-            add(c, np.zeros(len(c), np.int64), vals[c, 0], status(c, 0, fid, "status"))
+                c = c[vals[slot(fid, flag)][c] != 0]
+            add(c, np.zeros(len(c), np.int64), vals[0][c], status(c, 0, fid, "status"))
         for fid in (16, 17, 18, 19, 20, 21):
             rs = slot(fid, "requests")
             sel = np.nonzero((w.efunc == fid) & (es == rs))[0]
@@ -132,19 +132,19 @@ class RequestTracker:
                 continue
             call, elem, req = ec[sel], e0[sel], ev[sel]
             if fid in (16, 17):                    # requests[index]
-                done = elem == vals[call, slot(fid, "index")]
+                done = elem == vals[slot(fid, "index")][call]
                 if fid == 17:
-                    done &= vals[call, slot(fid, "flag")] != 0
+                    done &= vals[slot(fid, "flag")][call] != 0
                 s = status(call, 0, fid, "status")
             elif fid in (18, 19):                  # all of them
-                done = np.ones(len(sel), bool) if fid == 18 else vals[call, slot(fid, "flag")] != 0
+                done = np.ones(len(sel), bool) if fid == 18 else vals[slot(fid, "flag")][call] != 0
                 s = status(call, elem, fid, "statuses")
             else:                                  # requests[indices[j]]
                 first = np.full(len(func), -1, np.int64)
                 first[call[::-1]] = sel[::-1]
                 isel = np.nonzero((w.efunc == fid) & (es == slot(fid, "indices")))[0]
                 ic, j, ix = ec[isel], e0[isel], ev[isel]
-                n = vals[ic, slot(fid, "count")]
+                n = vals[slot(fid, "count")][ic]
                 ok = (first[ic] >= 0) & (ix >= 0) & (ix < n)
                 ic, j, ix = ic[ok], j[ok], ix[ok]
                 add(ic, ix, ev[first[ic] + ix], status(ic, j, fid, "statuses"))
