@@ -26,12 +26,14 @@ def locations(location: int, n: int) -> np.ndarray:
 
 
 def _walk_arrays(nc: int, ne: int, ns: int, nt: int, npf: int, val_calls: int):
-    """The walk's output arrays (scan.walk), zeroed: per call, array elements, strings,
-    statuses, perf values.  Indices and status fields in their tables' dtypes.  The
-    counting pass gets empty ones of the same dtypes (one compiled signature) and one
-    scratch column of slot values (``val_calls`` = 1)."""
+    """The walk's output arrays (scan.walk): per call, array elements, strings, statuses,
+    perf values.  Indices and status fields in their tables' dtypes.  Not zeroed: the walk
+    writes every element (vals: the slots of each call's function, the only ones read), so
+    neither a memset nor a fault of an unused slot's pages.  The counting pass gets empty
+    ones of the same dtypes (one compiled signature) and one scratch column of slot values
+    (``val_calls`` = 1)."""
     def z(shape, dt=np.int64):
-        return np.zeros(shape, dt)
+        return np.empty(shape, dt)
     i32, u8 = np.int32, np.uint8
     return ((z(nc), z(nc, np.int16), z(nc, u8), z(nc, np.uint16), z((4, nc)), z(nc, u8),
              z((scan.MAXARGS, val_calls))),

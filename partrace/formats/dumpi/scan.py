@@ -106,7 +106,8 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
     index, bytes, source, cancelled, error, tag) and `perf` (call, index, entry, exit);
     without, `calls`' vals holds one scratch column.  times: cpu entry, cpu exit (0 when not
     recorded), then entry, exit on the wall clock, or the cpu clock when only that is
-    recorded (0 when neither is).
+    recorded (0 when neither is).  Every element of the arrays up to the counts is
+    written (they need not be zeroed), and of vals the slots of each call's function.
 
     One function on purpose: numba pays for every helper called per record (measured: the
     walk split into inlined helpers ran 2-20 times slower), so the kinds of arguments are the
@@ -139,11 +140,15 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                 return E_TRUNC, rec, counts
             thread = _u16(b, pos)
             pos += 2
-        if fill:
+        if fill:                         # every per-call field is written (arrays not zeroed)
             c_off[n] = rec
             c_func[n] = fid
             c_mask[n] = mask
             c_thread[n] = thread
+            c_perfn[n] = 0
+            if not mask & 0x04:          # no cpu block: 0 unless the wall block follows
+                for j in range(4):
+                    c_times[j, n] = 0
         for clock in range(2):           # cpu block, then wall block
             if mask & (0x04 << clock):
                 if pos + 12 > end:
