@@ -19,6 +19,9 @@ from .model import Kind
 FORMAT_NAMES = {"otf": "OTF", "otf2": "OTF2", "dumpi": "DUMPI", "ovni": "ovni", "ross": "ROSS",
                 "hdf5": "partrace HDF5"}
 _MCV_COLUMNS = ("model", "category", "value")
+# the only columns _Counts reads: readers that honour a selection make no others (every
+# table still comes whole in rows: a selection never changes a selected column's values)
+INFO_COLUMNS = ("time", "location", "kind", "region", *_MCV_COLUMNS)
 
 
 def _tally(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -109,6 +112,7 @@ def gather_info(comm: Comm, path, format: str | None = None,
     def start(defs):
         counts = _Counts()
         counts.rows = dict.fromkeys(reader.schema(defs), 0)
+        reader.selection = dict.fromkeys(counts.rows, INFO_COLUMNS)
         return counts
     defs, counts, units = fold(comm, path, tables=None, start=start,
                                step=lambda acc, chunk: acc.step(chunk), combine=_Counts.combine,
