@@ -1,6 +1,7 @@
 """Decode one rank file into tables, chunk by chunk (numba walk + numpy assembly)."""
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Iterator
 
@@ -156,8 +157,7 @@ def function_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str
         keep = (lambda c: True) if cols_wanted is None else set(cols_wanted).__contains__
         idx = w.calls_of(fid)
         head = dict(time=lambda: t_in[idx], location=lambda: locations(rank, len(idx)),
-                    seq=lambda: np.arange(len(idx), dtype=np.int64), call=lambda: idx,
-                    thread=lambda: w.thread[idx])
+                    call=lambda: idx, thread=lambda: w.thread[idx])    # seq: decode_rank's
         cols = {k: f() for k, f in head.items() if keep(k) or k in ("time", "call")}
         for k, (an, kind, _role, _cond) in enumerate(args):
             if kind in SCALAR_DTYPES:
@@ -202,16 +202,11 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, di
     """arrays, statuses, strings (multi-level only) and perf rows (``want``: as in
     function_tables; a table not asked for is not made)."""
     func = w.func
-    names = {fid: [SIDE_ARG_ID.get(n, -1) for n, _k, _r, _c in a]
-             for fid, _n, a in FUNCTIONS if a}
-    lut = np.full((len(FUNCTIONS), max(map(len, names.values()))), -1, np.int16)
-    for fid, ids in names.items():
-        lut[fid, :len(ids)] = ids
+    lut, single = _slot_tables()
     asked = SIDE_TABLES if want is None else [t for t in SIDE_TABLES if want.get(t) is not None]
 
-    def head(call, slot):
-        return dict(time=t_in[call], location=locations(rank, len(call)),
-                    seq=np.arange(len(call), dtype=np.int64), call=call,
+    def head(call, slot):      # seq: decode_rank numbers the rows of the whole rank file
+        return dict(time=t_in[call], location=locations(rank, len(call)), call=call,
                     region=func[call].astype(np.int32) + 1, arg=lut[func[call], slot])
 
     out = {}
@@ -224,20 +219,30 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, di
                                cancelled=cancelled, error=error, tag=tag)
     if "strings" in asked:
         # single strings live inline in the function table; the rest (argv ...) here
-        single = np.zeros(lut.shape, bool)
-        for fid, _n, a in FUNCTIONS:
-            for k, (_x, kd, _r, _c) in enumerate(a or ()):
-                single[fid, k] = kd == "str"
         sc, ss = w.s[0], w.s[1]
         sel = np.nonzero(~single[func[sc], ss])[0]
         out["strings"] = dict(head(sc[sel], ss[sel]), i0=w.s[2][sel], i1=w.s[3][sel],
                               text=np.array([_text(w, r) for r in sel] + [None], object)[:-1])
     if "perf" in asked:
         pc, pi, entry, exit_ = w.p
-        out["perf"] = dict(time=t_in[pc], location=locations(rank, len(pc)),
-                           seq=np.arange(len(pc), dtype=np.int64), call=pc, counter=pi,
-                           entry=entry, exit=exit_)
+        out["perf"] = dict(time=t_in[pc], location=locations(rank, len(pc)), call=pc,
+                           counter=pi, entry=entry, exit=exit_)
     return out
+
+
+@cache
+def _slot_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per (function, slot): the side tables' ``arg`` id (-1: none) and whether it is a
+    single string (inline in the function's table), made once, not per chunk."""
+    names = {fid: [SIDE_ARG_ID.get(n, -1) for n, _k, _r, _c in a]
+             for fid, _n, a in FUNCTIONS if a}
+    lut = np.full((len(FUNCTIONS), max(map(len, names.values()))), -1, np.int16)
+    single = np.zeros(lut.shape, bool)
+    for fid, _n, a in FUNCTIONS:
+        for k, (name, kind, _r, _c) in enumerate(a or ()):
+            lut[fid, k] = SIDE_ARG_ID.get(name, -1)
+            single[fid, k] = kind == "str"
+    return lut, single
 
 
 def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | None = None,
