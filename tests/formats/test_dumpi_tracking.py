@@ -326,3 +326,27 @@ def test_alltoallw_bytes(tmp_path):
     ev = dec[0]["events"]
     c = ev["kind"] == Kind.COLLECTIVE
     assert (list(ev["size"][c]), list(ev["received"][c])) == ([3 * 4 + 1 * 8], [2 * 8 + 5 * 4])
+
+
+def _latest_before(kreq, kcall, r, c) -> int:
+    """By definition: the last key of handle r with a call before c (-1 = none)."""
+    hits = [j for j in range(len(kreq)) if kreq[j] == r and kcall[j] < c]
+    return hits[-1] if hits else -1
+
+
+def test_post_search_finds_the_latest_earlier_post_of_the_handle_in_any_query_order(jit_mode):
+    """kernels.before (its cursor per handle assumes rising calls, and must still answer
+    queries that go back, jump far ahead or name a handle without posts)."""
+    from partrace.formats.dumpi.kernels import before
+    rng = np.random.default_rng(7)
+    for trial in range(120):
+        n, m = (int(x) for x in rng.integers(0, 60, 2))
+        kreq, kcall = rng.integers(0, 4, n), rng.integers(0, 40, n) * (1 + trial % 3)
+        order = np.lexsort((kcall, kreq))
+        kreq, kcall = kreq[order].astype(np.int64), kcall[order].astype(np.int64)
+        req = rng.integers(0, 5, m).astype(np.int64)
+        call = rng.integers(0, 130, m).astype(np.int64)
+        if trial % 2:
+            call.sort()                                   # completions in call order
+        got = before(kreq, kcall, req, call)
+        assert got.tolist() == [_latest_before(kreq, kcall, r, c) for r, c in zip(req, call)]

@@ -68,7 +68,7 @@ def rank_ops(rf) -> list[Op]:
                 if kind in ("a32", "aa32"):
                     args[name] = slot_arrays(w, c, k, nested=kind == "aa32")
                 elif kind in ("i32", "u16", "u8", "i64"):
-                    args[name] = int(w.vals[c, k])
+                    args[name] = int(w.vals[k, c])
             ops.append(Op(base + int(c), fid, args))
         pos, base = w.end, base + len(w.func)
     return ops

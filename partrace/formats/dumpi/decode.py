@@ -1,12 +1,13 @@
 """Decode one rank file into tables, chunk by chunk (numba walk + numpy assembly)."""
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ...errors import TraceError
+from ...errors import LimitError, TraceError
 from ...model import Table, column, conform
 from ..base import repeated
 from . import scan
@@ -25,11 +26,32 @@ def locations(location: int, n: int) -> np.ndarray:
     return repeated(location, n, LOCATION)
 
 
+def _walk_arrays(nc: int, ne: int, ns: int, nt: int, npf: int, val_calls: int):
+    """The walk's output arrays (scan.walk): per call, array elements, strings, statuses,
+    perf values.  Indices and status fields in their tables' dtypes.  Not zeroed: the walk
+    writes every element (vals: the slots of each call's function, the only ones read), so
+    neither a memset nor a fault of an unused slot's pages.  The counting pass gets empty
+    ones of the same dtypes (one compiled signature) and one scratch column of slot values
+    (``val_calls`` = 1)."""
+    def z(shape, dt=np.int64):
+        return np.empty(shape, dt)
+    i32, u8 = np.int32, np.uint8
+    return ((z(nc), z(nc, np.int16), z(nc, u8), z(nc, np.uint16), z((4, nc)), z(nc, u8),
+             z((scan.MAXARGS, val_calls))),
+            (z(ne), z(ne), z(ne, i32), z(ne, i32), z(ne)),
+            (z(ns), z(ns), z(ns, i32), z(ns, i32), z(ns), z(ns)),
+            (z(nt), z(nt), z(nt, i32), z(nt, i32), z(nt, i32), z(nt, u8), z(nt, u8), z(nt, i32)),
+            (z(npf), z(npf, i32), z(npf, np.uint64), z(npf, np.uint64)))
+
+
 class Walk:
     """Raw result of walking (part of) one rank's stream (numpy arrays only).
 
     At most ``limit`` calls from byte ``pos`` (default: the whole stream);
     ``end`` is where the next chunk starts.  Call indices are chunk-local.
+    ``vals[slot, call]``: scalar arguments (slot-major); ``e`` (call, slot, i0, i1, value),
+    ``s`` (call, slot, i0, i1, start, length), ``t`` (call, slot, index, bytes, source,
+    cancelled, error, tag), ``p`` (call, index, entry, exit): see scan.walk.
     """
 
     def __init__(self, data, rf: RankFile, pos: int | None = None, limit: int | None = None):
@@ -39,28 +61,17 @@ class Walk:
         pos = rf.stream_start if pos is None else pos
         limit = np.iinfo(np.int64).max if limit is None else limit
         args = (buf, pos, rf.stream_end, limit, (offs, start, count, ops))
-        z = lambda *shape, dt=np.int64: np.zeros(shape, dt)     # noqa: E731
-        # the counting pass: no element arrays, one scratch row of slot values
-        empty = ((z(0), z(0, dt=np.int16), z(0, dt=np.uint8), z(0, dt=np.uint16), z(0, 4),
-                  z(0, dt=np.uint8), z(1, scan.MAXARGS)), (z(0),) * 5, (z(0),) * 6,
-                 (z(0), z(0), z(0), z(0, 5)), (z(0), z(0), z(0, 2, dt=np.uint64)))
-        err, at, n = scan.walk(*args, False, *empty)
+        err, at, n = scan.walk(*args, False, *_walk_arrays(0, 0, 0, 0, 0, 1))
         self._check(err, at, rf, buf)
         self.end = int(at)
         nc, ne, ns, nt, npf = (int(x) for x in n)
-        self.off, self.func = z(nc), z(nc, dt=np.int16)
-        self.mask, self.thread = z(nc, dt=np.uint8), z(nc, dt=np.uint16)
-        self.times, self.perfn, self.vals = z(nc, 4), z(nc, dt=np.uint8), z(nc, scan.MAXARGS)
-        self.e = [z(ne), z(ne), z(ne), z(ne), z(ne)]
-        self.s = [z(ns) for _ in range(6)]
-        self.t = [z(nt), z(nt), z(nt), z(nt, 5)]
-        self.p = [z(npf), z(npf), z(npf, 2, dt=np.uint64)]
-        calls = (self.off, self.func, self.mask, self.thread, self.times, self.perfn, self.vals)
-        err, at, _ = scan.walk(*args, True, calls, tuple(self.e), tuple(self.s), tuple(self.t),
-                               tuple(self.p))
+        arrays = _walk_arrays(nc, ne, ns, nt, npf, nc)
+        err, at, _ = scan.walk(*args, True, *arrays)
         self._check(err, at, rf, buf)
+        calls, self.e, self.s, self.t, self.p = arrays
+        self.off, self.func, self.mask, self.thread, self.times, self.perfn, self.vals = calls
         self.buf = buf
-        self._times = self._groups = self._efunc = None
+        self._groups = self._efunc = self._counts = None
 
     @staticmethod
     def _check(err, at, rf, buf):
@@ -71,25 +82,34 @@ class Walk:
         if err == scan.E_TRUNC:
             raise TraceError.at_byte(rf.path, at, f"call record runs past the end of the call "
                                      f"stream at byte {rf.stream_end} (truncated or corrupt)")
+        if err == scan.E_BIG:
+            raise LimitError(f"{rf.path}: byte {at}: an argument of this call record holds more "
+                             f"than {scan.INDEX_MAX} elements, more than partrace's int32 "
+                             f"element index columns hold")
 
     def enter_leave(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(wall enter, wall leave, cpu enter, cpu leave) ns; wall falls back to cpu, then 0."""
-        if self._times is None:
-            wall = (self.mask & 0x08) != 0
-            cpu = (self.mask & 0x04) != 0
-            t = self.times
-            self._times = (np.where(wall, t[:, 2], np.where(cpu, t[:, 0], 0)),
-                           np.where(wall, t[:, 3], np.where(cpu, t[:, 1], 0)),
-                           np.where(cpu, t[:, 0], 0), np.where(cpu, t[:, 1], 0))
-        return self._times
+        """(wall enter, wall leave, cpu enter, cpu leave) ns; wall falls back to cpu, then 0
+        (the walk wrote them so: rows of ``times``, no copies)."""
+        t = self.times
+        return t[2], t[3], t[0], t[1]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Calls of each function in the chunk (one bincount, shared by its readers)."""
+        if self._counts is None:
+            self._counts = np.bincount(self.func, minlength=len(FUNCTIONS))
+        return self._counts
+
+    def present(self) -> list[int]:
+        """The functions with calls in the chunk, ascending."""
+        return np.flatnonzero(self.counts).tolist()
 
     def calls_of(self, fid: int) -> np.ndarray:
         """Chunk-local indices of the calls of ``fid``, ascending (one sort per chunk
         instead of a scan of all calls per function)."""
         if self._groups is None:
             order = np.argsort(self.func, kind="stable")
-            ends = np.cumsum(np.bincount(self.func, minlength=len(FUNCTIONS)))
-            self._groups = (order, ends)
+            self._groups = (order, np.cumsum(self.counts))
         order, ends = self._groups
         return order[(ends[fid - 1] if fid else 0):ends[fid]]
 
@@ -129,7 +149,7 @@ def function_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str
     """One column dict per MPI function present (``want``: {table: columns, or None when
     not asked for}; no ``want``: all of them, whole)."""
     out = {}
-    for fid in np.flatnonzero(np.bincount(w.func, minlength=len(FUNCTIONS))).tolist():
+    for fid in w.present():
         _id, name, args = FUNCTIONS[fid]
         cols_wanted = want.get(table_name(name)) if want is not None else None
         if want is not None and cols_wanted is None:
@@ -137,21 +157,20 @@ def function_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str
         keep = (lambda c: True) if cols_wanted is None else set(cols_wanted).__contains__
         idx = w.calls_of(fid)
         head = dict(time=lambda: t_in[idx], location=lambda: locations(rank, len(idx)),
-                    seq=lambda: np.arange(len(idx), dtype=np.int64), call=lambda: idx,
-                    thread=lambda: w.thread[idx])
+                    call=lambda: idx, thread=lambda: w.thread[idx])    # seq: decode_rank's
         cols = {k: f() for k, f in head.items() if keep(k) or k in ("time", "call")}
         for k, (an, kind, _role, _cond) in enumerate(args):
             if kind in SCALAR_DTYPES:
                 if keep(an):
-                    cols[an] = w.vals[idx, k].astype(SCALAR_DTYPES[kind])
+                    cols[an] = w.vals[k][idx].astype(SCALAR_DTYPES[kind], copy=False)
             elif kind == "str":
                 if keep(an):
                     cols[an] = _strings_for(w, idx, k)
             elif kind == "argv":
                 if keep("argc"):
-                    cols["argc"] = w.vals[idx, k].astype(np.int32)
+                    cols["argc"] = w.vals[k][idx].astype(np.int32)
             elif keep(f"{an}_count"):
-                cols[f"{an}_count"] = w.vals[idx, k].astype(np.int32)
+                cols[f"{an}_count"] = w.vals[k][idx].astype(np.int32)
         out[table_name(name)] = cols
     return out
 
@@ -183,16 +202,11 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, di
     """arrays, statuses, strings (multi-level only) and perf rows (``want``: as in
     function_tables; a table not asked for is not made)."""
     func = w.func
-    names = {fid: [SIDE_ARG_ID.get(n, -1) for n, _k, _r, _c in a]
-             for fid, _n, a in FUNCTIONS if a}
-    lut = np.full((len(FUNCTIONS), max(map(len, names.values()))), -1, np.int16)
-    for fid, ids in names.items():
-        lut[fid, :len(ids)] = ids
+    lut, single = _slot_tables()
     asked = SIDE_TABLES if want is None else [t for t in SIDE_TABLES if want.get(t) is not None]
 
-    def head(call, slot):
-        return dict(time=t_in[call], location=locations(rank, len(call)),
-                    seq=np.arange(len(call), dtype=np.int64), call=call,
+    def head(call, slot):      # seq: decode_rank numbers the rows of the whole rank file
+        return dict(time=t_in[call], location=locations(rank, len(call)), call=call,
                     region=func[call].astype(np.int32) + 1, arg=lut[func[call], slot])
 
     out = {}
@@ -200,25 +214,35 @@ def side_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str, di
         ec, es, e0, e1, ev = w.e
         out["arrays"] = dict(head(ec, es), i0=e0, i1=e1, value=ev)
     if "statuses" in asked:
-        tc, ts, t0, tv = w.t
-        out["statuses"] = dict(head(tc, ts), index=t0, bytes=tv[:, 0], source=tv[:, 1],
-                               cancelled=tv[:, 2], error=tv[:, 3], tag=tv[:, 4])
+        tc, ts, t0, nbytes, source, cancelled, error, tag = w.t
+        out["statuses"] = dict(head(tc, ts), index=t0, bytes=nbytes, source=source,
+                               cancelled=cancelled, error=error, tag=tag)
     if "strings" in asked:
         # single strings live inline in the function table; the rest (argv ...) here
-        single = np.zeros(lut.shape, bool)
-        for fid, _n, a in FUNCTIONS:
-            for k, (_x, kd, _r, _c) in enumerate(a or ()):
-                single[fid, k] = kd == "str"
         sc, ss = w.s[0], w.s[1]
         sel = np.nonzero(~single[func[sc], ss])[0]
         out["strings"] = dict(head(sc[sel], ss[sel]), i0=w.s[2][sel], i1=w.s[3][sel],
                               text=np.array([_text(w, r) for r in sel] + [None], object)[:-1])
     if "perf" in asked:
-        pc, pi, pv = w.p
-        out["perf"] = dict(time=t_in[pc], location=locations(rank, len(pc)),
-                           seq=np.arange(len(pc), dtype=np.int64), call=pc, counter=pi,
-                           entry=pv[:, 0], exit=pv[:, 1])
+        pc, pi, entry, exit_ = w.p
+        out["perf"] = dict(time=t_in[pc], location=locations(rank, len(pc)), call=pc,
+                           counter=pi, entry=entry, exit=exit_)
     return out
+
+
+@cache
+def _slot_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per (function, slot): the side tables' ``arg`` id (-1: none) and whether it is a
+    single string (inline in the function's table), made once, not per chunk."""
+    names = {fid: [SIDE_ARG_ID.get(n, -1) for n, _k, _r, _c in a]
+             for fid, _n, a in FUNCTIONS if a}
+    lut = np.full((len(FUNCTIONS), max(map(len, names.values()))), -1, np.int16)
+    single = np.zeros(lut.shape, bool)
+    for fid, _n, a in FUNCTIONS:
+        for k, (name, kind, _r, _c) in enumerate(a or ()):
+            lut[fid, k] = SIDE_ARG_ID.get(name, -1)
+            single[fid, k] = kind == "str"
+    return lut, single
 
 
 def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | None = None,
@@ -284,7 +308,7 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
 
 def _check_recorded(w: Walk, schema: dict, path: Path) -> None:
     """A function whose calls are in the stream has a table: the footers count it."""
-    for fid in np.flatnonzero(np.bincount(w.func, minlength=len(FUNCTIONS))).tolist():
+    for fid in w.present():
         fname = FUNCTIONS[fid][1]
         if table_name(fname) not in schema:
             raise TraceError(path, None, f"{fname} records found, but the footers of all "

@@ -43,6 +43,16 @@ def nbytes(count, dtype, sizes: np.ndarray) -> np.ndarray:
     return np.where(known, np.maximum(count, 0) * sz, 0).astype(np.int64)
 
 
+STATUS_FIELDS = {"bytes": 3, "source": 4, "cancelled": 5, "error": 6, "tag": 7}   # in w.t
+
+
+def status_field(w, name: str, rows: np.ndarray) -> np.ndarray:
+    """One field of the given status rows (zeros when the chunk has no statuses: callers
+    then select none of them)."""
+    column = w.t[STATUS_FIELDS[name]]
+    return column[rows] if len(column) else np.zeros(len(rows), np.int64)
+
+
 def array_rows(w, fid: int, name: str) -> np.ndarray:
     """Rows of w.e holding argument ``name`` of calls of ``fid`` (in call, index order)."""
     es = w.e[1]
@@ -162,7 +172,6 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     t_in, t_out, c_in, c_out = w.enter_leave()
     rows = EventRows(w, t_in, t_out, c_in, c_out, want)
     v = w.vals
-    st = w.t[3]
 
     def msg(calls, kind, handles, rank, **cols):
         handle = cache(handles if callable(handles) else lambda: handles)
@@ -177,10 +186,10 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
             (34, ("count", "datatype", "dest", "sendtag", "comm"))]:
         s = [slot(fid, x) for x in names]
         c = w.calls_of(fid)
-        c = c[v[c, s[2]] >= 0]
-        req = v[c, slot(fid, "request")] if fid in SEND_POSTS else np.zeros(len(c), np.int64)
-        msg(c, Kind.SEND, v[c, s[4]], v[c, s[2]], tag=v[c, s[3]],
-            size=lambda: nbytes(v[c, s[0]], v[c, s[1]], sizes), request=req)
+        c = c[v[s[2]][c] >= 0]
+        req = v[slot(fid, "request")][c] if fid in SEND_POSTS else np.zeros(len(c), np.int64)
+        msg(c, Kind.SEND, v[s[4]][c], v[s[2]][c], tag=v[s[3]][c],
+            size=lambda: nbytes(v[s[0]][c], v[s[1]][c], sizes), request=req)
     sk = starts["recv"] == 0                      # persistent sends, at their Start
     sc = starts["call"][sk] - base
     ok = starts["peer"][sk] >= 0
@@ -195,23 +204,25 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
                        (34, ("count", "datatype", "source", "recvtag", "comm", "status"))]:
         s = [slot(fid, x) for x in names]
         c = w.calls_of(fid)
-        has = (v[c, s[5]] >= 1) & (status_first[c] >= 0)
-        srow = st[np.where(has, status_first[c], 0)] if len(st) else np.zeros((len(c), 5), np.int64)
-        peer = np.where(has, srow[:, 1], v[c, s[2]])
+        has = (v[s[5]][c] >= 1) & (status_first[c] >= 0)
+        srow = np.where(has, status_first[c], 0)
+        peer = np.where(has, status_field(w, "source", srow), v[s[2]][c])
         keep = peer >= 0
         c, has, srow, peer = c[keep], has[keep], srow[keep], peer[keep]
-        msg(c, Kind.RECV, v[c, s[4]], peer, tag=np.where(has, srow[:, 4], v[c, s[3]]),
-            size=lambda: np.where(has, srow[:, 0], nbytes(v[c, s[0]], v[c, s[1]], sizes)))
+        msg(c, Kind.RECV, v[s[4]][c], peer,
+            tag=np.where(has, status_field(w, "tag", srow), v[s[3]][c]),
+            size=lambda: np.where(has, status_field(w, "bytes", srow),
+                                  nbytes(v[s[0]][c], v[s[1]][c], sizes)))
     # receives completed by Wait/Test*: status of the completion, else the post's arguments
     recv = (post["recv"] == 1)
     has = done["status"] >= 0
-    srow = st[np.where(has, done["status"], 0)] if len(st) else np.zeros((len(has), 5), np.int64)
-    recv &= ~(has & (srow[:, 2] != 0))           # cancelled: no message
-    peer = np.where(has, srow[:, 1], post["peer"])
+    srow = np.where(has, done["status"], 0)
+    recv &= ~(has & (status_field(w, "cancelled", srow) != 0))     # cancelled: no message
+    peer = np.where(has, status_field(w, "source", srow), post["peer"])
     recv &= peer >= 0
     msg(done["call"][recv], Kind.RECV, lambda: post["comm"][recv], peer[recv],
-        tag=lambda: np.where(has, srow[:, 4], post["tag"])[recv],
-        size=lambda: np.where(has, srow[:, 0],
+        tag=lambda: np.where(has, status_field(w, "tag", srow), post["tag"])[recv],
+        size=lambda: np.where(has, status_field(w, "bytes", srow),
                               nbytes(post["count"], post["datatype"], sizes))[recv],
         request=done["req"][recv])
     out, total = rows.place()
@@ -232,7 +243,7 @@ def _collectives(w, base, rows, sizes, comms) -> None:
         names = [a[0] for a in FUNCTIONS[fid][2]]
 
         def col(x, default=0):
-            return w.vals[c, names.index(x)] if x in names else np.full(len(c), default)
+            return w.vals[names.index(x)][c] if x in names else np.full(len(c), default)
 
         handle = col("comm")
         comm = cache(lambda: comms.comm(handle, c + base))

@@ -9,19 +9,64 @@ from ..jit import njit   # lazy: numba only for inputs that are not small
 @njit(cache=True)
 def before(kreq, kcall, req, call):
     """Index of the last key (kreq, kcall) < (req, call) with kreq == req among keys
-    sorted by (kreq, kcall); -1 = none (binary search per query)."""
+    sorted by (kreq, kcall); -1 = none.
+
+    Keys are searched per run of one handle (few handles, many posts each), and the
+    queries of a handle come in rising call order (completions in call order), so each
+    run keeps a cursor that moves forward a few keys per query; a query behind its
+    run's cursor, or far ahead of it, is searched by bisection within the run."""
     n = kreq.shape[0]
+    ng = 0
+    for j in range(n):
+        if j == 0 or kreq[j] != kreq[j - 1]:
+            ng += 1
+    gfirst = np.empty(ng + 1, np.int64)          # run g: keys gfirst[g] .. gfirst[g + 1] - 1
+    g = 0
+    for j in range(n):
+        if j == 0 or kreq[j] != kreq[j - 1]:
+            gfirst[g] = j
+            g += 1
+    gfirst[ng] = n
+    cursor = gfirst[:ng].copy()    # per run: first key whose call >= the run's last query
+    last = np.zeros(ng, np.int64)
+    seen = np.zeros(ng, np.bool_)
     out = np.empty(req.shape[0], np.int64)
     for i in range(req.shape[0]):
         r, c = req[i], call[i]
-        lo, hi = 0, n
+        lo, hi = 0, ng                           # the run of handle r
         while lo < hi:
             mid = (lo + hi) >> 1
-            if kreq[mid] < r or (kreq[mid] == r and kcall[mid] < c):
+            if kreq[gfirst[mid]] < r:
                 lo = mid + 1
             else:
                 hi = mid
-        out[i] = lo - 1 if lo > 0 and kreq[lo - 1] == r else -1
+        if lo == ng or kreq[gfirst[lo]] != r:
+            out[i] = -1
+            continue
+        g = lo
+        s, e = gfirst[g], gfirst[g + 1]
+        p = cursor[g]
+        if seen[g] and c < last[g]:
+            p = s                                # behind the cursor: bisect the whole run
+            steps = 0
+        else:
+            steps = 8                            # ahead: a few steps, then bisect the rest
+        while steps > 0 and p < e and kcall[p] < c:
+            p += 1
+            steps -= 1
+        if p < e and kcall[p] < c:
+            lo, hi = p, e
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if kcall[mid] < c:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            p = lo
+        cursor[g] = p
+        last[g] = c
+        seen[g] = True
+        out[i] = p - 1 if p > s else -1
     return out
 
 

@@ -79,23 +79,28 @@ class RequestTracker:
 
     # -- gathering -----------------------------------------------------------------
     @staticmethod
-    def _records(w, base, fids, recv) -> dict[str, np.ndarray]:
-        parts = []
-        for fid in fids:
-            c = w.calls_of(fid)
-            arg = {k: w.vals[c, slot(fid, name)] for k, name in (
-                ("req", "request"), ("peer", "source" if recv else "dest"), ("tag", "tag"),
-                ("comm", "comm"), ("count", "count"), ("datatype", "datatype"))}
-            parts.append(dict(arg, call=c + base, recv=np.full(len(c), int(recv)),
-                              fid=np.full(len(c), fid), init=np.full(len(c), -1)))
-        return _cat(parts) if parts else _empty()
+    def _records(w, base, fids, recv_fid) -> dict[str, np.ndarray]:
+        """The calls of ``fids`` (posts or inits; ``recv_fid`` the receive among them), in
+        the order of ``fids``, then of calls.  Their arguments share slots (count, datatype,
+        dest/source, tag, comm, request): one gather per field for all of them."""
+        calls = [w.calls_of(f) for f in fids]
+        c = np.concatenate(calls)
+        fid = np.repeat(np.asarray(fids, np.int64), [len(x) for x in calls])
+        out = {"call": c + base, "recv": (fid == recv_fid).astype(np.int64), "fid": fid,
+               "init": np.full(len(c), -1, np.int64)}
+        for k, name in (("req", "request"), ("peer", "dest"), ("tag", "tag"), ("comm", "comm"),
+                        ("count", "count"), ("datatype", "datatype")):
+            at = [slot(f, "source" if f == recv_fid and k == "peer" else name) for f in fids]
+            out[k] = (w.vals[at[0]][c] if len(set(at)) == 1 else
+                      np.concatenate([w.vals[a][x] for a, x in zip(at, calls)]))
+        return out
 
     def _starts(self, w, base, inits) -> dict[str, np.ndarray]:
         c1 = w.calls_of(START)
         ec, es = w.e[0], w.e[1]
         sel = np.nonzero((w.efunc == STARTALL) & (es == slot(STARTALL, "requests")))[0]
         call = np.concatenate([c1, ec[sel]])
-        req = np.concatenate([w.vals[c1, 0], w.e[4][sel]])
+        req = np.concatenate([w.vals[0][c1], w.e[4][sel]])
         fid = np.concatenate([np.full(len(c1), START), np.full(len(sel), STARTALL)])
         order = np.lexsort((inits["call"], inits["req"]))
         ini = {k: v[order] for k, v in inits.items()}
@@ -117,14 +122,14 @@ class RequestTracker:
             parts.append((call, elem, req, srow))
 
         def status(call, j, fid, name):
-            n = vals[call, slot(fid, name)]
+            n = vals[slot(fid, name)][call]
             return np.where(n > j, status_first[call] + j, -1)
 
         for fid, flag in ((13, None), (14, "flag")):
             c = w.calls_of(fid)
             if flag:
-                c = c[vals[c, slot(fid, flag)] != 0]
-            add(c, np.zeros(len(c), np.int64), vals[c, 0], status(c, 0, fid, "status"))
+                c = c[vals[slot(fid, flag)][c] != 0]
+            add(c, np.zeros(len(c), np.int64), vals[0][c], status(c, 0, fid, "status"))
         for fid in (16, 17, 18, 19, 20, 21):
             rs = slot(fid, "requests")
             sel = np.nonzero((w.efunc == fid) & (es == rs))[0]
@@ -132,19 +137,19 @@ class RequestTracker:
                 continue
             call, elem, req = ec[sel], e0[sel], ev[sel]
             if fid in (16, 17):                    # requests[index]
-                done = elem == vals[call, slot(fid, "index")]
+                done = elem == vals[slot(fid, "index")][call]
                 if fid == 17:
-                    done &= vals[call, slot(fid, "flag")] != 0
+                    done &= vals[slot(fid, "flag")][call] != 0
                 s = status(call, 0, fid, "status")
             elif fid in (18, 19):                  # all of them
-                done = np.ones(len(sel), bool) if fid == 18 else vals[call, slot(fid, "flag")] != 0
+                done = np.ones(len(sel), bool) if fid == 18 else vals[slot(fid, "flag")][call] != 0
                 s = status(call, elem, fid, "statuses")
             else:                                  # requests[indices[j]]
                 first = np.full(len(func), -1, np.int64)
                 first[call[::-1]] = sel[::-1]
                 isel = np.nonzero((w.efunc == fid) & (es == slot(fid, "indices")))[0]
                 ic, j, ix = ec[isel], e0[isel], ev[isel]
-                n = vals[ic, slot(fid, "count")]
+                n = vals[slot(fid, "count")][ic]
                 ok = (first[ic] >= 0) & (ix >= 0) & (ix < n)
                 ic, j, ix = ic[ok], j[ok], ix[ok]
                 add(ic, ix, ev[first[ic] + ix], status(ic, j, fid, "statuses"))
@@ -161,23 +166,23 @@ class RequestTracker:
     def chunk(self, w, base: int, status_first: np.ndarray):
         """(completed elements, their posts field by field (call -1 = no post), the
         chunk's Start activations) for this chunk's calls."""
-        inits = self._records(w, base, SEND_INITS, False)
-        inits = _cat([inits, self._records(w, base, (RECV_INIT,), True)])
-        all_inits = _cat([self.inits, inits])
+        all_inits = _cat([self.inits, self._records(w, base, SEND_INITS + (RECV_INIT,),
+                                                    RECV_INIT)])
         starts = self._starts(w, base, all_inits)
-        posts = _cat([self.pending, self._records(w, base, SEND_POSTS, False),
-                      self._records(w, base, (RECV_POST,), True), starts])
+        posts = _cat([self.pending, self._records(w, base, SEND_POSTS + (RECV_POST,),
+                                                  RECV_POST), starts])
         done = self.completions(w, status_first)
+        # searched in (handle, call) order; the fields stay in place (read through `at`)
         order = np.lexsort((posts["call"], posts["req"]))
-        posts = {k: v[order] for k, v in posts.items()}
-        m = _before(posts["req"], posts["call"], done["req"], done["call"] + base)
-        m = _claim(m, posts["req"], done["req"])
+        sreq = posts["req"][order]
+        m = _before(sreq, posts["call"][order], done["req"], done["call"] + base)
+        m = _claim(m, sreq, done["req"])
         claimed = m >= 0
-        used = np.zeros(len(posts["req"]), bool)
-        used[m[claimed]] = True
+        at = order[np.maximum(m, 0)] if len(order) else np.zeros(len(m), np.int64)
+        used = np.zeros(len(order), bool)
+        used[at[claimed]] = True
         self.pending = _latest(posts, ~used, CARRY)
         self.inits = _latest(all_inits, np.ones(len(all_inits["req"]), bool))
-        at = np.maximum(m, 0)
 
         def field(k):      # a completion's post, field by field, made when first read
             none = -1 if k in ("call", "init") else 0

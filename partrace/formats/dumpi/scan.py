@@ -7,6 +7,11 @@ fills preallocated numpy arrays: per call the preamble and up to MAXARGS
 scalar slots (array/string/status slots hold their element count, -1 = not
 recorded), plus flat element, string, status and perf-counter arrays keyed by
 (call, slot).  Nothing per call becomes a Python object.
+
+Per-call arrays are slot-major ((slot, call): a slot no call of the chunk has is
+never written, so its zeroed pages are never touched), and the side arrays are
+made in the dtypes of the tables' columns (int32 indices, status fields), so
+nothing is narrowed (copied and range-checked) afterwards.
 """
 from __future__ import annotations
 
@@ -30,8 +35,10 @@ OLD_LAYOUTS = (   # (first version with today's layout, function, argument, old 
 MAXARGS = max(len(a) for _, _, a in FUNCTIONS if a)
 NFUNC = len(FUNCTIONS)
 
-# error codes returned by the kernel
-OK, E_UNKNOWN, E_TRUNC = 0, 1, 2
+# error codes returned by the kernel; E_BIG: more elements in one argument than the int32
+# index columns (arrays/strings i0, i1, statuses index) hold
+OK, E_UNKNOWN, E_TRUNC, E_BIG = 0, 1, 2, 3
+INDEX_MAX = 2**31 - 1
 
 
 def compile_table(version: tuple[int, int, int] = (13, 0, 0)):
@@ -94,9 +101,13 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
     where the walk stopped (the next record) or the bad record; counts: calls, int elements,
     strings, statuses, perf values.  `table`: (clock offsets, fstart, fcount, ops) (see
     compile_table).  With `fill` (the second pass, arrays sized by the first) the values go to
-    `calls` (off, func, mask, thread, times, perfn, vals: per call), `ints` (call, slot, i0, i1,
-    value), `strs` (call, slot, i0, i1, start, length), `stats` (call, slot, index, values) and
-    `perf` (call, index, values); without, `calls`' vals holds one scratch row.
+    `calls` (off, func, mask, thread, times[4, n], perfn, vals[MAXARGS, n]), `ints` (call,
+    slot, i0, i1, value), `strs` (call, slot, i0, i1, start, length), `stats` (call, slot,
+    index, bytes, source, cancelled, error, tag) and `perf` (call, index, entry, exit);
+    without, `calls`' vals holds one scratch column.  times: cpu entry, cpu exit (0 when not
+    recorded), then entry, exit on the wall clock, or the cpu clock when only that is
+    recorded (0 when neither is).  Every element of the arrays up to the counts is
+    written (they need not be zeroed), and of vals the slots of each call's function.
 
     One function on purpose: numba pays for every helper called per record (measured: the
     walk split into inlined helpers ran 2-20 times slower), so the kinds of arguments are the
@@ -105,8 +116,8 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
     c_off, c_func, c_mask, c_thread, c_times, c_perfn, vals = calls
     e_call, e_slot, e_i0, e_i1, e_val = ints
     s_call, s_slot, s_i0, s_i1, s_start, s_len = strs
-    t_call, t_slot, t_i0, t_val = stats
-    p_call, p_i, p_val = perf
+    t_call, t_slot, t_i0, t_bytes, t_source, t_cancelled, t_error, t_tag = stats
+    p_call, p_i, p_entry, p_exit = perf
     n = 0
     ne = 0
     ns = 0
@@ -129,20 +140,28 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                 return E_TRUNC, rec, counts
             thread = _u16(b, pos)
             pos += 2
-        if fill:
+        if fill:                         # every per-call field is written (arrays not zeroed)
             c_off[n] = rec
             c_func[n] = fid
             c_mask[n] = mask
             c_thread[n] = thread
+            c_perfn[n] = 0
+            if not mask & 0x04:          # no cpu block: 0 unless the wall block follows
+                for j in range(4):
+                    c_times[j, n] = 0
         for clock in range(2):           # cpu block, then wall block
             if mask & (0x04 << clock):
                 if pos + 12 > end:
                     return E_TRUNC, rec, counts
                 if fill:
                     o = offs[clock]
-                    c_times[n, 2 * clock] = (_u16(b, pos) + o) * 1000000000 + _u32(b, pos + 2)
-                    c_times[n, 2 * clock + 1] = ((_u16(b, pos + 6) + o) * 1000000000
-                                                 + _u32(b, pos + 8))
+                    t0 = (_u16(b, pos) + o) * 1000000000 + _u32(b, pos + 2)
+                    t1 = (_u16(b, pos + 6) + o) * 1000000000 + _u32(b, pos + 8)
+                    c_times[2 * clock, n] = t0
+                    c_times[2 * clock + 1, n] = t1
+                    if clock == 0:               # the wall block, when present, overwrites
+                        c_times[2, n] = t0
+                        c_times[3, n] = t1
                 pos += 12
         if mask & 0x80:
             if pos + 1 > end:
@@ -155,8 +174,8 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                 if fill:
                     p_call[npf] = n
                     p_i[npf] = i
-                    p_val[npf, 0] = _u64(b, pos)
-                    p_val[npf, 1] = _u64(b, pos + 8)
+                    p_entry[npf] = _u64(b, pos)
+                    p_exit[npf] = _u64(b, pos + 8)
                 npf += 1
                 pos += 16
             if fill:
@@ -165,8 +184,8 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
             kind = ops[fstart[fid] + k, 0]
             ca = ops[fstart[fid] + k, 1]
             v = np.int64(0)
-            if ca >= 0 and kind < 13 and vals[row, ca] != vals[row, ops[fstart[fid] + k, 2]]:
-                vals[row, k] = -1 if kind >= 4 else 0     # root-only field, absent here
+            if ca >= 0 and kind < 13 and vals[ca, row] != vals[ops[fstart[fid] + k, 2], row]:
+                vals[k, row] = -1 if kind >= 4 else 0     # root-only field, absent here
                 continue
             if kind == 0 or kind == 1 or kind == 2 or kind == 3:
                 w = 4 if kind == 0 else (2 if kind == 1 else (1 if kind == 2 else 8))
@@ -189,16 +208,18 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                     pos += 4
                     if pos + 14 * v > end:
                         return E_TRUNC, rec, counts
+                    if v > INDEX_MAX:
+                        return E_BIG, rec, counts
                     for i in range(v):
                         if fill:
                             t_call[nt] = n
                             t_slot[nt] = k
                             t_i0[nt] = i
-                            t_val[nt, 0] = _i32(b, pos)          # bytes
-                            t_val[nt, 1] = _i32(b, pos + 4)      # source
-                            t_val[nt, 2] = b[pos + 8]            # cancelled
-                            t_val[nt, 3] = b[pos + 9]            # error
-                            t_val[nt, 4] = _i32(b, pos + 10)     # tag
+                            t_bytes[nt] = _i32(b, pos)
+                            t_source[nt] = _i32(b, pos + 4)
+                            t_cancelled[nt] = b[pos + 8]
+                            t_error[nt] = b[pos + 9]
+                            t_tag[nt] = _i32(b, pos + 10)
                         nt += 1
                         pos += 14
                 else:
@@ -208,7 +229,7 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                     return E_TRUNC, rec, counts
                 first = _i32(b, pos)
                 pos += 4
-                v = max(vals[row, ca], 1)         # ... as the first of the sized slot's
+                v = max(vals[ca, row], 1)         # ... as the first of the sized slot's
                 for i in range(v):                # elements (already bounded by bytes)
                     if fill:
                         e_call[ne] = n
@@ -224,6 +245,8 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                 pos += 4
                 outer = v if kind == 8 else 1
                 for i0 in range(outer):
+                    if i0 >= INDEX_MAX:
+                        return E_BIG, rec, counts
                     m = v
                     if kind == 8:
                         if pos + 4 > end:
@@ -233,6 +256,8 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                     w = 4 if (kind == 5 or kind == 8) else (2 if kind == 6 else 1)
                     if pos + w * m > end:
                         return E_TRUNC, rec, counts
+                    if m > INDEX_MAX:
+                        return E_BIG, rec, counts
                     for i in range(m):
                         if fill:
                             e_call[ne] = n
@@ -259,6 +284,8 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                         return E_TRUNC, rec, counts
                     pos += 4
                 for i0 in range(n0):
+                    if i0 >= INDEX_MAX:
+                        return E_BIG, rec, counts
                     n1 = 1
                     if kind == 11:
                         if pos + 4 > end:
@@ -266,6 +293,8 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                         n1 = _u32(b, pos)
                         pos += 4
                     for i1 in range(n1):
+                        if i1 >= INDEX_MAX:
+                            return E_BIG, rec, counts
                         if pos + 4 > end:
                             return E_TRUNC, rec, counts
                         m = _u32(b, pos)
@@ -281,7 +310,7 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                             s_len[ns] = m
                         ns += 1
                         pos += m
-            vals[row, k] = v
+            vals[k, row] = v
         n += 1
     counts[0] = n
     counts[1] = ne
