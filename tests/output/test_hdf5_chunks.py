@@ -324,3 +324,19 @@ def test_a_chunk_rewritten_with_another_mask_keeps_it(tmp_path):
         assert chunks._stored_mask(ds, 0, ()) == how.skip_scale
     with h5py.File(tmp_path / "m.h5", "r") as f:
         assert np.array_equal(f["x"][:64], np.arange(64, dtype=np.int32) * 1000)
+
+
+def test_compressing_threads_by_share_of_cores_or_as_told(monkeypatch):
+    """A pool only where a rank has MIN_SHARE cores or more; PARTRACE_H5_THREADS decides
+    when set, and a value that is not a count is refused with its name."""
+    from partrace.errors import UsageError
+    monkeypatch.delenv(chunks.THREADS_ENV, raising=False)
+    monkeypatch.setattr(chunks.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert [chunks.default_threads(r) for r in (1, 2, 3, 4, 8)] == [8, 4, 0, 0, 0]
+    monkeypatch.setenv(chunks.THREADS_ENV, "2")
+    assert chunks.default_threads(4) == 2
+    monkeypatch.setenv(chunks.THREADS_ENV, "0")
+    assert chunks.default_threads(1) == 0
+    monkeypatch.setenv(chunks.THREADS_ENV, "many")
+    with pytest.raises(UsageError, match="PARTRACE_H5_THREADS=many"):
+        chunks.default_threads(1)
