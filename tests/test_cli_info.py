@@ -244,16 +244,21 @@ def test_info_says_which_viewer_opens_each_output():
         {o.name: o.opens_in for o in OUTPUTS.values()}
 
 
-INFO_TRACES = [DATA / "otf" / "hybrid16" / "trace" / "hybrid16.otf", DATA / "dumpi" / "coll-4rank",
-               DATA / "ovni" / "v3-mpisim-small" / "ovni", DATA / "ross" / "pi-np2-opt-evtrace-full-model-gvt",
+INFO_TRACES = [DATA / "otf" / "hybrid16" / "trace" / "hybrid16.otf",
+               DATA / "dumpi" / "coll-4rank",
+               DATA / "ovni" / "v3-mpisim-small" / "ovni",
+               DATA / "ross" / "pi-np2-opt-evtrace-full-model-gvt",
                DATA / "otf2" / "mpi3"]
 HONOURS_SELECTION = {"otf", "dumpi", "ovni", "ross"}     # OTF2's reader decodes everything
 
 
-@pytest.mark.parametrize("trace", INFO_TRACES, ids=lambda p: p.parts[-2] if p.name == "ovni" else p.name)
-def test_info_asks_readers_for_the_columns_it_counts_and_reports_as_a_full_decode(trace, monkeypatch, jit_mode):
-    """info decodes only time, location, kind and region (ovni: its MCV too): readers that honour
-    the selection skip every other column; the report equals one made from every column."""
+@pytest.mark.parametrize("trace", INFO_TRACES,
+                         ids=lambda p: p.parts[-2] if p.name == "ovni" else p.name)
+def test_info_asks_readers_for_the_columns_it_counts_and_reports_as_a_full_decode(
+        trace, monkeypatch, jit_mode):
+    """info decodes only time, location, kind and region (ovni: its MCV too): readers that
+    honour the selection skip every other column; the report equals one made from every
+    column."""
     from partrace import info as info_mod
     from partrace.engine.mpi import serial
     seen: dict[str, set] = {}
@@ -273,5 +278,6 @@ def test_info_asks_readers_for_the_columns_it_counts_and_reports_as_a_full_decod
     if trace.suffix == ".otf":
         assert selected["events"] == {"time", "location", "kind", "region"}
         assert selected["snapshots"] == selected["statistics"] == {"time", "location"}
-        assert report["rows"]["events"] == json.loads((trace.parent.parent / "reference" / "hybrid16.summary.json")
-                                                      .read_text())["record_counts_by_section"]["events"]
+        summary = trace.parent.parent / "reference" / "hybrid16.summary.json"
+        upstream = json.loads(summary.read_text())["record_counts_by_section"]["events"]
+        assert report["rows"]["events"] == upstream

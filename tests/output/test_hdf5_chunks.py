@@ -196,8 +196,11 @@ def test_scale_offset_is_hdf5s_own_encoding(dtype, lo, hi, tmp_path):
     """A chunk of a small range with no zero packs to the bytes HDF5's own scale-offset
     filter writes (header, minimum, bits end to end), at every integer width and sign."""
     rng = np.random.default_rng(hi - lo)
-    values = (np.uint64(lo) + rng.integers(0, hi - lo, 4096, endpoint=True).astype(np.uint64)
-              ).astype(dtype) if dtype == np.uint64 else rng.integers(lo, hi, 4096, endpoint=True).astype(dtype)
+    if dtype == np.uint64:      # beyond int64: offsets from lo
+        offsets = rng.integers(0, hi - lo, 4096, endpoint=True).astype(np.uint64)
+        values = (np.uint64(lo) + offsets).astype(dtype)
+    else:
+        values = rng.integers(lo, hi, 4096, endpoint=True).astype(dtype)
     values[values == 0] = hi       # HDF5 leaves the fill value (0) out of the range
     with h5py.File(tmp_path / "s.h5", "w") as f:
         ref = f.create_dataset("ref", data=values, chunks=(4096,), scaleoffset=0)
@@ -280,7 +283,8 @@ def test_scale_offset_chunks_written_in_pieces_read_back(threads, tmp_path):
                 how = chunks.codec(pieces)
                 cuts = np.sort(rng.choice(np.arange(1, len(values)), 30, replace=False))
                 if name == "flips":     # half chunks first
-                    cuts = np.unique(np.concatenate([cuts, np.arange(step // 2, len(values), step)]))
+                    halves = np.arange(step // 2, len(values), step)
+                    cuts = np.unique(np.concatenate([cuts, halves]))
                 bounds = np.concatenate([[0], cuts, [len(values)]])
                 pending = chunks.Pending(limit=1 << 16) if threads else None
                 so_far = np.zeros_like(values)      # what the file holds, zeros elsewhere

@@ -1,4 +1,5 @@
-"""HDF5's shuffle (byte j of every element, then byte j + 1, ...) and scale-offset packing, compiled."""
+"""HDF5's shuffle (byte j of every element, then byte j + 1, ...) and scale-offset's
+bit packing, each one compiled loop."""
 from __future__ import annotations
 
 import numpy as np
