@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import h5py
+import numpy as np
 
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
@@ -328,35 +329,63 @@ class HDF5Sink(Sink):
 def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
     """Copy rows ``ranges`` of ``src`` into ``dst`` (same shape, chunks and filters).
 
-    Chunks wholly inside a range go as stored bytes (read_direct_chunk ->
-    write_direct_chunk: no decompression); the rows of the chunks at a range's
-    ends, which other ranks share, go as values.  Returns the chunks copied raw,
-    their stored bytes, and the rows copied as values.
+    Chunks wholly inside a range go as stored bytes (read from ``src``'s file at
+    the chunk's address -> write_direct_chunk: no decompression, and ~3x less CPU
+    than read_direct_chunk per chunk; the file must be flushed); the rows of the
+    chunks at a range's ends, which other ranks share, go as values.  Returns the
+    chunks copied raw, their stored bytes, and the rows copied as values.
     """
     step = src.chunks[0]
-    tail = (0,) * (src.ndim - 1)
     counts = dict(chunks=0, stored_bytes=0, value_items=0)
+    stored = sorted(_stored_chunks(src))
+    rows = np.array([c[0][0] for c in stored], np.int64)
+    base = src.file.userblock_size     # chunk addresses are relative to it
 
     def values(a, b):
         hdf5.write_values(dst, None, src[a:b], a)
         counts["value_items"] += b - a
 
-    for a, b in ranges:
-        first, last = -(-a // step), min(b, src.shape[0]) // step   # whole chunks: [first, last)
-        if b == src.shape[0] and b % step:
-            last += 1       # the dataset's last, partial chunk is whole if the range ends it
-        if first >= last:
-            values(a, b)
-            continue
-        for c in range(first, last):
-            if src.id.get_chunk_info_by_coord((c * step,) + tail).byte_offset is None:
-                continue    # never written: all zero (the fill value), as in the final file
-            mask, data = src.id.read_direct_chunk((c * step,) + tail)
-            dst.id.write_direct_chunk((c * step,) + tail, data, mask)
-            counts["chunks"] += 1
-            counts["stored_bytes"] += len(data)
-        if a < first * step:
-            values(a, first * step)
-        if min(last * step, b) < b:
-            values(last * step, b)
+    fd = os.open(src.file.filename, os.O_RDONLY)
+    try:
+        for a, b in ranges:
+            first, last = -(-a // step), min(b, src.shape[0]) // step   # whole chunks
+            if b == src.shape[0] and b % step:
+                last += 1   # the dataset's last, partial chunk is whole if the range ends it
+            if first >= last:
+                values(a, b)
+                continue
+            # a chunk never written is all zero (the fill value), as in the final file
+            lo, hi = np.searchsorted(rows, (first * step, last * step))
+            for coord, mask, address, size in stored[lo:hi]:
+                dst.id.write_direct_chunk(coord, os.pread(fd, size, base + address), mask)
+                counts["chunks"] += 1
+                counts["stored_bytes"] += size
+            if a < first * step:
+                values(a, first * step)
+            if min(last * step, b) < b:
+                values(last * step, b)
+    finally:
+        os.close(fd)
     return counts
+
+
+def _stored_chunks(ds) -> list[tuple[tuple, int, int, int]]:
+    """(coordinates, filter mask, file address, size) of each chunk ``ds`` stores: one
+    walk of the chunk index (H5Dchunk_iter) where h5py has it (HDF5 >= 1.14)."""
+    if not hasattr(ds.id, "chunk_iter"):
+        return _stored_chunks_by_lookup(ds)
+    found = []
+    ds.id.chunk_iter(lambda c: found.append((c.chunk_offset, c.filter_mask,
+                                             c.byte_offset, c.size)))
+    return found
+
+
+def _stored_chunks_by_lookup(ds) -> list[tuple[tuple, int, int, int]]:
+    """_stored_chunks for older HDF5: a lookup in the chunk index per chunk."""
+    found = []
+    step, tail = ds.chunks[0], (0,) * (ds.ndim - 1)
+    for row in range(0, ds.shape[0], step):
+        c = ds.id.get_chunk_info_by_coord((row,) + tail)
+        if c.byte_offset is not None:
+            found.append(((row,) + tail, c.filter_mask, c.byte_offset, c.size))
+    return found

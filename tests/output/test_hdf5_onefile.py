@@ -20,7 +20,7 @@ import pytest
 
 import partrace
 from partrace.errors import TraceError
-from partrace.output.hdf5_sink import copy_rows
+from partrace.output.hdf5_sink import _stored_chunks, _stored_chunks_by_lookup, copy_rows
 from tests.conftest import DATA, ROOT, run_cli
 from tests.support.compare import assert_same_content, h5_content
 
@@ -123,6 +123,7 @@ def test_copy_rows_raw_chunks_and_shared_edges(tmp_path):
                                    compression="gzip", shuffle=True)
             for a, b in rs:
                 src[a:b] = values[a:b]
+            f.flush()       # copy_rows reads stored chunks from the file
             if r == 0:
                 dst[0:37] = values[0:37]
             else:
@@ -131,6 +132,21 @@ def test_copy_rows_raw_chunks_and_shared_edges(tmp_path):
         # chunk 4 (256..319) lies inside rank 2's rows, the last chunk in rank 1's
         assert dst.id.read_direct_chunk((256,)) == f["p2"].id.read_direct_chunk((256,))
         assert dst.id.read_direct_chunk((960,)) == f["p1"].id.read_direct_chunk((960,))
+
+
+def test_chunk_index_walk_equals_lookups(tmp_path):
+    """The one walk of the chunk index finds what a lookup per chunk finds (the path
+    for HDF5 without H5Dchunk_iter): chunks never written are absent."""
+    with h5py.File(tmp_path / "d.h5", "w", libver="v110") as f:
+        ds = f.create_dataset("v", shape=(1000, 2), chunks=(64, 2), dtype="i4",
+                              compression="gzip", shuffle=True)
+        ds[100:700] = np.arange(1200, dtype=np.int32).reshape(600, 2)
+        ds[640:704] = 0     # stored (written), though all zero
+        f.flush()
+        walked = sorted(_stored_chunks(ds))
+        assert walked == _stored_chunks_by_lookup(ds)
+        assert [c[0] for c in walked] == [(row, 0) for row in range(64, 704, 64)]
+        assert all(size > 0 and address > 0 for _, _, address, size in walked)
 
 
 def _parts_output(tmp_path) -> Path:
