@@ -84,6 +84,11 @@ class HDF5Sink(Sink):
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
         self._parallel = comm.parallel
+        longest = 0
+        with comm.guard():      # a bad PARTRACE_H5_CHUNK_ROWS fails every rank alike
+            longest = hdf5.long_chunk_rows()
+        comm.check()
+        self.chunk_rows = comm.bcast(longest)   # rank 0's: every part's chunks must match
         hdf5_chunks.set_threads(hdf5_chunks.default_threads(comm.size))
         # rows held by chunks compressing while the engine builds the next column or
         # window: a small share of the budget (None: no budget given)
@@ -118,8 +123,8 @@ class HDF5Sink(Sink):
         resizable datasets."""
         later = self.next_keys
         only = later is not None and all(k is None for k in later.values())
-        out = {name: (hdf5.chunk_rows(counts[name]), counts[name]) if only
-               else (hdf5.CHUNK_ROWS, None) for name in self.schema}
+        out = {name: (hdf5.chunk_rows(counts[name], self.chunk_rows), counts[name]) if only
+               else (self.chunk_rows, None) for name in self.schema}
         for key in self.text_keys:
             out[key] = ((hdf5_text.data_chunk(counts[key]), counts[key]) if only
                         else (hdf5_text.CHUNK_BYTES, None))
@@ -137,7 +142,7 @@ class HDF5Sink(Sink):
         shapes = self._shapes(counts)
         for name, columns in self.schema.items():
             if self._split and self.layout == "parts":     # sizes differ per part
-                shapes[name] = (hdf5.chunk_rows(counts[name]), None)
+                shapes[name] = (hdf5.chunk_rows(counts[name], self.chunk_rows), None)
                 for c in columns:
                     if c.is_object:
                         shapes[name, c.name] = (hdf5_text.data_chunk(counts[name, c.name]), None)

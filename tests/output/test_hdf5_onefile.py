@@ -95,9 +95,10 @@ def test_many_windows_give_the_same_single_file(tmp_path):
         assert_same_content(ref, out)
 
 
-def test_whole_chunks_of_parts_are_copied_as_stored(tmp_path):
-    """Enough rows per rank for whole 16384-row chunks: the joined file holds them
-    byte for byte as the single-rank file does, and the same rows."""
+def test_whole_chunks_of_parts_are_copied_as_stored(tmp_path, monkeypatch):
+    """Enough rows per rank for whole 16384-row chunks (PARTRACE_H5_CHUNK_ROWS): the
+    joined file holds them byte for byte as the single-rank file does, and the same rows."""
+    monkeypatch.setenv("PARTRACE_H5_CHUNK_ROWS", "16384")
     trace = _gen_otf(tmp_path, 120000)
     one, two = tmp_path / "one.h5", tmp_path / "two.h5"
     _merge(trace, one, None, ["-q"])
@@ -109,6 +110,27 @@ def test_whole_chunks_of_parts_are_copied_as_stored(tmp_path):
         for c in range(ds_a.shape[0] // ds_a.chunks[0]):
             at = (c * ds_a.chunks[0],)
             assert ds_a.id.read_direct_chunk(at) == ds_b.id.read_direct_chunk(at), c
+
+
+def test_chunk_rows_chosen_by_environment(tmp_path):
+    """PARTRACE_H5_CHUNK_ROWS sets the rows per chunk of long tables (the same rows as
+    the default's); a value that is not a power of two from 16 is refused (exit 2,
+    no output) on every rank."""
+    ref, out = tmp_path / "ref.h5", tmp_path / "o.h5"
+    _merge(RING8, ref, None, ["-q"])
+    r = run_cli(["merge", str(RING8), "-o", str(out), "-q"], nranks=2,
+                env={"PARTRACE_H5_CHUNK_ROWS": "64"})
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out, "r") as f, h5py.File(ref, "r") as g:
+        assert f["events/time"].chunks == (64,)
+        assert f["events/time"].shape[0] > 64 and g["events/time"].chunks[0] > 64
+    assert_same_content(ref, out)
+    for bad in ("1000", "8", "lots"):
+        r = run_cli(["merge", str(RING8), "-o", str(tmp_path / "bad.h5")], nranks=2,
+                    env={"PARTRACE_H5_CHUNK_ROWS": bad})
+        assert r.returncode == 2
+        assert f"PARTRACE_H5_CHUNK_ROWS={bad}: rows per chunk, a power of two" in r.stderr
+        assert not (tmp_path / "bad.h5").exists()
 
 
 def test_copy_rows_raw_chunks_and_shared_edges(tmp_path):

@@ -368,9 +368,7 @@ def _executor() -> ThreadPoolExecutor | None:
 # rows of chunks compressed by one pool job: one future per 16384-row chunk cost the
 # ovni suite merge (9,886 chunks) ~5% of its CPU in futex waits and thread wake-ups;
 # 1 MiB jobs took 4-9% off its CPU (two paired A/B runs, 3 pairs each, loaded
-# machine).  Longer chunks (65,536 rows) saved as much but made reading a 1000-row
-# time window 2x slower (a window decompresses whole chunks), so chunks stay
-# CHUNK_ROWS long and go to the pool in batches.
+# machine).  Chunks of a few rows (PARTRACE_H5_CHUNK_ROWS) go to the pool in batches.
 BATCH_BYTES = 1 << 20
 
 
