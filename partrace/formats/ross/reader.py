@@ -265,10 +265,10 @@ class ROSSReader(TraceReader):
                 prefix = {}
             else:                           # decoded out of order, or after a region without seq
                 prefix = survey_region(Path(i["path"]), i["kind"], 0, i["start"]).keys
-        tables, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted,
+        chunks, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted,
                                        hop)
         self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts) if need_seq else UNKNOWN
-        yield tables
+        yield from chunks
 
 
 # The carry of a region decoded without seq: the records per key before the next are unknown.
