@@ -262,6 +262,52 @@ def test_contiguous_shares_decoded_apart_give_the_same_tables(run, nranks):
                  in_key_order({t: Table.concat(parts[t], schema[t]) for t in schema}))
 
 
+@pytest.mark.parametrize("run", (EVT_RUN, SEQ_RUN))
+def test_contiguous_shares_hold_the_same_stretch_of_every_file(run):
+    """Unit keys interleave the files by how far into its file a region lies: a rank's
+    contiguous share is a stretch of every file (its time, for files written in time
+    order), not whole files; each file's regions stay in file order."""
+    from partrace.engine.plan import assign_contiguous
+    reader = ROSS.open(DATA / run, region_size=256)
+    units = reader.units()
+    assert len(reader.files) >= 2
+    for path in reader.files:       # each file's regions in file order
+        starts = [u.info["start"] for u in units if u.info["path"] == str(path)]
+        assert starts == sorted(starts) and len(starts) > 4
+    first, second = assign_contiguous(units, 2)
+    for path in map(str, reader.files):
+        mine = [u.info["start"] for u in first if u.info["path"] == path]
+        rest = [u.info["start"] for u in second if u.info["path"] == path]
+        assert mine and rest and max(mine) < min(rest)      # the file's first part, the rest
+        size = Path(path).stat().st_size
+        assert abs(max(mine) - size // 2) <= size // 4          # about half of every file
+
+
+def test_a_region_surveyed_here_is_hopped_once(monkeypatch):
+    """A rank that did not list the units hops each of its regions once, for both its
+    survey and its decode (the hop is kept), and decodes what a fresh reader does."""
+    from partrace.formats.ross import scan
+    lister = ROSS.open(DATA / EVT_RUN, region_size=512)
+    units = lister.units()
+    defs = lister.read_definitions()
+    hops = []
+    real = scan.hop_checked
+    monkeypatch.setattr(scan, "hop_checked", lambda *a: hops.append(a[2]) or real(*a))
+    rank = ROSS.open(DATA / EVT_RUN, region_size=512)
+    for u in units:
+        rank.survey(u)
+    rank.start_after(None)      # its share is every unit: none before it
+    got = [chunk for u in units for chunk in rank.decode(u, defs)]
+    assert sorted(hops) == sorted(u.info["start"] for u in units)
+    monkeypatch.undo()
+    fresh = ROSS.open(DATA / EVT_RUN, region_size=512)
+    fresh.start_after(None)
+    want = [chunk for u in units for chunk in fresh.decode(u, defs)]
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        _same_tables(a, b)
+
+
 @pytest.mark.parametrize("run", (GVT_RUN, SEQ_RUN))
 def test_units_decoded_out_of_order_number_their_records_alike(run):
     reader = ROSS.open(DATA / run, region_size=200)
