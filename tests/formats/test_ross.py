@@ -204,12 +204,15 @@ def test_tiny_regions_give_the_same_tables(run, region):
     many, _, rn = decode_all(DATA / run, region_size=region)
     assert len(r1.units()) == len(r1.files)
     assert len(rn.units()) > len(r1.units())
-    for name in one:
-        assert one[name].names == many[name].names
-        for col in one[name].names:
-            a, b = one[name][col], many[name][col]
-            assert a.dtype == b.dtype and np.array_equal(a, b) if a.dtype != object \
-                else list(a) == list(b), (name, col)
+    _same_tables(in_key_order(one), in_key_order(many))
+
+
+def in_key_order(tables: dict[str, Table]) -> dict[str, Table]:
+    """Each table's rows by (time, location, seq): a region's rows come in the order its
+    decode chose (an event region: its SEND rows, then its RECV rows, each in key order),
+    so only the set of rows is the same whatever the regions."""
+    return {name: t.take(np.lexsort((t["seq"], t["location"], t["time"])))
+            for name, t in tables.items()}
 
 
 def _same_tables(one, other):
@@ -255,7 +258,54 @@ def test_contiguous_shares_decoded_apart_give_the_same_tables(run, nranks):
             for chunk in reader.decode(unit, defs):
                 for name, table in chunk.items():
                     parts[name].append(table)
-    _same_tables(one, {t: Table.concat(parts[t], schema[t]) for t in schema})
+    _same_tables(in_key_order(one),
+                 in_key_order({t: Table.concat(parts[t], schema[t]) for t in schema}))
+
+
+@pytest.mark.parametrize("run", (EVT_RUN, SEQ_RUN))
+def test_contiguous_shares_hold_the_same_stretch_of_every_file(run):
+    """Unit keys interleave the files by how far into its file a region lies: a rank's
+    contiguous share is a stretch of every file (its time, for files written in time
+    order), not whole files; each file's regions stay in file order."""
+    from partrace.engine.plan import assign_contiguous
+    reader = ROSS.open(DATA / run, region_size=256)
+    units = reader.units()
+    assert len(reader.files) >= 2
+    for path in reader.files:       # each file's regions in file order
+        starts = [u.info["start"] for u in units if u.info["path"] == str(path)]
+        assert starts == sorted(starts) and len(starts) > 4
+    first, second = assign_contiguous(units, 2)
+    for path in map(str, reader.files):
+        mine = [u.info["start"] for u in first if u.info["path"] == path]
+        rest = [u.info["start"] for u in second if u.info["path"] == path]
+        assert mine and rest and max(mine) < min(rest)      # the file's first part, the rest
+        size = Path(path).stat().st_size
+        assert abs(max(mine) - size // 2) <= size // 4          # about half of every file
+
+
+def test_a_region_surveyed_here_is_hopped_once(monkeypatch):
+    """A rank that did not list the units hops each of its regions once, for both its
+    survey and its decode (the hop is kept), and decodes what a fresh reader does."""
+    from partrace.formats.ross import scan
+    lister = ROSS.open(DATA / EVT_RUN, region_size=512)
+    units = lister.units()
+    defs = lister.read_definitions()
+    hops = []
+    real = scan.hop_checked
+    monkeypatch.setattr(scan, "hop_checked", lambda *a: hops.append(a[2]) or real(*a))
+    rank = ROSS.open(DATA / EVT_RUN, region_size=512)
+    for u in units:
+        rank.survey(u)
+    rank.start_after(None)      # its share is every unit: none before it
+    got = [chunk for u in units for chunk in rank.decode(u, defs)]
+    assert sorted(hops) == sorted(u.info["start"] for u in units)
+    monkeypatch.undo()
+    fresh = ROSS.open(DATA / EVT_RUN, region_size=512)
+    fresh.start_after(None)
+    want = [chunk for u in units for chunk in fresh.decode(u, defs)]
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        _same_tables(a, b)
 
 
 @pytest.mark.parametrize("run", (GVT_RUN, SEQ_RUN))
@@ -278,6 +328,61 @@ def test_seq_counts_per_location_in_file_order(run):
         loc, seq = t["location"][order], t["seq"][order]
         for l in np.unique(loc):
             assert seq[loc == l].tolist() == list(range(int((loc == l).sum()))), name
+
+
+def _ascending_keys(t: Table) -> bool:
+    """Rows strictly ascending by (time, location, seq)."""
+    order = np.lexsort((t["seq"], t["location"], t["time"]))
+    return np.array_equal(order, np.arange(len(t))) and not (
+        (np.diff(t["time"]) == 0) & (np.diff(t["location"]) == 0) & (np.diff(t["seq"]) == 0)).any()
+
+
+@pytest.mark.parametrize("run", (EVT_RUN, SEQ_RUN))
+@pytest.mark.parametrize("region", (1 << 30, 1000))
+def test_event_regions_decode_into_one_sorted_run_per_side(run, region):
+    """An event-trace region is two chunks, its SEND rows then its RECV rows, each
+    already in key order (the engine then keeps each as one run, with no sort)."""
+    reader = ROSS.open(DATA / run, region_size=region)
+    defs = reader.read_definitions()
+    sides = []
+    for unit in reader.units():
+        chunks = [c["events"] for c in reader.decode(unit, defs) if "events" in c]
+        if not chunks:
+            continue
+        assert [set(c["kind"].tolist()) for c in chunks] == [{Kind.SEND}, {Kind.RECV}]
+        assert all(_ascending_keys(c) for c in chunks)
+        # the two sides hold the same records
+        assert np.array_equal(np.sort(chunks[0]["offset"]), np.sort(chunks[1]["offset"]))
+        sides.append(len(chunks[0]))
+    assert sum(sides) == len(decode_all(DATA / run)[0]["events"]) // 2
+
+
+def test_event_times_clamped_to_the_largest_key_sort_last(tmp_path):
+    """A receive time of inf (the key's largest value) makes the side's time range too
+    wide for one combined sort key: the rows are still in key order, that row last."""
+    from partrace.formats.ross.decode import key_order
+    f = _copy(tmp_path, EVT_RUN, "ross-stats-evtrace.bin")
+    clean, _, _ = decode_all(DATA / EVT_RUN)
+    send = clean["events"].take(np.flatnonzero(clean["events"]["kind"] == Kind.SEND))
+    first = send.take(np.argsort(send["offset"])[:2])       # two records, by their offsets
+    b = bytearray(f.read_bytes())
+    for off in first["offset"].tolist():                     # recv_vts at byte 12: inf
+        b[off + 12:off + 16] = np.array([np.inf], "<f4").tobytes()
+    f.write_bytes(bytes(b))
+    reader = ROSS.open(f)
+    defs = reader.read_definitions()
+    (unit,) = reader.units()
+    send_rows, recv_rows = (c["events"] for c in reader.decode(unit, defs))
+    assert _ascending_keys(send_rows) and _ascending_keys(recv_rows)
+    top = np.iinfo(np.int64).max
+    assert recv_rows["time"][-2:].tolist() == [top, top]
+    assert sorted(recv_rows["offset"][-2:].tolist()) == sorted(first["offset"].tolist())
+    # the same order as a lexsort over (time, LP, file order), with and without the clamp
+    times = np.rint(send["send_vts"].astype(np.float64) * 1e9).astype(np.int64)[
+        np.argsort(send["offset"])]
+    lps = send["src_lp"][np.argsort(send["offset"])]
+    for t in (times, np.where(np.arange(len(times)) == 5, top, times)):
+        assert np.array_equal(key_order(t, lps), np.lexsort((np.arange(len(t)), lps, t)))
 
 
 def test_definitions_locations():

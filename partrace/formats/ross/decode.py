@@ -7,6 +7,7 @@ import numpy as np
 
 from ...errors import TraceError
 from ...model import Definitions, Kind, Table, conform
+from ..base import repeated
 from . import kernels
 from . import layouts as L
 from .scan import _lookup, hop_region, key_counts, open_bytes, raw_keys, small_keys
@@ -91,24 +92,53 @@ def _model_columns(buf, sel, sizes, width, code, mdt, path) -> dict:
     return cols
 
 
-def with_receives(cols: dict) -> dict:
-    """Each event-trace record as a message: its SEND row, then its RECV row.
+# The fields of an event record that place its two rows: raw LP ids and times of both ends.
+ENDS = np.dtype([("src_lp", "<u4"), ("dest_lp", "<u4"), ("send_vts", "<f4"), ("recv_vts", "<f4")])
 
-    The RECV row is on the destination LP at the receive time, with the source
-    LP as peer; it repeats the record's fields, so either row alone is whole.
-    ``cols`` holds ``recv_vts`` if it holds ``time``, ``peer`` and ``location`` together.
+
+def message_sides(buf: np.ndarray, sel: np.ndarray, want: set, locate) -> list:
+    """Each event-trace record is a message, two rows: a SEND row on the source LP at
+    the send time (peer: the destination) and a RECV row on the destination LP at the
+    receive time (peer: the source), each carrying every field of the record.
+
+    Returns [(Kind.SEND, order, columns), (Kind.RECV, order, columns)]: the records at
+    ``sel`` in the key order of their SEND rows and of their RECV rows, so that each
+    side is decoded as one sorted run (gathered from the file in that order: no column
+    is sorted after), and the side's time / location / peer columns (those ``want``
+    asks for) in that order.
     """
-    n = len(next(iter(cols.values()))) if cols else 0
-    recv = {"location": lambda: cols["peer"], "peer": lambda: cols["location"],
-            "kind": lambda: np.full(n, Kind.RECV, np.uint8), "time": lambda: to_ns(cols["recv_vts"])}
-    out = {}
-    for k, v in cols.items():
-        if k in recv:                       # SEND value, RECV value, interleaved
-            out[k] = np.empty(2 * len(v), v.dtype)
-            out[k][0::2], out[k][1::2] = v, recv[k]()
-        else:
-            out[k] = np.repeat(v, 2, axis=0)
+    ends = gather(buf, sel, ENDS)
+    times = to_ns(ends["send_vts"]), to_ns(ends["recv_vts"])
+    lps = ends["src_lp"], ends["dest_lp"]
+    locs = [locate.lp(ids, sel) for ids in lps] if want & {"location", "peer"} else None
+    out = []
+    for me, kind in enumerate((Kind.SEND, Kind.RECV)):
+        order = key_order(times[me], lps[me])
+        given = {"time": times[me][order]} if "time" in want else {}
+        if locs is not None:
+            given["location"], given["peer"] = locs[me][order], locs[1 - me][order]
+        out.append((kind, order, given))
     return out
+
+
+def key_order(time: np.ndarray, lp: np.ndarray) -> np.ndarray:
+    """Permutation putting one side's rows in (time, location, seq) order.
+
+    A location id grows with its raw LP id, and the rows of one location number their
+    seq in file order, so this is the (time, raw LP id) order with ties kept in file
+    order: one stable sort on a combined key when time and id ranges fit an int64
+    (they do unless a time is clamped to the int64 limits), else a lexsort.
+    """
+    if not len(time):
+        return np.empty(0, np.int64)
+    t0, lp0 = int(time.min()), int(lp.min())
+    width = int(lp.max()) - lp0 + 1
+    if (int(time.max()) - t0 + 1) * width > np.iinfo(np.int64).max:
+        return np.lexsort((lp, time))
+    key = (time - t0) * width
+    key += lp
+    key -= lp0
+    return np.argsort(key, kind="stable")
 
 
 class Locator:
@@ -161,18 +191,19 @@ class Locator:
 
 
 def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | None,
-                  wanted: dict | None = None, hop=None) -> tuple[dict[str, Table], dict]:
-    """Tables of one region, and its records per raw key ({code: (keys, counts)});
-    ``prefix``: the same for all of the file's regions before this one.  ``wanted``
-    ({table: column names}; None: all of the schema) limits the work to those columns;
-    ``prefix`` None: no seq column and no counts.  ``hop``: the region's (starts, codes)
-    if this process has hopped it already."""
+                  wanted: dict | None = None, hop=None) -> tuple[list[dict[str, Table]], dict]:
+    """Chunks of tables of one region, and its records per raw key ({code: (keys,
+    counts)}); ``prefix``: the same for all of the file's regions before this one.
+    ``wanted`` ({table: column names}; None: all of the schema) limits the work to those
+    columns; ``prefix`` None: no seq column and no counts.  ``hop``: the region's
+    (starts, codes) if this process has hopped it already.  An event trace region gives
+    two chunks, its SEND rows and its RECV rows, each in key order (message_sides)."""
     path, kind = Path(info["path"]), info["kind"]
     buf = open_bytes(path)
     starts, codes = hop_region(path, buf, info["start"], info["end"], kind, hop)
     locate = Locator(defs, path)
     lp_code = L.LP_V1 if defs.attrs["files"].get(kind, {}).get("lp_sample_bytes") == 36 else L.LP
-    out, counts = {}, {}
+    chunks, counts = [{}], {}
     for code in L.CODES_OF_KIND[kind]:
         table = L.table_name(kind, code)
         sel = starts[codes == code]
@@ -189,44 +220,50 @@ def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | No
             counts[code] = key_counts(keys)
         if wanted is not None and table not in wanted:
             continue
-        cols = _columns(buf, sel, code, kind, table, want, defs, locate, path)
-        if "seq" in want:
+        if "seq" in want:       # in file order (the records' own)
             pk, pc = prefix.get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
-            cols["seq"] = seq_numbers(keys, pk, pc)
-        out[table] = conform(Table({k: v for k, v in cols.items() if k in want}),
-                             [c for c in schema[table] if c.name in want])
-    return out, counts
+            seq = seq_numbers(keys, pk, pc)
+        sides = (message_sides(buf, sel, want, locate) if code == L.EVTRACE
+                 else ((None, None, {}),))
+        columns = [c for c in schema[table] if c.name in want]
+        for k, (side, order, given) in enumerate(sides):
+            rows = sel if order is None else sel[order]
+            cols = _columns(buf, rows, code, kind, table, want - set(given), defs, locate,
+                            path, side, columns)
+            cols.update(given)
+            if "seq" in want:       # an event's SEND row counts first, then its RECV row
+                cols["seq"] = seq if side is None else seq[k::2][order]
+            if k == len(chunks):
+                chunks.append({})
+            chunks[k][table] = conform(Table({n: v for n, v in cols.items() if n in want}),
+                                       columns)
+    return chunks, counts
 
 
-def _columns(buf, sel, code, kind, table, want: set, defs, locate, path) -> dict:
-    """The columns of the records at ``sel`` that ``want`` needs (and some others)."""
+def _columns(buf, sel, code, kind, table, want: set, defs, locate, path, side,
+             columns) -> dict:
+    """The columns of the records at ``sel`` that ``want`` needs (and some others);
+    event records (``side`` Kind.SEND or Kind.RECV) as the rows of that side, but for
+    the columns message_sides gives."""
     hdr = gather(buf, sel, L.HEADER_DTYPES[code])
     cols = {name: hdr[name] for name in hdr.dtype.names}
     if "offset" in want:
-        cols["offset"] = sel.astype(np.uint64)
-    evtrace = code == L.EVTRACE
+        cols["offset"] = sel.view(np.uint64)     # byte offsets: never negative
     if "time" in want:
         cols["time"] = to_ns(hdr[time_source(kind, code)])
-    # an event's RECV row is on its destination with the source as peer: either needs both
-    if "location" in want or (evtrace and "peer" in want):
+    if "location" in want:      # (event records: message_sides)
         if code == L.PE:
             cols["location"] = locate.pe(hdr["pe_id"], sel)
         elif code == L.KP:
             cols["location"] = locate.kp(hdr["pe_id"], hdr["kp_id"], sel)
-        elif evtrace:
-            cols["location"] = locate.lp(hdr["src_lp"], sel)
-            cols["peer"] = locate.lp(hdr["dest_lp"], sel)
         else:
             cols["location"] = locate.lp(hdr["lp_id"], sel)
-    if evtrace:
-        cols["kind"] = np.full(len(sel), Kind.SEND, np.uint8)
+    for c in columns:       # one value for the whole side: held as one (engine/narrow.py)
+        if side is not None and c.name in ("kind", "region"):
+            cols[c.name] = repeated(int(side) if c.name == "kind" else 0, len(sel), c)
     size_field = L.MODEL_SIZE_FIELD[code]
     if size_field is not None and any(c.startswith("model_") for c in want):
         cols.update(_model_columns(buf, sel, hdr[size_field].astype(np.int64),
                                    defs.attrs["model_data_width"].get(table, 0), code,
                                    model_dtype(defs, table), path))
-    if evtrace:
-        needs = want | ({"recv_vts"} if "time" in want else set()) | (
-            {"location", "peer"} if want & {"location", "peer"} else set())
-        cols = with_receives({k: v for k, v in cols.items() if k in needs})
     return cols

@@ -20,6 +20,14 @@ DEFAULT_REGION = 4 << 20
 # regions beyond are hopped again.
 HOP_CACHE = 64 << 20
 
+# Unit keys start with how far into its file the region lies (SPREAD: the file's end), so
+# that the files' regions interleave: a rank's contiguous share of the units (the engine
+# gives an ordered reader those) is then the same stretch of every file, not whole files,
+# and files that ROSS writes in time order (samples by GVT round, model records) give each
+# rank the stretch of time it writes: decode work and the exchange are balanced.  A file's
+# regions stay in file order (its seq runs on across them).
+SPREAD = 10 ** 9
+
 MODE = {"gvt": "GVT-based engine sampling", "rt": "real-time engine sampling",
         "analysis-lps": "virtual-time sampling (analysis LPs)", "evtrace": "event trace",
         "model": "model sampling at GVT / real time"}
@@ -87,6 +95,7 @@ class ROSSReader(TraceReader):
         self._carry = {}        # (file, start) -> records per key of the file before it
         self._hops = {}         # (file, start) -> (starts, codes) units() found there
         self._surveyed = set()  # the keys of _hops this process surveyed
+        self._room = HOP_CACHE  # bytes of hops _keep may still keep
         self._schema = None     # (defs, schema): decode asks for it every unit
 
     def source_files(self) -> list[Path]:
@@ -97,22 +106,22 @@ class ROSSReader(TraceReader):
         HOP_CACHE bytes) for its survey and decode here, which then need not hop again:
         used by the first decode, dropped by start_after() unless surveyed here."""
         from .scan import region_bounds
-        units, self._hops, self._surveyed = [], {}, set()
-        room = [HOP_CACHE]
-
-        def keep(path, start, end, starts, codes):
-            size = len(starts) * (starts.itemsize + codes.itemsize)
-            if size <= room[0]:
-                room[0] -= size
-                self._hops[(path, start)] = (end, starts, codes)
-
+        units, self._hops, self._surveyed, self._room = [], {}, set(), HOP_CACHE
         for p in self.files:
             kind = kind_of(p)
+            regions = max(1, -(-p.stat().st_size // self.region_size))
             for k, start, end in region_bounds(p, kind, self.region_size,
-                                               lambda *a, p=str(p): keep(p, *a)):
-                units.append(Unit(f"{p.name}:{k:09d}", end - start, {
-                    "path": str(p), "kind": kind, "start": start, "end": end}))
+                                               lambda *a, p=str(p): self._keep(p, *a)):
+                units.append(Unit(f"{k * SPREAD // regions:09d}:{p.name}:{k:09d}", end - start,
+                                  {"path": str(p), "kind": kind, "start": start, "end": end}))
         return sorted(units, key=lambda u: u.key)
+
+    def _keep(self, path: str, start: int, end: int, starts, codes) -> None:
+        """Keep a region's hop for its survey and decode here, while HOP_CACHE has room."""
+        size = len(starts) * (starts.itemsize + codes.itemsize)
+        if size <= self._room:
+            self._room -= size
+            self._hops[(path, start)] = (end, starts, codes)
 
     def _hop(self, info: dict, take: bool):
         """(starts, codes) units() kept for this region, or None; ``take``: forget it."""
@@ -121,11 +130,15 @@ class ROSSReader(TraceReader):
         return got[1:] if got is not None and got[0] == info["end"] else None
 
     def survey(self, unit: Unit) -> dict:
-        from .scan import survey_region
+        from .scan import hop_region, open_bytes, survey_region
         i = unit.info
         self._surveyed.add((i["path"], i["start"]))
-        return {i["path"]: survey_region(Path(i["path"]), i["kind"], i["start"], i["end"],
-                                         self._hop(i, take=False))}
+        hop = self._hop(i, take=False)
+        if hop is None:     # units() ran on another rank: hopped here once, for survey and decode
+            path = Path(i["path"])
+            hop = hop_region(path, open_bytes(path), i["start"], i["end"], i["kind"])
+            self._keep(i["path"], i["start"], i["end"], *hop)
+        return {i["path"]: survey_region(Path(i["path"]), i["kind"], i["start"], i["end"], hop)}
 
     @staticmethod
     def combine(a: dict, b: dict) -> dict:
@@ -265,10 +278,10 @@ class ROSSReader(TraceReader):
                 prefix = {}
             else:                           # decoded out of order, or after a region without seq
                 prefix = survey_region(Path(i["path"]), i["kind"], 0, i["start"]).keys
-        tables, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted,
+        chunks, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted,
                                        hop)
         self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts) if need_seq else UNKNOWN
-        yield tables
+        yield from chunks
 
 
 # The carry of a region decoded without seq: the records per key before the next are unknown.
