@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -275,3 +276,42 @@ def test_info_on_a_small_trace_does_not_import_numba(fmt, rel):
     got = json.loads(r.stdout.splitlines()[-1])
     assert got["code"] == 0 and f"format:" in got["out"] and detect(DATA / rel) == fmt
     assert got["numba"] is False
+
+
+# -- kernels run as Python on several threads at once ------------------------------------
+@jit.njit
+def _first_plus_one(values):
+    return values[0] + 1
+
+
+class _Held:
+    """A sequence whose first item is given only once ``release`` is set: a kernel run as
+    Python on it stays inside that call meanwhile."""
+
+    def __init__(self):
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __getitem__(self, i):
+        self.entered.set()
+        self.release.wait(60)
+        return 0
+
+
+def test_a_kernel_run_as_python_on_one_thread_leaves_the_other_threads_calls_alone():
+    """The HDF5 writer's pool threads run kernels beside the main thread: one thread inside
+    a kernel run as Python must not make another thread's call skip the widening of its
+    narrow integers (a uint8 255 + 1 is numba's 256, not numpy's wrapped 0)."""
+    narrow = np.array([255], dtype=np.uint8)
+    with Mode(small=False):
+        compiled = _first_plus_one(narrow)
+    held = _Held()
+    with Mode(small=True):
+        other = threading.Thread(target=_first_plus_one, args=(held,))
+        other.start()
+        try:
+            assert held.entered.wait(60)
+            python = _first_plus_one(narrow)
+        finally:
+            held.release.set()
+            other.join()
+    assert compiled == python == 256

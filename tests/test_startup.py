@@ -80,7 +80,34 @@ def test_merge_to_otf_does_not_load_h5py(tmp_path):
 def test_bench_startup_answers_help():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_startup.py"), "--help"],
                        capture_output=True, text=True)
-    assert r.returncode == 0 and "--repeat" in r.stdout
+    assert r.returncode == 0 and "--repeat" in r.stdout and "--against" in r.stdout
+
+
+def _bench_startup():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_startup",
+                                                  ROOT / "scripts" / "bench_startup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_startup_against_a_tree_shows_the_median_of_per_pair_ratios():
+    """A busy machine slows both runs of a pair alike: the ratio of each pair, then their
+    median (0.5 here), not the ratio of the medians (1.5)."""
+    bench = _bench_startup()
+    times = {("python -c 'import numpy'", "here"): [(1.0, 1.0)] * 3,
+             ("info X", "here"): [(1.0, 1.0), (2.0, 4.0), (3.0, 3.0)],
+             ("info X", "s11"): [(2.0, 2.0), (2.0, 2.0), (3.0, 6.0)]}
+    lines = bench.report(times, {"info X": 2048}, {"here": ROOT, "s11": ROOT}, 3, "python")
+    row = next(line for line in lines if line.startswith("info X")).split()
+    assert row[3:] == ["KB", "2.000", "3.000", "3.00", "2.000", "2.000", "1.000", "0.500"]
+
+
+def test_bench_startup_refuses_a_tree_that_is_not_partrace(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_startup.py"),
+                        "--against", f"old={tmp_path}"], capture_output=True, text=True)
+    assert r.returncode == 2 and "a partrace checkout" in r.stderr
 
 
 def test_registry_reads_plugin_metadata_only_when_no_builtin_fits(monkeypatch, tmp_path):

@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import threading
 import types
 from pathlib import Path
 
@@ -51,7 +52,16 @@ SMALL_BYTES = 256 * 1024
 COMPRESSED_WEIGHT = 3
 ENV = "PARTRACE_JIT"
 
-_inside = 0         # > 0 while a kernel runs as Python (its callees then run as Python too)
+
+class _Depth(threading.local):
+    """How deep this thread is in kernels run as Python: inside one, the kernels it calls run
+    as plain Python.  Per thread, as kernels may run on several at once (the HDF5 writer
+    compresses chunks on a pool): a count shared by all would make one thread's top-level
+    call skip the conversion its narrow integers need (see the module doc)."""
+    inside = 0
+
+
+_depth = _Depth()
 _kernels: list["LazyKernel"] = []
 
 
@@ -131,7 +141,7 @@ class LazyKernel:
         _kernels.append(self)
 
     def __call__(self, *args, **kwargs):
-        if _inside:
+        if _depth.inside:
             return self.python()(*args, **kwargs)
         if _small:
             return _as_python(self.python(), args, kwargs)
@@ -232,13 +242,12 @@ def _back(x):
 
 
 def _as_python(func, args, kwargs):
-    """Run one kernel call as Python (kernels run on the main thread: one flag suffices)."""
+    """Run one kernel call as Python."""
     import numpy as np
-    global _inside
-    _inside += 1
+    _depth.inside += 1
     try:   # numba's integers wrap in silence (hashes rely on it), numpy's scalars warn
         with np.errstate(over="ignore"):
             return _back(func(*(_convert(a) for a in args),
                               **{k: _convert(v) for k, v in kwargs.items()}))
     finally:
-        _inside -= 1
+        _depth.inside -= 1
