@@ -315,3 +315,50 @@ def test_a_kernel_run_as_python_on_one_thread_leaves_the_other_threads_calls_alo
             held.release.set()
             other.join()
     assert compiled == python == 256
+
+
+# -- merges: the order, HDF5 chunk and OTF formatting kernels run as Python too ------------
+MERGED = [("dumpi", "dumpi/coll-4rank"), ("otf", "otf/hybrid16/trace/hybrid16.otf"),
+          ("ovni", "ovni/v1-zoo-small/ovni"),
+          ("ross", "ross/pi-np2-opt-evtrace-full-model-gvt/stats")]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("fmt,rel", MERGED, ids=[f for f, _ in MERGED])
+def test_a_merge_with_python_kernels_writes_what_compiled_ones_write(fmt, rel, tmp_path):
+    """merge to HDF5 (the same values and the same stored chunk bytes: shuffle and
+    scale-offset packing ran as Python) and to OTF (the same bytes in every file)."""
+    from tests.conftest import run_cli
+    from tests.support.compare import assert_same_content
+    out = {}
+    for mode in ("python", "numba"):
+        (tmp_path / mode).mkdir()
+        for ext in ("h5", "otf"):
+            r = run_cli(["merge", str(DATA / rel), "-o", str(tmp_path / mode / f"m.{ext}"), "-q"],
+                        env={jit.ENV: mode})
+            assert r.returncode == 0, r.stderr
+        out[mode] = tmp_path / mode
+    assert_same_content(out["python"] / "m.h5", out["numba"] / "m.h5")
+    import h5py
+    with h5py.File(out["python"] / "m.h5", "r") as a, h5py.File(out["numba"] / "m.h5", "r") as b:
+        ds_a, ds_b = a["events/time"], b["events/time"]
+        assert ds_a.id.read_direct_chunk((0,)) == ds_b.id.read_direct_chunk((0,))
+    otf = {mode: {k: v for k, v in _files(folder).items() if not k.endswith(".h5")}
+           for mode, folder in out.items()}
+    assert len(otf["python"]) >= 3 and otf["python"] == otf["numba"]
+
+
+def test_a_merge_of_a_small_trace_does_not_import_numba(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PARTRACE_MPI", "PARTRACE_FORMATS", jit.ENV)}
+    trace = DATA / "ovni/v1-zoo-small/ovni"
+    for ext in ("h5", "otf"):
+        r = subprocess.run([sys.executable, "-c", PROBE, "merge", str(trace),
+                            "-o", str(tmp_path / f"m.{ext}"), "-q"], capture_output=True,
+                           text=True, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout.splitlines()[-1])
+        assert got["code"] == 0 and got["numba"] is False, ext

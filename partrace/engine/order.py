@@ -6,7 +6,7 @@ a total order that no rank count, chunking or window choice can change.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..formats.jit import njit
 
 from ..model import Table
 
