@@ -14,6 +14,7 @@ import pytest
 from partrace.errors import TraceError
 from partrace.formats.ovni import Ovni
 from partrace.formats.ovni import reader as ovni_reader
+from partrace.formats.ovni import scan
 from partrace.model import Kind, Table
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ovni"
@@ -326,13 +327,15 @@ def _decode_unit(trace: Path, tid: int):
     return list(r.decode(u, defs))
 
 
-@pytest.mark.parametrize("chunk", [ovni_reader.CHUNK, 7])
-def test_cpu_set_cleared_and_set_again_in_one_stream(tmp_path, monkeypatch, chunk):
+@pytest.mark.parametrize("chunk, few", [(ovni_reader.CHUNK, scan.FEW), (7, scan.FEW),
+                                        (ovni_reader.CHUNK, 1)])
+def test_cpu_set_cleared_and_set_again_in_one_stream(tmp_path, monkeypatch, chunk, few):
     """Two of the v1 fixture's streams one after the other (31003 then 31002, as a thread
     that ends and starts again on another CPU): the CPU is OHx's payload i32 (ovnidump's
     bytes; OHe clears it for the event after it, which sets it again here).  A chunk on
     one CPU throughout holds it as one repeated value (stride 0); a chunk where it changes
-    holds it per event."""
+    holds it per event.  With room for one CPU change a chunk (``few``), the fill pass runs
+    again with room for all."""
     trace = _copy(V1, tmp_path)
     first, second = _stream(trace, 31003), _stream(trace, 31002)
     first.write_bytes(first.read_bytes() + second.read_bytes()[8:])     # without its header
@@ -348,6 +351,7 @@ def test_cpu_set_cleared_and_set_again_in_one_stream(tmp_path, monkeypatch, chun
         clear = mcv == "OHe"
     assert sorted(set(want)) == [1, 2]
     monkeypatch.setattr(ovni_reader, "CHUNK", chunk)
+    monkeypatch.setattr(scan, "FEW", few)
     cpus = [c["events"]["cpu"] for c in _decode_unit(trace, 31003)]
     assert np.concatenate(cpus).tolist() == want
     held_once = [c.strides[0] == 0 for c in cpus]

@@ -114,6 +114,8 @@ def open_stream(path: Path) -> tuple[np.ndarray, bool]:
                              f"1.0 to 1.14 writes), got {found} (bytes {ver.hex()})")
 
 
+FEW = 1 << 12       # CPU changes and jumbo events a chunk has room for at first
+
 # what an MCV does to the thread's CPU (mcv_lookup's cpu_action)
 CPU_KEEP, CPU_SET, CPU_CLEAR = 0, 1, 2
 
@@ -160,7 +162,8 @@ def _fill(buf, start, big, offset, index, known_kind, known_region, cpu_action, 
     each row is cleared here through ``payload_words`` (the same memory, two u64 a row),
     then its bytes copied.  Returns the offset after the last event, the CPU carry for
     the next chunk, the number of CPU changes and the number of jumbo events, whose
-    indices go to ``jumbo`` and offsets to ``jumbo_at``."""
+    indices go to ``jumbo`` and offsets to ``jumbo_at`` (changes and jumbo events beyond
+    the room of those arrays are counted, not kept)."""
     cur = carry
     nj = 0
     nc = 0
@@ -189,14 +192,16 @@ def _fill(buf, start, big, offset, index, known_kind, known_region, cpu_action, 
             u = np.int64(_uint(buf, o + 12, 4, big))
             new = np.int32(u - (np.int64(1) << 32) if u >= (np.int64(1) << 31) else u)
         if new != cur:
-            cpu_at[nc] = i
-            cpu_to[nc] = new
+            if nc < cpu_at.shape[0]:
+                cpu_at[nc] = i
+                cpu_to[nc] = new
             nc += 1
             cur = new
         clear_next = action == CPU_CLEAR
         if b & JUMBO:
-            jumbo[nj] = i
-            jumbo_at[nj] = o
+            if nj < jumbo.shape[0]:
+                jumbo[nj] = i
+                jumbo_at[nj] = o
             nj += 1
             o += 16 + np.int64(_uint(buf, o + 12, 4, big))
         else:
@@ -214,13 +219,19 @@ def events(buf: np.ndarray, start: int, n: int, big: bool, offset: int, lookup, 
     payload = np.empty((n, 16), np.uint8)
     g.update(payload=payload, ticks=np.empty(n, np.uint64), time=np.empty(n, np.int64),
              kind=np.empty(n, np.uint8), region=np.empty(n, REGION))
-    # CPU changes and jumbo events are few: room for all, pages never written cost nothing
-    cpu_at, cpu_to = np.empty(n, np.int64), np.empty(n, np.int32)
-    jumbo, jumbo_at = np.empty(n, np.int64), np.empty(n, np.int64)
-    end, end_carry, nc, nj = _fill(
-        buf, np.int64(start), big, np.int64(offset), *lookup, np.int32(carry), *u1, payload,
-        payload.view(np.uint64), g["ticks"], g["time"], g["kind"], g["region"], cpu_at, cpu_to,
-        jumbo, jumbo_at)
+    # CPU changes and jumbo events are few: room for FEW of each (arrays of n would be
+    # mostly unused, yet raise the process's peak), the pass run again if there are more
+    room = min(n, FEW)
+    while True:
+        cpu_at, cpu_to = np.empty(room, np.int64), np.empty(room, np.int32)
+        jumbo, jumbo_at = np.empty(room, np.int64), np.empty(room, np.int64)
+        end, end_carry, nc, nj = _fill(
+            buf, np.int64(start), big, np.int64(offset), *lookup, np.int32(carry), *u1,
+            payload, payload.view(np.uint64), g["ticks"], g["time"], g["kind"], g["region"],
+            cpu_at, cpu_to, jumbo, jumbo_at)
+        if max(nc, nj) <= room:
+            break
+        room = max(nc, nj)
     g["cpu"] = cpu_column(n, carry, cpu_at[:nc], cpu_to[:nc])
     return g, jumbo[:nj], jumbo_at[:nj], int(end), int(end_carry)
 
