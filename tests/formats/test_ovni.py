@@ -14,6 +14,7 @@ import pytest
 from partrace.errors import TraceError
 from partrace.formats.ovni import Ovni
 from partrace.formats.ovni import reader as ovni_reader
+from partrace.formats.ovni import scan
 from partrace.model import Kind, Table
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ovni"
@@ -162,6 +163,24 @@ def test_v3_semantics_match_ovnidump_text(v3):
     assert checked == {"region": 2 * (2 * 2 + 6 * 12 * 3 + 6 * 3), "point": 714 - 476, "cpu": 6, "jumbo": 6}
 
 
+def test_mcvs_of_no_known_model_are_point_events_of_region_0(v1):
+    """The v1 fixture's MCVs: 'X..' (a test model ovni does not define) are point events of
+    region 0 (unknown); every other is in the MCV table with its kind and region."""
+    _, defs, dec = v1
+    mcv = defs.tables["mcv"]
+    known = dict(zip(mcv["mcv"].tolist(), zip(mcv["kind"].tolist(), mcv["region"].tolist())))
+    seen = defaultdict(int)
+    for t in dec.values():
+        ev = t["events"]
+        for m, c, v, kind, region in zip(*(ev[k].tolist() for k in (
+                "model", "category", "value", "kind", "region"))):
+            name = bytes([m, c, v]).decode()
+            want = (int(Kind.EVENT), 0) if name[0] == "X" else known[name]
+            assert (kind, region) == want, name
+            seen[name[0] == "X"] += 1
+    assert seen[True] > 0 and seen[False] > 0
+
+
 def test_definitions_from_metadata(v1, v3):
     for (_, defs, dec), trace, version in ((v1, V1, 1), (v3, V3, 3)):
         assert defs.attrs["layout_versions"] == [version]
@@ -306,6 +325,38 @@ def _decode_unit(trace: Path, tid: int):
     defs = r.read_definitions()
     u = next(u for u in r.units() if u.info["tid"] == tid)
     return list(r.decode(u, defs))
+
+
+@pytest.mark.parametrize("chunk, few", [(ovni_reader.CHUNK, scan.FEW), (7, scan.FEW),
+                                        (ovni_reader.CHUNK, 1)])
+def test_cpu_set_cleared_and_set_again_in_one_stream(tmp_path, monkeypatch, chunk, few):
+    """Two of the v1 fixture's streams one after the other (31003 then 31002, as a thread
+    that ends and starts again on another CPU): the CPU is OHx's payload i32 (ovnidump's
+    bytes; OHe clears it for the event after it, which sets it again here).  A chunk on
+    one CPU throughout holds it as one repeated value (stride 0); a chunk where it changes
+    holds it per event.  With room for one CPU change a chunk (``few``), the fill pass runs
+    again with room for all."""
+    trace = _copy(V1, tmp_path)
+    first, second = _stream(trace, 31003), _stream(trace, 31002)
+    first.write_bytes(first.read_bytes() + second.read_bytes()[8:])     # without its header
+    second.unlink()
+    ref = dump_141(V1 / "ovnidump.txt")
+    rows = ref[("zoo0", 31001, 31003)] + ref[("zoo0", 31001, 31002)]
+    want, cur, clear = [], -1, False
+    for _, mcv, payload in rows:
+        cur = -1 if clear else cur
+        if mcv in ("OHx", "OAs"):
+            cur = struct.unpack("<i", payload[:4])[0]
+        want.append(cur)
+        clear = mcv == "OHe"
+    assert sorted(set(want)) == [1, 2]
+    monkeypatch.setattr(ovni_reader, "CHUNK", chunk)
+    monkeypatch.setattr(scan, "FEW", few)
+    cpus = [c["events"]["cpu"] for c in _decode_unit(trace, 31003)]
+    assert np.concatenate(cpus).tolist() == want
+    held_once = [c.strides[0] == 0 for c in cpus]
+    assert held_once == [len(set(c.tolist())) == 1 for c in cpus]
+    assert not all(held_once) and (any(held_once) or len(cpus) == 1)
 
 
 @pytest.mark.parametrize("cut", [1, 5, 11, 20, 200, 600])

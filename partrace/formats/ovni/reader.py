@@ -199,48 +199,49 @@ class OvniReader(TraceReader):
 
     # -- events ---------------------------------------------------------------
     def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
-        from . import mcv, scan
+        from . import scan
         info = unit.info
         path = info["path"]
         buf, big = scan.open_stream(Path(path))
-        offs, end, status = scan.boundaries(buf, big)
+        count, end, status = scan.check(buf, big)
         if status in (scan.BAD_FLAGS, scan.BAD_JUMBO, scan.BAD_MCV):
             what = {scan.BAD_JUMBO: "jumbo flag with a payload size code other than 3",
                     scan.BAD_MCV: f"model/category/value bytes {bytes(buf[end + 1:end + 4]).hex(' ')} "
                                   f"that are not printable characters",
                     }.get(status, f"unknown flag bits {buf[end] & 0xF0:#04x}")
             raise TraceError.at_byte(path, end, f"expected an event header, found {what} "
-                                     f"(first byte {buf[end]:#04x}) after {len(offs)} events")
+                                     f"(first byte {buf[end]:#04x}) after {count} events")
         if status == scan.TRUNCATED:
             warnings.warn(f"{path}: byte {end}: stream ends inside an event (half-written, as "
                           f"left by a crashed program); dropped its {len(buf) - end} bytes, "
-                          f"kept the {len(offs)} whole events before it", stacklevel=2)
+                          f"kept the {count} whole events before it", stacklevel=2)
 
         known = _known_mcvs()
-        set_cpu = np.array([mcv.code(m) for m in mcv.SET_CPU], np.int64)
-        clear_cpu = np.array([mcv.code(m) for m in mcv.CLEAR_CPU], np.int64)
         offset = int(defs.attrs.get("clock_offsets", {}).get(info["loom"], 0))
         # the thread's ids: one value per chunk, held as views of it (no pass per event)
         constant = {"location": info["location"], "loom": info["loom_id"],
                     "process": info["pid"], "thread": info["tid"]}
         constant_columns = {c.name: c for c in EVENT_COLUMNS if c.name in constant}
+        cpu_column = next(c for c in EVENT_COLUMNS if c.name == "cpu")
         ev_cols = self.selected("events", [c.name for c in EVENT_COLUMNS])
         jumbo_cols = self.selected("jumbo", [c.name for c in JUMBO_COLUMNS])
         if ev_cols is None and jumbo_cols is None:
             return
         # a fold that reads only event keys (a profile, messages) gets them from a lighter pass
         keys_only = jumbo_cols is None and set(ev_cols) <= {*scan.KEY_COLUMNS, "seq", *constant}
-        cpu_carry, jseq = NO_CPU, 0
+        cpu_carry, jseq, at = NO_CPU, 0, scan.HEADER
         # bigger chunks are faster (fewer, larger arrays; the kernel is one pass either way)
-        step = max(1, min(CHUNK, self.chunk_bytes * len(offs) // max(end - scan.HEADER, 1)))
-        for lo in range(0, max(len(offs), 1), step):
-            o = offs[lo:lo + step]
-            n = len(o)
+        step = max(1, min(CHUNK, self.chunk_bytes * count // max(end - scan.HEADER, 1)))
+        for lo in range(0, max(count, 1), step):
+            n = max(0, min(step, count - lo))
             if keys_only:
-                g = scan.event_keys(buf, o, big, offset, known, Kind.EVENT)
+                g, at = scan.event_keys(buf, at, n, big, offset, known)
             else:
-                g, j, cpu_carry = scan.events(buf, o, big, offset, known, set_cpu, clear_cpu,
-                                              cpu_carry, Kind.EVENT)
+                g, j, j_at, at, next_carry = scan.events(buf, at, n, big, offset, known,
+                                                         cpu_carry)
+                if isinstance(g["cpu"], int):       # one CPU throughout: one value
+                    g["cpu"] = repeated(g["cpu"], n, cpu_column)
+                cpu_carry = next_carry
             if "seq" in (ev_cols or ()) or jumbo_cols is not None:
                 g["seq"] = np.arange(lo, lo + n, dtype=np.int64)
             for name, value in constant.items():
@@ -251,7 +252,7 @@ class OvniReader(TraceReader):
                 out["events"] = conform(Table({c: g[c] for c in ev_cols}),
                                         [c for c in EVENT_COLUMNS if c.name in ev_cols])
             if jumbo_cols is not None:
-                size, data = scan.jumbo_data(buf, o[j], g["payload"][j], big)
+                size, data = scan.jumbo_data(buf, j_at, g["payload"][j], big)
                 where = repeated(info["location"], len(j), constant_columns["location"])
                 jumbo = {"time": g["time"][j], "location": where,
                          "seq": np.arange(jseq, jseq + len(j), dtype=np.int64),
@@ -266,10 +267,12 @@ class OvniReader(TraceReader):
 
 @lru_cache(maxsize=1)
 def _known_mcvs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(hashed MCV codes, their kinds, their regions): the same for every stream."""
+    """scan.mcv_lookup of the known MCVs (others are point events): the same for every
+    stream."""
     from . import mcv, scan
-    codes, kinds, regions = mcv.lookup()
-    return scan.mcv_hash(codes), kinds, regions
+    return scan.mcv_lookup(*mcv.lookup(), Kind.EVENT,
+                           np.array([mcv.code(m) for m in mcv.SET_CPU], np.int64),
+                           np.array([mcv.code(m) for m in mcv.CLEAR_CPU], np.int64))
 
 
 def _key(s: layout.Stream) -> str:

@@ -4,9 +4,9 @@ Stream: 8-byte header (``ovni`` + u32 version 1, in the writer's byte order),
 then events back to back.  Event: 1 byte flags (high nibble, 0x10 = jumbo) |
 payload-size code (low nibble: 0 = none, n = n + 1 bytes), 3 bytes MCV, u64
 clock, payload; a jumbo event's 4-byte payload is a u32 length N followed by N
-bytes of jumbo data.  Sizes vary, so finding boundaries is one compiled loop
-(:func:`boundaries`); a second one (:func:`events`) fills every per-event
-column of a chunk in one pass.
+bytes of jumbo data.  Sizes vary, so checking the events is one compiled loop
+(:func:`check`); a second one (:func:`events`) steps through a chunk of them by
+their sizes and fills every per-event column in one pass.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from ...errors import TraceError
 HEADER = 8
 EV_HEADER = 12
 JUMBO = 0x10
-ONE_PASS = 1 << 25      # most event offsets reserved before the count is known (256 MB)
 
 # events/region's dtype (region ids of the MCV table are small): made in it, so
 # conform has no range to check and nothing to narrow
@@ -39,16 +38,23 @@ def _uint(buf, o, nbytes, big):
     return v
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _size(buf, pos, big):
+    """Bytes of the (checked) event at ``pos``."""
+    code = buf[pos] & 0x0F
+    if buf[pos] & JUMBO:
+        return 16 + np.int64(_uint(buf, pos + 12, 4, big))
+    return EV_HEADER + (code + 1 if code else 0)
+
+
 @numba.njit(cache=True, nogil=True)
-def _walk(buf, start, big, out):
-    """Event offsets into ``out`` (as many as fit); returns (count, end, status).
-    ``end`` is the offset after the last whole event; on a bad event it is the
-    offset of that event.
-    """
+def _walk(buf, start, big):
+    """Checks the events from ``start`` on; returns (count, end, status): ``end`` is the
+    offset after the last whole event; on a bad event it is the offset of that event.
+    Writes nothing: the fill kernels walk the checked events again by their sizes."""
     n = buf.shape[0]
     pos = start
     count = 0
-    cap = out.shape[0]
     while pos < n:
         if pos + EV_HEADER > n:
             return count, pos, TRUNCATED
@@ -72,23 +78,18 @@ def _walk(buf, start, big, out):
                 return count, pos, BAD_MCV
         if pos + size > n:
             return count, pos, TRUNCATED
-        if count < cap:
-            out[count] = pos
         count += 1
         pos += size
     return count, pos, OK
 
 
-def boundaries(buf: np.ndarray, big: bool) -> tuple[np.ndarray, int, int]:
-    """Offsets of all whole events after the header, the end offset and a status."""
-    # one pass into room for the smallest events (pages never written cost nothing);
-    # a second one only for streams too big to reserve that much
-    offs = np.empty(min(max(len(buf) - HEADER, 0) // EV_HEADER + 1, ONE_PASS), np.int64)
-    count, end, status = _walk(buf, HEADER, big, offs)
-    if count > len(offs):
-        offs = np.empty(count, np.int64)
-        _walk(buf, HEADER, big, offs)
-    return offs[:count], end, status
+def check(buf: np.ndarray, big: bool) -> tuple[int, int, int]:
+    """(number of whole events after the header, their end offset, a status).  No
+    offsets are kept (an array of them would cost 8 bytes an event, written and read
+    once): the events up to ``end`` are well formed, so a fill kernel steps through
+    them by their sizes."""
+    count, end, status = _walk(buf, HEADER, big)
+    return int(count), int(end), int(status)
 
 
 def open_stream(path: Path) -> tuple[np.ndarray, bool]:
@@ -113,130 +114,169 @@ def open_stream(path: Path) -> tuple[np.ndarray, bool]:
                              f"1.0 to 1.14 writes), got {found} (bytes {ver.hex()})")
 
 
-def mcv_hash(codes: np.ndarray) -> np.ndarray:
-    """Open-addressing table of (code, index) for :func:`_find` (faster than a search)."""
-    size = 1 << max(4, int(2 * len(codes)).bit_length())
-    table = np.full((size, 2), -1, np.int64)
-    for i, c in enumerate(codes.tolist()):
-        h = (c * 0x9E3779B1) & (size - 1)
-        while table[h, 0] >= 0:
-            h = (h + 1) & (size - 1)
-        table[h] = c, i
-    return table
+FEW = 1 << 12       # CPU changes and jumbo events a chunk has room for at first
+
+# what an MCV does to the thread's CPU (mcv_lookup's cpu_action)
+CPU_KEEP, CPU_SET, CPU_CLEAR = 0, 1, 2
+
+
+def mcv_lookup(codes: np.ndarray, kinds: np.ndarray, regions: np.ndarray, other_kind: int,
+               set_cpu: np.ndarray, clear_cpu: np.ndarray):
+    """(index, kinds, regions, cpu_action) for :func:`_mcv_key`: ``index[key]`` is the row
+    of an MCV in the other three, row 0 (``other_kind``, region 0, CPU_KEEP) for an MCV
+    not known; the MCV codes ``set_cpu`` and ``clear_cpu`` (known ones) act on the CPU.
+    A direct table, looked up with one load and no branch (a hash table's probing cost
+    a fifth of the fill kernel); zeroed by calloc, so only the pages of known MCVs are
+    ever written (4 MB reserved, a few KB touched)."""
+    index = np.zeros(1 << 21, np.uint16)
+    index[_key_of(codes)] = np.arange(1, len(codes) + 1)
+    action = np.zeros(len(codes) + 1, np.uint8)
+    action[index[_key_of(set_cpu)]] = CPU_SET
+    action[index[_key_of(clear_cpu)]] = CPU_CLEAR
+    action[0] = CPU_KEEP
+    return (index, np.concatenate(([other_kind], kinds)).astype(np.uint8),
+            np.concatenate(([0], regions)).astype(REGION), action)
+
+
+def _key_of(codes: np.ndarray) -> np.ndarray:
+    """:func:`_mcv_key` of MCV codes (model << 16 | category << 8 | value)."""
+    codes = np.asarray(codes, np.int64)
+    return (codes >> 16 & 0x7F) << 14 | (codes >> 8 & 0x7F) << 7 | (codes & 0x7F)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _find(table, code):
-    """Index of ``code`` in the hashed codes, -1 if absent."""
-    mask = table.shape[0] - 1
-    h = (code * 0x9E3779B1) & mask
-    while table[h, 0] >= 0:
-        if table[h, 0] == code:
-            return table[h, 1]
-        h = (h + 1) & mask
-    return -1
+def _mcv_key(m, c, v):
+    """Index of an MCV in :func:`mcv_lookup`'s table: 7 bits a character, as the checked
+    events' characters are printable ASCII (33..126)."""
+    return np.int64(m) << 14 | np.int64(c) << 7 | np.int64(v)
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill(buf, offs, big, offset, table, known_kind, known_region, set_cpu, clear_cpu,
-          carry, other_kind, flags, model, category, value, psize, payload, ticks, time,
-          kind, region, cpu, jumbo):
-    """One pass over the events at ``offs``: every per-event column, and the CPU carried
-    forward from OHx/OAs (set, payload i32) and OHe (clears for the next event).
-    Returns the CPU carry for the next chunk and the number of jumbo events, whose
-    indices go to ``jumbo``."""
+def _fill(buf, start, big, offset, index, known_kind, known_region, cpu_action, carry,
+          flags, model, category, value, psize, payload, payload_words,
+          ticks, time, kind, region, cpu_at, cpu_to, jumbo, jumbo_at):
+    """One pass over the (checked) events from byte ``start``, as many as the columns
+    hold: every per-event column but the CPU, which changes rarely (OHx/OAs set it from
+    their payload i32, OHe clears it for the next event): its changes go to ``cpu_at``
+    (event index) and ``cpu_to`` (the new value).  ``payload`` is not zeroed beforehand:
+    each row is cleared here through ``payload_words`` (the same memory, two u64 a row),
+    then its bytes copied.  Returns the offset after the last event, the CPU carry for
+    the next chunk, the number of CPU changes and the number of jumbo events, whose
+    indices go to ``jumbo`` and offsets to ``jumbo_at`` (changes and jumbo events beyond
+    the room of those arrays are counted, not kept)."""
     cur = carry
     nj = 0
+    nc = 0
     clear_next = False
-    for i in range(offs.shape[0]):
-        o = offs[i]
+    o = start
+    for i in range(flags.shape[0]):
         b = buf[o]
         code = b & 0x0F
         ps = code + 1 if code else 0
         flags[i] = b & 0xF0
-        if b & JUMBO:
-            jumbo[nj] = i
-            nj += 1
         m, c, v = buf[o + 1], buf[o + 2], buf[o + 3]
         model[i], category[i], value[i] = m, c, v
         psize[i] = ps
+        payload_words[i, 0] = 0
+        payload_words[i, 1] = 0
         for k in range(ps):
             payload[i, k] = buf[o + 12 + k]
         t = _uint(buf, o + 4, 8, big)
         ticks[i] = t
         time[i] = np.int64(t) + offset
-        mcv = np.int64(m) << 16 | np.int64(c) << 8 | np.int64(v)
-        p = _find(table, mcv)
-        if p >= 0:
-            kind[i], region[i] = known_kind[p], known_region[p]
+        p = index[_mcv_key(m, c, v)]
+        kind[i], region[i] = known_kind[p], known_region[p]
+        new = -1 if clear_next else cur
+        action = cpu_action[p]
+        if action == CPU_SET and ps >= 4:
+            u = np.int64(_uint(buf, o + 12, 4, big))
+            new = np.int32(u - (np.int64(1) << 32) if u >= (np.int64(1) << 31) else u)
+        if new != cur:
+            if nc < cpu_at.shape[0]:
+                cpu_at[nc] = i
+                cpu_to[nc] = new
+            nc += 1
+            cur = new
+        clear_next = action == CPU_CLEAR
+        if b & JUMBO:
+            if nj < jumbo.shape[0]:
+                jumbo[nj] = i
+                jumbo_at[nj] = o
+            nj += 1
+            o += 16 + np.int64(_uint(buf, o + 12, 4, big))
         else:
-            kind[i], region[i] = other_kind, 0
-        if clear_next:
-            cur = -1
-        if ps >= 4:
-            for k in range(set_cpu.shape[0]):
-                if set_cpu[k] == mcv:
-                    u = np.int64(_uint(buf, o + 12, 4, big))
-                    cur = np.int32(u - (np.int64(1) << 32) if u >= (np.int64(1) << 31) else u)
-        cpu[i] = cur
-        clear_next = False
-        for k in range(clear_cpu.shape[0]):
-            if clear_cpu[k] == mcv:
-                clear_next = True
-    return -1 if clear_next else cur, nj
+            o += EV_HEADER + ps
+    return o, -1 if clear_next else cur, nc, nj
 
 
-def events(buf: np.ndarray, offs: np.ndarray, big: bool, offset: int, lookup, set_cpu,
-           clear_cpu, carry: int, other_kind: int):
-    """(per-event columns, indices of the jumbo events, CPU carry for the next chunk) of
-    the events at ``offs``, in one compiled pass; ``lookup`` is (mcv_hash(codes), kinds,
-    regions) of mcv.lookup()."""
-    n = len(offs)
+def events(buf: np.ndarray, start: int, n: int, big: bool, offset: int, lookup, carry: int):
+    """(per-event columns, indices and offsets of the jumbo events, offset after the
+    last event, CPU carry for the next chunk) of the ``n`` checked events from byte
+    ``start``, in one compiled pass; ``lookup`` is :func:`mcv_lookup`'s.  ``cpu`` is
+    an int when every event has that CPU (see :func:`cpu_column`)."""
     u1 = [np.empty(n, np.uint8) for _ in range(5)]
     g = dict(zip(("flags", "model", "category", "value", "payload_size"), u1))
-    g.update(payload=np.zeros((n, 16), np.uint8), ticks=np.empty(n, np.uint64),
-             time=np.empty(n, np.int64), kind=np.empty(n, np.uint8),
-             region=np.empty(n, REGION), cpu=np.empty(n, np.int32))
-    jumbo = np.empty(n, np.int64)
-    carry, nj = _fill(buf, offs, big, np.int64(offset), *lookup, set_cpu, clear_cpu,
-                      np.int32(carry), np.uint8(other_kind), *u1, g["payload"], g["ticks"],
-                      g["time"], g["kind"], g["region"], g["cpu"], jumbo)
-    return g, jumbo[:nj], int(carry)
+    payload = np.empty((n, 16), np.uint8)
+    g.update(payload=payload, ticks=np.empty(n, np.uint64), time=np.empty(n, np.int64),
+             kind=np.empty(n, np.uint8), region=np.empty(n, REGION))
+    # CPU changes and jumbo events are few: room for FEW of each (arrays of n would be
+    # mostly unused, yet raise the process's peak), the pass run again if there are more
+    room = min(n, FEW)
+    while True:
+        cpu_at, cpu_to = np.empty(room, np.int64), np.empty(room, np.int32)
+        jumbo, jumbo_at = np.empty(room, np.int64), np.empty(room, np.int64)
+        end, end_carry, nc, nj = _fill(
+            buf, np.int64(start), big, np.int64(offset), *lookup, np.int32(carry), *u1,
+            payload, payload.view(np.uint64), g["ticks"], g["time"], g["kind"], g["region"],
+            cpu_at, cpu_to, jumbo, jumbo_at)
+        if max(nc, nj) <= room:
+            break
+        room = max(nc, nj)
+    g["cpu"] = cpu_column(n, carry, cpu_at[:nc], cpu_to[:nc])
+    return g, jumbo[:nj], jumbo_at[:nj], int(end), int(end_carry)
+
+
+def cpu_column(n: int, carry: int, at: np.ndarray, to: np.ndarray) -> np.ndarray | int:
+    """The CPU of ``n`` events that start at ``carry`` and change to ``to`` at ``at``:
+    an int when every event has the same one (a thread set to its CPU by its first
+    event and never moved), which the caller hands as one repeated value."""
+    values = np.concatenate(([carry], to)).astype(np.int32)
+    lengths = np.diff(np.concatenate(([0], at, [n])))
+    held = np.unique(values[lengths > 0])
+    return int(held[0]) if len(held) == 1 else np.repeat(values, lengths)
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill_keys(buf, offs, big, offset, table, known_kind, known_region, other_kind, time,
-               kind, region):
+def _fill_keys(buf, start, big, offset, index, known_kind, known_region, time, kind, region):
     """:func:`_fill` for the columns a profile or message fold reads: time, kind, region
-    (the same values, a third of the work: no payload, flags or CPU carry)."""
-    for i in range(offs.shape[0]):
-        o = offs[i]
+    (the same values, a third of the work: no payload, flags or CPU carry).  Returns the
+    offset after the last event."""
+    o = start
+    for i in range(time.shape[0]):
         time[i] = np.int64(_uint(buf, o + 4, 8, big)) + offset
-        mcv = np.int64(buf[o + 1]) << 16 | np.int64(buf[o + 2]) << 8 | np.int64(buf[o + 3])
-        p = _find(table, mcv)
-        if p >= 0:
-            kind[i], region[i] = known_kind[p], known_region[p]
-        else:
-            kind[i], region[i] = other_kind, 0
+        p = index[_mcv_key(buf[o + 1], buf[o + 2], buf[o + 3])]
+        kind[i], region[i] = known_kind[p], known_region[p]
+        o += _size(buf, o, big)
+    return o
 
 
 KEY_COLUMNS = ("time", "kind", "region")     # what :func:`event_keys` fills
 
 
-def event_keys(buf: np.ndarray, offs: np.ndarray, big: bool, offset: int, lookup,
-               other_kind: int) -> dict[str, np.ndarray]:
-    """The KEY_COLUMNS of the events at ``offs``, as :func:`events` gives them."""
-    n = len(offs)
+def event_keys(buf: np.ndarray, start: int, n: int, big: bool, offset: int,
+               lookup) -> tuple[dict[str, np.ndarray], int]:
+    """The KEY_COLUMNS of the ``n`` events from byte ``start``, as :func:`events` gives
+    them, and the offset after the last one."""
     g = {"time": np.empty(n, np.int64), "kind": np.empty(n, np.uint8),
          "region": np.empty(n, REGION)}
-    _fill_keys(buf, offs, big, np.int64(offset), *lookup, np.uint8(other_kind), g["time"],
-               g["kind"], g["region"])
-    return g
+    end = _fill_keys(buf, np.int64(start), big, np.int64(offset), *lookup[:3], g["time"],
+                     g["kind"], g["region"])
+    return g, int(end)
 
 
 def jumbo_data(buf: np.ndarray, offs: np.ndarray, payload: np.ndarray,
                big: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Lengths and bytes objects of the jumbo events at ``offs``."""
+    """Lengths and bytes objects of the jumbo events at ``offs`` (few: one object each)."""
     lens = np.ascontiguousarray(payload[:, :4]).view(">u4" if big else "<u4").ravel()
     data = np.empty(len(offs), object)
     for i, (o, n) in enumerate(zip(offs.tolist(), lens.tolist())):
