@@ -157,7 +157,7 @@ def check_point_markers(src, odefs, mk, kv):
     source = partrace.open(src)
     sdefs, sev = source.definitions, source.table("events")
     point = _points(sev)
-    if "ovni" in str(src):
+    if source.format == "ovni":
         assert point.sum() > 0      # (unknown MCVs, as in the zoo trace, keep region 0: NoOp)
     sloc, oloc = sdefs.tables["locations"], odefs.tables["locations"]
     to_out = dict(zip(sloc["id"].tolist(), [dict(zip(oloc["name"], oloc["id"].tolist()))[n] for n in sloc["name"]]))
