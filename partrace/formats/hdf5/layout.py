@@ -78,10 +78,11 @@ LAYOUT_VERSION = 4     # 4: enums once, in /types; 3: text columns as data/ends 
 TYPES = "types"        # the root group of the committed enum types
 LIBVER = "v110"
 # Rows per chunk of a long table.  A time window reads whole chunks (a 1000-row
-# window of the ovni suite trace: 24 ms at 16,384 rows, 42 ms at 65,536), and each
-# chunk costs the writer a fixed part (its bounds, a probe per byte plane, the
-# deflate set-up, a chunk-index entry): 65,536 rows took 0.80x the compressing CPU
-# of 16,384 for 0.99x the bytes.  PARTRACE_H5_CHUNK_ROWS chooses another.
+# window of every column of the ovni suite trace: 12 ms at 16,384 rows, 23 ms at
+# 65,536), and each chunk costs the writer a fixed part (its bounds, a probe per byte
+# plane, the deflate set-up, a chunk-index entry): on the suite traces 65,536 rows took
+# 0.74-0.83x the compressing CPU of 16,384 for 0.97-0.99x the bytes.
+# PARTRACE_H5_CHUNK_ROWS chooses another.
 CHUNK_ROWS = 1 << 16
 CHUNK_ROWS_ENV = "PARTRACE_H5_CHUNK_ROWS"
 TABLES_ATTR = "tables"
