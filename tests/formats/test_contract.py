@@ -304,9 +304,11 @@ def test_selected_columns_equal_a_full_decode(trace):
     """TraceReader.selection: whatever a reader skips, the columns asked for are a full
     decode's, unit by unit (a reader may return more); the folds' own selections, every
     other column of each table, and seq asked for on every other unit only (a ROSS region
-    then starts with no carry)."""
+    then starts with no carry); info's."""
     from partrace.analysis.messages import COLUMNS as MESSAGE_COLUMNS
     from partrace.analysis.regions import WALKED
+    from partrace.info import counted_columns
+
     def opened():
         r = _open(trace)
         if hasattr(r, "region_size"):       # ROSS: small regions, so that seq carries over
@@ -318,6 +320,7 @@ def test_selected_columns_equal_a_full_decode(trace):
     full = _decode_units(reader, defs)
     names = {t: [c.name for c in cols] for t, cols in schema.items()}
     selections = [[{"events": WALKED}], [{"events": MESSAGE_COLUMNS}],
+                  [counted_columns(schema)],
                   [{t: tuple(c[0::2]) for t, c in names.items()}],
                   [{t: tuple(c[1::2]) for t, c in names.items() if "seq" not in c[1::2]},
                    {t: ("seq", "location") for t in names}]]

@@ -227,15 +227,17 @@ class OvniReader(TraceReader):
         jumbo_cols = self.selected("jumbo", [c.name for c in JUMBO_COLUMNS])
         if ev_cols is None and jumbo_cols is None:
             return
-        # a fold that reads only event keys (a profile, messages) gets them from a lighter pass
-        keys_only = jumbo_cols is None and set(ev_cols) <= {*scan.KEY_COLUMNS, "seq", *constant}
+        # a fold that reads only event keys (a profile, messages, info) gets them from a
+        # lighter pass (no payload, flags or CPU), the jumbo events' keys too
+        keys_only = (set(ev_cols or ()) <= {*scan.KEY_COLUMNS, "seq", *constant}
+                     and set(jumbo_cols or ()) <= set(scan.JUMBO_KEY_COLUMNS))
         cpu_carry, jseq, at = NO_CPU, 0, scan.HEADER
         # bigger chunks are faster (fewer, larger arrays; the kernel is one pass either way)
         step = max(1, min(CHUNK, self.chunk_bytes * count // max(end - scan.HEADER, 1)))
         for lo in range(0, max(count, 1), step):
             n = max(0, min(step, count - lo))
             if keys_only:
-                g, at = scan.event_keys(buf, at, n, big, offset, known)
+                g, j, at = scan.event_keys(buf, at, n, big, offset, known)
             else:
                 g, j, j_at, at, next_carry = scan.events(buf, at, n, big, offset, known,
                                                          cpu_carry)
@@ -252,13 +254,14 @@ class OvniReader(TraceReader):
                 out["events"] = conform(Table({c: g[c] for c in ev_cols}),
                                         [c for c in EVENT_COLUMNS if c.name in ev_cols])
             if jumbo_cols is not None:
-                size, data = scan.jumbo_data(buf, j_at, g["payload"][j], big)
                 where = repeated(info["location"], len(j), constant_columns["location"])
                 jumbo = {"time": g["time"][j], "location": where,
                          "seq": np.arange(jseq, jseq + len(j), dtype=np.int64),
                          "event_seq": g["seq"][j], "model": g["model"][j],
-                         "category": g["category"][j], "value": g["value"][j],
-                         "size": size, "data": data}
+                         "category": g["category"][j], "value": g["value"][j]}
+                if not keys_only:
+                    jumbo["size"], jumbo["data"] = scan.jumbo_data(buf, j_at, g["payload"][j],
+                                                                   big)
                 out["jumbo"] = conform(Table({c: jumbo[c] for c in jumbo_cols}),
                                        [c for c in JUMBO_COLUMNS if c.name in jumbo_cols])
                 jseq += len(j)

@@ -247,31 +247,51 @@ def cpu_column(n: int, carry: int, at: np.ndarray, to: np.ndarray) -> np.ndarray
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill_keys(buf, start, big, offset, index, known_kind, known_region, time, kind, region):
-    """:func:`_fill` for the columns a profile or message fold reads: time, kind, region
-    (the same values, a third of the work: no payload, flags or CPU carry).  Returns the
-    offset after the last event."""
+def _fill_keys(buf, start, big, offset, index, known_kind, known_region, time, kind, region,
+               model, category, value, jumbo):
+    """:func:`_fill` for the columns a profile, a message fold or ``info`` reads: time,
+    kind, region, model, category, value (the same values, a third of the work: no
+    payload, flags or CPU carry), and the indices of the jumbo events (their keys: room
+    for ``jumbo.shape[0]``, the rest counted).  Returns the offset after the last event
+    and the number of jumbo events."""
     o = start
+    nj = 0
     for i in range(time.shape[0]):
+        m, c, v = buf[o + 1], buf[o + 2], buf[o + 3]
+        model[i], category[i], value[i] = m, c, v
         time[i] = np.int64(_uint(buf, o + 4, 8, big)) + offset
-        p = index[_mcv_key(buf[o + 1], buf[o + 2], buf[o + 3])]
+        p = index[_mcv_key(m, c, v)]
         kind[i], region[i] = known_kind[p], known_region[p]
+        if buf[o] & JUMBO:
+            if nj < jumbo.shape[0]:
+                jumbo[nj] = i
+            nj += 1
         o += _size(buf, o, big)
-    return o
+    return o, nj
 
 
-KEY_COLUMNS = ("time", "kind", "region")     # what :func:`event_keys` fills
+# what :func:`event_keys` fills of the events, and of the jumbo events (with their
+# location, seq and event_seq, which the reader knows)
+KEY_COLUMNS = ("time", "kind", "region", "model", "category", "value")
+JUMBO_KEY_COLUMNS = ("time", "location", "seq", "event_seq", "model", "category", "value")
 
 
 def event_keys(buf: np.ndarray, start: int, n: int, big: bool, offset: int,
-               lookup) -> tuple[dict[str, np.ndarray], int]:
+               lookup) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """The KEY_COLUMNS of the ``n`` events from byte ``start``, as :func:`events` gives
-    them, and the offset after the last one."""
+    them, the indices of the jumbo events among them, and the offset after the last one."""
     g = {"time": np.empty(n, np.int64), "kind": np.empty(n, np.uint8),
          "region": np.empty(n, REGION)}
-    end = _fill_keys(buf, np.int64(start), big, np.int64(offset), *lookup[:3], g["time"],
-                     g["kind"], g["region"])
-    return g, int(end)
+    g.update((k, np.empty(n, np.uint8)) for k in ("model", "category", "value"))
+    room = min(n, FEW)
+    while True:     # jumbo events are few: room for FEW, the pass run again if more
+        jumbo = np.empty(room, np.int64)
+        end, nj = _fill_keys(buf, np.int64(start), big, np.int64(offset), *lookup[:3],
+                             g["time"], g["kind"], g["region"], g["model"], g["category"],
+                             g["value"], jumbo)
+        if nj <= room:
+            return g, jumbo[:nj], int(end)
+        room = nj
 
 
 def jumbo_data(buf: np.ndarray, offs: np.ndarray, payload: np.ndarray,
