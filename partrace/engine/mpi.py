@@ -67,6 +67,10 @@ class Comm:
     def allgather(self, obj) -> list:
         return [obj] if self._c is None else self._c.allgather(obj)
 
+    def scatter(self, objs: list | None, root: int = 0):
+        """Rank r gets objs[r] (``objs`` given on ``root``, ignored elsewhere)."""
+        return objs[0] if self._c is None else self._c.scatter(objs, root=root)
+
     def gather(self, obj, root: int = 0):
         return [obj] if self._c is None else self._c.gather(obj, root=root)
 

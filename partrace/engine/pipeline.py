@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..formats import jit
+from ..formats.base import TraceReader
 from ..model import Definitions, Schema, Table
 from . import inputs
 from .mpi import Comm, RankFailed
@@ -77,7 +78,17 @@ def read_plan(comm: Comm, reader, progress: Progress | None = None):
     comm.check()
     units = comm.bcast(units)
     jit.confirm(sum(u.size for u in units))     # before any unit is surveyed or decoded
-    mine = share_of(reader, units, comm.size)[comm.rank]
+    shares = share_of(reader, units, comm.size)
+    mine = shares[comm.rank]
+    if comm.size > 1 and type(reader).hand_over is not TraceReader.hand_over:
+        handed = None
+        with comm.guard():      # what listing learnt goes to the owners: no second read
+            if comm.rank == 0:
+                handed = [None] + [reader.hand_over(share) for share in shares[1:]]
+        comm.check()
+        handed = comm.scatter(handed)
+        if handed is not None:
+            reader.take_over(handed)
     if reader.surveyed or reader.ordered:
         if progress is not None:
             progress.expect(sum(u.size for u in units))

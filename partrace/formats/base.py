@@ -94,6 +94,16 @@ class TraceReader(ABC):
         first one this rank decodes (None: there are none)."""
         raise NotImplementedError
 
+    # --- what listing the units learnt, for the ranks that own them ---
+    def hand_over(self, share: list[Unit]) -> Any:
+        """(the rank that listed the units, before any survey) What :meth:`units` learnt
+        about the units of another rank's ``share`` that the owner would otherwise read
+        again (ROSS: each region's record offsets), or None; forgotten here."""
+        return None
+
+    def take_over(self, handed: Any) -> None:
+        """What :meth:`hand_over` gave for this rank's share (not None)."""
+
     def survey_all(self) -> Any:
         """The survey of the whole trace, read here, unit by unit."""
         out = None

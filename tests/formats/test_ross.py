@@ -320,6 +320,42 @@ def test_units_decoded_out_of_order_number_their_records_alike(run):
         _same_tables(a, b)
 
 
+def test_the_listing_ranks_hops_go_to_the_regions_owners(monkeypatch):
+    """Rank 0 hops every region to list them; it hands each other rank the hops of that
+    rank's share (and forgets them), so the owner surveys and decodes without hopping,
+    and decodes what a reader that hopped itself does."""
+    from partrace.engine.plan import share_of
+    from partrace.formats.ross import scan
+    lister = ROSS.open(DATA / EVT_RUN, region_size=512)
+    units = lister.units()
+    defs = lister.read_definitions()
+    shares = share_of(lister, units, 2)
+    assert shares[1]
+    before = None
+    for u in shares[0]:     # the survey of every unit before the share (the engine's exscan)
+        s = ROSS.open(DATA / EVT_RUN, region_size=512).survey(u)
+        before = s if before is None else lister.combine(before, s)
+    handed = lister.hand_over(shares[1])
+    assert sorted(handed) == sorted((u.info["path"], u.info["start"]) for u in shares[1])
+    assert not set(handed) & set(lister._hops)
+    hops = []
+    real = scan.hop_checked
+    monkeypatch.setattr(scan, "hop_checked", lambda *a: hops.append(a[2]) or real(*a))
+    owner = ROSS.open(DATA / EVT_RUN, region_size=512)
+    owner.take_over(handed)
+    surveys = [owner.survey(u) for u in shares[1]]
+    owner.start_after(before)
+    got = [chunk for u in shares[1] for chunk in owner.decode(u, defs)]
+    assert hops == [] and len(surveys) == len(shares[1])
+    monkeypatch.undo()
+    fresh = ROSS.open(DATA / EVT_RUN, region_size=512)
+    fresh.start_after(before)
+    want = [chunk for u in shares[1] for chunk in fresh.decode(u, defs)]
+    assert len(got) == len(want) > 0
+    for a, b in zip(got, want):
+        _same_tables(a, b)
+
+
 @pytest.mark.parametrize("run", RUNS)
 def test_seq_counts_per_location_in_file_order(run):
     tables, _, _ = decode_all(DATA / run, region_size=64)
