@@ -94,16 +94,17 @@ def set_threads(n: int) -> None:
 
 
 THREADS_ENV = "PARTRACE_H5_THREADS"     # compressing threads per rank, if set (0: none)
-MIN_SHARE = 3       # cores per rank from which chunks compress on a pool
+MIN_SHARE = 2       # cores per rank from which chunks compress on a pool
 
 
 def default_threads(ranks: int) -> int:
     """Threads that compress this rank's chunks: ``PARTRACE_H5_THREADS`` if set, else
-    this rank's share of the cores (ranks sharing one node assumed) when it is at least
-    MIN_SHARE, else none (the calling thread).  With one spare core (1 rank on 2 cores)
-    the pool cost 2-22% more CPU on the suite merges for 0.87-1.10x the wall time
-    (threads and the engine take turns at the GIL between compressions), so a rank
-    pays for it only where several cores would otherwise idle."""
+    from this rank's share of the cores (ranks sharing one node assumed): none below
+    MIN_SHARE (the calling thread compresses), one with one spare core, the share with
+    more.  With one spare core (1 rank on 2 cores, 65,536-row chunks) one thread took the
+    ovni suite merge to 0.92x the CPU and 0.92x the wall time (system time 0.45 -> 0.29
+    s; 3 interleaved pairs), and left OTF, DUMPI and ROSS within noise (0.98-1.04x);
+    with 16,384-row chunks (4x the jobs) it had cost 2-22% more CPU."""
     chosen = os.environ.get(THREADS_ENV, "").strip()
     if chosen:
         if not chosen.isdigit():
@@ -114,7 +115,9 @@ def default_threads(ranks: int) -> int:
     except AttributeError:      # not Linux
         cores = os.cpu_count() or 1
     share = cores // max(1, ranks)
-    return share if share >= MIN_SHARE else 0
+    if share < MIN_SHARE:
+        return 0
+    return 1 if share == MIN_SHARE else share
 
 
 class Codec(NamedTuple):
