@@ -274,7 +274,7 @@ def test_info_on_a_small_trace_does_not_import_numba(fmt, rel):
                        text=True, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.splitlines()[-1])
-    assert got["code"] == 0 and f"format:" in got["out"] and detect(DATA / rel) == fmt
+    assert got["code"] == 0 and "format:" in got["out"] and detect(DATA / rel) == fmt
     assert got["numba"] is False
 
 
