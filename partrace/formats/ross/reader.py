@@ -118,7 +118,7 @@ class ROSSReader(TraceReader):
 
     def _keep(self, path: str, start: int, end: int, starts, codes) -> None:
         """Keep a region's hop for its survey and decode here, while HOP_CACHE has room."""
-        size = len(starts) * (starts.itemsize + codes.itemsize)
+        size = _hop_bytes(starts, codes)
         if size <= self._room:
             self._room -= size
             self._hops[(path, start)] = (end, starts, codes)
@@ -136,7 +136,7 @@ class ROSSReader(TraceReader):
 
     def take_over(self, handed: dict) -> None:
         for key, (end, starts, codes) in handed.items():
-            self._room -= len(starts) * (starts.itemsize + codes.itemsize)
+            self._room -= _hop_bytes(starts, codes)     # kept whatever the room: paid for
             self._hops[key] = (end, starts, codes)
 
     def _hop(self, info: dict, take: bool):
@@ -338,3 +338,8 @@ def _code_of(table: str, file_info: dict | None = None) -> int:
 
 def lps_table_to_json(t: Table) -> dict:
     return {k: t[k].tolist() for k in t.names}
+
+
+def _hop_bytes(starts: np.ndarray, codes: np.ndarray) -> int:
+    """Memory a region's hop holds (what HOP_CACHE bounds)."""
+    return len(starts) * (starts.itemsize + codes.itemsize)
