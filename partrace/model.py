@@ -23,6 +23,7 @@ means "not applicable" in the common integer columns, as in OTF.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from enum import IntEnum
 from typing import Any, Iterable, Mapping
 
@@ -260,6 +261,20 @@ class Table:
 
 
 Schema = dict[str, list[Column]]   # table name -> columns, in order
+
+
+def byte_rows(data, starts, ends, decode: bool = False) -> np.ndarray:
+    """Rows of a BYTES (or, ``decode``: STR) column cut from one buffer: row i is
+    ``data[starts[i]:ends[i]]``.  The model holds variable-length values as objects,
+    one per row; they are made by a chain of C-level maps, so no Python statement
+    runs per row (a comprehension costs ~3x as much)."""
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    pieces = map(view.__getitem__, map(slice, np.asarray(starts).tolist(), np.asarray(ends).tolist()))
+    rows = map(_TEXT, pieces) if decode else (pieces if isinstance(data, bytes) else map(bytes, pieces))
+    return np.fromiter(rows, dtype=object, count=len(starts))
+
+
+_TEXT = partial(str, encoding="utf-8", errors="surrogateescape")   # lone bytes kept (PEP 383)
 
 
 def cast(values, col: Column) -> np.ndarray:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 
-from ...model import BYTES, STR, Column
+from ...model import BYTES, STR, Column, byte_rows
 
 DATA, ENDS = "data", "ends"
 CHUNK_BYTES = 1 << 16       # data chunk of a resizable (many-window) column
@@ -158,12 +158,9 @@ def read(g: h5py.Group, start: int = 0, stop: int | None = None) -> np.ndarray:
     if start:
         ends = ends[1:]
     raw = g[DATA][lo:int(ends[-1])].tobytes()
-    cuts = (ends - lo).tolist()
-    pieces = [raw[a:b] for a, b in zip([0] + cuts[:-1], cuts)]
-    if g.attrs.get("dtype", STR) == STR:
-        pieces = [p.decode("utf-8", "surrogateescape") for p in pieces]
-    out[:] = pieces
-    return out
+    cuts = ends - lo
+    return byte_rows(raw, np.concatenate([[0], cuts[:-1]]), cuts,
+                     decode=g.attrs.get("dtype", STR) == STR)
 
 
 def link(group: h5py.Group, col: Column, row_blocks, byte_blocks, table: str,

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import jit as numba   # lazy njit: numba only for inputs that are not small
 from ...errors import TraceError
+from ...model import byte_rows
 
 HEADER = 8
 EV_HEADER = 12
@@ -296,9 +297,7 @@ def event_keys(buf: np.ndarray, start: int, n: int, big: bool, offset: int,
 
 def jumbo_data(buf: np.ndarray, offs: np.ndarray, payload: np.ndarray,
                big: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Lengths and bytes objects of the jumbo events at ``offs`` (few: one object each)."""
+    """Lengths and bytes objects of the jumbo events at ``offs`` (one object each)."""
     lens = np.ascontiguousarray(payload[:, :4]).view(">u4" if big else "<u4").ravel()
-    data = np.empty(len(offs), object)
-    for i, (o, n) in enumerate(zip(offs.tolist(), lens.tolist())):
-        data[i] = bytes(buf[o + 16:o + 16 + n])
-    return lens.astype(np.uint64), data
+    starts = offs.astype(np.int64) + 16
+    return lens.astype(np.uint64), byte_rows(buf, starts, starts + lens)

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import TraceError
-from ...model import Definitions, Kind, Table, conform
+from ...model import Definitions, Kind, Table, byte_rows, conform
 from ..base import repeated
 from . import kernels
 from . import layouts as L
@@ -73,9 +73,8 @@ def _model_columns(buf, sel, sizes, width, code, mdt, path) -> dict:
     hsize = L.HEADER_DTYPES[code].itemsize
     n = len(sel)
     if width == "variable":
-        data = np.empty(n, object)
-        data[:] = [bytes(buf[s + hsize:s + hsize + z]) for s, z in zip(sel.tolist(), sizes.tolist())]
-        cols["model_data"] = data
+        starts = sel.astype(np.int64) + hsize
+        cols["model_data"] = byte_rows(buf, starts, starts + sizes)
     elif width:
         bad = (sizes != width) & (sizes != 0)
         if bad.any():
