@@ -17,7 +17,7 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import (LOCATION_COLUMNS, REGION_COLUMNS, BYTES, STR, Column, Definitions,
+from ...model import (ID, LOCATION_COLUMNS, REGION_COLUMNS, BYTES, STR, Column, Definitions,
                       Kind, Schema, Table, column, conform)
 from ..base import TraceReader, Unit, repeated
 from . import layout
@@ -36,9 +36,11 @@ EVENT_COLUMNS = [
     column("region", description="region of a known model's MCV (regions/id): the region entered/left, "
            "or the point event's own; 0 = unknown MCV"),
     column("ticks", description="raw event clock as written in the stream", unit="ns"),
-    Column("loom", "int64", "location id of the thread's loom"),
-    Column("process", "int64", "pid of the thread's process"),
-    Column("thread", "int64", "tid of the thread"),
+    # ids and Linux pid_t/tid values are 32-bit: 4 bytes per row, not 8, in every
+    # window, exchange and output (an id that does not fit is refused, never wrapped)
+    Column("loom", ID, "location id of the thread's loom"),
+    Column("process", "int32", "pid of the thread's process"),
+    Column("thread", "int32", "tid of the thread"),
     Column("cpu", "int32", "logical CPU index in the loom (cpus/index) the thread runs on, "
            "from its own OHx/OAs/OHe events; -1 = unknown"),
     _u1("flags", "flags nibble of the event's first byte (0x10 = jumbo)"),
