@@ -179,7 +179,7 @@ def test_sigterm_while_publishing_keeps_the_whole_output(synth_trace, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH}
     env.pop("PARTRACE_MPI", None)
     r = subprocess.run([sys.executable, "-c", _SIGNAL_AT_PUBLISH, "merge", str(trace),
-                        "-o", str(out), "--tmpdir", str(tmp_path)],
+                        "-o", str(out), "--tmpdir", str(tmp_path), "-q"],
                        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 143, r.stderr
     assert r.stderr == "partrace: SIGTERM after the output was written; it is kept\n"

@@ -8,10 +8,12 @@ Layouts (``layout=``):
   have the final file's shape, chunks and filters, at the *global* row index
   (a part allocates only the chunks it touches).  Each rank compresses its own
   chunks (formats/hdf5/chunks.py: on a pool of threads, while the engine builds
-  the next column or window), so the costly part runs in parallel.  At commit rank 0 copies every
-  chunk a part holds whole as compressed bytes (no decoding), and writes the
-  few rows of chunks shared by two ranks (at most two per rank, window and
-  column) as values.  Text columns are data/ends pairs of plain numbers
+  the next column or window), so the costly part runs in parallel.  At commit a
+  chunk whose rows came from two or more ranks (where one rank's slice of a
+  window ends and the next one's begins: about two per rank, window and column)
+  is made whole and encoded once by one of its writers, in parallel, and rank 0
+  stores it; then rank 0 copies every chunk a part holds whole as its stored
+  bytes (no decoding).  Text columns are data/ends pairs of plain numbers
   (formats/hdf5/text.py): a rank writes its rows' bytes at their global byte
   offset (known from one allgather of byte counts per window), so their chunks
   copy raw too and no rank's text passes through rank 0 as values.  The parts
@@ -43,7 +45,8 @@ from .staging import Staging
 
 LAYOUTS = ("single", "parts")
 PARTS_DIR = "parts"     # inside the hidden staging folder
-JOIN_CACHE_BYTES = 16 << 20     # holds a shared chunk between its two writers
+JOIN_CACHE_BYTES = 16 << 20     # the final file's chunk cache while joining
+JOIN_ROUND_BYTES = 64 << 20     # shared chunks gathered on rank 0 at once (before encoding)
 
 
 class HDF5Sink(Sink):
@@ -235,41 +238,133 @@ class HDF5Sink(Sink):
         return out
 
     def _join_parts(self, comm: Comm) -> None:
-        """Rank 0: copy every part's rows into the final file (whole chunks raw).
+        """Every rank: the rows of the parts into the final file (collective).
 
-        Column by column, rank after rank: a chunk shared by ranks r and r+1 is
-        read back, completed with the part's rows and compressed again
-        (formats/hdf5/chunks.py: the same bytes as one rank would store).  A text
-        column is two numeric datasets (ends by rows, data by bytes), copied the
-        same way."""
-        parts = [h5py.File(self.staging.path(self._file_name(r)), "r", rdcc_nbytes=0)
-                 for r in range(1, comm.size)]
+        A chunk whose rows came from two or more ranks (where one rank's slice of a
+        window ends and the next begins) is made whole once, from the files that
+        hold its rows, by one rank: rank 0 where it holds some of them, else the
+        last of its writers; rank 0 stores the bytes (it alone writes the final
+        file).  So at any rank count each rank encodes about two such chunks per
+        window and column, and rank 0 decodes none of the others' rows.  Then rank
+        0 copies every chunk a part holds whole as its stored bytes.  A text column
+        is two numeric datasets (ends by rows, data by bytes), joined the same way."""
+        own = None
+        with comm.guard():
+            with h5py.File(self.staging.path(self._file_name(comm.rank)), "r") as f:
+                own = self._join_plan(f, comm.size)
+        comm.check()
+        datasets, jobs = own
+        files: dict[int, h5py.File] = {}
+        final = None
         try:
-            with h5py.File(self.staging.path(self.final.name), "a",
-                           rdcc_nbytes=JOIN_CACHE_BYTES) as f:
-                for name, columns in self.schema.items():
-                    ranges = self._intervals(name, comm.size)
-                    if not any(ranges[1:]):
-                        continue
-                    for col in columns:
-                        pieces = [(col.name, ranges)]
-                        if col.is_object:
-                            pieces = [(f"{col.name}/{hdf5_text.ENDS}", ranges),
-                                      (f"{col.name}/{hdf5_text.DATA}",
-                                       self._intervals((name, col.name), comm.size))]
-                        tally = self.join_counts["text" if col.is_object else "numbers"]
-                        for path, spans in pieces:
-                            dst = f[name][path]
-                            for r, part in enumerate(parts, start=1):
-                                if spans[r]:
-                                    for k, v in copy_rows(part[name][path], dst,
-                                                          spans[r]).items():
-                                        tally[k] += v
+            with comm.guard():
+                if comm.rank == 0:
+                    final = h5py.File(self.staging.path(self.final.name), "a",
+                                      rdcc_nbytes=JOIN_CACHE_BYTES)
+                    files[0] = final
+            comm.check()
+            self._join_shared(comm, datasets, jobs, files, final)
+            with comm.guard():
+                if comm.rank == 0:
+                    self._copy_whole(comm.size, datasets, files, final)
+            comm.check()
         finally:
-            for part in parts:
-                part.close()
-        for r in range(1, comm.size):
-            os.unlink(self.staging.path(self._file_name(r)))
+            for r, f in files.items():
+                if r:
+                    f.close()
+            if final is not None:
+                final.close()
+        with comm.guard():
+            if comm.rank == 0:
+                for r in range(1, comm.size):
+                    os.unlink(self.staging.path(self._file_name(r)))
+        comm.check()
+
+    def _join_plan(self, f: h5py.File, size: int):
+        """(datasets: (table, path, per-rank spans, chunk rows, size), jobs: the
+        shared chunks as (dataset index, first row, [(rank, a, b)], encoding rank)),
+        the same on every rank: from the window counts and this rank's file."""
+        datasets, jobs = [], []
+        for name, columns in self.schema.items():
+            ranges = self._intervals(name, size)
+            if not any(ranges[1:]):
+                continue
+            for col in columns:
+                pieces = [(col.name, ranges)]
+                if col.is_object:
+                    pieces = [(f"{col.name}/{hdf5_text.ENDS}", ranges),
+                              (f"{col.name}/{hdf5_text.DATA}",
+                               self._intervals((name, col.name), size))]
+                for path, spans in pieces:
+                    ds = f[name][path]
+                    step, rows = ds.chunks[0], ds.shape[0]
+                    for row, parts in shared_chunks(spans, step, rows):
+                        writers = sorted({r for r, _, _ in parts})
+                        jobs.append((len(datasets), row, parts,
+                                     0 if writers[0] == 0 else writers[-1]))
+                    datasets.append((name, path, spans, ds.dtype.itemsize * int(np.prod(ds.chunks))))
+        return datasets, jobs
+
+    def _file_of(self, files: dict, rank: int) -> h5py.File:
+        if rank not in files:
+            files[rank] = h5py.File(self.staging.path(self._file_name(rank)), "r",
+                                    rdcc_nbytes=0)
+        return files[rank]
+
+    def _join_shared(self, comm: Comm, datasets, jobs, files, final) -> None:
+        """The shared chunks, in rounds: each rank assembles and encodes its own,
+        rank 0 gathers and stores them.  A round holds at most ~JOIN_ROUND_BYTES
+        of chunks over all ranks, so rank 0's memory does not grow with ranks."""
+        if not jobs:
+            return
+        mine = [j for j in jobs if j[3] == comm.rank]
+        most = int(np.bincount([j[3] for j in jobs], minlength=comm.size).max())
+        largest = max(d[3] for d in datasets)
+        per_round = max(1, JOIN_ROUND_BYTES // (comm.size * largest))
+        for first in range(0, most, per_round):
+            made = []
+            with comm.guard():
+                for d, row, parts, _ in mine[first:first + per_round]:
+                    name, path = datasets[d][:2]
+                    made.append((d, row, self._whole_chunk(files, name, path, row, parts)))
+            comm.check()
+            everyone = comm.gather(made)
+            with comm.guard():
+                if comm.rank == 0:
+                    for d, row, made in (m for ms in everyone for m in ms):
+                        name, path = datasets[d][:2]
+                        ds = final[name][path]
+                        if isinstance(made, np.ndarray):
+                            ds[row:row + len(made)] = made
+                        else:
+                            hdf5_chunks.put(ds, row, made)
+            comm.check()
+        for d, _, parts, _ in jobs:
+            key = "text" if "/" in datasets[d][1] else "numbers"
+            self.join_counts[key]["value_items"] += sum(b - a for _, a, b in parts)
+
+    def _whole_chunk(self, files, name: str, path: str, row: int, parts):
+        """The chunk at ``row`` of ``name/path`` assembled from its writers' files and
+        encoded as the file stores it (``put``'s argument)."""
+        src = self._file_of(files, parts[0][0])[name][path]
+        step = src.chunks[0]
+        chunk = np.zeros((step,) + src.chunks[1:], src.dtype)
+        for r, a, b in parts:
+            chunk[a - row:b - row] = self._file_of(files, r)[name][path][a:b]
+        how = hdf5_chunks.codec(src)
+        if how is None:         # a pipeline h5py runs (lzf ...): rank 0 writes the values
+            return chunk[:min(step, src.shape[0] - row)]
+        return hdf5_chunks.encode(chunk, how)
+
+    def _copy_whole(self, size: int, datasets, files, final) -> None:
+        """Rank 0: the chunks each part holds whole, as stored bytes."""
+        for name, path, spans, _ in datasets:
+            tally = self.join_counts["text" if "/" in path else "numbers"]
+            for r in range(1, size):
+                if spans[r]:
+                    for k, v in copy_rows(self._file_of(files, r)[name][path], final[name][path],
+                                          spans[r]).items():
+                        tally[k] += v
 
     def _write_index(self, comm: Comm) -> None:
         """Rank 0 (layout "parts"): the top file, of virtual datasets over the parts."""
@@ -300,15 +395,15 @@ class HDF5Sink(Sink):
             self._close()
         comm.check()
         if self._split:
-            with comm.guard():
-                if comm.rank == 0:
-                    began = time.perf_counter()
-                    if self.layout == "parts":
+            began = time.perf_counter()
+            if self.layout == "parts":
+                with comm.guard():
+                    if comm.rank == 0:
                         self._write_index(comm)
-                    else:
-                        self._join_parts(comm)
-                    self.commit_seconds = time.perf_counter() - began
-            comm.check()
+                comm.check()
+            else:
+                self._join_parts(comm)
+            self.commit_seconds = time.perf_counter() - began
         with comm.guard():
             if comm.rank == 0:
                 names = [self.final.name]
@@ -332,24 +427,17 @@ class HDF5Sink(Sink):
 
 
 def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
-    """Copy rows ``ranges`` of ``src`` into ``dst`` (same shape, chunks and filters).
-
-    Chunks wholly inside a range go as stored bytes (read from ``src``'s file at
-    the chunk's address -> write_direct_chunk: no decompression, and ~3x less CPU
-    than read_direct_chunk per chunk; the file must be flushed); the rows of the
-    chunks at a range's ends, which other ranks share, go as values.  Returns the
-    chunks copied raw, their stored bytes, and the rows copied as values.
-    """
+    """Copy the chunks of ``src`` that lie wholly inside row ``ranges`` into ``dst``
+    (same shape, chunks and filters) as their stored bytes: read from ``src``'s file
+    at the chunk's address -> write_direct_chunk, no decompression, ~3x less CPU than
+    read_direct_chunk per chunk (``src``'s file must be flushed).  The chunks at a
+    range's ends, shared with other ranks, are not copied (:func:`shared_chunks`).
+    Returns the chunks copied and their stored bytes."""
     step = src.chunks[0]
-    counts = dict(chunks=0, stored_bytes=0, value_items=0)
+    counts = dict(chunks=0, stored_bytes=0)
     stored = sorted(_stored_chunks(src))
     rows = np.array([c[0][0] for c in stored], np.int64)
     base = src.file.userblock_size     # chunk addresses are relative to it
-
-    def values(a, b):
-        hdf5.write_values(dst, None, src[a:b], a)
-        counts["value_items"] += b - a
-
     fd = os.open(src.file.filename, os.O_RDONLY)
     try:
         for a, b in ranges:
@@ -357,7 +445,6 @@ def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
             if b == src.shape[0] and b % step:
                 last += 1   # the dataset's last, partial chunk is whole if the range ends it
             if first >= last:
-                values(a, b)
                 continue
             # a chunk never written is all zero (the fill value), as in the final file
             lo, hi = np.searchsorted(rows, (first * step, last * step))
@@ -365,13 +452,34 @@ def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
                 dst.id.write_direct_chunk(coord, os.pread(fd, size, base + address), mask)
                 counts["chunks"] += 1
                 counts["stored_bytes"] += size
-            if a < first * step:
-                values(a, first * step)
-            if min(last * step, b) < b:
-                values(last * step, b)
     finally:
         os.close(fd)
     return counts
+
+
+def shared_chunks(spans: list[list[tuple[int, int]]], step: int, size: int):
+    """The chunks of a ``size``-row dataset (``step`` rows each) that hold rows of more
+    than one rank, given each rank's row ``spans``: ``[(first row, [(rank, a, b),
+    ...])]`` in row order, the pieces in row order.  Only a span's ends can fall
+    inside such a chunk (a chunk inside one span is that rank's alone), so the
+    work is per span, never per chunk or row."""
+    pieces: dict[int, set] = {}
+    for r, mine in enumerate(spans):
+        for a, b in mine:
+            if a % step:            # starts inside a chunk another rank began
+                c = a - a % step
+                pieces.setdefault(c, set()).add((r, a, min(b, c + step)))
+            if b % step and b != size:      # ends inside one another rank completes
+                c = (b - 1) - (b - 1) % step
+                pieces.setdefault(c, set()).add((r, max(a, c), b))
+    out = []
+    for c in sorted(pieces):
+        parts = sorted(pieces[c], key=lambda p: p[1])
+        if [p[1] for p in parts[1:]] != [p[2] for p in parts[:-1]] or parts[0][1] != c or (
+                parts[-1][2] != min(c + step, size)):
+            raise AssertionError(f"chunk at row {c}: pieces {parts} do not tile it")
+        out.append((c, parts))
+    return out
 
 
 def _stored_chunks(ds) -> list[tuple[tuple, int, int, int]]:

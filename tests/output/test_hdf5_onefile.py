@@ -20,7 +20,9 @@ import pytest
 
 import partrace
 from partrace.errors import TraceError
-from partrace.output.hdf5_sink import _stored_chunks, _stored_chunks_by_lookup, copy_rows
+from partrace.formats.hdf5 import chunks as hdf5_chunks
+from partrace.output.hdf5_sink import (_stored_chunks, _stored_chunks_by_lookup, copy_rows,
+                                      shared_chunks)
 from tests.conftest import DATA, ROOT, run_cli
 from tests.support.compare import assert_same_content, h5_content
 
@@ -133,27 +135,65 @@ def test_chunk_rows_chosen_by_environment(tmp_path):
         assert not (tmp_path / "bad.h5").exists()
 
 
-def test_copy_rows_raw_chunks_and_shared_edges(tmp_path):
-    """copy_rows on ranges that start and end mid-chunk and end the dataset."""
+def test_join_copies_whole_chunks_raw_and_encodes_shared_ones_once(tmp_path):
+    """copy_rows on ranges that start and end mid-chunk and end the dataset copies the
+    chunks inside them as stored; shared_chunks names the others with their pieces,
+    which, assembled and encoded once (chunks.put), complete the dataset."""
     values = np.arange(1000, dtype=np.int64) * 7 - 300
     ranges = [[(0, 37)], [(37, 200), (450, 1000)], [(200, 450)]]    # ranks 0, 1, 2
     with h5py.File(tmp_path / "d.h5", "w", libver="v110") as f:
         dst = f.create_dataset("v", shape=(1000,), chunks=(64,), dtype="i8",
                                compression="gzip", shuffle=True)
+        parts = []
         for r, rs in enumerate(ranges):
             src = f.create_dataset(f"p{r}", shape=(1000,), chunks=(64,), dtype="i8",
                                    compression="gzip", shuffle=True)
             for a, b in rs:
                 src[a:b] = values[a:b]
-            f.flush()       # copy_rows reads stored chunks from the file
-            if r == 0:
-                dst[0:37] = values[0:37]
-            else:
-                copy_rows(src, dst, rs)
+            parts.append(src)
+        f.flush()       # copy_rows reads stored chunks from the file
+        dst[0:37] = values[0:37]            # rank 0 writes the final file itself
+        for r in (1, 2):
+            copy_rows(parts[r], dst, ranges[r])
+        shared = shared_chunks(ranges, 64, 1000)
+        assert shared == [(0, [(0, 0, 37), (1, 37, 64)]), (192, [(1, 192, 200), (2, 200, 256)]),
+                          (448, [(2, 448, 450), (1, 450, 512)])]
+        how = hdf5_chunks.codec(dst)
+        for row, pieces in shared:
+            chunk = np.zeros(64, np.int64)
+            for r, a, b in pieces:
+                chunk[a - row:b - row] = parts[r][a:b]
+            hdf5_chunks.put(dst, row, hdf5_chunks.encode(chunk, how))
         assert np.array_equal(dst[:], values)
         # chunk 4 (256..319) lies inside rank 2's rows, the last chunk in rank 1's
         assert dst.id.read_direct_chunk((256,)) == f["p2"].id.read_direct_chunk((256,))
         assert dst.id.read_direct_chunk((960,)) == f["p1"].id.read_direct_chunk((960,))
+
+
+@pytest.mark.parametrize("step", [1, 4, 16, 64])
+def test_shared_chunks_equal_the_chunks_of_many_writers(step):
+    """Against the rows' owners, row by row: windows of slices of random sizes (empty
+    ones included), several per chunk or several chunks per slice."""
+    rng = np.random.default_rng(step)
+    for ranks in (2, 3, 5):
+        sizes = rng.integers(0, 3 * step + 2, (4, ranks))   # 4 windows
+        owner = np.repeat(np.tile(np.arange(ranks), 4), sizes.ravel())
+        size = len(owner)
+        spans = [[] for _ in range(ranks)]
+        at = 0
+        for r, n in zip(np.tile(np.arange(ranks), 4), sizes.ravel()):
+            if n:
+                if spans[r] and spans[r][-1][1] == at:
+                    spans[r][-1] = (spans[r][-1][0], at + n)
+                else:
+                    spans[r].append((at, at + int(n)))
+                at += int(n)
+        want = [c for c in range(0, size, step) if len(set(owner[c:c + step])) > 1]
+        got = shared_chunks(spans, step, size)
+        assert [c for c, _ in got] == want
+        for c, pieces in got:
+            rows = np.concatenate([np.full(b - a, r) for r, a, b in pieces])
+            assert np.array_equal(rows, owner[c:c + step])
 
 
 def test_chunk_index_walk_equals_lookups(tmp_path):

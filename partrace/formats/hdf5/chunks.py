@@ -497,6 +497,20 @@ def write(ds, values: np.ndarray, start: int, how: Codec,
         pending.drain()
 
 
+def put(ds, row: int, stored: tuple[bytes, int] | None) -> None:
+    """Store a whole chunk encoded elsewhere (:func:`encode`'s result, None = zeros)
+    at ``row``, over whatever the file holds there."""
+    tail = (0,) * (len(ds.chunks) - 1)
+    old_mask = _stored_mask(ds, row, tail)
+    if old_mask is None:
+        if stored is not None:
+            ds.id.write_direct_chunk((row,) + tail, *stored)
+        return
+    if stored is None:      # zeros over stored rows
+        stored = _zeros(np.zeros(ds.chunks, ds.dtype), codec(ds))
+    _rewrite(ds, row, stored, old_mask)
+
+
 def read_back(ds, row: int, how: Codec, mask: int) -> np.ndarray:
     """The whole stored chunk at ``row`` (chunk shape) whose filter mask in the chunk
     index is ``mask``, decoded here from its stored bytes.
