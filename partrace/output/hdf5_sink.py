@@ -245,7 +245,7 @@ class HDF5Sink(Sink):
         hold its rows, by one rank: rank 0 where it holds some of them, else the
         last of its writers; rank 0 stores the bytes (it alone writes the final
         file).  So at any rank count each rank encodes about two such chunks per
-        window and column, and rank 0 decodes none of the others' rows.  Then rank
+        window and column, and rank 0 decodes only rows of the chunks it shares.  Then rank
         0 copies every chunk a part holds whole as its stored bytes.  A text column
         is two numeric datasets (ends by rows, data by bytes), joined the same way."""
         own = None
@@ -281,7 +281,7 @@ class HDF5Sink(Sink):
         comm.check()
 
     def _join_plan(self, f: h5py.File, size: int):
-        """(datasets: (table, path, per-rank spans, chunk rows, size), jobs: the
+        """(datasets: (table, path, per-rank spans, bytes per chunk), jobs: the
         shared chunks as (dataset index, first row, [(rank, a, b)], encoding rank)),
         the same on every rank: from the window counts and this rank's file."""
         datasets, jobs = [], []
