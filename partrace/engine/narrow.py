@@ -5,10 +5,14 @@ many of its columns hold one value (a thread's ids, a record kind's unused
 fields) and its integer columns span a small range (time, seq, counters).
 A run keeps such a column as that one value (``Constant``) or as its
 minimum plus offsets in the narrowest unsigned type the range fits
-(``Offsets``, a frame of reference); a sub-array column (rows of several
-fields) is held as its rows' words, each word column in one of those forms
-(``Words``) when that saves a quarter; any other column stays the array it
-was.  Reading a slice back gives the original values in the original dtype;
+(``Offsets``, a frame of reference), or, when its values count up by one
+from the first (a location's ``seq``, a stream's source order), as that first
+value alone (``Steps``); a sub-array column (rows of several fields) is held
+as its rows' words, each word column in one of those forms (``Words``) when
+that saves a quarter; ``ticks`` that are ``time`` plus one offset (a clock
+shifted to the trace's, as ovni's looms) are held as that offset
+(``Shifted``, see :func:`narrowed_columns`); any other column stays the array
+it was.  Reading a slice back gives the original values in the original dtype;
 ``put`` widens a slice straight into a caller's buffer, and ``piece`` gives
 a slice in its narrow form (what engine/gather.py puts in key order).
 """
@@ -80,6 +84,74 @@ class Offsets:
         if v > hi or (v == hi and side == "right"):
             return len(self.offsets)
         return int(self.offsets.searchsorted(self.offsets.dtype.type(v - lo), side=side))
+
+
+class Steps:
+    """``n`` integers counting up by one from ``start``: the row's position gives it."""
+
+    __slots__ = ("start", "n", "dtype", "shape", "width")
+
+    def __init__(self, start: np.generic, n: int):
+        self.start, self.n, self.dtype, self.shape = start, n, start.dtype, (n,)
+        # the offsets type of every piece (one for all: a gather lays pieces side by side)
+        self.width = _narrowest(max(n - 1, 1), np.dtype(np.uint64))
+
+    nbytes = property(lambda self: self.start.nbytes)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def positions(self, key) -> np.ndarray:
+        if isinstance(key, slice):
+            return np.arange(*key.indices(self.n), dtype=np.int64)
+        rows = np.asarray(key, dtype=np.int64)
+        return np.where(rows < 0, rows + self.n, rows)
+
+    def __getitem__(self, key) -> np.ndarray:
+        return np.add(self.positions(key), self.start, dtype=self.dtype, casting="unsafe")
+
+    def put(self, a: int, b: int, dest: np.ndarray) -> None:
+        widen_into(np.arange(a, b, dtype=np.int64), self.start, dest)
+
+    def piece(self, a: int, b: int) -> "Offsets":
+        return Offsets(self.dtype.type(int(self.start) + a), np.arange(b - a, dtype=self.width))
+
+    def searchsorted(self, v, side: str = "left", sorter=None) -> int:
+        at = int(v) - int(self.start) + (side == "right")
+        return min(max(at, 0), self.n)
+
+
+class Shifted:
+    """A column that is another column of its run (``of``, a form) plus ``delta``, in
+    ``dtype``: it holds nothing of its own."""
+
+    __slots__ = ("of", "delta", "dtype", "shape")
+
+    def __init__(self, of, delta: int, dtype: np.dtype):
+        self.of, self.delta, self.dtype, self.shape = of, delta, np.dtype(dtype), of.shape
+
+    nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self.of)
+
+    def __getitem__(self, key) -> np.ndarray:
+        return self._shift(self.of[key])
+
+    def _shift(self, values: np.ndarray) -> np.ndarray:
+        return np.add(values, self.delta, dtype=np.int64).astype(self.dtype)
+
+    def put(self, a: int, b: int, dest: np.ndarray) -> None:
+        np.copyto(dest, self[a:b], casting="unsafe")
+
+    def piece(self, a: int, b: int):
+        """The other column's piece, shifted: an Offsets piece keeps its offsets."""
+        p = piece(self.of, a, b)
+        if isinstance(p, Offsets):
+            return Offsets(self._shift(np.asarray(p.base))[()], p.offsets)
+        if isinstance(p, Constant):
+            return Constant(self._shift(np.asarray(p.value)), p.n)
+        return self._shift(p)
 
 
 class Words:
@@ -182,6 +254,8 @@ def narrowed(values):
         if lo == hi:
             return Constant(values[:1].reshape(()).copy(), len(values))
         span = int(hi) - int(lo)
+        if span == len(values) - 1 and _counts_up(values):
+            return Steps(lo, len(values))
         for t in _OFFSET_TYPES:
             if t.itemsize >= values.dtype.itemsize:
                 break
@@ -195,6 +269,48 @@ def narrowed(values):
     if values.ndim > 1:
         return _as_narrow_words(values)
     return values
+
+
+@njit(cache=True)
+def _counts_up(values) -> bool:
+    for i in range(1, values.shape[0]):
+        if values[i] - values[i - 1] != 1:      # a difference: uint64 + 1 would be a float
+            return False
+    return True
+
+
+def narrowed_columns(columns: dict) -> dict:
+    """Each column at its narrowest form; ``ticks`` that are ``time`` plus one offset
+    in every row as that offset (``Shifted``: compared in one pass, none built)."""
+    out = {}
+    for name, values in columns.items():
+        if name == "ticks" and "time" in out and _shift_of(values, columns["time"]) is not None:
+            out[name] = Shifted(out["time"], _shift_of(values, columns["time"]), values.dtype)
+        else:
+            out[name] = narrowed(values)
+    return out
+
+
+def _shift_of(ticks, time) -> int | None:
+    """d when ticks == time + d in every row (as integers), else None."""
+    if not (isinstance(ticks, np.ndarray) and isinstance(time, np.ndarray)) or len(ticks) == 0 \
+            or ticks.ndim != 1 or ticks.dtype.kind not in "iu" or time.dtype.kind not in "iu" \
+            or ticks.strides[0] == 0 or time.strides[0] == 0:
+        return None
+    d = int(ticks[0]) - int(time[0])
+    if not (np.iinfo(np.int64).min <= d <= np.iinfo(np.int64).max) or \
+            int(ticks[-1]) - int(time[-1]) != d:
+        return None
+    return d if _shifted_by(ticks.view(np.int64) if ticks.dtype.itemsize == 8 else ticks.astype(np.int64),
+                            time.astype(np.int64, copy=False), d) else None
+
+
+@njit(cache=True)
+def _shifted_by(ticks, time, d) -> bool:
+    for i in range(ticks.shape[0]):
+        if ticks[i] - time[i] != d:
+            return False
+    return True
 
 
 def _constant(values: np.ndarray) -> bool:
@@ -228,7 +344,10 @@ def put(values, a: int, b: int, dest: np.ndarray) -> None:
 
 
 def piece(values, a: int, b: int):
-    """Rows a..b of a column form, in the same form (no widening, no copy of an array)."""
+    """Rows a..b of a column form, in the same form (no widening, no copy of an array;
+    Steps and Shifted rows as an Offsets piece, which exchanges and gathers know)."""
+    if isinstance(values, (Steps, Shifted)):
+        return values.piece(a, b)
     if isinstance(values, Constant):
         return Constant(values.value, b - a)
     if isinstance(values, Offsets):

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import WriteFailed
 from ..model import Column, Table
 from . import stop
-from .narrow import Constant, Offsets, Words, narrowed, piece, put, widen_into
+from .narrow import Constant, Offsets, Shifted, Steps, Words, narrowed_columns, piece, put, widen_into
 from .order import lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed
@@ -67,7 +67,7 @@ def held_bytes(columns: dict) -> int:
 
 def narrow_columns(columns: dict[str, np.ndarray]) -> dict:
     """Each column at its narrowest form (see partrace.engine.narrow)."""
-    return {name: narrowed(v) for name, v in columns.items()}
+    return narrowed_columns(columns)
 
 
 class Run:
@@ -114,8 +114,8 @@ class SpilledRun:
 
     Explicit reads (not memory maps) keep the file pages out of the process's
     resident memory.  A column held narrow is written narrow (an ``Offsets``
-    column: its offsets, the base kept here) and a constant one is not
-    written at all.  Every STRIDE-th key stays in memory as a sparse index,
+    column: its offsets, the base kept here) and a constant or counting one
+    (``Steps``) is not written at all.  Every STRIDE-th key stays in memory as a sparse index,
     so a search reads one block of keys.
     """
 
@@ -128,7 +128,9 @@ class SpilledRun:
         self.kept = {}          # str/bytes cells (small side tables) and Constant columns
         self.written = 0
         for col, values in columns.items():
-            if isinstance(values, Constant) or values.dtype == object:
+            if isinstance(values, Shifted):     # its own bytes: the other column is spilled
+                values = piece(values, 0, len(values))
+            if isinstance(values, (Constant, Steps)) or values.dtype == object:
                 self.kept[col] = values
                 continue
             if isinstance(values, Words):       # spilled as its rows

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from partrace.engine.mpi import serial
-from partrace.engine.narrow import Constant, Offsets, Words, narrowed
+from partrace.engine.narrow import (Constant, Offsets, Shifted, Steps, Words, narrowed,
+                                    narrowed_columns, piece)
 from partrace.engine.order import lower_bound, sort_by_key
 from partrace.engine.runs import Run, RunStore, SpilledRun, row_bytes
 from partrace.engine.windows import choose_cuts, time_window
@@ -148,6 +149,11 @@ EDGES = {
     "sub-array of float fields": (np.array([[1.5, -0.0], [1.5, 0.0]]), Words),
     "sub-array varying widely": (np.random.default_rng(3).integers(-2**62, 2**62, (64, 2)), np.ndarray),
     "sub-array of odd width": (np.array([[1, 2, 3], [4, 5, 6]], np.uint8), np.ndarray),
+    "counting up (a seq)": (np.arange(41, 41 + 300), Steps),
+    "counting up near uint64 max": (np.arange(2**64 - 3, 2**64, dtype=np.uint64), Steps),
+    "counting up in int32 from negative": (np.arange(-5, 70000, dtype=np.int32), Steps),
+    "counting up but one step of two": (np.array([3, 4, 6, 6, 7]), Offsets),
+    "a permutation of a count": (np.array([1, 3, 2, 4]), Offsets),
     "objects": (np.array(["a", "a"], dtype=object), np.ndarray),
     "empty": (np.zeros(0, np.int64), np.ndarray),
 }
@@ -178,6 +184,7 @@ def test_edge_values_narrow_to_the_expected_form_and_round_trip(label, tmp_path)
 
 
 @pytest.mark.parametrize("values", [np.array([5, 5, 9, 12, 12, 12, 300]),
+                                    np.arange(-3, 40),
                                     np.array([2**64 - 70000, 2**64 - 70000, 2**64 - 1], np.uint64),
                                     I64.min + np.array([0, 0, 4]),
                                     np.full(4, 77)])
@@ -201,3 +208,31 @@ def test_a_window_with_no_rows_on_this_rank_gives_empty_columns_of_the_schema():
     for c in SCHEMA:
         got = empty.column_once(c.name)
         assert len(got) == 0 and got.dtype == c.element_dtype()
+
+
+@pytest.mark.parametrize("delta, dtype", [(0, np.uint64), (-10**9, np.uint64), (12345, np.int64),
+                                          (2**40, np.uint64)])
+def test_ticks_that_are_time_plus_one_offset_hold_nothing_and_read_back(delta, dtype, tmp_path):
+    """ovni's ticks are its time minus the loom's clock offset: held as the offset (Shifted)
+    in memory, as time's offsets in every piece, and spilled as their own values."""
+    rng = np.random.default_rng(1)
+    time = np.sort(rng.integers(10**9, 10**9 + 2**20, 5000))
+    ticks = (time + delta).astype(dtype)
+    cols = narrowed_columns({"time": time, "location": np.ones(5000, np.int32),
+                             "seq": np.arange(5000), "ticks": ticks})
+    held = cols["ticks"]
+    assert type(held) is Shifted and held.nbytes == 0 and type(cols["time"]) is Offsets
+    _same(held[0:5000], ticks)
+    _same(held[np.array([4999, 0, 17])], ticks[[4999, 0, 17]])
+    p = piece(held, 100, 900)
+    assert type(p) is Offsets and p.offsets is not None
+    _same(p[0:800], ticks[100:900])
+    dest = np.empty(800, dtype)
+    held.put(100, 900, dest)
+    _same(dest, ticks[100:900])
+    spilled = SpilledRun(tmp_path, {"time": time, "location": np.ones(5000, np.int32),
+                                    "seq": np.arange(5000), "ticks": ticks})
+    _same(spilled.column("ticks", 0, 5000), ticks)
+    off = ticks.copy()
+    off[2500] += 1          # one row off: an ordinary column
+    assert type(narrowed_columns({"time": time, "ticks": off})["ticks"]) is not Shifted
