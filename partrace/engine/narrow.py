@@ -284,10 +284,8 @@ def narrowed_columns(columns: dict) -> dict:
     in every row as that offset (``Shifted``: compared in one pass, none built)."""
     out = {}
     for name, values in columns.items():
-        if name == "ticks" and "time" in out and _shift_of(values, columns["time"]) is not None:
-            out[name] = Shifted(out["time"], _shift_of(values, columns["time"]), values.dtype)
-        else:
-            out[name] = narrowed(values)
+        delta = _shift_of(values, columns["time"]) if name == "ticks" and "time" in out else None
+        out[name] = narrowed(values) if delta is None else Shifted(out["time"], delta, values.dtype)
     return out
 
 
