@@ -269,8 +269,12 @@ def byte_rows(data, starts, ends, decode: bool = False) -> np.ndarray:
     one per row; they are made by a chain of C-level maps, so no Python statement
     runs per row (a comprehension costs ~3x as much)."""
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    pieces = map(view.__getitem__, map(slice, np.asarray(starts).tolist(), np.asarray(ends).tolist()))
-    rows = map(_TEXT, pieces) if decode else (pieces if isinstance(data, bytes) else map(bytes, pieces))
+    cuts = map(slice, np.asarray(starts).tolist(), np.asarray(ends).tolist())
+    pieces = map(view.__getitem__, cuts)
+    if decode:
+        rows = map(_TEXT, pieces)
+    else:
+        rows = pieces if isinstance(data, bytes) else map(bytes, pieces)
     return np.fromiter(rows, dtype=object, count=len(starts))
 
 

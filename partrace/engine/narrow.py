@@ -299,8 +299,8 @@ def _shift_of(ticks, time) -> int | None:
     if not (np.iinfo(np.int64).min <= d <= np.iinfo(np.int64).max) or \
             int(ticks[-1]) - int(time[-1]) != d:
         return None
-    return d if _shifted_by(ticks.view(np.int64) if ticks.dtype.itemsize == 8 else ticks.astype(np.int64),
-                            time.astype(np.int64, copy=False), d) else None
+    wide = ticks.view(np.int64) if ticks.dtype.itemsize == 8 else ticks.astype(np.int64)
+    return d if _shifted_by(wide, time.astype(np.int64, copy=False), d) else None
 
 
 @njit(cache=True)

@@ -18,7 +18,8 @@ import numpy as np
 from ..errors import WriteFailed
 from ..model import Column, Table
 from . import stop
-from .narrow import Constant, Offsets, Shifted, Steps, Words, narrowed_columns, piece, put, widen_into
+from .narrow import (Constant, Offsets, Shifted, Steps, Words, narrowed_columns, piece, put,
+                     widen_into)
 from .order import lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed

@@ -302,7 +302,8 @@ class HDF5Sink(Sink):
                         writers = sorted({r for r, _, _ in parts})
                         jobs.append((len(datasets), row, parts,
                                      0 if writers[0] == 0 else writers[-1]))
-                    datasets.append((name, path, spans, ds.dtype.itemsize * int(np.prod(ds.chunks))))
+                    chunk_bytes = ds.dtype.itemsize * int(np.prod(ds.chunks))
+                    datasets.append((name, path, spans, chunk_bytes))
         return datasets, jobs
 
     def _file_of(self, files: dict, rank: int) -> h5py.File:
