@@ -33,12 +33,19 @@ def gather(buf: np.ndarray, starts: np.ndarray, dtype: np.dtype, skip: int = 0,
     return out.view(dtype).ravel()
 
 
-def seq_numbers(keys: np.ndarray, prefix_keys: np.ndarray,
-                prefix_counts: np.ndarray) -> np.ndarray:
-    """Per record: records of its key before the region (prefix) + earlier in the region."""
-    if small_keys(keys):                          # LP ids: one counting pass, no sort
+def seq_numbers(keys: np.ndarray, prefix_keys: np.ndarray, prefix_counts: np.ndarray,
+                distinct: np.ndarray | None = None) -> np.ndarray:
+    """Per record: records of its key before the region (prefix) + earlier in the region.
+    ``distinct``: the sorted distinct ``keys`` if known (their range then costs no pass)."""
+    if distinct is None:
+        dense = small_keys(keys)
+        top = int(keys.max()) if dense else 0
+    else:
+        dense = bool(len(distinct)) and distinct[0] >= 0 and distinct[-1] < 4 * len(keys) + 4096
+        top = int(distinct[-1]) if dense else 0
+    if dense:                          # LP ids: one counting pass, no sort
         out = np.empty(len(keys), np.int64)
-        kernels.dense_seq(keys, prefix_keys, prefix_counts, int(keys.max()) + 1, out)
+        kernels.dense_seq(keys, prefix_keys, prefix_counts, top + 1, out)
         return out
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
@@ -205,12 +212,15 @@ class Locator:
 
 
 def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | None,
-                  wanted: dict | None = None, hop=None) -> tuple[list[dict[str, Table]], dict]:
+                  wanted: dict | None = None, hop=None,
+                  known: dict | None = None) -> tuple[list[dict[str, Table]], dict]:
     """Chunks of tables of one region, and its records per raw key ({code: (keys,
     counts)}); ``prefix``: the same for all of the file's regions before this one.
     ``wanted`` ({table: column names}; None: all of the schema) limits the work to those
     columns; ``prefix`` None: no seq column and no counts.  ``hop``: the region's
-    (starts, codes) if this process has hopped it already.  An event trace region gives
+    (starts, codes) if this process has hopped it already; ``known``: the region's records
+    per raw key if its survey here counted them ({code: (keys, counts)}, as returned).  An
+    event trace region gives
     two chunks, its SEND rows and its RECV rows, each in key order (message_sides)."""
     path, kind = Path(info["path"]), info["kind"]
     buf = open_bytes(path)
@@ -233,12 +243,12 @@ def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | No
         ends = gather(buf, sel, ENDS) if code == L.EVTRACE and not (skip and prefix is None) else None
         if prefix is not None:      # every table's counts: the next region's carry
             keys = raw_keys(buf, sel, code) if ends is None else event_keys(ends)
-            counts[code] = key_counts(keys)
+            counts[code] = (known or {}).get(code) or key_counts(keys)
         if skip:
             continue
         if "seq" in want:       # in file order (the records' own)
             pk, pc = prefix.get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
-            seq = seq_numbers(keys, pk, pc)
+            seq = seq_numbers(keys, pk, pc, counts[code][0])
         sides = (message_sides(ends, sel, want, locate) if code == L.EVTRACE
                  else ((None, None, {}),))
         columns = [c for c in schema[table] if c.name in want]

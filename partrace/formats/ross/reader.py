@@ -95,6 +95,7 @@ class ROSSReader(TraceReader):
         self._carry = {}        # (file, start) -> records per key of the file before it
         self._hops = {}         # (file, start) -> (starts, codes) units() found there
         self._surveyed = set()  # the keys of _hops this process surveyed
+        self._counted = {}      # (file, start, end) -> records per raw key its survey found
         self._room = HOP_CACHE  # bytes of hops _keep may still keep
         self._schema = None     # (defs, schema): decode asks for it every unit
 
@@ -112,6 +113,7 @@ class ROSSReader(TraceReader):
         hops are kept as units() keeps them, and handed to the regions' owners later."""
         from .scan import region_bounds
         units, self._hops, self._surveyed, self._room = [], {}, set(), HOP_CACHE
+        self._counted = {}
         for p in files_of(self.files, rank, size):
             kind = kind_of(p)
             regions = max(1, -(-p.stat().st_size // self.region_size))
@@ -163,7 +165,9 @@ class ROSSReader(TraceReader):
             path = Path(i["path"])
             hop = hop_region(path, open_bytes(path), i["start"], i["end"], i["kind"])
             self._keep(i["path"], i["start"], i["end"], *hop)
-        return {i["path"]: survey_region(Path(i["path"]), i["kind"], i["start"], i["end"], hop)}
+        facts = survey_region(Path(i["path"]), i["kind"], i["start"], i["end"], hop)
+        self._counted[(i["path"], i["start"], i["end"])] = facts.keys     # decode's carry
+        return {i["path"]: facts}
 
     @staticmethod
     def combine(a: dict, b: dict) -> dict:
@@ -303,8 +307,9 @@ class ROSSReader(TraceReader):
                 prefix = {}
             else:                           # decoded out of order, or after a region without seq
                 prefix = survey_region(Path(i["path"]), i["kind"], 0, i["start"]).keys
+        known = self._counted.pop((i["path"], i["start"], i["end"]), None)
         chunks, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted,
-                                       hop)
+                                       hop, known)
         self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts) if need_seq else UNKNOWN
         yield from chunks
 
