@@ -115,10 +115,10 @@ def message_sides(ends: np.ndarray, sel: np.ndarray, want: set, locate) -> list:
     receive time (peer: the source), each carrying every field of the record.
 
     ``ends``: the ENDS fields of the records at ``sel``.  Returns [(Kind.SEND, order,
-    columns), (Kind.RECV, order, columns)]: the records at ``sel`` in the key order of their SEND rows and of their RECV rows, so that each
-    side is decoded as one sorted run (gathered from the file in that order: no column
-    is sorted after), and the side's time / location / peer columns (those ``want``
-    asks for) in that order.
+    columns), (Kind.RECV, order, columns)]: the records at ``sel`` in the key order of
+    their SEND rows and of their RECV rows, so that each side is decoded as one sorted
+    run (gathered from the file in that order: no column is sorted after), and the
+    side's time / location / peer columns (those ``want`` asks for) in that order.
     """
     times = to_ns(ends["send_vts"]), to_ns(ends["recv_vts"])
     lps = ends["src_lp"], ends["dest_lp"]
@@ -240,7 +240,8 @@ def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | No
             continue
         want = set(c.name for c in schema[table]) if wanted is None else set(wanted.get(table, ()))
         skip = wanted is not None and table not in wanted
-        ends = gather(buf, sel, ENDS) if code == L.EVTRACE and not (skip and prefix is None) else None
+        # event records: their ENDS give both the raw keys and each side's order
+        ends = None if code != L.EVTRACE or (skip and prefix is None) else gather(buf, sel, ENDS)
         if prefix is not None:      # every table's counts: the next region's carry
             keys = raw_keys(buf, sel, code) if ends is None else event_keys(ends)
             counts[code] = (known or {}).get(code) or key_counts(keys)

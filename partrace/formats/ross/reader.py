@@ -68,8 +68,8 @@ def _descr(dt: np.dtype) -> list:
 
 class ROSSReader(TraceReader):
     """Units are byte regions; the ranks find their bounds (each hops the headers of
-    some of the files: list_part), the owning ranks survey them, and a location's seq runs on from
-    the regions before (the survey of earlier ranks, then this rank's own)."""
+    some of the files: list_part), the owning ranks survey them, and a location's seq
+    runs on from the regions before (the survey of earlier ranks, then this rank's own)."""
 
     format_name = "ross"
     surveyed = ordered = True
