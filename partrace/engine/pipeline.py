@@ -65,30 +65,42 @@ def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None,
 
 
 def read_plan(comm: Comm, reader, progress: Progress | None = None):
-    """Units (listed on rank 0), this rank's share of them, and the definitions.
+    """Units (listed on rank 0, or in parts on every rank), this rank's share of them,
+    and the definitions.
 
-    A surveyed reader's units are surveyed by the ranks that own them, so no
-    rank reads every file; the surveys meet on rank 0 (a reduction), and an
-    ordered reader learns the survey of all units before its share (a scan).
+    A reader with :meth:`~TraceReader.list_part` lists the units in parts, one per
+    rank at once, which meet on every rank (an allgather).  A surveyed reader's units
+    are surveyed by the ranks that own them, so no rank reads every file; the surveys
+    meet on rank 0 (a reduction), and an ordered reader learns the survey of all
+    units before its share (a scan).
     """
-    units = defs = survey = None
+    units = defs = survey = part = None
+    in_parts = type(reader).list_part is not TraceReader.list_part
     with comm.guard():
-        if comm.rank == 0:
+        if in_parts:
+            part = reader.list_part(comm.rank, comm.size)
+        elif comm.rank == 0:
             units = reader.units()
     comm.check()
-    units = comm.bcast(units)
+    if in_parts:
+        parts = comm.allgather(part)
+        with comm.guard():
+            units = reader.units_from(parts)
+        comm.check()
+    else:
+        units = comm.bcast(units)
     jit.confirm(sum(u.size for u in units))     # before any unit is surveyed or decoded
     shares = share_of(reader, units, comm.size)
     mine = shares[comm.rank]
     if comm.size > 1 and type(reader).hand_over is not TraceReader.hand_over:
         handed = None
         with comm.guard():      # what listing learnt goes to the owners: no second read
-            if comm.rank == 0:
-                handed = [None] + [reader.hand_over(share) for share in shares[1:]]
+            handed = [None if r == comm.rank else reader.hand_over(share)
+                      for r, share in enumerate(shares)]
         comm.check()
-        handed = comm.scatter(handed)
-        if handed is not None:
-            reader.take_over(handed)
+        for got in comm.alltoall(handed):
+            if got is not None:
+                reader.take_over(got)
     if reader.surveyed or reader.ordered:
         if progress is not None:
             progress.expect(sum(u.size for u in units))

@@ -1,7 +1,8 @@
 """The one small interface every trace format implements.
 
 A format knows how to read (and maybe write) its files and nothing about MPI:
-the engine calls :meth:`TraceReader.units` on one rank, hands units to ranks,
+the engine calls :meth:`TraceReader.units` on one rank (or
+:meth:`TraceReader.list_part` on every rank), hands units to ranks,
 lets each rank :meth:`~TraceReader.survey` its units (readers that need facts
 from every unit), calls :meth:`TraceReader.read_definitions` on one rank, and
 calls :meth:`TraceReader.decode` on the rank that owns a unit.  Everything a
@@ -94,15 +95,33 @@ class TraceReader(ABC):
         first one this rank decodes (None: there are none)."""
         raise NotImplementedError
 
+    # --- listing the units on every rank at once (optional) ---
+    def list_part(self, rank: int, size: int) -> Any:
+        """Rank ``rank``'s part of listing the units, when ``size`` ranks list them at once
+        (ROSS: the regions of some of the files).  A reader that defines it (and
+        :meth:`units_from`) is listed so by the engine on every rank, instead of by
+        :meth:`units` on rank 0; a part depends only on the trace, ``rank`` and ``size``.
+        An error raised here is reported as the lowest failing rank's: give rank 0 the
+        first work of a serial listing, rank 1 the next, and so on, so that the error is
+        the one :meth:`units` would raise."""
+        raise NotImplementedError
+
+    def units_from(self, parts: list) -> list[Unit]:
+        """The units (as :meth:`units` lists them, sorted by key) from every rank's
+        :meth:`list_part`, in rank order; called on every rank."""
+        raise NotImplementedError
+
     # --- what listing the units learnt, for the ranks that own them ---
     def hand_over(self, share: list[Unit]) -> Any:
-        """(the rank that listed the units, before any survey) What :meth:`units` learnt
-        about the units of another rank's ``share`` that the owner would otherwise read
-        again (ROSS: each region's record offsets), or None; forgotten here."""
+        """(every rank, after listing, before any survey) What listing the units here
+        (:meth:`units` or :meth:`list_part`) learnt about the units of another rank's
+        ``share`` that the owner would otherwise read again (ROSS: each region's record
+        offsets), or None; forgotten here."""
         return None
 
     def take_over(self, handed: Any) -> None:
-        """What :meth:`hand_over` gave for this rank's share (not None)."""
+        """What :meth:`hand_over` gave for this rank's share (not None): once for each
+        rank that gave something."""
 
     def survey_all(self) -> Any:
         """The survey of the whole trace, read here, unit by unit."""

@@ -13,6 +13,7 @@ Every reader, the synthetic test format included, must:
 - for surveyed readers: give the same definitions whatever the grouping and
   order of the surveys (``combine`` associative and commutative);
 - have units, surveys and definitions that pickle (the engine sends them);
+- list in parts (list_part, units_from: both or neither) the units it lists whole;
 - recognise its own fixtures and no other format's.
 
 In the style of xarray's backend test base classes: one list of fixtures,
@@ -113,6 +114,24 @@ def test_units_sorted_unique_and_stable(trace):
     assert all(u.size >= 0 for u in units)
     again = _open(trace).units()
     assert [(u.key, u.size) for u in again] == [(u.key, u.size) for u in units]
+
+
+def test_units_listed_in_parts_are_the_units(trace):
+    """A reader lists its units in parts on every rank (list_part, units_from) or not at
+    all; the parts of any rank count, each from its own reader, pickle and meet in the
+    units one reader lists."""
+    from partrace.formats.base import TraceReader
+    cls = type(_open(trace))
+    hooks = [getattr(cls, h) is not getattr(TraceReader, h) for h in ("list_part", "units_from")]
+    assert hooks in ([True, True], [False, False])
+    if not hooks[0]:
+        return
+    whole = [(u.key, u.size, u.info) for u in _open(trace).units()]
+    for size in (1, 2, 3, 5):
+        parts = [pickle.loads(pickle.dumps(_open(trace).list_part(rank, size)))
+                 for rank in range(size)]
+        got = _open(trace).units_from(parts)
+        assert [(u.key, u.size, u.info) for u in got] == whole, size
 
 
 def test_units_surveys_and_definitions_pickle(trace):

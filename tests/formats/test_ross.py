@@ -320,6 +320,66 @@ def test_units_decoded_out_of_order_number_their_records_alike(run):
         _same_tables(a, b)
 
 
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("nranks", (1, 2, 3, 7))
+def test_listing_in_parts_gives_the_serial_listing(run, nranks):
+    """Each rank lists the regions of some whole files (list_part), earlier files on lower
+    ranks; the parts together (units_from) are the units one reader lists."""
+    whole = [(u.key, u.size, u.info) for u in ROSS.open(DATA / run, region_size=256).units()]
+    readers = [ROSS.open(DATA / run, region_size=256) for _ in range(nranks)]
+    parts = [r.list_part(rank, nranks) for rank, r in enumerate(readers)]
+    got = readers[0].units_from(parts)
+    assert [(u.key, u.size, u.info) for u in got] == whole
+    lister = {}     # file -> the rank that listed its regions
+    for rank, part in enumerate(parts):
+        for u in part:
+            assert lister.setdefault(u.info["path"], rank) == rank     # one rank a file
+    files = [str(p) for p in readers[0].files]
+    assert sorted(lister) == sorted(files)
+    ranks = [lister[f] for f in files]
+    assert ranks == sorted(ranks)       # in file order: the first error is the lowest rank's
+    if nranks >= len(files):
+        assert len(set(ranks)) == len(files)    # no rank hops two files while another idles
+
+
+def test_hops_listed_on_every_rank_go_to_the_regions_owners(monkeypatch):
+    """Two ranks list one part each; each hands the other the hops of the other's share
+    (the engine's alltoall), so neither hops again to survey or decode, and each decodes
+    what a reader that hopped itself does."""
+    from partrace.engine.plan import share_of
+    from partrace.formats.ross import scan
+    readers = [ROSS.open(DATA / EVT_RUN, region_size=512) for _ in range(2)]
+    parts = [r.list_part(rank, 2) for rank, r in enumerate(readers)]
+    assert parts[0] and parts[1]
+    units = readers[0].units_from(parts)
+    shares = share_of(readers[0], units, 2)
+    handed = [[r.hand_over(share) if rank != me else None for rank, share in enumerate(shares)]
+              for me, r in enumerate(readers)]
+    for me, r in enumerate(readers):
+        for sender in range(2):
+            if handed[sender][me] is not None:
+                r.take_over(handed[sender][me])
+    assert handed[0][1] and handed[1][0]        # each rank listed regions the other owns
+    defs = ROSS.open(DATA / EVT_RUN).read_definitions()
+    hops = []
+    real = scan.hop_checked
+    monkeypatch.setattr(scan, "hop_checked", lambda *a: hops.append(a[2]) or real(*a))
+    surveys = [[r.survey(u) for u in share] for r, share in zip(readers, shares)]
+    readers[0].start_after(None)
+    readers[1].start_after(_fold(readers[1], surveys[0]))
+    got = [chunk for r, share in zip(readers, shares) for u in share for chunk in r.decode(u, defs)]
+    assert hops == []
+    monkeypatch.undo()
+    want = []
+    for rank, share in enumerate(shares):
+        fresh = ROSS.open(DATA / EVT_RUN, region_size=512)
+        fresh.start_after(_fold(fresh, surveys[0]) if rank else None)
+        want += [chunk for u in share for chunk in fresh.decode(u, defs)]
+    assert len(got) == len(want) > 0
+    for a, b in zip(got, want):
+        _same_tables(a, b)
+
+
 def test_the_listing_ranks_hops_go_to_the_regions_owners(monkeypatch):
     """Rank 0 hops every region to list them; it hands each other rank the hops of that
     rank's share (and forgets them), so the owner surveys and decodes without hopping,

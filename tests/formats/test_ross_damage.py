@@ -95,6 +95,18 @@ def test_file_shorter_than_a_record_is_an_error(tmp_path, run, name):
     cli_error(tmp_path, stats, bad, "byte 0", info=True)
 
 
+@pytest.mark.parametrize("first,later", [((EVTRACE, 20, 1 << 24, 0), (MODEL, 0, 2, 0)),
+                                         ((VT, 44, 4, 44), (MODEL, 0, 2, 0))])
+@pytest.mark.parametrize("nranks", [None, 2, 3])
+def test_two_damaged_files_name_the_first_in_file_order(tmp_path, first, later, nranks):
+    """Ranks list the files in parts at once (2 ranks: the VT file, then the other two; 3
+    ranks: one each); the error is the first file's, as when one process lists them all."""
+    stats = copy_run(tmp_path, SEQ_RUN)
+    for name, offset, value, _ in (first, later):
+        patch(stats / name, offset, value)
+    cli_error(tmp_path, stats, stats / first[0], f"byte {first[3]}", nranks=nranks)
+
+
 def test_file_cut_inside_its_last_record_names_that_record(tmp_path):
     stats = copy_run(tmp_path, GVT_RUN)
     bad = stats / GVT

@@ -29,17 +29,23 @@ def gather(buf: np.ndarray, starts: np.ndarray, dtype: np.dtype, skip: int = 0,
     """Fixed-size records at byte offsets starts+skip, viewed as a structured array
     (zeros where ``keep`` is False)."""
     out = np.empty((len(starts), dtype.itemsize), np.uint8)
-    keep = np.ones(len(starts), bool) if keep is None else keep
-    kernels.copy_records(buf, starts + skip, dtype.itemsize, keep, out)
+    kernels.copy_records(buf, starts, dtype.itemsize, keep, out, skip)
     return out.view(dtype).ravel()
 
 
-def seq_numbers(keys: np.ndarray, prefix_keys: np.ndarray,
-                prefix_counts: np.ndarray) -> np.ndarray:
-    """Per record: records of its key before the region (prefix) + earlier in the region."""
-    if small_keys(keys):                          # LP ids: one counting pass, no sort
+def seq_numbers(keys: np.ndarray, prefix_keys: np.ndarray, prefix_counts: np.ndarray,
+                distinct: np.ndarray | None = None) -> np.ndarray:
+    """Per record: records of its key before the region (prefix) + earlier in the region.
+    ``distinct``: the sorted distinct ``keys`` if known (their range then costs no pass)."""
+    if distinct is None:
+        dense = small_keys(keys)
+        top = int(keys.max()) if dense else 0
+    else:
+        dense = bool(len(distinct)) and distinct[0] >= 0 and distinct[-1] < 4 * len(keys) + 4096
+        top = int(distinct[-1]) if dense else 0
+    if dense:                          # LP ids: one counting pass, no sort
         out = np.empty(len(keys), np.int64)
-        kernels.dense_seq(keys, prefix_keys, prefix_counts, int(keys.max()) + 1, out)
+        kernels.dense_seq(keys, prefix_keys, prefix_counts, top + 1, out)
         return out
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
@@ -82,7 +88,7 @@ def _model_columns(buf, sel, sizes, width, code, mdt, path) -> dict:
             raise TraceError.at_byte(path, int(sel[i]), f"model data size {int(sizes[i])} but the "
                                      f"scan found only {width} (file changed since scan?)")
         data = np.empty((n, width), np.uint8)
-        kernels.copy_records(buf, sel + hsize, width, sizes == width, data)
+        kernels.copy_records(buf, sel, width, sizes == width, data, hsize)
         cols["model_data"] = data
     if mdt is not None:
         rec = gather(buf, sel, mdt, hsize, keep=sizes == mdt.itemsize)
@@ -95,18 +101,25 @@ def _model_columns(buf, sel, sizes, width, code, mdt, path) -> dict:
 ENDS = np.dtype([("src_lp", "<u4"), ("dest_lp", "<u4"), ("send_vts", "<f4"), ("recv_vts", "<f4")])
 
 
-def message_sides(buf: np.ndarray, sel: np.ndarray, want: set, locate) -> list:
+def event_keys(ends: np.ndarray) -> np.ndarray:
+    """scan.raw_keys of event records from their ENDS: source and destination LP of each
+    record, interleaved (the file's bytes are read once, for both)."""
+    keys = np.empty(2 * len(ends), np.int64)
+    keys[0::2], keys[1::2] = ends["src_lp"], ends["dest_lp"]
+    return keys
+
+
+def message_sides(ends: np.ndarray, sel: np.ndarray, want: set, locate) -> list:
     """Each event-trace record is a message, two rows: a SEND row on the source LP at
     the send time (peer: the destination) and a RECV row on the destination LP at the
     receive time (peer: the source), each carrying every field of the record.
 
-    Returns [(Kind.SEND, order, columns), (Kind.RECV, order, columns)]: the records at
-    ``sel`` in the key order of their SEND rows and of their RECV rows, so that each
-    side is decoded as one sorted run (gathered from the file in that order: no column
-    is sorted after), and the side's time / location / peer columns (those ``want``
-    asks for) in that order.
+    ``ends``: the ENDS fields of the records at ``sel``.  Returns [(Kind.SEND, order,
+    columns), (Kind.RECV, order, columns)]: the records at ``sel`` in the key order of
+    their SEND rows and of their RECV rows, so that each side is decoded as one sorted
+    run (gathered from the file in that order: no column is sorted after), and the
+    side's time / location / peer columns (those ``want`` asks for) in that order.
     """
-    ends = gather(buf, sel, ENDS)
     times = to_ns(ends["send_vts"]), to_ns(ends["recv_vts"])
     lps = ends["src_lp"], ends["dest_lp"]
     locs = [locate.lp(ids, sel) for ids in lps] if want & {"location", "peer"} else None
@@ -125,19 +138,31 @@ def key_order(time: np.ndarray, lp: np.ndarray) -> np.ndarray:
 
     A location id grows with its raw LP id, and the rows of one location number their
     seq in file order, so this is the (time, raw LP id) order with ties kept in file
-    order: one stable sort on a combined key when time and id ranges fit an int64
+    order: the stable order of a combined key when time and id ranges fit an int64
     (they do unless a time is clamped to the int64 limits), else a lexsort.
     """
     if not len(time):
         return np.empty(0, np.int64)
-    t0, lp0 = int(time.min()), int(lp.min())
-    width = int(lp.max()) - lp0 + 1
-    if (int(time.max()) - t0 + 1) * width > np.iinfo(np.int64).max:
+    t0, t1, lp0, lp1 = kernels.spans(time, lp)
+    width = int(lp1) - int(lp0) + 1
+    if (int(t1) - int(t0) + 1) * width > np.iinfo(np.int64).max:
         return np.lexsort((lp, time))
-    key = (time - t0) * width
-    key += lp
-    key -= lp0
-    return np.argsort(key, kind="stable")
+    key = np.empty(len(time), np.int64)
+    down = kernels.sort_keys(time, lp, t0, lp0, np.int64(width), key)
+    if down == 0:
+        return np.arange(len(key))
+    if down * NEARLY_SORTED <= len(key):    # the SEND side: a stable merge sort is quickest
+        return np.argsort(key, kind="stable")
+    # the RECV side, in no order: an unstable sort (about 2x quicker) is the stable order
+    # when no two keys are equal; else sorted again, stably
+    order = np.argsort(key)
+    ordered = key[order]
+    return order if not (ordered[1:] == ordered[:-1]).any() else np.argsort(key, kind="stable")
+
+
+# A side whose keys descend at most once in this many rows is sorted stably (the sort runs
+# on the stretches already in order); else unstably, checked for equal keys.
+NEARLY_SORTED = 64
 
 
 class Locator:
@@ -154,30 +179,27 @@ class Locator:
 
         self._tables: dict[int, tuple[int, np.ndarray]] = {}
 
-    def _index(self, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """L.index_in, by a lookup table where the ids are dense (LP ids: a gather per
-        record, not a binary search)."""
-        span = int(ids[-1]) - int(ids[0]) + 1 if len(ids) else 0
-        if not 0 < span <= 4 * len(ids) + 4096 or not len(values):
-            return L.index_in(ids, values)
-        if id(ids) not in self._tables:
-            table = np.full(span, -1, np.int64)
-            table[ids - ids[0]] = np.arange(len(ids))
-            self._tables[id(ids)] = int(ids[0]), table
-        lo, table = self._tables[id(ids)]
-        off = np.asarray(values, np.int64) - lo
-        if off.min() >= 0 and off.max() < span:
-            return table[off]
-        inside = (off >= 0) & (off < span)
-        return np.where(inside, table[np.where(inside, off, 0)], -1)
-
     def _at(self, ids, values, base: int, sel: np.ndarray, what: str) -> np.ndarray:
-        i = self._index(ids, values)
-        if len(i) and i.min() < 0:
-            k = int(np.argmax(i < 0))
+        """base + index of each value in the sorted ``ids``: by a lookup table where the ids
+        are dense (LP ids: a gather per record, not a binary search); a TraceError at the
+        first value absent from them."""
+        span = int(ids[-1]) - int(ids[0]) + 1 if len(ids) else 0
+        if 0 < span <= 4 * len(ids) + 4096 and len(values):
+            if id(ids) not in self._tables:
+                table = np.full(span, -1, np.int64)
+                table[ids - ids[0]] = np.arange(len(ids))
+                self._tables[id(ids)] = int(ids[0]), table
+            lo, table = self._tables[id(ids)]
+            i = np.empty(len(values), np.int64)
+            k = kernels.lookup(table, np.int64(lo), values, i)
+        else:
+            i = L.index_in(ids, values)
+            k = int(np.argmax(i < 0)) if len(i) and i.min() < 0 else -1
+        if k >= 0:
             raise TraceError.at_byte(self.path, int(sel[k]), f"{what} {int(values[k])} was not "
                                      "in the file when it was scanned (file changed?)")
-        return base + i
+        i += base
+        return i
 
     def pe(self, pe, sel):
         return self._at(self.pes, pe, 1, sel, "PE id")
@@ -190,12 +212,15 @@ class Locator:
 
 
 def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | None,
-                  wanted: dict | None = None, hop=None) -> tuple[list[dict[str, Table]], dict]:
+                  wanted: dict | None = None, hop=None,
+                  known: dict | None = None) -> tuple[list[dict[str, Table]], dict]:
     """Chunks of tables of one region, and its records per raw key ({code: (keys,
     counts)}); ``prefix``: the same for all of the file's regions before this one.
     ``wanted`` ({table: column names}; None: all of the schema) limits the work to those
     columns; ``prefix`` None: no seq column and no counts.  ``hop``: the region's
-    (starts, codes) if this process has hopped it already.  An event trace region gives
+    (starts, codes) if this process has hopped it already; ``known``: the region's records
+    per raw key if its survey here counted them ({code: (keys, counts)}, as returned).  An
+    event trace region gives
     two chunks, its SEND rows and its RECV rows, each in key order (message_sides)."""
     path, kind = Path(info["path"]), info["kind"]
     buf = open_bytes(path)
@@ -214,15 +239,18 @@ def decode_region(info: dict, defs: Definitions, schema: dict, prefix: dict | No
         if table not in schema:
             continue
         want = set(c.name for c in schema[table]) if wanted is None else set(wanted.get(table, ()))
+        skip = wanted is not None and table not in wanted
+        # event records: their ENDS give both the raw keys and each side's order
+        ends = None if code != L.EVTRACE or (skip and prefix is None) else gather(buf, sel, ENDS)
         if prefix is not None:      # every table's counts: the next region's carry
-            keys = raw_keys(buf, sel, code)     # for EVTRACE: src, dest of each record, interleaved
-            counts[code] = key_counts(keys)
-        if wanted is not None and table not in wanted:
+            keys = raw_keys(buf, sel, code) if ends is None else event_keys(ends)
+            counts[code] = (known or {}).get(code) or key_counts(keys)
+        if skip:
             continue
         if "seq" in want:       # in file order (the records' own)
             pk, pc = prefix.get(code, (np.empty(0, np.int64), np.empty(0, np.int64)))
-            seq = seq_numbers(keys, pk, pc)
-        sides = (message_sides(buf, sel, want, locate) if code == L.EVTRACE
+            seq = seq_numbers(keys, pk, pc, counts[code][0])
+        sides = (message_sides(ends, sel, want, locate) if code == L.EVTRACE
                  else ((None, None, {}),))
         columns = [c for c in schema[table] if c.name in want]
         for k, (side, order, given) in enumerate(sides):

@@ -5,44 +5,65 @@ int64 temporaries) or a sort, by one pass that writes its output once.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ..jit import njit   # lazy: numba only for inputs that are not small
 
 
-@njit(cache=True, nogil=True)
-def copy_rows(buf, starts, width, keep, out):
-    """out[i] = buf[starts[i]:starts[i] + width] where keep[i], else zeros.
+def words(buf: np.ndarray) -> np.ndarray:
+    """The file as little-endian u32 words (a view; empty on a big-endian machine), which the
+    kernels below read where a value's byte offset is a multiple of 4 (as ROSS's records
+    are): one word read instead of four byte reads, about 3x faster."""
+    if sys.byteorder != "little" or len(buf) < 4:
+        return np.empty(0, np.uint32)
+    return buf[:len(buf) // 4 * 4].view(np.uint32)
 
-    Any element type: on the file viewed as u32 words (``starts`` and
-    ``width`` counting words) it copies about 3x faster than by bytes."""
+
+@njit(cache=True, nogil=True)
+def copy_rows(buf, buf_words, starts, skip, width, keep, out, out_words):
+    """out[i] = buf[starts[i] + skip:...+ width] where keep[i] (``keep`` empty: all), else
+    zeros; by words (``out_words``: ``out`` as u32) where the start and the width allow."""
+    by_words = buf_words.shape[0] > 0 and width % 4 == 0
     for i in range(starts.shape[0]):
-        if keep[i]:
-            s = starts[i]
-            for k in range(width):
-                out[i, k] = buf[s + k]
-        else:
+        if keep.shape[0] > 0 and not keep[i]:
             for k in range(width):
                 out[i, k] = 0
+            continue
+        s = starts[i] + skip
+        if by_words and s % 4 == 0:
+            w = s // 4
+            for k in range(width // 4):
+                out_words[i, k] = buf_words[w + k]
+        else:
+            for k in range(width):
+                out[i, k] = buf[s + k]
 
 
-def copy_records(buf, starts, width, keep, out) -> None:
-    """out[i] = the ``width`` bytes at starts[i] where keep[i], else zeros; by words when
-    every start and the width are multiples of 4 (as ROSS's own records are)."""
-    starts = np.ascontiguousarray(starts, np.int64)
-    if width % 4 == 0 and len(buf) >= 4 and not (starts & 3).any():
-        copy_rows(buf[:len(buf) // 4 * 4].view(np.uint32), starts >> 2, width // 4, keep,
-                  out.view(np.uint32))
-    else:
-        copy_rows(buf, starts, width, keep, out)
+NO_KEEP = np.ones(0, np.bool_)
+
+
+def copy_records(buf, starts, width, keep, out, skip: int = 0) -> None:
+    """out[i] = the ``width`` bytes at starts[i] + skip where keep[i] (None: every row), else
+    zeros; ``out``: (len(starts), width) uint8."""
+    out_words = (out.view(np.uint32) if width % 4 == 0 and width
+                 else np.empty((0, 0), np.uint32))
+    copy_rows(buf, words(buf), np.ascontiguousarray(starts, np.int64), np.int64(skip),
+              np.int64(width), NO_KEEP if keep is None else keep, out, out_words)
 
 
 @njit(cache=True, nogil=True)
-def u32s(buf, offs, out):
+def u32s(buf, buf_words, offs, add, out):
+    """out[i] = the little-endian u32 at byte offs[i] + add (by one word read where that is a
+    multiple of 4: ``buf_words``, see words())."""
     for i in range(offs.shape[0]):
-        p = offs[i]
-        out[i] = (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16)
-                  | (np.int64(buf[p + 3]) << 24))
+        p = offs[i] + add
+        if p % 4 == 0 and p // 4 < buf_words.shape[0]:
+            out[i] = np.int64(buf_words[p // 4])
+        else:
+            out[i] = (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8)
+                      | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24))
 
 
 @njit(cache=True, nogil=True)
@@ -117,3 +138,39 @@ def lp_facts(buf, sel, start, key_off, dst_off, size_off, count, first, pfirst, 
         if dst_off >= 0:
             count[pk] += 1
     return sel.shape[0], -1
+
+
+@njit(cache=True, nogil=True)
+def spans(time, lp):
+    """(min, max) of ``time`` and of ``lp`` (non-empty), in one pass."""
+    t0 = t1 = np.int64(time[0])
+    l0 = l1 = np.int64(lp[0])
+    for i in range(1, time.shape[0]):
+        t, k = np.int64(time[i]), np.int64(lp[i])
+        t0, t1, l0, l1 = min(t0, t), max(t1, t), min(l0, k), max(l1, k)
+    return t0, t1, l0, l1
+
+
+@njit(cache=True, nogil=True)
+def sort_keys(time, lp, t0, l0, width, out):
+    """out[i] = (time[i] - t0) * width + lp[i] - l0 (the caller checked that it fits);
+    returns how many keys are below the one before them (0: already in order)."""
+    down = 0
+    for i in range(time.shape[0]):
+        out[i] = (np.int64(time[i]) - t0) * width + (np.int64(lp[i]) - l0)
+        if i > 0 and out[i] < out[i - 1]:
+            down += 1
+    return down
+
+
+@njit(cache=True, nogil=True)
+def lookup(table, lo, values, out):
+    """out[i] = table[values[i] - lo], -1 where that is outside ``table``; returns the first
+    i whose out[i] is negative (absent), or -1."""
+    first = -1
+    for i in range(values.shape[0]):
+        off = np.int64(values[i]) - lo
+        out[i] = table[off] if 0 <= off < table.shape[0] else -1
+        if out[i] < 0 and first < 0:
+            first = i
+    return first

@@ -67,9 +67,9 @@ def _descr(dt: np.dtype) -> list:
 
 
 class ROSSReader(TraceReader):
-    """Units are byte regions; rank 0 finds their bounds (one hop over the
-    headers), the owning ranks survey them, and a location's seq runs on from
-    the regions before (the survey of earlier ranks, then this rank's own)."""
+    """Units are byte regions; the ranks find their bounds (each hops the headers of
+    some of the files: list_part), the owning ranks survey them, and a location's seq
+    runs on from the regions before (the survey of earlier ranks, then this rank's own)."""
 
     format_name = "ross"
     surveyed = ordered = True
@@ -95,6 +95,7 @@ class ROSSReader(TraceReader):
         self._carry = {}        # (file, start) -> records per key of the file before it
         self._hops = {}         # (file, start) -> (starts, codes) units() found there
         self._surveyed = set()  # the keys of _hops this process surveyed
+        self._counted = {}      # (file, start, end) -> records per raw key its survey found
         self._room = HOP_CACHE  # bytes of hops _keep may still keep
         self._schema = None     # (defs, schema): decode asks for it every unit
 
@@ -105,16 +106,26 @@ class ROSSReader(TraceReader):
         """The regions, from one hop over each file; each region's hop is kept (up to
         HOP_CACHE bytes) for its survey and decode here, which then need not hop again:
         used by the first decode, dropped by start_after() unless surveyed here."""
+        return self.units_from([self.list_part(0, 1)])
+
+    def list_part(self, rank: int, size: int) -> list[Unit]:
+        """The regions of this rank's files (:func:`files_of`), from one hop over each; the
+        hops are kept as units() keeps them, and handed to the regions' owners later."""
         from .scan import region_bounds
         units, self._hops, self._surveyed, self._room = [], {}, set(), HOP_CACHE
-        for p in self.files:
+        self._counted = {}
+        for p in files_of(self.files, rank, size):
             kind = kind_of(p)
             regions = max(1, -(-p.stat().st_size // self.region_size))
             for k, start, end in region_bounds(p, kind, self.region_size,
                                                lambda *a, p=str(p): self._keep(p, *a)):
                 units.append(Unit(f"{k * SPREAD // regions:09d}:{p.name}:{k:09d}", end - start,
                                   {"path": str(p), "kind": kind, "start": start, "end": end}))
-        return sorted(units, key=lambda u: u.key)
+        return units
+
+    @staticmethod
+    def units_from(parts: list[list[Unit]]) -> list[Unit]:
+        return sorted((u for part in parts for u in part), key=lambda u: u.key)
 
     def _keep(self, path: str, start: int, end: int, starts, codes) -> None:
         """Keep a region's hop for its survey and decode here, while HOP_CACHE has room."""
@@ -124,9 +135,9 @@ class ROSSReader(TraceReader):
             self._hops[(path, start)] = (end, starts, codes)
 
     def hand_over(self, share: list[Unit]) -> dict | None:
-        """The hops units() kept for ``share``'s regions, forgotten here: their owner
-        surveys and decodes them without hopping again (rank 0 hops every file to list
-        the regions; at 2 ranks on the suite trace rank 1 hopped its half again, 0.4 s)."""
+        """The hops the listing kept for ``share``'s regions, forgotten here: their owner
+        surveys and decodes them without hopping again (a rank hops whole files to list
+        their regions; at 2 ranks on the suite trace the owner hopped its half again, 0.4 s)."""
         out = {}
         for u in share:
             key = (u.info["path"], u.info["start"])
@@ -154,7 +165,9 @@ class ROSSReader(TraceReader):
             path = Path(i["path"])
             hop = hop_region(path, open_bytes(path), i["start"], i["end"], i["kind"])
             self._keep(i["path"], i["start"], i["end"], *hop)
-        return {i["path"]: survey_region(Path(i["path"]), i["kind"], i["start"], i["end"], hop)}
+        facts = survey_region(Path(i["path"]), i["kind"], i["start"], i["end"], hop)
+        self._counted[(i["path"], i["start"], i["end"])] = facts.keys     # decode's carry
+        return {i["path"]: facts}
 
     @staticmethod
     def combine(a: dict, b: dict) -> dict:
@@ -294,10 +307,37 @@ class ROSSReader(TraceReader):
                 prefix = {}
             else:                           # decoded out of order, or after a region without seq
                 prefix = survey_region(Path(i["path"]), i["kind"], 0, i["start"]).keys
+        known = self._counted.pop((i["path"], i["start"], i["end"]), None)
         chunks, counts = decode_region(i, defs, schema, prefix if need_seq else None, wanted,
-                                       hop)
+                                       hop, known)
         self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts) if need_seq else UNKNOWN
         yield from chunks
+
+
+def files_of(files: list[Path], rank: int, size: int) -> list[Path]:
+    """The files rank ``rank`` of ``size`` lists: file i on rank i when there are ranks
+    enough, else consecutive ones, balanced by bytes (a file goes to the rank whose share
+    of all bytes holds its middle byte).  A file can only be hopped whole, from byte 0;
+    and since a lower rank lists earlier files, the error of the lowest rank that fails
+    (the one the engine reports) is the first one in file order, as a serial listing
+    meets it."""
+    if size >= len(files):
+        return files[rank:rank + 1]
+    sizes = [max(_size_or_0(p), 1) for p in files]
+    total, done, out = sum(sizes), 0, []
+    for p, s in zip(files, sizes):
+        if min(size - 1, (2 * done + s) * size // (2 * total)) == rank:
+            out.append(p)
+        done += s
+    return out
+
+
+def _size_or_0(path: Path) -> int:
+    """For balancing only: a file that cannot be stat'ed fails where the listing opens it."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 # The carry of a region decoded without seq: the records per key before the next are unknown.

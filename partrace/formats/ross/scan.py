@@ -19,13 +19,13 @@ from ...errors import TraceError
 from . import layouts as L
 from .files import check_regular
 from .hop import ERROR_TEXT, OK, hop_range
-from .kernels import lp_facts, u32s
+from .kernels import lp_facts, u32s, words
 
 
-def u32_at(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
-    """Little-endian u32 at each byte offset (vectorised gather)."""
+def u32_at(buf: np.ndarray, offs: np.ndarray, add: int = 0) -> np.ndarray:
+    """Little-endian u32 at each byte offset + ``add`` (one compiled gather)."""
     out = np.empty(len(offs), np.int64)
-    u32s(buf, np.ascontiguousarray(offs, np.int64), out)
+    u32s(buf, words(buf), np.ascontiguousarray(offs, np.int64), np.int64(add), out)
     return out
 
 
@@ -43,30 +43,30 @@ SIZE_AT = {L.VT_MODEL: 40, L.EVTRACE: 20, L.MODEL_GVT: 44, L.MODEL_RT: 44}
 def raw_keys(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray:
     """Per-record key of the record's location in raw ids (scan and decode agree)."""
     if code == L.KP:
-        return (u32_at(buf, starts + 24) << 32) | u32_at(buf, starts + 28)
+        return (u32_at(buf, starts, 24) << 32) | u32_at(buf, starts, 28)
     if code == L.EVTRACE:   # one SEND row on the source LP, one RECV row on the destination LP
-        return np.stack([u32_at(buf, starts + KEY_AT[code]),
-                         u32_at(buf, starts + DEST_AT[code])], 1).ravel()
-    return u32_at(buf, starts + KEY_AT.get(code, 0))      # VT model: lp_id (low half)
+        return np.stack([u32_at(buf, starts, KEY_AT[code]),
+                         u32_at(buf, starts, DEST_AT[code])], 1).ravel()
+    return u32_at(buf, starts, KEY_AT.get(code, 0))      # VT model: lp_id (low half)
 
 
 def ids(buf: np.ndarray, starts: np.ndarray, code: int):
     """(pe, kp, lp) id arrays a record carries (None where it has none)."""
     if code == L.PE:
-        return u32_at(buf, starts + KEY_AT[code]), None, None
+        return u32_at(buf, starts, KEY_AT[code]), None, None
     if code == L.KP:
-        return u32_at(buf, starts + 24), u32_at(buf, starts + 28), None
+        return u32_at(buf, starts, 24), u32_at(buf, starts, 28), None
     if code in PE_KP_AT:
         pe_at, kp_at = PE_KP_AT[code]
-        return (u32_at(buf, starts + pe_at), u32_at(buf, starts + kp_at),
-                u32_at(buf, starts + KEY_AT[code]))
-    return None, None, np.concatenate([u32_at(buf, starts + KEY_AT[L.EVTRACE]),
-                                       u32_at(buf, starts + DEST_AT[L.EVTRACE])])
+        return (u32_at(buf, starts, pe_at), u32_at(buf, starts, kp_at),
+                u32_at(buf, starts, KEY_AT[code]))
+    return None, None, np.concatenate([u32_at(buf, starts, KEY_AT[L.EVTRACE]),
+                                       u32_at(buf, starts, DEST_AT[L.EVTRACE])])
 
 
 def model_sizes(buf: np.ndarray, starts: np.ndarray, code: int) -> np.ndarray | None:
     off = SIZE_AT.get(code)
-    return None if off is None else u32_at(buf, starts + off)
+    return None if off is None else u32_at(buf, starts, off)
 
 
 def open_bytes(path: Path) -> np.ndarray:
@@ -433,12 +433,12 @@ def _dense_facts(buf, sel, code, count, first, pfirst, odd, ms):
     if code in PE_KP_AT:        # every key is an LP with a first record
         at = sel[first[u]]
         pe_at, kp_at = PE_KP_AT[code]
-        lp_map = np.stack([u, u32_at(buf, at + pe_at), u32_at(buf, at + kp_at)], 1)
+        lp_map = np.stack([u, u32_at(buf, at, pe_at), u32_at(buf, at, kp_at)], 1)
     pairs = None
     if code in SIZE_AT:
         heads = np.flatnonzero(pfirst >= 0)       # each size-LP's first record, by LP
         rows = np.concatenate([pfirst[heads], odd])
-        lp = np.concatenate([heads, u32_at(buf, sel[odd] + DEST_AT.get(code, KEY_AT[code]))])
+        lp = np.concatenate([heads, u32_at(buf, sel[odd], DEST_AT.get(code, KEY_AT[code]))])
         both = (lp.astype(np.uint64) << np.uint64(32)) | ms[rows].astype(np.uint64)
         if len(odd):        # as first_pairs: each pair's first row comes first in rows
             both, at = np.unique(both, return_index=True)
