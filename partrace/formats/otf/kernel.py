@@ -96,8 +96,11 @@ class Tables:
                         self.ftag[i, j, a] = _pad(t)
                         self.ftagl[i, j, a] = len(t)
         # what parse takes
-        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.ftype, self.fopt, self.ftag, self.ftagl,
-                       HEX_VALUE, UPPER)
+        # the first field from which on every field is optional (a line may end there)
+        self.opt_from = np.array([max([j + 1 for j, f in enumerate(r.fields) if f.opt == REQ], default=0)
+                                  for r in recs], np.int64)
+        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.opt_from, self.ftype, self.fopt, self.ftag,
+                       self.ftagl, HEX_VALUE, UPPER)
 
 
 @njit(cache=True)
@@ -121,6 +124,19 @@ def count_records(buf, stop):
         c = buf[i + 1]
         n += (buf[i] == 10) & (((c >= 65) & (c <= 90)) | (c == 35))
     return n
+
+
+@njit(cache=True)
+def records_about(buf, stop, sample):
+    """count_records(buf, stop) when buf[:stop] is at most 4 samples long, else an estimate from
+    three samples (start, middle, end; the first byte of each counted as a line's), a little
+    over.  One call however big the chunk, so no count of Python calls depends on its size."""
+    if stop <= 4 * sample:
+        return count_records(buf, stop)
+    n = 0
+    for at in (0, (stop - sample) // 2, stop - sample):
+        n += count_records(buf[at:], sample)
+    return n * stop // (3 * sample) * 33 // 32 + 64
 
 
 @njit(cache=True)
@@ -197,7 +213,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     st[S_FULL], 3 the side matrix, has no room: grow it and call again, state kept); BAD,
     a syntax error (E_*).  When not final, decoding stops before a trailing run of
     key-value lines (they belong to a record of the next chunk), state at its start."""
-    kwb, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl, hexv, upper = grammar
+    kwb, kwrec, kwspan, nf, opt_from, ftype, fopt, ftag, ftagl, hexv, upper = grammar
     processes, process_index, refmap, zero, flat, offsets, defined, max_kv_type = checks
     n_dense = np.uint64(defined.shape[1])
     n_pdense = np.uint64(process_index.shape[0])
@@ -305,6 +321,8 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         for j in range(nf[rec]):
             while buf[i] == 32:
                 i += 1
+            if buf[i] == 10 and j >= opt_from[rec]:     # the line ends, the fields left are optional
+                break
             if j > 0:
                 ts = i
                 while upper[buf[i]]:

@@ -188,14 +188,10 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
 
 def _records_about(buf: np.ndarray, limit: int) -> int:
     """About how many record lines buf[:limit] holds, for the room its tables get: counted in
-    samples at its start, middle and end, scaled to the chunk, a little over.  A chunk that holds
-    more fills its table and grows it then (Layout.grow, by an exact count of the rest); counting
+    samples (K.records_about), scaled to the chunk, a little over.  A chunk that holds more
+    fills its table and grows it then (Layout.grow, by an exact count of the rest); counting
     every byte of every chunk up front cost a tenth of the decode's CPU."""
-    if limit <= 4 * SAMPLE_BYTES:
-        return K.count_records(buf, limit)
-    starts = (0, (limit - SAMPLE_BYTES) // 2, limit - SAMPLE_BYTES)
-    n = sum(K.count_records(buf[at:at + SAMPLE_BYTES], SAMPLE_BYTES) for at in starts)
-    return n * limit // (len(starts) * SAMPLE_BYTES) * 33 // 32 + 64
+    return K.records_about(buf, limit, SAMPLE_BYTES)
 
 
 def _syntax_error(path, data: bytes, err, eline, erec, efield, epos):
