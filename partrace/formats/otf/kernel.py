@@ -95,10 +95,10 @@ class Tables:
                     for a, t in enumerate((f.short,) + f.long):
                         self.ftag[i, j, a] = _pad(t)
                         self.ftagl[i, j, a] = len(t)
-        # what parse takes
         # the first field from which on every field is optional (a line may end there)
         self.opt_from = np.array([max([j + 1 for j, f in enumerate(r.fields) if f.opt == REQ], default=0)
                                   for r in recs], np.int64)
+        # what decode_lines takes
         self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.opt_from, self.ftype, self.fopt, self.ftag,
                        self.ftagl, HEX_VALUE, UPPER)
 
