@@ -72,3 +72,29 @@ def test_inline_snapshots_and_their_keyvalues(tmp_path, chunk):
     for c in ev.names:
         if c != "src_order":
             assert np.array_equal(ev[c], clean["events"][c]), c
+
+
+@pytest.mark.parametrize("chunk", [None, 5000])
+def test_tables_sized_from_samples_grow_when_the_samples_miss_the_records(tmp_path, monkeypatch, jit_mode, chunk):
+    """A chunk's tables get the room its sampled lines promise (stream._records_about): events
+    files whose samples (start, middle, end) hold empty lines only, and their records between,
+    decode as the files without those lines, the tables growing when they fill (read whole;
+    in chunks, the samples of most chunks hit records)."""
+    from partrace.formats.otf import stream
+    _, _, clean = decode_all(_copy(tmp_path / "clean"), chunk)
+    monkeypatch.setattr(stream, "SAMPLE_BYTES", 512)
+    d = _copy(tmp_path / "padded")
+    for f in d.glob("*.events"):
+        text = f.read_bytes()
+        mid = text.index(b"\n", len(text) // 2) + 1
+        pad = b"\n" * 2048
+        f.write_bytes(pad + text[:mid] + pad + text[mid:] + pad)
+    grown = []
+    grow = stream.Layout.grow
+    monkeypatch.setattr(stream.Layout, "grow", lambda self, which, *a: grown.append(which) or grow(self, which, *a))
+    _, _, padded = decode_all(d, chunk)
+    assert chunk or grown.count(0) >= 8       # the events table of every file, at least once
+    for t, tab in clean.items():
+        assert len(tab) == len(padded[t]) and (t != "events" or len(tab) > 1000), t
+        for c in tab.names:
+            assert np.array_equal(tab[c], padded[t][c]), (t, c)

@@ -95,9 +95,12 @@ class Tables:
                     for a, t in enumerate((f.short,) + f.long):
                         self.ftag[i, j, a] = _pad(t)
                         self.ftagl[i, j, a] = len(t)
-        # what parse takes
-        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.ftype, self.fopt, self.ftag, self.ftagl,
-                       HEX_VALUE, UPPER)
+        # the first field from which on every field is optional (a line may end there)
+        self.opt_from = np.array([max([j + 1 for j, f in enumerate(r.fields) if f.opt == REQ], default=0)
+                                  for r in recs], np.int64)
+        # what decode_lines takes
+        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.opt_from, self.ftype, self.fopt, self.ftag,
+                       self.ftagl, HEX_VALUE, UPPER)
 
 
 @njit(cache=True)
@@ -124,19 +127,16 @@ def count_records(buf, stop):
 
 
 @njit(cache=True)
-def _hex_at(buf, i, hexv):
-    """Value of the hex digits from i (the first 16 of them) and where they stop (every
-    line the decoder reads ends with a newline, which is no digit)."""
-    v = np.uint64(0)
-    s = i
-    while True:
-        d = hexv[buf[i]]
-        if d < 0:
-            break
-        if i - s < 16:
-            v = (v << np.uint64(4)) | np.uint64(d)
-        i += 1
-    return v, i
+def records_about(buf, stop, sample):
+    """count_records(buf, stop) when buf[:stop] is at most 4 samples long, else an estimate from
+    three samples (start, middle, end; the first byte of each counted as a line's), a little
+    over.  One call however big the chunk, so no count of Python calls depends on its size."""
+    if stop <= 4 * sample:
+        return count_records(buf, stop)
+    n = 0
+    for at in (0, (stop - sample) // 2, stop - sample):
+        n += count_records(buf[at:], sample)
+    return n * stop // (3 * sample) * 33 // 32 + 64
 
 
 @njit(cache=True)
@@ -152,14 +152,6 @@ def _find(ids, lo, hi, v):
     if lo < end and ids[lo] == v:
         return lo
     return -1
-
-
-@njit(cache=True)
-def _process(processes, process_index, n_dense, p):
-    """Index of process p in the sorted processes, or -1 (a table lookup for small ids)."""
-    if p < n_dense:
-        return process_index[p]
-    return _find(processes, 0, processes.shape[0], p)
 
 
 # decode_lines' state: st (int64) and tp (uint64) slots, kept across calls and chunks
@@ -221,7 +213,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     st[S_FULL], 3 the side matrix, has no room: grow it and call again, state kept); BAD,
     a syntax error (E_*).  When not final, decoding stops before a trailing run of
     key-value lines (they belong to a record of the next chunk), state at its start."""
-    kwb, kwrec, kwspan, nf, ftype, fopt, ftag, ftagl, hexv, upper = grammar
+    kwb, kwrec, kwspan, nf, opt_from, ftype, fopt, ftag, ftagl, hexv, upper = grammar
     processes, process_index, refmap, zero, flat, offsets, defined, max_kv_type = checks
     n_dense = np.uint64(defined.shape[1])
     n_pdense = np.uint64(process_index.shape[0])
@@ -239,11 +231,17 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     t = tp[T_T]
     p = tp[T_P]
     maxp = tp[T_MAXP]
-    pidx = _process(processes, process_index, n_pdense, p)
+    pidx = process_index[p] if p < n_pdense else _find(processes, 0, processes.shape[0], p)
     pidx_of = p
     tm = np.uint64(0)
     tm_of = t
     have_tm = False
+    # the arrays of the table written last: taken from the tuples only when the table
+    # changes (each take is a reference count update; records of one table come in runs)
+    wT = 0
+    w = wide[0]
+    nw = narrow[0]
+    kd = kinds[0]
     while pos < limit:
         line += 1
         lstart = pos
@@ -254,30 +252,34 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         if c == 10:              # empty line
             pos = i + 1
             continue
-        if hexv[c] >= 0:      # time line
+        star = c == 42
+        if star or hexv[c] >= 0:    # a time line (hex number) or a process line ('*' hex number)
+            if star:
+                i += 1
             s = i
-            v, i = _hex_at(buf, i, hexv)
+            v = np.uint64(0)
+            while True:     # the first 16 digits (kernels called are not inlined: loops are written out)
+                d = hexv[buf[i]]
+                if d < 0:
+                    break
+                if i - s < 16:
+                    v = (v << np.uint64(4)) | np.uint64(d)
+                i += 1
             k = i - s
             while buf[i] == 32:
                 i += 1
-            if buf[i] != 10:
-                return BAD, E_TIME_LINE, line, -1, -1, i
-            if k > 16:
-                return BAD, E_LONG_NUMBER, line, -1, -1, i
-            t = v
-            have_t = True
-            pos = i + 1
-            continue
-        if c == 42:              # '*' process line
-            s = i + 1
-            v, i = _hex_at(buf, s, hexv)
-            k = i - s
-            while buf[i] == 32:
-                i += 1
-            if buf[i] != 10 or k == 0 or k > 16:
-                return BAD, E_PROCESS_LINE, line, -1, -1, i
-            p = v
-            have_p = True
+            if star:
+                if buf[i] != 10 or k == 0 or k > 16:
+                    return BAD, E_PROCESS_LINE, line, -1, -1, i
+                p = v
+                have_p = True
+            else:
+                if buf[i] != 10:
+                    return BAD, E_TIME_LINE, line, -1, -1, i
+                if k > 16:
+                    return BAD, E_LONG_NUMBER, line, -1, -1, i
+                t = v
+                have_t = True
             pos = i + 1
             continue
         # keyword: maximal run of A-Z / '#'
@@ -319,6 +321,8 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         for j in range(nf[rec]):
             while buf[i] == 32:
                 i += 1
+            if buf[i] == 10 and j >= opt_from[rec]:     # the line ends, the fields left are optional
+                break
             if j > 0:
                 ts = i
                 while upper[buf[i]]:
@@ -360,7 +364,14 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
                 i += 1
             else:
                 s = i
-                v, i = _hex_at(buf, i, hexv)
+                v = np.uint64(0)
+                while True:
+                    d = hexv[buf[i]]
+                    if d < 0:
+                        break
+                    if i - s < 16:
+                        v = (v << np.uint64(4)) | np.uint64(d)
+                    i += 1
                 k = i - s
                 if k == 0:
                     return BAD, E_HEX, line, rec, j, i
@@ -377,7 +388,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         pos = i + 1
         # references: the process (its runs are long), a key-value's type, then each field
         if p != pidx_of:
-            pidx = _process(processes, process_index, n_pdense, p)
+            pidx = process_index[p] if p < n_pdense else _find(processes, 0, processes.shape[0], p)
             pidx_of = p
         if p > maxp:
             maxp = p
@@ -433,7 +444,11 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         if pidx >= 0:
             seq = counts[T, pidx]
             counts[T, pidx] = seq + 1
-        w = wide[T]
+        if T != wT:
+            w = wide[T]
+            nw = narrow[T]
+            kd = kinds[T]
+            wT = T
         r = keyrow[T, K_TIME]
         if r >= 0:
             if not (have_tm and tm_of == t):
@@ -454,12 +469,11 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         r = keyrow[T, K_ORDER]
         if r >= 0:
             w[r, k] = st[S_BASE] + n
-        nw = narrow[T]
         r = keyrow[T, K_LOC]
         if r >= 0 and p <= ID_MAX:
             nw[r, k] = p
         if keyrow[T, K_KIND] >= 0:
-            kinds[T][k] = kind_of[rec]
+            kd[k] = kind_of[rec]
         for j in range(nf[rec]):
             cc = colmap[rec, j]
             if cc >= 0:
