@@ -6,10 +6,7 @@ from partrace.engine.progress import _size
 from tests.conftest import run_cli
 from tests.support.synth import SynthReader
 
-# compiled kernels: a synthetic trace's files are tiny (34 KB for 1.44 M events here), so
-# the size rule would run its kernels as Python, a hundred times slower (on a loaded
-# machine past the run's timeout); progress is what these tests look at
-FAST = {"PARTRACE_PROGRESS_INTERVAL": "0.1", "PARTRACE_JIT": "numba"}
+FAST = {"PARTRACE_PROGRESS_INTERVAL": "0.1"}
 
 
 def test_two_ranks_log_every_phase_in_order_with_rising_percent_and_eta(synth_trace, tmp_path):

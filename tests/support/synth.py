@@ -25,10 +25,16 @@ def spec(path) -> dict:
 class SynthReader(TraceReader):
     format_name = "synth"
 
+    # bytes a real trace spends on an event: a unit's size stands for its events, so the
+    # plan compiles kernels for a trace of many events (a JSON file of 34 bytes holding a
+    # million events would otherwise run them as Python: partrace.formats.jit.confirm)
+    EVENT_BYTES = 16
+
     def units(self):
         s = spec(self.path)
         locs = np.arange(1, s["locations"] + 1)
-        return [Unit(f"{u:04d}", 1000 + 37 * u, [int(x) for x in part])
+        return [Unit(f"{u:04d}", 1000 + 37 * u + self.EVENT_BYTES * s["events"] * len(part),
+                     [int(x) for x in part])
                 for u, part in enumerate(np.array_split(locs, s["units"]))]
 
     def read_definitions(self):
