@@ -103,16 +103,42 @@ def claim(m, preq, creq):
 
 
 @njit(cache=True)
-def extra_rows(ecall, eorder, start):
-    """Row of each extra event of a chunk: after its call's ENTER (row ``start[call]``), the
-    entry rows (order 1) then the exit rows (order 2), each in the given order (what a
-    stable sort by (call, order) gives, in two linear passes)."""
-    placed = np.zeros(start.shape[0], np.int64)
-    out = np.empty(ecall.shape[0], np.int64)
+def row_sources(ecall, eorder, cnt):
+    """Where each event row of a chunk comes from: ENTER of call c = c, its LEAVE = n + c,
+    extra row i = 2n + i.  A call's rows: ENTER, its entry extras (order 1) then its exit
+    extras (order 2), each in the given order (what a stable sort by (call, order)
+    gives), LEAVE."""
+    n = cnt.shape[0]
+    start = np.empty(n, np.int64)       # row of each call's ENTER
+    r = 0
+    for c in range(n):
+        start[c] = r
+        r += 2 + cnt[c]
+    src = np.empty(r, np.int64)
+    for c in range(n):
+        src[start[c]] = c
+        src[start[c] + 1 + cnt[c]] = n + c
     for o in range(1, 3):
         for i in range(ecall.shape[0]):
             if eorder[i] == o:
                 c = ecall[i]
-                out[i] = start[c] + 1 + placed[c]
-                placed[c] += 1
-    return out
+                start[c] += 1
+                src[start[c]] = 2 * n + i
+    return src
+
+
+@njit(cache=True)
+def gather_rows(src, n, enter, leave, extra, out):
+    """One event column, row by row: out[r] = enter[c] (ENTER of call c), leave[c] (LEAVE)
+    or extra[i] (see row_sources).  ``enter``/``leave`` of one element: the same value
+    on every such row."""
+    one_in = enter.shape[0] == 1
+    one_out = leave.shape[0] == 1
+    for r in range(src.shape[0]):
+        s = src[r]
+        if s < n:
+            out[r] = enter[0] if one_in else enter[s]
+        elif s < 2 * n:
+            out[r] = leave[0] if one_out else leave[s - n]
+        else:
+            out[r] = extra[s - 2 * n]
