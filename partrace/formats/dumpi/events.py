@@ -76,20 +76,17 @@ class EventRows:
     def __init__(self, w, t_in, t_out, c_in, c_out, want=None):
         self.w, self.t = w, (t_in, t_out, c_in, c_out)
         self.want = None if want is None else set(want)
-        n = len(w.func)
-        calls = np.arange(n)
-        # ENTER/LEAVE: every call, their kind one value (place repeats it, no column of n)
-        self.parts = [self._part(calls, 0, Kind.ENTER, 1, time=t_in, cpu_time=c_in),
-                      self._part(calls, 3, Kind.LEAVE, 1, time=t_out, cpu_time=c_out)]
+        # ENTER/LEAVE: every call (no call column needed), their kind one value each
+        self.parts = [self._part(None, 0, Kind.ENTER, time=t_in, cpu_time=c_in),
+                      self._part(None, 3, Kind.LEAVE, time=t_out, cpu_time=c_out)]
 
     def wants(self, name: str) -> bool:
         return self.want is None or name in self.want
 
-    def _part(self, calls, order, kind, nkind=None, **cols) -> dict:
-        n = len(calls)
+    def _part(self, calls, order, kind, **cols) -> dict:
         part = dict(call=calls, order=order)
         if self.wants("kind"):
-            part["kind"] = np.full(n if nkind is None else nkind, int(kind), np.uint8)
+            part["kind"] = np.full(1 if calls is None else len(calls), int(kind), np.uint8)
         for k, v in cols.items():
             if self.wants(k):
                 part[k] = v() if callable(v) else v
@@ -125,14 +122,13 @@ class EventRows:
         names = sorted(set().union(*parts) - {"order", "call"})
         if not names:
             return out, total
-        from .kernels import gather_rows, row_sources
+        from .kernels import extras_in_row_order, gather_rows
         eorder = np.repeat(np.array([p["order"] for p in extra], np.int8),
                            [len(p["call"]) for p in extra])
-        # each row's source, in one numbering: ENTER of call c = c, LEAVE = n + c, extra i
-        # = 2n + i; then each column is written once, in row order (no zeroing pass, no
+        # each column is written once, in row order, call by call (no zeroing pass and no
         # scatter over it: both touched the whole column)
-        src = row_sources(ecall.astype(np.int64, copy=False), eorder,
-                          cnt.astype(np.int64, copy=False))
+        cnt = cnt.astype(np.int64, copy=False)
+        eperm = extras_in_row_order(ecall.astype(np.int64, copy=False), eorder, cnt)
         for k in names:
             values = [np.asarray(p[k]) for p in parts if k in p]
             fill = None if len(values) == len(parts) else FILL.get(k, 0)
@@ -141,7 +137,7 @@ class EventRows:
             rest = [_column_part(p, k, fill, dtype, len(p["call"])) for p in extra]
             rest = np.concatenate(rest) if rest else np.zeros(0, dtype)
             dst = np.empty(total, dtype)
-            gather_rows(src, n, *(_bits(a) for a in (*ends, rest, dst)))
+            gather_rows(cnt, eperm, *(_bits(a) for a in (*ends, rest, dst)))
             out[k] = dst
         return out, total
 

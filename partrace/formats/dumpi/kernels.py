@@ -103,42 +103,41 @@ def claim(m, preq, creq):
 
 
 @njit(cache=True)
-def row_sources(ecall, eorder, cnt):
-    """Where each event row of a chunk comes from: ENTER of call c = c, its LEAVE = n + c,
-    extra row i = 2n + i.  A call's rows: ENTER, its entry extras (order 1) then its exit
-    extras (order 2), each in the given order (what a stable sort by (call, order)
-    gives), LEAVE."""
+def extras_in_row_order(ecall, eorder, cnt):
+    """The extra event rows of a chunk (indices into ecall) in the order they are placed:
+    by call, and within a call its entry rows (order 1) then its exit rows (order 2), each
+    in the given order (what a stable sort by (call, order) gives, in linear passes)."""
     n = cnt.shape[0]
-    start = np.empty(n, np.int64)       # row of each call's ENTER
-    r = 0
+    at = np.empty(n, np.int64)          # next slot of each call's extras
+    k = 0
     for c in range(n):
-        start[c] = r
-        r += 2 + cnt[c]
-    src = np.empty(r, np.int64)
-    for c in range(n):
-        src[start[c]] = c
-        src[start[c] + 1 + cnt[c]] = n + c
+        at[c] = k
+        k += cnt[c]
+    out = np.empty(ecall.shape[0], np.int64)
     for o in range(1, 3):
         for i in range(ecall.shape[0]):
             if eorder[i] == o:
                 c = ecall[i]
-                start[c] += 1
-                src[start[c]] = 2 * n + i
-    return src
+                out[at[c]] = i
+                at[c] += 1
+    return out
 
 
 @njit(cache=True)
-def gather_rows(src, n, enter, leave, extra, out):
-    """One event column, row by row: out[r] = enter[c] (ENTER of call c), leave[c] (LEAVE)
-    or extra[i] (see row_sources).  ``enter``/``leave`` of one element: the same value
-    on every such row."""
+def gather_rows(cnt, eperm, enter, leave, extra, out):
+    """One event column, written in row order: per call c, enter[c], its cnt[c] extra
+    rows (extra[eperm[j]], j continuing), leave[c].  ``enter``/``leave`` of one element:
+    the same value on every such row."""
     one_in = enter.shape[0] == 1
     one_out = leave.shape[0] == 1
-    for r in range(src.shape[0]):
-        s = src[r]
-        if s < n:
-            out[r] = enter[0] if one_in else enter[s]
-        elif s < 2 * n:
-            out[r] = leave[0] if one_out else leave[s - n]
-        else:
-            out[r] = extra[s - 2 * n]
+    r = 0
+    j = 0
+    for c in range(cnt.shape[0]):
+        out[r] = enter[0] if one_in else enter[c]
+        r += 1
+        for _ in range(cnt[c]):
+            out[r] = extra[eperm[j]]
+            r += 1
+            j += 1
+        out[r] = leave[0] if one_out else leave[c]
+        r += 1
