@@ -305,3 +305,37 @@ def test_newer_major_version_rejected(tmp_path):
     with pytest.raises(TraceError, match="DUMPI version 14.0.0 is newer than") as e:
         _decode_all(tmp_path)
     assert e.value.path == str(f)
+
+
+def test_walk_resumes_where_an_output_array_ran_full(tmp_path, monkeypatch, jit_mode):
+    """The walk stops at the record that finds an array full and goes on from it once the
+    array is grown: with room for one element per side array to start with (so that every
+    argument array, string, status and perf value overflows them), every array it makes
+    equals those of a walk that never ran out of room."""
+    from partrace.formats.dumpi import decode
+    write_all(tmp_path)
+    path = rank_path(tmp_path, "all", 0)
+    data, rf = path.read_bytes(), read_rank_file(path)
+    roomy = decode.Walk(data, rf)
+    made = decode._walk_arrays
+    grown = []
+    monkeypatch.setattr(decode, "_walk_arrays", lambda nc, *side: made(nc, 1, 1, 1, 1))
+    monkeypatch.setattr(decode, "_grown", lambda g, used: grown.append(used) or
+                        _grown_by_one(g, used))
+    tight = decode.Walk(data, rf)
+    assert len(grown) > 4 and tight.end == roomy.end == rf.stream_end
+    for name in ("func", "thread", "times", "perfn", "vals", "e", "s", "t", "p"):
+        a, b = getattr(roomy, name), getattr(tight, name)
+        if name == "vals":          # slots past a call's function hold nothing
+            fn = [len(FUNCTIONS[f][2] or ()) for f in roomy.func]
+            a = [a[k][c] for c in range(len(fn)) for k in range(fn[c])]
+            b = [b[k][c] for c in range(len(fn)) for k in range(fn[c])]
+        assert np.array_equal(np.asarray(a), np.asarray(b)), name
+
+
+def _grown_by_one(group, used):
+    """Room for one more element: the walk stops at the next one again."""
+    out = tuple(np.empty(a.shape[:-1] + (a.shape[-1] + 1,), a.dtype) for a in group)
+    for a, b in zip(group, out):
+        b[..., :used] = a[..., :used]
+    return out

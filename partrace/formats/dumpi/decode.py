@@ -26,22 +26,35 @@ def locations(location: int, n: int) -> np.ndarray:
     return repeated(location, n, LOCATION)
 
 
-def _walk_arrays(nc: int, ne: int, ns: int, nt: int, npf: int, val_calls: int):
-    """The walk's output arrays (scan.walk): per call, array elements, strings, statuses,
-    perf values.  Indices and status fields in their tables' dtypes.  Not zeroed: the walk
-    writes every element (vals: the slots of each call's function, the only ones read), so
-    neither a memset nor a fault of an unused slot's pages.  The counting pass gets empty
-    ones of the same dtypes (one compiled signature) and one scratch column of slot values
-    (``val_calls`` = 1)."""
+def _walk_arrays(nc: int, ne: int, ns: int, nt: int, npf: int):
+    """The walk's output arrays (scan.walk), by group: per call, array elements, strings,
+    statuses, perf values.  Indices and status fields in their tables' dtypes.  Not
+    zeroed: the walk writes every element up to its counts (vals: the slots of each
+    call's function, the only ones read), so neither a memset nor a fault of an unused
+    slot's (or unused capacity's) pages."""
     def z(shape, dt=np.int64):
         return np.empty(shape, dt)
     i32, u8 = np.int32, np.uint8
-    return ((z(nc), z(nc, np.int16), z(nc, u8), z(nc, np.uint16), z((4, nc)), z(nc, u8),
-             z((scan.MAXARGS, val_calls))),
+    return [(z(nc), z(nc, np.int16), z(nc, u8), z(nc, np.uint16), z((4, nc)), z(nc, u8),
+             z((scan.MAXARGS, nc))),
             (z(ne), z(ne), z(ne, i32), z(ne, i32), z(ne)),
             (z(ns), z(ns), z(ns, i32), z(ns, i32), z(ns), z(ns)),
             (z(nt), z(nt), z(nt, i32), z(nt, i32), z(nt, i32), z(nt, u8), z(nt, u8), z(nt, i32)),
-            (z(npf), z(npf, i32), z(npf, np.uint64), z(npf, np.uint64)))
+            (z(npf), z(npf, i32), z(npf, np.uint64), z(npf, np.uint64))]
+
+
+def _grown(group: tuple, used: int) -> tuple:
+    """A group with twice the room (last axis), its ``used`` elements copied."""
+    cap = max(2 * group[0].shape[-1], used + 1024)
+    out = tuple(np.empty(a.shape[:-1] + (cap,), a.dtype) for a in group)
+    for a, b in zip(group, out):
+        b[..., :used] = a[..., :used]
+    return out
+
+
+def _cut(group: tuple, n: int) -> tuple:
+    """The first ``n`` elements (per call: columns) of each array of a group, as views."""
+    return tuple(a[..., :n] for a in group)
 
 
 class Walk:
@@ -54,21 +67,32 @@ class Walk:
     cancelled, error, tag), ``p`` (call, index, entry, exit): see scan.walk.
     """
 
-    def __init__(self, data, rf: RankFile, pos: int | None = None, limit: int | None = None):
+    def __init__(self, data, rf: RankFile, pos: int | None = None, limit: int | None = None,
+                 room: tuple[int, ...] | None = None):
         buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
         start, count, ops = scan.table_for(rf.version)
         offs = np.array([rf.cpu_offset, rf.wall_offset], np.int64)
         pos = rf.stream_start if pos is None else pos
         limit = np.iinfo(np.int64).max if limit is None else limit
-        args = (buf, pos, rf.stream_end, limit, (offs, start, count, ops))
-        err, at, n = scan.walk(*args, False, *_walk_arrays(0, 0, 0, 0, 0, 1))
-        self._check(err, at, rf, buf)
-        self.end = int(at)
+        table = (offs, start, count, ops)
+        # one pass: arrays with ``room`` (calls, elements, strings, statuses, perf values;
+        # default: every call the bytes can hold, a record has 3 bytes at least), grown when
+        # the walk finds one full (it stops at that record); views of the used part are kept
+        nc = int(min(limit, max(rf.stream_end - pos, 0) // 3 + 1))
+        room = (nc, nc, 16, nc // 2 + 16, 16) if room is None else (min(room[0], nc), *room[1:])
+        arrays = _walk_arrays(*(max(int(r), 1) for r in room))
+        n = np.zeros(5, np.int64)
+        while True:
+            err, pos, n = scan.walk(buf, pos, rf.stream_end, limit, table, n, *arrays)
+            if err < scan.E_FULL:
+                break
+            g = err - scan.E_FULL
+            arrays[g] = _grown(arrays[g], int(n[g]))
+        self._check(err, pos, rf, buf)
+        self.end = int(pos)
         nc, ne, ns, nt, npf = (int(x) for x in n)
-        arrays = _walk_arrays(nc, ne, ns, nt, npf, nc)
-        err, at, _ = scan.walk(*args, True, *arrays)
-        self._check(err, at, rf, buf)
-        calls, self.e, self.s, self.t, self.p = arrays
+        calls, self.e, self.s, self.t, self.p = (_cut(g, k) for g, k in
+                                                 zip(arrays, (nc, ne, ns, nt, npf)))
         self.off, self.func, self.mask, self.thread, self.times, self.perfn, self.vals = calls
         self.buf = buf
         self._groups = self._efunc = self._counts = None
@@ -276,8 +300,11 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
     tracker = RequestTracker() if tracking else None
     seq: dict[str, int] = {}
     pos, base = rf.stream_start, 0
+    room = None
     while True:
-        w = Walk(buf, rf, pos, chunk_calls)
+        room = _room(rf, base, chunk_calls, room)
+        w = Walk(buf, rf, pos, chunk_calls, room)
+        room = (len(w.func), len(w.e[0]), len(w.s[0]), len(w.t[0]), len(w.p[0]))
         _check_recorded(w, schema, path)
         t_in = w.enter_leave()[0]
         chunk, rows = {}, {}
@@ -304,6 +331,17 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
         pos, base = w.end, base + len(w.func)
         if pos >= rf.stream_end:
             return
+
+
+def _room(rf: RankFile, base: int, limit: int, last: tuple | None) -> tuple[int, ...]:
+    """Room to walk the next chunk in one pass (Walk grows what runs full): calls, the
+    footer's count of what is left (a little more), at most ``limit``; side arrays, as
+    many per call as the last chunk had, a quarter more, or guesses for the first."""
+    left = rf.calls[290] - rf.ignored[290] - base + 1024
+    nc = int(min(limit, max(left, 1024)))
+    if last is None or not last[0]:
+        return (nc, nc // 2 + 64, 64, nc // 2 + 64, 64)
+    return (nc, *(int(x * nc * 5 // (4 * last[0])) + 64 for x in last[1:]))
 
 
 def _check_recorded(w: Walk, schema: dict, path: Path) -> None:

@@ -76,19 +76,17 @@ class EventRows:
     def __init__(self, w, t_in, t_out, c_in, c_out, want=None):
         self.w, self.t = w, (t_in, t_out, c_in, c_out)
         self.want = None if want is None else set(want)
-        n = len(w.func)
-        calls = np.arange(n)
-        self.parts = [self._part(calls, 0, Kind.ENTER, time=t_in, cpu_time=c_in),
-                      self._part(calls, 3, Kind.LEAVE, time=t_out, cpu_time=c_out)]
+        # ENTER/LEAVE: every call (no call column needed), their kind one value each
+        self.parts = [self._part(None, 0, Kind.ENTER, time=t_in, cpu_time=c_in),
+                      self._part(None, 3, Kind.LEAVE, time=t_out, cpu_time=c_out)]
 
     def wants(self, name: str) -> bool:
         return self.want is None or name in self.want
 
     def _part(self, calls, order, kind, **cols) -> dict:
-        n = len(calls)
-        part = dict(call=calls, order=np.full(n, order, np.int8))
+        part = dict(call=calls, order=order)
         if self.wants("kind"):
-            part["kind"] = np.full(n, int(kind), np.uint8)
+            part["kind"] = np.full(1 if calls is None else len(calls), int(kind), np.uint8)
         for k, v in cols.items():
             if self.wants(k):
                 part[k] = v() if callable(v) else v
@@ -124,26 +122,38 @@ class EventRows:
         names = sorted(set().union(*parts) - {"order", "call"})
         if not names:
             return out, total
-        from .kernels import extra_rows
-        eorder = np.concatenate([p["order"] for p in extra]) if extra else np.zeros(0, np.int8)
-        start = np.concatenate([[0], np.cumsum(per_call)[:-1]]).astype(np.int64)
-        epos = extra_rows(ecall.astype(np.int64, copy=False), eorder, start)
-        # destination rows of each part: a column is filled, then scattered part by part
-        cuts = np.cumsum([len(p["call"]) for p in extra])[:-1]
-        dests = [start, start + 1 + cnt] + np.split(epos, cuts)
+        from .kernels import extras_in_row_order, gather_rows
+        eorder = np.repeat(np.array([p["order"] for p in extra], np.int8),
+                           [len(p["call"]) for p in extra])
+        # each column is written once, in row order, call by call (no zeroing pass and no
+        # scatter over it: both touched the whole column)
+        cnt = cnt.astype(np.int64, copy=False)
+        eperm = extras_in_row_order(ecall.astype(np.int64, copy=False), eorder, cnt)
         for k in names:
-            have = [(np.asarray(p[k]), d) for p, d in zip(parts, dests) if k in p]
-            values = [v for v, _d in have]
-            if len(have) == len(parts):           # every row gets a value
-                dst = np.empty(total, _dtype(k, values, None))
-            else:       # the rows no part fills hold FILL; zeros come zeroed from the OS (no pass)
-                fill = FILL.get(k, 0)
-                dtype = _dtype(k, values, fill)
-                dst = np.full(total, fill, dtype) if fill else np.zeros(total, dtype)
-            for v, d in have:
-                dst[d] = v
+            values = [np.asarray(p[k]) for p in parts if k in p]
+            fill = None if len(values) == len(parts) else FILL.get(k, 0)
+            dtype = _dtype(k, values, fill)
+            ends = [_column_part(p, k, fill, dtype) for p in parts[:2]]
+            rest = [_column_part(p, k, fill, dtype, len(p["call"])) for p in extra]
+            rest = np.concatenate(rest) if rest else np.zeros(0, dtype)
+            dst = np.empty(total, dtype)
+            gather_rows(cnt, eperm, *(_bits(a) for a in (*ends, rest, dst)))
             out[k] = dst
         return out, total
+
+
+def _column_part(part: dict, name: str, fill, dtype, n: int = 1) -> np.ndarray:
+    """One part's values of a column in ``dtype`` (as assigning them into it would cast),
+    or its ``n`` fill values."""
+    if name in part:
+        return np.asarray(part[name]).astype(dtype, copy=False)
+    return np.full(n, fill, dtype)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """An integer array as the signed integers of its width (one compiled kernel per
+    width, not per dtype: placing values copies their bits)."""
+    return a.view(f"i{a.dtype.itemsize}") if a.dtype.kind in "iu" else a
 
 
 def _dtype(name: str, values: list[np.ndarray], fill: int | None) -> np.dtype:

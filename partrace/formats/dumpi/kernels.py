@@ -103,16 +103,41 @@ def claim(m, preq, creq):
 
 
 @njit(cache=True)
-def extra_rows(ecall, eorder, start):
-    """Row of each extra event of a chunk: after its call's ENTER (row ``start[call]``), the
-    entry rows (order 1) then the exit rows (order 2), each in the given order (what a
-    stable sort by (call, order) gives, in two linear passes)."""
-    placed = np.zeros(start.shape[0], np.int64)
+def extras_in_row_order(ecall, eorder, cnt):
+    """The extra event rows of a chunk (indices into ecall) in the order they are placed:
+    by call, and within a call its entry rows (order 1) then its exit rows (order 2), each
+    in the given order (what a stable sort by (call, order) gives, in linear passes)."""
+    n = cnt.shape[0]
+    at = np.empty(n, np.int64)          # next slot of each call's extras
+    k = 0
+    for c in range(n):
+        at[c] = k
+        k += cnt[c]
     out = np.empty(ecall.shape[0], np.int64)
     for o in range(1, 3):
         for i in range(ecall.shape[0]):
             if eorder[i] == o:
                 c = ecall[i]
-                out[i] = start[c] + 1 + placed[c]
-                placed[c] += 1
+                out[at[c]] = i
+                at[c] += 1
     return out
+
+
+@njit(cache=True)
+def gather_rows(cnt, eperm, enter, leave, extra, out):
+    """One event column, written in row order: per call c, enter[c], its cnt[c] extra
+    rows (extra[eperm[j]], j continuing), leave[c].  ``enter``/``leave`` of one element:
+    the same value on every such row."""
+    one_in = enter.shape[0] == 1
+    one_out = leave.shape[0] == 1
+    r = 0
+    j = 0
+    for c in range(cnt.shape[0]):
+        out[r] = enter[0] if one_in else enter[c]
+        r += 1
+        for _ in range(cnt[c]):
+            out[r] = extra[eperm[j]]
+            r += 1
+            j += 1
+        out[r] = leave[0] if one_out else leave[c]
+        r += 1

@@ -39,8 +39,23 @@ def _empty() -> dict[str, np.ndarray]:
 
 
 def _cat(parts: list[dict]) -> dict[str, np.ndarray]:
+    """The records of all parts, in part order (one part with records: its own arrays,
+    not copies: nobody writes into them)."""
+    full = [p for p in parts if len(p["req"])]
+    if len(full) == 1:
+        return {k: full[0][k].astype(np.int64, copy=False) for k in FIELDS}
     return {k: np.concatenate([p[k] for p in parts]).astype(np.int64, copy=False)
             for k in FIELDS}
+
+
+def _in_call_order(call: np.ndarray, elem: np.ndarray) -> np.ndarray | None:
+    """The order sorting completions by (call, element) (stable), or None when they are in
+    it already.  Both are non-negative and below 2**32 (chunk-local calls, array indices),
+    so one int64 key sorts them: a stable sort of it is np.lexsort((elem, call))."""
+    key = (call << 32) | elem
+    if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return None
+    return np.argsort(key, kind="stable")
 
 
 CARRY = 64      # unclaimed posts carried per handle (shared finished-send handles)
@@ -154,13 +169,19 @@ class RequestTracker:
                 ic, j, ix = ic[ok], j[ok], ix[ok]
                 add(ic, ix, ev[first[ic] + ix], status(ic, j, fid, "statuses"))
                 continue
-            add(call[done], elem[done], req[done], s[done])
+            if not done.all():
+                call, elem, req, s = call[done], elem[done], req[done], s[done]
+            add(call, elem, req, s)
+        parts = [p for p in parts if len(p[0])] or parts[:1]
         call, elem, req, srow = (np.concatenate([p[i] for p in parts]).astype(np.int64)
+                                 if len(parts) > 1 else parts[0][i].astype(np.int64)
                                  for i in range(4))
+        cols = dict(call=call, elem=elem, req=req, status=srow)
         real = req > REQUEST_NULL
-        order = np.lexsort((elem[real], call[real]))
-        return {k: v[real][order] for k, v in
-                dict(call=call, elem=elem, req=req, status=srow).items()}
+        if not real.all():
+            cols = {k: v[real] for k, v in cols.items()}
+        order = _in_call_order(cols["call"], cols["elem"])
+        return cols if order is None else {k: v[order] for k, v in cols.items()}
 
     # -- one chunk -------------------------------------------------------------------
     def chunk(self, w, base: int, status_first: np.ndarray):
@@ -178,6 +199,7 @@ class RequestTracker:
         m = _before(sreq, posts["call"][order], done["req"], done["call"] + base)
         m = _claim(m, sreq, done["req"])
         claimed = m >= 0
+        every_claimed = bool(claimed.all())
         at = order[np.maximum(m, 0)] if len(order) else np.zeros(len(m), np.int64)
         used = np.zeros(len(order), bool)
         used[at[claimed]] = True
@@ -188,6 +210,8 @@ class RequestTracker:
             none = -1 if k in ("call", "init") else 0
             if not len(posts["req"]):
                 return np.full(len(m), none)
+            if every_claimed:
+                return posts[k][at]
             return np.where(claimed, posts[k][at], none)
         return done, _Fields(field), starts
 

@@ -1,9 +1,10 @@
-"""The one compiled loop: walk a rank's call stream once per pass.
+"""The one compiled loop: walk a rank's call stream once.
 
 Records carry no length, so the walk interprets the function table (compiled
 into small integer arrays by :func:`compile_table`).  A chunk is at most
-``limit`` records from a byte offset; pass 1 counts, pass 2
-fills preallocated numpy arrays: per call the preamble and up to MAXARGS
+``limit`` records from a byte offset, walked once into preallocated numpy arrays
+(per call arrays for every record the bytes can hold; the side arrays grown and
+the walk resumed at the record that found one full): per call the preamble and up to MAXARGS
 scalar slots (array/string/status slots hold their element count, -1 = not
 recorded), plus flat element, string, status and perf-counter arrays keyed by
 (call, slot).  Nothing per call becomes a Python object.
@@ -36,8 +37,10 @@ MAXARGS = max(len(a) for _, _, a in FUNCTIONS if a)
 NFUNC = len(FUNCTIONS)
 
 # error codes returned by the kernel; E_BIG: more elements in one argument than the int32
-# index columns (arrays/strings i0, i1, statuses index) hold
-OK, E_UNKNOWN, E_TRUNC, E_BIG = 0, 1, 2, 3
+# index columns (arrays/strings i0, i1, statuses index) hold.  E_FULL + g: output group g
+# (calls, ints, strs, stats, perf) has no room for the record: the caller grows it and
+# walks on from that record (not an error of the trace)
+OK, E_UNKNOWN, E_TRUNC, E_BIG, E_FULL = 0, 1, 2, 3, 4
 INDEX_MAX = 2**31 - 1
 
 
@@ -96,15 +99,17 @@ def _u64(b, p):
 
 
 @njit(cache=True)
-def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
+def walk(b, pos, end, limit, table, start, calls, ints, strs, stats, perf):
     """Walk at most ``limit`` records from pos.  Returns (error, offset, counts[5]); offset is
     where the walk stopped (the next record) or the bad record; counts: calls, int elements,
     strings, statuses, perf values.  `table`: (clock offsets, fstart, fcount, ops) (see
-    compile_table).  With `fill` (the second pass, arrays sized by the first) the values go to
+    compile_table).  `start`: the counts already in the arrays (0s, or where a walk that
+    found a group full stopped: it returns E_FULL + group, the record's offset and the counts
+    at its start).  The values go to
     `calls` (off, func, mask, thread, times[4, n], perfn, vals[MAXARGS, n]), `ints` (call,
     slot, i0, i1, value), `strs` (call, slot, i0, i1, start, length), `stats` (call, slot,
-    index, bytes, source, cancelled, error, tag) and `perf` (call, index, entry, exit);
-    without, `calls`' vals holds one scratch column.  times: cpu entry, cpu exit (0 when not
+    index, bytes, source, cancelled, error, tag) and `perf` (call, index, entry, exit).
+    times: cpu entry, cpu exit (0 when not
     recorded), then entry, exit on the wall clock, or the cpu clock when only that is
     recorded (0 when neither is).  Every element of the arrays up to the counts is
     written (they need not be zeroed), and of vals the slots of each call's function.
@@ -118,21 +123,28 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
     s_call, s_slot, s_i0, s_i1, s_start, s_len = strs
     t_call, t_slot, t_i0, t_bytes, t_source, t_cancelled, t_error, t_tag = stats
     p_call, p_i, p_entry, p_exit = perf
-    n = 0
-    ne = 0
-    ns = 0
-    nt = 0
-    npf = 0
+    n = start[0]
+    ne = start[1]
+    ns = start[2]
+    nt = start[3]
+    npf = start[4]
     counts = np.zeros(5, np.int64)
     while pos < end and n < limit:
         rec = pos
+        counts[0] = n                    # at the record's start: where a full walk resumes
+        counts[1] = ne
+        counts[2] = ns
+        counts[3] = nt
+        counts[4] = npf
         if pos + 3 > end:
             return E_TRUNC, rec, counts
         fid = _u16(b, pos)
         if fid >= fstart.shape[0] or fcount[fid] < 0:
             return E_UNKNOWN, rec, counts
         mask = b[pos + 2]
-        row = n if fill else 0            # counting pass keeps one scratch row
+        if n >= c_func.shape[0]:
+            return E_FULL, rec, counts
+        row = n
         pos += 3
         thread = 0
         if mask & 0x40:
@@ -140,28 +152,26 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                 return E_TRUNC, rec, counts
             thread = _u16(b, pos)
             pos += 2
-        if fill:                         # every per-call field is written (arrays not zeroed)
-            c_off[n] = rec
-            c_func[n] = fid
-            c_mask[n] = mask
-            c_thread[n] = thread
-            c_perfn[n] = 0
-            if not mask & 0x04:          # no cpu block: 0 unless the wall block follows
-                for j in range(4):
-                    c_times[j, n] = 0
+        c_off[n] = rec
+        c_func[n] = fid
+        c_mask[n] = mask
+        c_thread[n] = thread
+        c_perfn[n] = 0
+        if not mask & 0x04:          # no cpu block: 0 unless the wall block follows
+            for j in range(4):
+                c_times[j, n] = 0
         for clock in range(2):           # cpu block, then wall block
             if mask & (0x04 << clock):
                 if pos + 12 > end:
                     return E_TRUNC, rec, counts
-                if fill:
-                    o = offs[clock]
-                    t0 = (_u16(b, pos) + o) * 1000000000 + _u32(b, pos + 2)
-                    t1 = (_u16(b, pos + 6) + o) * 1000000000 + _u32(b, pos + 8)
-                    c_times[2 * clock, n] = t0
-                    c_times[2 * clock + 1, n] = t1
-                    if clock == 0:               # the wall block, when present, overwrites
-                        c_times[2, n] = t0
-                        c_times[3, n] = t1
+                o = offs[clock]
+                t0 = (_u16(b, pos) + o) * 1000000000 + _u32(b, pos + 2)
+                t1 = (_u16(b, pos + 6) + o) * 1000000000 + _u32(b, pos + 8)
+                c_times[2 * clock, n] = t0
+                c_times[2 * clock + 1, n] = t1
+                if clock == 0:               # the wall block, when present, overwrites
+                    c_times[2, n] = t0
+                    c_times[3, n] = t1
                 pos += 12
         if mask & 0x80:
             if pos + 1 > end:
@@ -170,16 +180,16 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
             pos += 1
             if pos + 16 * np_ > end:
                 return E_TRUNC, rec, counts
+            if npf + np_ > p_call.shape[0]:
+                return E_FULL + 4, rec, counts
             for i in range(np_):
-                if fill:
-                    p_call[npf] = n
-                    p_i[npf] = i
-                    p_entry[npf] = _u64(b, pos)
-                    p_exit[npf] = _u64(b, pos + 8)
+                p_call[npf] = n
+                p_i[npf] = i
+                p_entry[npf] = _u64(b, pos)
+                p_exit[npf] = _u64(b, pos + 8)
                 npf += 1
                 pos += 16
-            if fill:
-                c_perfn[n] = np_
+            c_perfn[n] = np_
         for k in range(fcount[fid]):
             kind = ops[fstart[fid] + k, 0]
             ca = ops[fstart[fid] + k, 1]
@@ -210,16 +220,17 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                         return E_TRUNC, rec, counts
                     if v > INDEX_MAX:
                         return E_BIG, rec, counts
+                    if nt + v > t_call.shape[0]:
+                        return E_FULL + 3, rec, counts
                     for i in range(v):
-                        if fill:
-                            t_call[nt] = n
-                            t_slot[nt] = k
-                            t_i0[nt] = i
-                            t_bytes[nt] = _i32(b, pos)
-                            t_source[nt] = _i32(b, pos + 4)
-                            t_cancelled[nt] = b[pos + 8]
-                            t_error[nt] = b[pos + 9]
-                            t_tag[nt] = _i32(b, pos + 10)
+                        t_call[nt] = n
+                        t_slot[nt] = k
+                        t_i0[nt] = i
+                        t_bytes[nt] = _i32(b, pos)
+                        t_source[nt] = _i32(b, pos + 4)
+                        t_cancelled[nt] = b[pos + 8]
+                        t_error[nt] = b[pos + 9]
+                        t_tag[nt] = _i32(b, pos + 10)
                         nt += 1
                         pos += 14
                 else:
@@ -230,13 +241,14 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                 first = _i32(b, pos)
                 pos += 4
                 v = max(vals[ca, row], 1)         # ... as the first of the sized slot's
+                if ne + v > e_call.shape[0]:
+                    return E_FULL + 1, rec, counts
                 for i in range(v):                # elements (already bounded by bytes)
-                    if fill:
-                        e_call[ne] = n
-                        e_slot[ne] = k
-                        e_i0[ne] = i
-                        e_i1[ne] = 0
-                        e_val[ne] = first if i == 0 else 0
+                    e_call[ne] = n
+                    e_slot[ne] = k
+                    e_i0[ne] = i
+                    e_i1[ne] = 0
+                    e_val[ne] = first if i == 0 else 0
                     ne += 1
             elif kind <= 8:                       # arrays of i32 / u16 / u8 / arrays of i32 arrays
                 if pos + 4 > end:
@@ -258,18 +270,19 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                         return E_TRUNC, rec, counts
                     if m > INDEX_MAX:
                         return E_BIG, rec, counts
+                    if ne + m > e_call.shape[0]:
+                        return E_FULL + 1, rec, counts
                     for i in range(m):
-                        if fill:
-                            e_call[ne] = n
-                            e_slot[ne] = k
-                            e_i0[ne] = i0 if kind == 8 else i
-                            e_i1[ne] = i if kind == 8 else 0
-                            if w == 4:
-                                e_val[ne] = _i32(b, pos)
-                            elif w == 2:
-                                e_val[ne] = _u16(b, pos)
-                            else:
-                                e_val[ne] = b[pos]
+                        e_call[ne] = n
+                        e_slot[ne] = k
+                        e_i0[ne] = i0 if kind == 8 else i
+                        e_i1[ne] = i if kind == 8 else 0
+                        if w == 4:
+                            e_val[ne] = _i32(b, pos)
+                        elif w == 2:
+                            e_val[ne] = _u16(b, pos)
+                        else:
+                            e_val[ne] = b[pos]
                         ne += 1
                         pos += w
             else:                                 # strings: 1, 2 or 3 levels; argv = 2 levels
@@ -301,13 +314,14 @@ def walk(b, pos, end, limit, table, fill, calls, ints, strs, stats, perf):
                         pos += 4
                         if pos + m > end:
                             return E_TRUNC, rec, counts
-                        if fill:
-                            s_call[ns] = n
-                            s_slot[ns] = k
-                            s_i0[ns] = i0
-                            s_i1[ns] = i1
-                            s_start[ns] = pos
-                            s_len[ns] = m
+                        if ns >= s_call.shape[0]:
+                            return E_FULL + 2, rec, counts
+                        s_call[ns] = n
+                        s_slot[ns] = k
+                        s_i0[ns] = i0
+                        s_i1[ns] = i1
+                        s_start[ns] = pos
+                        s_len[ns] = m
                         ns += 1
                         pos += m
             vals[k, row] = v
