@@ -111,7 +111,10 @@ class Steps:
         return np.add(self.positions(key), self.start, dtype=self.dtype, casting="unsafe")
 
     def put(self, a: int, b: int, dest: np.ndarray) -> None:
-        widen_into(np.arange(a, b, dtype=np.int64), self.start, dest)
+        if dest.dtype == self.dtype and dest.ndim == 1:     # one pass, nothing allocated
+            _count_into(dest, self.dtype.type(int(self.start) + a), self.dtype.type(1))
+        else:
+            widen_into(np.arange(a, b, dtype=np.int64), self.start, dest)
 
     def piece(self, a: int, b: int) -> "Offsets":
         return Offsets(self.dtype.type(int(self.start) + a), np.arange(b - a, dtype=self.width))
@@ -269,6 +272,15 @@ def narrowed(values):
     if values.ndim > 1:
         return _as_narrow_words(values)
     return values
+
+
+@njit(cache=True)
+def _count_into(dest, start, one):
+    # start and one of dest's type: no mixed-sign sum (uint64 + int64 is a float in numba)
+    v = start
+    for i in range(dest.shape[0]):
+        dest[i] = v
+        v += one
 
 
 @njit(cache=True)
