@@ -331,13 +331,13 @@ def test_a_chunk_rewritten_with_another_mask_keeps_it(tmp_path):
 
 
 def test_compressing_threads_by_share_of_cores_or_as_told(monkeypatch):
-    """A pool only where a rank has MIN_SHARE cores or more (one thread with one spare
-    core, the share with more); PARTRACE_H5_THREADS decides when set, and a value that
-    is not a count is refused with its name."""
+    """A pool only where a rank has MIN_SHARE cores or more (as many threads as its
+    cores); PARTRACE_H5_THREADS decides when set (1: one thread besides the caller), and
+    a value that is not a count is refused with its name."""
     from partrace.errors import UsageError
     monkeypatch.delenv(chunks.THREADS_ENV, raising=False)
     monkeypatch.setattr(chunks.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
-    assert [chunks.default_threads(r) for r in (1, 2, 3, 4, 5, 8)] == [8, 4, 1, 1, 0, 0]
+    assert [chunks.default_threads(r) for r in (1, 2, 3, 4, 5, 8)] == [8, 4, 0, 0, 0, 0]
     monkeypatch.setenv(chunks.THREADS_ENV, "2")
     assert chunks.default_threads(4) == 2
     monkeypatch.setenv(chunks.THREADS_ENV, "0")

@@ -85,7 +85,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def set_threads(n: int) -> None:
-    """Threads that compress chunks (0 or 1: on the calling thread)."""
+    """Threads that compress chunks besides the calling thread (0: none, it compresses)."""
     global _pool, _threads
     if n != _threads and _pool is not None:
         _pool.shutdown()
@@ -94,17 +94,16 @@ def set_threads(n: int) -> None:
 
 
 THREADS_ENV = "PARTRACE_H5_THREADS"     # compressing threads per rank, if set (0: none)
-MIN_SHARE = 2       # cores per rank from which chunks compress on a pool
+MIN_SHARE = 3       # cores per rank from which chunks compress on a pool
 
 
 def default_threads(ranks: int) -> int:
     """Threads that compress this rank's chunks: ``PARTRACE_H5_THREADS`` if set, else
     from this rank's share of the cores (ranks sharing one node assumed): none below
-    MIN_SHARE (the calling thread compresses), one with one spare core, the share with
-    more.  With one spare core (1 rank on 2 cores, 65,536-row chunks) one thread took the
-    ovni suite merge to 0.92x the CPU and 0.92x the wall time (system time 0.45 -> 0.29
-    s; 3 interleaved pairs), and left OTF, DUMPI and ROSS within noise (0.98-1.04x);
-    with 16,384-row chunks (4x the jobs) it had cost 2-22% more CPU."""
+    MIN_SHARE (the calling thread compresses), the share from it.  With one spare core
+    (1 rank on 2 cores, 65,536-row chunks) one thread took the ovni suite merge to
+    0.93x the wall time for 1.10x the CPU (system time 0.24 -> 0.40 s; 3 interleaved
+    pairs, idle), so it stays off there: CPU per core is what a cluster pays."""
     chosen = os.environ.get(THREADS_ENV, "").strip()
     if chosen:
         if not chosen.isdigit():
@@ -361,7 +360,7 @@ def encode(chunk: np.ndarray, how: Codec) -> tuple[bytes, int] | None:
 
 def _executor() -> ThreadPoolExecutor | None:
     global _pool
-    if _threads <= 1:
+    if _threads < 1:
         return None
     if _pool is None:
         _pool = ThreadPoolExecutor(_threads, thread_name_prefix="partrace-h5")
