@@ -75,7 +75,8 @@ def test_inline_snapshots_and_their_keyvalues(tmp_path, chunk):
 
 
 @pytest.mark.parametrize("chunk", [None, 5000])
-def test_tables_sized_from_samples_grow_when_the_samples_miss_the_records(tmp_path, monkeypatch, jit_mode, chunk):
+def test_tables_sized_from_samples_grow_when_the_samples_miss_the_records(tmp_path, monkeypatch,
+                                                                          jit_mode, chunk):
     """A chunk's tables get the room its sampled lines promise (stream._records_about): events
     files whose samples (start, middle, end) hold empty lines only, and their records between,
     decode as the files without those lines, the tables growing when they fill (read whole;
@@ -91,7 +92,8 @@ def test_tables_sized_from_samples_grow_when_the_samples_miss_the_records(tmp_pa
         f.write_bytes(pad + text[:mid] + pad + text[mid:] + pad)
     grown = []
     grow = stream.Layout.grow
-    monkeypatch.setattr(stream.Layout, "grow", lambda self, which, *a: grown.append(which) or grow(self, which, *a))
+    monkeypatch.setattr(stream.Layout, "grow",
+                        lambda self, which, *a: grown.append(which) or grow(self, which, *a))
     _, _, padded = decode_all(d, chunk)
     assert chunk or grown.count(0) >= 8       # the events table of every file, at least once
     for t, tab in clean.items():

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..jit import njit   # lazy: numba only for inputs that are not small
-from .grammar import FILE_RECORDS, HEX, HEXSTR, KV_CODE, REQ, STREAM_RECORDS, STRING
+from .grammar import FILE_RECORDS, HEX, HEXSTR, REQ, STREAM_RECORDS, STRING
 
 NV = 8          # most fields of any record (BeginCollopSnapshot, FileOperationSummary)
 NALT = 3        # tag spellings: short, long, deprecated alias
@@ -96,11 +96,12 @@ class Tables:
                         self.ftag[i, j, a] = _pad(t)
                         self.ftagl[i, j, a] = len(t)
         # the first field from which on every field is optional (a line may end there)
-        self.opt_from = np.array([max([j + 1 for j, f in enumerate(r.fields) if f.opt == REQ], default=0)
+        self.opt_from = np.array([max([j + 1 for j, f in enumerate(r.fields) if f.opt == REQ],
+                                      default=0)
                                   for r in recs], np.int64)
         # what decode_lines takes
-        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.opt_from, self.ftype, self.fopt, self.ftag,
-                       self.ftagl, HEX_VALUE, UPPER)
+        self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.opt_from, self.ftype,
+                       self.fopt, self.ftag, self.ftagl, HEX_VALUE, UPPER)
 
 
 @njit(cache=True)
@@ -219,7 +220,6 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     n_pdense = np.uint64(process_index.shape[0])
     tab_of, kind_of, is_text, colmap, keyrow, caps, side_cap, time_a, time_b = layout
     wide, narrow, kinds, counts, side = out
-    kv_code = tab_of.shape[0] - 1
     vals = np.zeros(NV, np.uint64)
     pos = st[S_POS]
     line = st[S_LINE]
@@ -258,7 +258,8 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
                 i += 1
             s = i
             v = np.uint64(0)
-            while True:     # the first 16 digits (kernels called are not inlined: loops are written out)
+            # the first 16 digits (a kernel called is not inlined: the loop is written out)
+            while True:
                 d = hexv[buf[i]]
                 if d < 0:
                     break
@@ -321,7 +322,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
         for j in range(nf[rec]):
             while buf[i] == 32:
                 i += 1
-            if buf[i] == 10 and j >= opt_from[rec]:     # the line ends, the fields left are optional
+            if buf[i] == 10 and j >= opt_from[rec]:     # line ends; the fields left are optional
                 break
             if j > 0:
                 ts = i

@@ -32,7 +32,7 @@ _IS_TEXT = np.array([bool(r.fields) and r.fields[0].ftype == G.STRING for r in G
 _UNBOUNDED = 1 << 62      # capacity of a table nobody asked for (its rows are counted, not kept)
 _TEXT = partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
 _ID_ERROR = "an id above 2**31-1 (partrace keeps ids in 32 bits)"
-SAMPLE_BYTES = 1 << 16    # a chunk's records are counted in three samples this long (_records_about)
+SAMPLE_BYTES = 1 << 16    # a chunk's records are counted in 3 samples this long (_records_about)
 
 
 class Layout:
