@@ -65,6 +65,9 @@ class SynthReader(TraceReader):
             import time
             Path(f"{self.path}.held").touch()
             time.sleep(120)
+        if os.environ.get("PARTRACE_TEST_UNIT_SECONDS"):     # a decode that takes a while
+            import time
+            time.sleep(float(os.environ["PARTRACE_TEST_UNIT_SECONDS"]))
         s = spec(self.path)
         schema = self.schema(defs)
         for loc in unit.info:
