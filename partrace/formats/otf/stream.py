@@ -9,7 +9,6 @@ is parsed and checked all the same, so errors do not depend on the selection.
 """
 from __future__ import annotations
 
-from functools import partial
 from math import gcd
 from pathlib import Path
 from typing import Iterator
@@ -17,7 +16,7 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import Table, cast, column, conform
+from ...model import Table, byte_rows, cast, column, conform
 from . import grammar as G
 from . import kernel as K
 from .files import read_blocks
@@ -30,7 +29,6 @@ _TAB_OF = np.array([ROW_TABLES.index(r.table) if r.table in ROW_TABLES else -1
                     for r in G.STREAM_RECORDS], np.int64)
 _IS_TEXT = np.array([bool(r.fields) and r.fields[0].ftype == G.STRING for r in G.STREAM_RECORDS], np.bool_)
 _UNBOUNDED = 1 << 62      # capacity of a table nobody asked for (its rows are counted, not kept)
-_TEXT = partial(bytes.decode, encoding="utf-8", errors="surrogateescape")
 _ID_ERROR = "an id above 2**31-1 (partrace keeps ids in 32 bits)"
 SAMPLE_BYTES = 1 << 16    # a chunk's records are counted in 3 samples this long (_records_about)
 
@@ -267,8 +265,7 @@ def _text_table(rows: np.ndarray, data: bytes, tps: int, seqc) -> Table:
     loc = cast(rows[:, K.SD_LOC], column("location"))
     starts = rows[:, K.SD_SOFF].astype(np.int64)
     ends = starts + rows[:, K.SD_SLEN].astype(np.int64)
-    texts = np.fromiter(map(_TEXT, map(data.__getitem__, map(slice, starts.tolist(), ends.tolist()))),
-                        dtype=object, count=len(rows))
+    texts = byte_rows(data, starts, ends, decode=True)
     return conform(Table({"time": ticks_to_ns(rows[:, K.SD_TICKS], tps), "location": loc,
                           "seq": seqc.assign(loc), "ref_table": rows[:, K.SD_TAB].astype(np.uint8),
                           "ref_seq": rows[:, K.SD_SEQ].astype(np.int64), "text": texts}), SCHEMA["text"])
