@@ -8,16 +8,17 @@ Layouts (``layout=``):
   have the final file's shape, chunks and filters, at the *global* row index
   (a part allocates only the chunks it touches).  Each rank compresses its own
   chunks (formats/hdf5/chunks.py: on a pool of threads, while the engine builds
-  the next column or window), so the costly part runs in parallel.  At commit a
-  chunk whose rows came from two or more ranks (where one rank's slice of a
-  window ends and the next one's begins: about two per rank, window and column)
-  is made whole and encoded once by one of its writers, in parallel, and rank 0
-  stores it; then rank 0 copies every chunk a part holds whole as its stored
+  the next column or window), so the costly part runs in parallel.  Every chunk of a
+  numeric table has one owner that writes it whole (output/chunk_owners.py:
+  the rows at a slice's edge go to the rank that owns their chunk, once per
+  window), so at commit rank 0 copies every chunk of the parts as its stored
   bytes (no decoding).  Text columns are data/ends pairs of plain numbers
   (formats/hdf5/text.py): a rank writes its rows' bytes at their global byte
   offset (known from one allgather of byte counts per window), so their chunks
-  copy raw too and no rank's text passes through rank 0 as values.  The parts
-  are then deleted (they never leave the hidden staging folder).
+  copy raw too and no rank's text passes through rank 0 as values; the byte
+  chunks where one rank's text ends and the next one's begins are made whole
+  and encoded once by one of their writers, in parallel, and rank 0 stores
+  them.  The parts are then deleted (they never leave the hidden staging folder).
 * ``"parts"``: rank r keeps ``OUT.parts/rank-<r>.h5`` and rank 0 writes ``OUT``
   whose datasets are HDF5 virtual datasets over the parts (relative paths: move
   ``OUT`` and ``OUT.parts`` together).  No copy at commit; ``OUT`` alone is
@@ -41,6 +42,7 @@ from ..model import Definitions, Schema, Table
 from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
+from .chunk_owners import OwnedWriter
 from .staging import Staging
 
 LAYOUTS = ("single", "parts")
@@ -100,6 +102,12 @@ class HDF5Sink(Sink):
         self.text_keys = [(name, c.name) for name, cols in schema.items() for c in cols
                           if c.is_object]
         self.rows = dict.fromkeys([*schema, *self.text_keys], 0)
+        # tables each of whose chunks one rank writes whole (chunk_owners.py): all but
+        # those with text (its bytes' chunks do not follow rows) and the parts layout's
+        self._owned_tables = set() if self._split and self.layout == "parts" else {
+            name for name, cols in schema.items() if not any(c.is_object for c in cols)}
+        self._steps: dict[str, int] = {}       # their rows per chunk
+        self._owner = OwnedWriter(self._put_owned)
         run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
         self.staging = Staging(self.final, run_id)
         with comm.guard():
@@ -152,7 +160,9 @@ class HDF5Sink(Sink):
             chunk, rows = shapes[name]
             text = {c.name: (shapes[name, c.name][1], shapes[name, c.name][0])
                     for c in columns if c.is_object}
-            hdf5.create_table(f, name, columns, chunk, self.compression, rows, text)
+            group = hdf5.create_table(f, name, columns, chunk, self.compression, rows, text)
+            if name in self._owned_tables and columns and group[columns[0].name].chunks:
+                self._steps[name] = group[columns[0].name].chunks[0]
         self._file = f
 
     def _encode_text(self, tables: dict[str, Table]) -> dict:
@@ -177,11 +187,18 @@ class HDF5Sink(Sink):
                 mine[("not utf-8",) + key] = True
         everyone = comm.allgather(mine)
         self.blocks.append(everyone)
+        owned = {}
         with comm.guard():
             if self._file is None:
                 self._open(comm, {k: sum(e.get(k, 0) for e in everyone) for k in self.rows})
+            owned = self._owned_windows(tables, everyone)
+        comm.check()
+        self._owner.write(comm, owned)
+        with comm.guard():
             parts = self._split and self.layout == "parts"
             for name, table in tables.items():
+                if name in owned:
+                    continue
                 text = {}
                 for col in (c.name for c in self.schema[name] if c.is_object):
                     data, lengths, _ = encoded[name, col]
@@ -206,6 +223,31 @@ class HDF5Sink(Sink):
         for key in self.rows:
             self.rows[key] += sum(e.get(key, 0) for e in everyone)
 
+    def _owned_windows(self, tables: dict[str, Table], everyone: list[dict]) -> dict:
+        """The tables written in whole chunks by their owners (chunk_owners.py): each
+        one's (slices, this rank's rows, column names, rows come later), its datasets
+        grown to the window's end on every rank (every part has the final shape)."""
+        out = {}
+        for name, table in tables.items():
+            step = self._steps.get(name)
+            if step is None:
+                continue
+            counts = [e.get(name, 0) for e in everyone]
+            end = self.rows[name] + sum(counts)
+            group = self._file[name]
+            for col in self.schema[name]:
+                if group[col.name].shape[0] < end:
+                    group[col.name].resize(end, axis=0)
+            group.attrs["rows"] = max(end, int(group.attrs["rows"]))
+            later = self.next_keys is None or self.next_keys.get(name) is not None
+            out[name] = (self._owner.slices(name, self.rows[name], counts, step), table,
+                         [c.name for c in self.schema[name]], later)
+        return out
+
+    def _put_owned(self, name: str, column: str, values: np.ndarray, row: int) -> None:
+        col = next(c for c in self.schema[name] if c.name == column)
+        hdf5.write_values(self._file[name][column], col, values, row, self._pending)
+
     def _span(self, key, everyone: list[dict], rank: int) -> tuple[int, int, int]:
         """Global (first row or byte of ``rank``'s share, its end, the window's end)."""
         start = self.rows[key] + sum(e.get(key, 0) for e in everyone[:rank])
@@ -224,6 +266,8 @@ class HDF5Sink(Sink):
     def _intervals(self, key, size: int) -> list[list[tuple[int, int]]]:
         """Per rank, the global row (byte) ranges it wrote of table (text column)
         ``key``, adjacent ones joined."""
+        if key in self._owned_tables:
+            return [self.owned_spans[r][key] for r in range(size)]
         out: list[list[tuple[int, int]]] = [[] for _ in range(size)]
         at = 0
         for window in self.blocks:
@@ -240,14 +284,12 @@ class HDF5Sink(Sink):
     def _join_parts(self, comm: Comm) -> None:
         """Every rank: the rows of the parts into the final file (collective).
 
-        A chunk whose rows came from two or more ranks (where one rank's slice of a
-        window ends and the next begins) is made whole once, from the files that
-        hold its rows, by one rank: rank 0 where it holds some of them, else the
-        last of its writers; rank 0 stores the bytes (it alone writes the final
-        file).  So at any rank count each rank encodes about two such chunks per
-        window and column, and rank 0 decodes only rows of the chunks it shares.  Then rank
-        0 copies every chunk a part holds whole as its stored bytes.  A text column
-        is two numeric datasets (ends by rows, data by bytes), joined the same way."""
+        A chunk whose rows came from two or more ranks (a text column's: its bytes
+        are cut where each rank's rows end; a numeric chunk has one owner) is made
+        whole once, from the files that hold its rows, by one rank: rank 0 where it
+        holds some of them, else the last of its writers; rank 0 stores the bytes
+        (it alone writes the final file).  Then rank 0 copies every chunk a part
+        holds whole as its stored bytes."""
         own = None
         with comm.guard():
             with h5py.File(self.staging.path(self._file_name(comm.rank)), "r") as f:
@@ -393,8 +435,12 @@ class HDF5Sink(Sink):
         if not self.blocks:     # no window at all: still an (empty) file
             self.write(comm, {name: Table.empty(cols) for name, cols in self.schema.items()})
         with comm.guard():
+            self._owner.flush()     # chunks that end a table held for rows that never came
             self._close()
         comm.check()
+        if self._split and self._owned_tables:
+            self.owned_spans = comm.allgather({name: self._owner.written(name)
+                                               for name in self._owned_tables})
         if self._split:
             began = time.perf_counter()
             if self.layout == "parts":

@@ -7,6 +7,7 @@ naming it, never read as zeros.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ from partrace.errors import TraceError
 from partrace.formats.hdf5 import chunks as hdf5_chunks
 from partrace.output.hdf5_sink import (_stored_chunks, _stored_chunks_by_lookup, copy_rows,
                                       shared_chunks)
-from tests.conftest import DATA, ROOT, run_cli
+from tests.conftest import DATA, ROOT, mpiexec, run_cli
 from tests.support.compare import assert_same_content, h5_content
 
 pytestmark = pytest.mark.mpi
@@ -95,6 +96,44 @@ def test_many_windows_give_the_same_single_file(tmp_path):
         assert windows > 3
         _only_the_file(out)
         assert_same_content(ref, out)
+
+
+OWNED = """
+import json, sys
+from partrace.engine.mpi import world
+from partrace.engine.pipeline import run
+from partrace.output.hdf5_sink import HDF5Sink
+sink = HDF5Sink(sys.argv[2])
+stats = run(world(), sys.argv[1], sink, memory=1 << 20)
+if world().rank == 0:
+    print(json.dumps(dict(sink.join_counts["numbers"], windows=stats.windows)))
+"""
+
+
+def test_every_numeric_chunk_has_one_writer(tmp_path, monkeypatch):
+    """3 ranks and many windows (slices ending mid-chunk everywhere): each chunk is
+    written whole by its owner (output/chunk_owners.py), so rank 0 copies every
+    chunk of the parts as stored bytes and makes none whole from values; the chunks
+    are byte for byte those of the 1-rank file."""
+    monkeypatch.setenv("PARTRACE_H5_CHUNK_ROWS", "4096")
+    trace = _gen_otf(tmp_path, 20000)
+    one, three = tmp_path / "one.h5", tmp_path / "three.h5"
+    _merge(trace, one, None, ["-q"])
+    r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-c", OWNED, str(trace),
+                        str(three)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert counts["windows"] > 3
+    assert counts["chunks"] > 0 and counts["value_items"] == 0
+    assert_same_content(one, three)
+    with h5py.File(one, "r") as a, h5py.File(three, "r") as b:
+        for name in ("events/time", "events/location", "events/region"):
+            assert _stored_chunks(a[name]) and len(_stored_chunks(a[name])) == len(
+                _stored_chunks(b[name]))
+            for coord, *_ in _stored_chunks(a[name]):
+                assert a[name].id.read_direct_chunk(coord) == b[name].id.read_direct_chunk(
+                    coord), (name, coord)
 
 
 def test_whole_chunks_of_parts_are_copied_as_stored(tmp_path, monkeypatch):
