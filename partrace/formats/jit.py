@@ -176,6 +176,13 @@ class LazyKernel:
         return self._dispatcher
 
     @property
+    def targetoptions(self) -> dict:
+        """The options as numba's dispatchers hold them: numba's inliner looks for
+        ``inline`` here on a called global, so a kernel calling one of ``inline="always"``
+        has it inlined (it would otherwise be a call per use, through its own dispatcher)."""
+        return self.options
+
+    @property
     def dispatcher(self):
         """The dispatcher if this process compiled or loaded the kernel, else None."""
         return self._dispatcher
