@@ -174,6 +174,22 @@ ID_MAX = np.uint64(2147483647)
 
 
 @njit(cache=True, inline="always")
+def _hex_at(buf, i, hexv):
+    """The hex number at buf[i] (its first 16 digits: the caller checks the length) and
+    where its digits end."""
+    s = i
+    v = np.uint64(0)
+    while True:
+        d = hexv[buf[i]]
+        if d < 0:
+            break
+        if i - s < 16:
+            v = (v << np.uint64(4)) | np.uint64(d)
+        i += 1
+    return v, i
+
+
+@njit(cache=True, inline="always")
 def _keep(st, tp, full, pos, line, have_t, have_p, n, nside, kv_side, t, p, maxp):
     """The parser's state where decode_lines stops (a full buffer, or the chunk's end):
     the next call on the same file resumes from it."""
@@ -257,15 +273,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
             if star:
                 i += 1
             s = i
-            v = np.uint64(0)
-            # the first 16 digits (a kernel called is not inlined: the loop is written out)
-            while True:
-                d = hexv[buf[i]]
-                if d < 0:
-                    break
-                if i - s < 16:
-                    v = (v << np.uint64(4)) | np.uint64(d)
-                i += 1
+            v, i = _hex_at(buf, i, hexv)
             k = i - s
             while buf[i] == 32:
                 i += 1
@@ -365,14 +373,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
                 i += 1
             else:
                 s = i
-                v = np.uint64(0)
-                while True:
-                    d = hexv[buf[i]]
-                    if d < 0:
-                        break
-                    if i - s < 16:
-                        v = (v << np.uint64(4)) | np.uint64(d)
-                    i += 1
+                v, i = _hex_at(buf, i, hexv)
                 k = i - s
                 if k == 0:
                     return BAD, E_HEX, line, rec, j, i
