@@ -66,6 +66,19 @@ def held_bytes(columns: dict) -> int:
                for v in columns.values())
 
 
+def _own(values):
+    """``values`` holding only its own bytes: a view of a larger array (a reader's
+    block of columns, a chunk's buffer) is copied, or a run would keep the whole
+    block alive (12x the column, uncounted, on OTF: its value column)."""
+    if isinstance(values, np.ndarray) and values.base is not None:
+        base = values
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        if base.nbytes > values.nbytes or not isinstance(base.base, (type(None), np.ndarray)):
+            return values.copy()
+    return values
+
+
 def narrow_columns(columns: dict[str, np.ndarray]) -> dict:
     """Each column at its narrowest form (see partrace.engine.narrow)."""
     return narrowed_columns(columns)
@@ -267,7 +280,7 @@ class RunStore:
     def add(self, name: str, table: Table) -> None:
         if not len(table):
             return
-        columns = narrow_columns(sort_by_key(table).columns)
+        columns = {c: _own(v) for c, v in narrow_columns(sort_by_key(table).columns).items()}
         del table
         self.rows[name] += len(columns["time"])
         size = held_bytes(columns)

@@ -33,3 +33,25 @@ def test_runs_spill_once_the_process_is_resident_beyond_its_share(tmp_path):
     finally:
         roomy.close()
         tight.close()
+
+
+def test_a_run_holds_its_own_bytes_not_a_readers_block(tmp_path):
+    """A reader's columns may be views of one block of many columns (OTF's chunk tables):
+    a run that kept such a view kept the whole block alive, uncounted.  Columns a run
+    holds as they are (here: wide floats, already in key order) are copied out of it."""
+    n = 5000
+    block = np.zeros((12, n))
+    block[0] = np.arange(n) * 10        # time, in key order: no sort makes new arrays
+    block[3] = np.random.default_rng(1).random(n)
+    schema = {"events": SCHEMA["events"] + [column("value")]}
+    table = Table({"time": block[0].astype(np.int64), "location": np.ones(n, np.int32),
+                   "seq": np.arange(n), "value": block[3]})
+    store = RunStore(schema, 1 << 40, tmp_path)
+    try:
+        store.add("events", table)
+        value = store.runs["events"][0].columns["value"]
+        assert np.array_equal(value, block[3])
+        assert value.base is None or value.base.nbytes == value.nbytes
+        assert store.in_memory <= 3 * n * 8
+    finally:
+        store.close()
