@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats.jit import njit
+from ..formats.reduce import min_max
 
 # unsigned types an integer column's offsets may take, narrowest first
 _OFFSET_TYPES = tuple(np.dtype(t) for t in ("u1", "u2", "u4"))
@@ -253,7 +254,7 @@ def narrowed(values):
     if values.strides[0] == 0:      # one row repeated (np.broadcast_to): constant, no pass
         return Constant(values[0].copy(), len(values))
     if values.ndim == 1 and values.dtype.kind in "iu":
-        lo, hi = values.min(), values.max()
+        lo, hi = min_max(values)
         if lo == hi:
             return Constant(values[:1].reshape(()).copy(), len(values))
         span = int(hi) - int(lo)

@@ -50,6 +50,7 @@ import numpy as np
 from h5py import h5z
 
 from ...errors import UsageError
+from ..reduce import min_max
 
 try:    # zlib-ng: faster than zlib at the same level
     from zlib_ng import zlib_ng as FAST_DEFLATE
@@ -293,8 +294,7 @@ def compress(chunk: np.ndarray, shuffle: bool, level: int,
     size = flat.dtype.itemsize
     unit = size if shuffle and size in WORDS else 1     # bytes per shuffled word
     words = flat.view(WORDS[unit] if unit > 1 else np.uint8)
-    lo, hi = bounds if bounds is not None and unit == size else (int(words.min()),
-                                                                 int(words.max()))
+    lo, hi = bounds if bounds is not None and unit == size else map(int, min_max(words))
     if hi == 0:
         return None
     if shuffle and size > 1 and unit == 1:     # an element size with no kernel: rare
@@ -345,7 +345,7 @@ def encode(chunk: np.ndarray, how: Codec) -> tuple[bytes, int] | None:
         return None if data is None else (data, 0)
     flat = np.ascontiguousarray(chunk).reshape(-1)
     size = flat.dtype.itemsize
-    lo, hi = int(flat.min()), int(flat.max())
+    lo, hi = map(int, min_max(flat))
     if lo == hi == 0:
         return None
     words = flat.view(WORDS[size] if size > 1 else np.uint8)
