@@ -2,7 +2,8 @@
 import numpy as np
 
 from partrace.engine.mpi import serial
-from partrace.engine.order import key_order, lower_bound, merge_runs, run_starts, sort_by_key
+from partrace.engine.order import (key_order, lower_bound, merge_runs, run_starts, sort_by_key,
+                                   time_order)
 from partrace.engine.runs import Run
 from partrace.engine.windows import choose_cuts, time_window
 from partrace.engine.plan import assign
@@ -83,6 +84,33 @@ def test_merge_of_sorted_runs_equals_lexsort_with_ties():
         starts = run_starts(t["time"], t["location"], t["seq"])
         assert np.array_equal(merge_runs(t["time"], t["location"], t["seq"], starts), want)
         assert np.array_equal(key_order(t), want)
+
+
+def _time_order_equals_lexsort(t, loc, seq):
+    t, seq = np.asarray(t, np.int64), np.asarray(seq, np.int64)
+    want = np.lexsort((seq, loc, t))
+    assert np.array_equal(time_order(t, loc, seq), want)
+
+
+def test_time_order_equals_lexsort_over_any_time_span(jit_mode):
+    """Times and rows share one 64-bit word when the window's time span leaves room for
+    the row bits (else a stable argsort): both ways give lexsort's order, ties included."""
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(2, 200))
+        spread = int(rng.choice([3, 60, 10**6, 2**40, 2**62]))
+        t = rng.integers(-spread, spread, n)
+        if trial % 5 == 0:      # far apart clusters of equal times
+            t = rng.integers(0, 2, n) * 2**62 + rng.integers(0, 3, n)
+        loc = rng.integers(1, 4, n).astype(np.int32 if trial % 2 else np.int64)
+        _time_order_equals_lexsort(t, loc, rng.integers(0, 3, n))
+    for n in (2, 3, 17, 40):    # spans at the word's edge: the last that fits, the first not
+        room = 64 - max((n - 1).bit_length(), 1)
+        for span in (2**room - 1, 2**room):
+            t = rng.permutation(np.resize(np.array([-2**62, -2**62 + span]), n))
+            _time_order_equals_lexsort(t, np.ones(n, np.int64), rng.integers(0, 2, n))
+    t = rng.permutation(np.repeat(np.arange(5), 100))      # groups beyond SMALL_TIE rows
+    _time_order_equals_lexsort(t, rng.integers(1, 3, 500), rng.integers(0, 2, 500))
 
 
 def test_run_starts_cut_where_the_key_goes_down():
