@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from ..formats.jit import njit
+from ..formats.reduce import min_max
 
 from ..model import Table
 
@@ -53,8 +54,8 @@ def time_order(t, loc, seq) -> np.ndarray:
     """
     n = len(t)
     bits = max(int(n - 1).bit_length(), 1)
-    lo = int(t.min()) if n else 0
-    span = int(t.max()) - lo if n else 0
+    lo, hi = map(int, min_max(t)) if n else (0, 0)
+    span = hi - lo
     if n < 2 or span.bit_length() + bits > 64:
         order = np.argsort(t, kind="stable")
         big = _order_ties(order, t, loc, seq, SMALL_TIE)
@@ -244,6 +245,8 @@ def merge_runs(t, loc, seq, starts):
             heap[0] = heap[size]
         _sift_down(heap, size, 0, pos, t, loc, seq)
     return out
+
+
 def lower_bound(time, location, seq, key: Key) -> int:
     """First row whose key is >= key, in rows sorted by key (arrays or memory maps)."""
     lo = int(np.searchsorted(time, key[0], side="left"))
