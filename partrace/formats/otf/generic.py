@@ -258,14 +258,28 @@ def _raw_bits(a: np.ndarray) -> np.ndarray:
     return a.astype(np.uint64)
 
 
+def _put_raw_bits(a: np.ndarray, out: np.ndarray) -> None:
+    """_raw_bits(a) written into the uint64 array `out`, with no temporary: a number's bits
+    as the unsigned integer of its width, widened (the same as _raw_bits' mask)."""
+    if a.dtype.isnative and (a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype.itemsize in (4, 8))):
+        out[:] = a.view(f"u{a.dtype.itemsize}")
+    else:
+        out[:] = _raw_bits(a)
+
+
 _CARRIES = {}
+
+
+def _carries(name: str) -> np.ndarray:
+    """Per record code: whether the record has a field for column `name`."""
+    if name not in _CARRIES:
+        _CARRIES[name] = np.array([any(f.col == name for f in r.fields) for r in G.STREAM_RECORDS])
+    return _CARRIES[name]
 
 
 def _carried(rec: np.ndarray, name: str) -> np.ndarray:
     """Which rows' records have a field for column `name`."""
-    if name not in _CARRIES:
-        _CARRIES[name] = np.array([any(f.col == name for f in r.fields) for r in G.STREAM_RECORDS])
-    return _CARRIES[name][rec]
+    return _carries(name)[rec]
 
 
 def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = None) -> Rows:
@@ -293,9 +307,10 @@ def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = N
     kv_on = np.zeros((len(scalars), n), bool).T
     kv_val = np.zeros((len(scalars), n), np.uint64).T
     for j, c in enumerate(scalars):
-        raw = _raw_bits(get(c.name))
-        kv_val[:, j] = raw
-        kv_on[:, j] = (raw != 0) & ~_carried(rec, c.name)
+        _put_raw_bits(get(c.name), kv_val[:, j])
+        np.not_equal(kv_val[:, j], 0, out=kv_on[:, j])
+        if _carries(c.name).any():      # a column that is also some record's field
+            kv_on[:, j] &= ~_carried(rec, c.name)
     return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), vals, kv_on, kv_val,
                 *_byte_arrays(get, lay, n))
 
@@ -513,9 +528,9 @@ def _spots_kernel(rows: Table, cols: list[KVColumn]) -> memoryview:
     signed = np.zeros(raws.shape[1], np.bool_)
     for j, c in enumerate(scalar):
         a = np.asarray(rows[c.name])
-        raws[:, j] = _raw_bits(a)
+        _put_raw_bits(a, raws[:, j])
         signed[j] = a.dtype.kind == "i"
-        values[:, j] = a.astype(np.int64).view(np.uint64) if signed[j] else a.astype(np.uint64)
+        values[:, j] = a        # integers (see _spot_block): as astype(int64 or uint64), widened in place
     offsets = np.cumsum([0] + [c.width for c in arrays])
     arr = np.zeros((n, max(1, int(offsets[-1]))), np.uint8)
     for c, at in zip(arrays, offsets):
