@@ -220,7 +220,8 @@ class Rows:
     rec: np.ndarray           # grammar code per row
     ticks: np.ndarray         # uint64
     proc: np.ndarray          # process token
-    vals: np.ndarray          # (n, 8) uint64 record fields
+    fields: np.ndarray        # (n, k) uint64 record fields, and
+    colof: np.ndarray         # the column of each record's field j (writekernel.field_columns)
     kv_on: np.ndarray         # (n, m) bool
     kv_val: np.ndarray        # (n, m) uint64
     blob: np.ndarray          # uint8: rendered byte-array KV lines (a reused buffer: valid
@@ -285,7 +286,7 @@ def _carried(rec: np.ndarray, name: str) -> np.ndarray:
 def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = None) -> Rows:
     """The formatter's rows of `tab`'s rows `sel` (None: all); only the columns written are
     gathered, each once (writer.take_rows: from the sink's window straight into this order)."""
-    from .writekernel import field_positions, scatter_field
+    from .writekernel import field_columns
     from .writer import take_rows
     rows = tab if sel is None else take_rows(tab, sel)
 
@@ -295,23 +296,24 @@ def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = N
     cols = {name: get(name) for name in ("kind", "time", "location") if name in tab}
     n = len(cols["time"])
     rec = record_codes(cols, "events")
-    vals = np.zeros((n, 8), np.uint64)
-    present = np.bincount(rec, minlength=len(G.STREAM_RECORDS)) > 0
-    for col, pos_of in field_positions("events").items():
-        # one compiled pass per column some record here has a field for
-        if col in tab and np.any(present & (pos_of >= 0)):
-            scatter_field(rec, pos_of, get(col).astype(np.int64).view(np.uint64), vals)
+
+    def put(col, out):      # as astype(np.int64).view(np.uint64): integers cast straight
+        a = get(col)
+        out[:] = a if a.dtype.kind in "iub" else a.astype(np.int64)
+
+    fields, colof = field_columns("events", rec, tab.__contains__, put)
     scalars = [c for c in lay.kv if not c.width]
     # (n, m) as transposes of (m, n) arrays: the formatter reads them as before, and a column is
     # filled by one contiguous write, not one strided across every row's line of the matrix
-    kv_on = np.zeros((len(scalars), n), bool).T
-    kv_val = np.zeros((len(scalars), n), np.uint64).T
+    # (every column is written below: not zeroed first)
+    kv_on = np.empty((len(scalars), n), bool).T
+    kv_val = np.empty((len(scalars), n), np.uint64).T
     for j, c in enumerate(scalars):
         _put_raw_bits(get(c.name), kv_val[:, j])
         np.not_equal(kv_val[:, j], 0, out=kv_on[:, j])
         if _carries(c.name).any():      # a column that is also some record's field
             kv_on[:, j] &= ~_carried(rec, c.name)
-    return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), vals, kv_on, kv_val,
+    return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), fields, colof, kv_on, kv_val,
                 *_byte_arrays(get, lay, n))
 
 
@@ -523,8 +525,9 @@ def _spots_kernel(rows: Table, cols: list[KVColumn]) -> memoryview:
     n = len(rows)
     scalar = [c for c in cols if not c.width]
     arrays = [c for c in cols if c.width]
-    raws = np.zeros((max(1, len(scalar)), n), np.uint64).T     # filled column by column (event_rows)
-    values = np.zeros_like(raws)
+    # filled column by column (event_rows); zeroed only if no column fills them
+    raws = (np.empty if scalar else np.zeros)((max(1, len(scalar)), n), np.uint64).T
+    values = (np.empty_like if scalar else np.zeros_like)(raws)
     signed = np.zeros(raws.shape[1], np.bool_)
     for j, c in enumerate(scalar):
         a = np.asarray(rows[c.name])
