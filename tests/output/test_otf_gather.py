@@ -104,3 +104,24 @@ def test_raw_bits_written_in_place_equal_the_copies(decoded):
             assert np.array_equal(out, _raw_bits(a)), name
         kinds.add(col.dtype.kind)
     assert "i" in kinds or "u" in kinds
+
+
+def test_a_row_of_an_unknown_location_is_refused(decoded, tmp_path):
+    """One rank sends no row anywhere (destinations skips the location lookup): the stream
+    lookup when the rows are written still names the location no stream has."""
+    from partrace.engine.mpi import RankFailed, serial
+    from partrace.output.otf_sink import OTFSink
+    defs, schema, tables = decoded
+    comm, sink = serial(), OTFSink(tmp_path / "x.otf", streams=2)
+    sink.prepare(comm, defs, schema)
+    events = tables["events"]
+    bad = int(defs.tables["locations"]["id"].max()) + 7
+    loc = np.asarray(events["location"]).copy()
+    loc[len(loc) // 2] = bad
+    events = Table({**{n: events[n] for n in events.names}, "location": loc})
+    assert np.array_equal(sink.destinations(comm, "events", events), np.zeros(len(events)))
+    sink.next_keys = None
+    with pytest.raises(RankFailed, match=f"location {bad} is not in the trace's locations table"):
+        sink.write(comm, {"events": events})
+        sink.commit(comm)       # an OTF input's rows may be held until then
+    sink.discard(comm)
