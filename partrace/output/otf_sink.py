@@ -154,7 +154,9 @@ class OTFSink(Sink):
         return what[i]
 
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name not in self.used:       # not written: stays where it is
+        if name not in self.used or comm.size == 1:
+            # not written: stays where it is; one rank: every row is its own (_rows_of_streams
+            # finds each row's stream, and says which location no stream has)
             return np.full(len(table), comm.rank, dtype=np.int64)
         if name == MARKERS and not self.local_markers:
             return np.zeros(len(table), dtype=np.int64)
@@ -369,21 +371,39 @@ class _StreamRows(MergedTable):
         if len(self.pieces) == 1:
             return self.pieces[0][name][self.idx]
         if self._parts is None:
-            idx = np.arange(self.idx.start, self.idx.stop) if isinstance(self.idx, slice) else self.idx
-            self._parts, lo = [], 0
-            for t in self.pieces:
-                mine = np.flatnonzero((idx >= lo) & (idx < lo + len(t)))
-                self._parts.append((mine, idx[mine] - lo))
-                lo += len(t)
+            self._parts = _split_by_piece(self.idx, [len(t) for t in self.pieces])
         dtype = next(c for c in self.schema if c.name == name).element_dtype()
         out = None
-        for t, (mine, rows) in zip(self.pieces, self._parts):
-            if len(mine):
+        for t, (mine, rows, count) in zip(self.pieces, self._parts):
+            if count:
                 values = t[name][rows]
                 if out is None:
                     out = np.empty((len(self),) + values.shape[1:], dtype)
                 out[mine] = values
         return out
+
+
+def _split_by_piece(idx, lengths: list[int]) -> list[tuple]:
+    """[(rows here, their rows in the piece, how many)] per piece, for rows `idx` (index array or slice)
+    of pieces of these lengths laid end to end.  Ascending rows (a stream's rows, cut into
+    blocks: the usual case) of a piece are one run here: a slice, and a slice of `idx`;
+    other rows are found per piece by a mask."""
+    ends = np.cumsum(lengths)
+    starts = ends - np.asarray(lengths)
+    if isinstance(idx, slice):
+        out = []
+        for lo, hi in zip(starts.tolist(), ends.tolist()):
+            a, b = max(idx.start, lo), min(idx.stop, hi)
+            out.append((slice(a - idx.start, max(a, b) - idx.start), slice(a - lo, max(a, b) - lo), max(b - a, 0)))
+        return out
+    if len(idx) < 2 or bool(np.all(idx[1:] >= idx[:-1])):
+        at = np.searchsorted(idx, np.r_[starts, ends[-1:]]).tolist()
+        return [(slice(a, b), idx[a:b] - lo, b - a) for a, b, lo in zip(at[:-1], at[1:], starts.tolist())]
+    out = []
+    for lo, hi in zip(starts.tolist(), ends.tolist()):
+        mine = np.flatnonzero((idx >= lo) & (idx < hi))
+        out.append((mine, idx[mine] - lo, len(mine)))
+    return out
 
 
 def _joined(pieces: list[Table], schema) -> Table | None:

@@ -85,3 +85,43 @@ def test_stream_rows_compose_as_takes_of_the_joined_pieces(decoded):
                     picked = inner.take_rows(sub)
                     for c in cols:
                         assert np.array_equal(picked[c.name], joined[c.name][want[sub]]), (c.name, sel, sub)
+
+
+def test_raw_bits_written_in_place_equal_the_copies(decoded):
+    """The key-value bits of every numeric events column, written into the formatter's uint64
+    matrix without a temporary (generic._put_raw_bits), are generic._raw_bits of the column:
+    signed integers masked to their width, floats as their IEEE bits."""
+    from partrace.formats.otf.generic import _put_raw_bits, _raw_bits
+    _, schema, tables = decoded
+    events = tables["events"]
+    numeric = [c.name for c in schema["events"] if not c.is_object and np.dtype(c.dtype).subdtype is None]
+    kinds = set()
+    for name in numeric:
+        col = np.asarray(events[name])
+        for a in (col, -col if col.dtype.kind in "if" else col):     # negative values too
+            out = np.zeros((3, len(a)), np.uint64)[1]                 # a row of a matrix, as written
+            _put_raw_bits(a, out)
+            assert np.array_equal(out, _raw_bits(a)), name
+        kinds.add(col.dtype.kind)
+    assert "i" in kinds or "u" in kinds
+
+
+def test_a_row_of_an_unknown_location_is_refused(decoded, tmp_path):
+    """One rank sends no row anywhere (destinations skips the location lookup): the stream
+    lookup when the rows are written still names the location no stream has."""
+    from partrace.engine.mpi import RankFailed, serial
+    from partrace.output.otf_sink import OTFSink
+    defs, schema, tables = decoded
+    comm, sink = serial(), OTFSink(tmp_path / "x.otf", streams=2)
+    sink.prepare(comm, defs, schema)
+    events = tables["events"]
+    bad = int(defs.tables["locations"]["id"].max()) + 7
+    loc = np.asarray(events["location"]).copy()
+    loc[len(loc) // 2] = bad
+    events = Table({**{n: events[n] for n in events.names}, "location": loc})
+    assert np.array_equal(sink.destinations(comm, "events", events), np.zeros(len(events)))
+    sink.next_keys = None
+    with pytest.raises(RankFailed, match=f"location {bad} is not in the trace's locations table"):
+        sink.write(comm, {"events": events})
+        sink.commit(comm)       # an OTF input's rows may be held until then
+    sink.discard(comm)

@@ -220,7 +220,8 @@ class Rows:
     rec: np.ndarray           # grammar code per row
     ticks: np.ndarray         # uint64
     proc: np.ndarray          # process token
-    vals: np.ndarray          # (n, 8) uint64 record fields
+    fields: np.ndarray        # (n, k) uint64 record fields, and
+    colof: np.ndarray         # the column of each record's field j (writekernel.field_columns)
     kv_on: np.ndarray         # (n, m) bool
     kv_val: np.ndarray        # (n, m) uint64
     blob: np.ndarray          # uint8: rendered byte-array KV lines (a reused buffer: valid
@@ -258,20 +259,34 @@ def _raw_bits(a: np.ndarray) -> np.ndarray:
     return a.astype(np.uint64)
 
 
+def _put_raw_bits(a: np.ndarray, out: np.ndarray) -> None:
+    """_raw_bits(a) written into the uint64 array `out`, with no temporary: a number's bits
+    as the unsigned integer of its width, widened (the same as _raw_bits' mask)."""
+    if a.dtype.isnative and (a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype.itemsize in (4, 8))):
+        out[:] = a.view(f"u{a.dtype.itemsize}")
+    else:
+        out[:] = _raw_bits(a)
+
+
 _CARRIES = {}
+
+
+def _carries(name: str) -> np.ndarray:
+    """Per record code: whether the record has a field for column `name`."""
+    if name not in _CARRIES:
+        _CARRIES[name] = np.array([any(f.col == name for f in r.fields) for r in G.STREAM_RECORDS])
+    return _CARRIES[name]
 
 
 def _carried(rec: np.ndarray, name: str) -> np.ndarray:
     """Which rows' records have a field for column `name`."""
-    if name not in _CARRIES:
-        _CARRIES[name] = np.array([any(f.col == name for f in r.fields) for r in G.STREAM_RECORDS])
-    return _CARRIES[name][rec]
+    return _carries(name)[rec]
 
 
 def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = None) -> Rows:
     """The formatter's rows of `tab`'s rows `sel` (None: all); only the columns written are
     gathered, each once (writer.take_rows: from the sink's window straight into this order)."""
-    from .writekernel import field_positions, scatter_field
+    from .writekernel import field_columns
     from .writer import take_rows
     rows = tab if sel is None else take_rows(tab, sel)
 
@@ -281,22 +296,24 @@ def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = N
     cols = {name: get(name) for name in ("kind", "time", "location") if name in tab}
     n = len(cols["time"])
     rec = record_codes(cols, "events")
-    vals = np.zeros((n, 8), np.uint64)
-    present = np.bincount(rec, minlength=len(G.STREAM_RECORDS)) > 0
-    for col, pos_of in field_positions("events").items():
-        # one compiled pass per column some record here has a field for
-        if col in tab and np.any(present & (pos_of >= 0)):
-            scatter_field(rec, pos_of, get(col).astype(np.int64).view(np.uint64), vals)
+
+    def put(col, out):      # as astype(np.int64).view(np.uint64): integers cast straight
+        a = get(col)
+        out[:] = a if a.dtype.kind in "iub" else a.astype(np.int64)
+
+    fields, colof = field_columns("events", rec, tab.__contains__, put)
     scalars = [c for c in lay.kv if not c.width]
     # (n, m) as transposes of (m, n) arrays: the formatter reads them as before, and a column is
     # filled by one contiguous write, not one strided across every row's line of the matrix
-    kv_on = np.zeros((len(scalars), n), bool).T
-    kv_val = np.zeros((len(scalars), n), np.uint64).T
+    # (every column is written below: not zeroed first)
+    kv_on = np.empty((len(scalars), n), bool).T
+    kv_val = np.empty((len(scalars), n), np.uint64).T
     for j, c in enumerate(scalars):
-        raw = _raw_bits(get(c.name))
-        kv_val[:, j] = raw
-        kv_on[:, j] = (raw != 0) & ~_carried(rec, c.name)
-    return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), vals, kv_on, kv_val,
+        _put_raw_bits(get(c.name), kv_val[:, j])
+        np.not_equal(kv_val[:, j], 0, out=kv_on[:, j])
+        if _carries(c.name).any():      # a column that is also some record's field
+            kv_on[:, j] &= ~_carried(rec, c.name)
+    return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), fields, colof, kv_on, kv_val,
                 *_byte_arrays(get, lay, n))
 
 
@@ -508,14 +525,15 @@ def _spots_kernel(rows: Table, cols: list[KVColumn]) -> memoryview:
     n = len(rows)
     scalar = [c for c in cols if not c.width]
     arrays = [c for c in cols if c.width]
-    raws = np.zeros((max(1, len(scalar)), n), np.uint64).T     # filled column by column (event_rows)
-    values = np.zeros_like(raws)
+    # filled column by column (event_rows); zeroed only if no column fills them
+    raws = (np.empty if scalar else np.zeros)((max(1, len(scalar)), n), np.uint64).T
+    values = (np.empty_like if scalar else np.zeros_like)(raws)
     signed = np.zeros(raws.shape[1], np.bool_)
     for j, c in enumerate(scalar):
         a = np.asarray(rows[c.name])
-        raws[:, j] = _raw_bits(a)
+        _put_raw_bits(a, raws[:, j])
         signed[j] = a.dtype.kind == "i"
-        values[:, j] = a.astype(np.int64).view(np.uint64) if signed[j] else a.astype(np.uint64)
+        values[:, j] = a        # integers (see _spot_block): as astype(int64 or uint64), widened in place
     offsets = np.cumsum([0] + [c.width for c in arrays])
     arr = np.zeros((n, max(1, int(offsets[-1]))), np.uint8)
     for c, at in zip(arrays, offsets):

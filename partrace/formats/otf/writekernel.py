@@ -80,14 +80,24 @@ def field_positions(table: str) -> dict[str, np.ndarray]:
     return out
 
 
-@njit(cache=True)
-def scatter_field(rec, pos_of, col, vals):
-    """vals[k, pos_of[rec[k]]] = col[k] where row k's record has the field (one column
-    into the (rows, NV) field matrix of the formatter)."""
-    for k in range(rec.shape[0]):
-        j = pos_of[rec[k]]
-        if j >= 0:
-            vals[k, j] = col[k]
+def field_columns(table: str, rec: np.ndarray, has, put) -> tuple[np.ndarray, np.ndarray]:
+    """The numeric fields of rows of one table, as format_rows reads them: (columns, colof),
+    `columns` (rows, k) uint64 and colof[r, j] the column of field j of record code r (-1: the
+    table has no such column, the field is 0).  Only the columns some record in `rec` has a
+    field for; has(name): whether the table has the column, put(name, out): its values into the
+    uint64 row `out`.  Laid out (k, rows) and read through the transpose: each column is one
+    contiguous write (a (rows, NV) matrix filled by a pass per column wrote every row's line
+    once per column: the writer's costliest pass on a large window)."""
+    present = np.bincount(rec, minlength=len(STREAM_RECORDS)) > 0
+    used = [(col, pos_of) for col, pos_of in field_positions(table).items()
+            if has(col) and np.any(present & (pos_of >= 0))]
+    columns = np.empty((max(len(used), 1), rec.shape[0]), np.uint64)
+    colof = np.full((len(STREAM_RECORDS), NV), -1, np.int64)
+    for c, (col, pos_of) in enumerate(used):
+        put(col, columns[c])
+        r = np.flatnonzero(pos_of >= 0)
+        colof[r, pos_of[r]] = c
+    return columns.T, colof
 
 
 @njit(cache=True)
@@ -213,11 +223,14 @@ def _head(out, o, ti, pi, t, p):
 
 
 @njit(cache=True)
-def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
+def format_rows(rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b, blob,
                 kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0,
                 kv_on, kv_val, kv_pre, kv_prel,
                 c_ticks, c_proc, c_first, c_count, c_id, c_val, cnt):
     """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
+
+    Numeric field j of row i (record code r) is fields[i, colof[r, j]], 0 where
+    colof[r, j] < 0 (see field_columns).
 
     Counter rows (c_*: a sample row's time, process and its c_count[k] counters
     c_id/c_val[c_first[k]:...], record code `cnt`) are merged in: before the
@@ -275,7 +288,8 @@ def format_rows(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
                 out[o] = 34
                 o += 1
                 continue
-            v = vals[i, j]
+            c = colof[r, j]
+            v = fields[i, c] if c >= 0 else np.uint64(0)
             if opt0[r, j] and v == np.uint64(0):
                 continue
             o = _put_tag(out, o, tag, r, j, tagl[r, j])

@@ -391,7 +391,7 @@ class StreamWriter:
         `markers` rows (an OTF input's, if local_markers) go to the stream's marker file."""
         if not own_source(self.defs):
             return self._append_generic(tables)
-        from .writekernel import field_positions, scatter_field
+        from .writekernel import field_columns
         mk = tables.get("markers")
         if mk is not None and len(mk):
             first = int(np.lexsort((mk["seq"], mk["location"], mk["time"]))[0])
@@ -405,7 +405,7 @@ class StreamWriter:
             code = G.TABLE_CODE[tname]
             kvs = _kv_side(tables.get("keyvalues"), code)
             texts = _side(tables.get("text"), code, kv=False)
-            ticks = (tab["ticks"] if "ticks" in tab else tab["time"]).astype(np.uint64)
+            ticks = (tab["ticks"] if "ticks" in tab else tab["time"]).astype(np.uint64, copy=False)
             order = None
             if "src_order" in tab:
                 # OTF input: equal ticks keep their source order (reproduces the input layout byte
@@ -419,28 +419,29 @@ class StreamWriter:
                 tab, ticks = take_rows(tab, order), ticks[order]
             n = len(tab)
             rec = _record_codes(tab, tname)
-            vals = np.zeros((n, 8), np.uint64)
-            present = np.bincount(rec, minlength=len(G.STREAM_RECORDS)) > 0
-            for col, pos_of in field_positions(tname).items():
-                # one numba pass a column that some record here has (no pass per record type)
-                if col in tab and np.any(present & (pos_of >= 0)):
-                    scatter_field(rec, pos_of, tab[col].astype(np.uint64, copy=False), vals)
-            proc = tab["location"].astype(np.int64)
-            # rare side data: KV lines before the record, the record's string
+
+            def put(col, out, tab=tab):
+                out[:] = tab[col]       # as astype(np.uint64), into the formatter's matrix
+
+            fields, colof = field_columns(tname, rec, tab.__contains__, put)
+            proc = tab["location"].astype(np.int64, copy=False)
+            # rare side data: KV lines before the record, the record's string (spans of the blob;
+            # none: every span empty, one array of zeros for all four)
             blob = bytearray()
-            pre_a = np.zeros(n, np.int64); pre_b = np.zeros(n, np.int64)
-            str_a = np.zeros(n, np.int64); str_b = np.zeros(n, np.int64)
+            pre_a = pre_b = str_a = str_b = np.zeros(n, np.int64)
             if kvs is not None:
                 keys, lines, start, end = kvs
                 rows = _row_lookup(tab, keys, tname)
+                pre_a, pre_b = np.zeros(n, np.int64), np.zeros(n, np.int64)
                 pre_a[rows], pre_b[rows] = start, end
                 blob += lines.tobytes()
             if texts:           # comments: rare
                 rows = _row_lookup(tab, list(texts), tname)
+                str_a, str_b = np.zeros(n, np.int64), np.zeros(n, np.int64)
                 for i, items in zip(rows.tolist(), texts.values()):
                     data = _unquoted(items).encode("utf-8", "surrogateescape")
                     str_a[i] = len(blob); blob += data; str_b[i] = len(blob)
-            self._file(suffix).format(rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b,
+            self._file(suffix).format(rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b,
                                       np.frombuffer(bytes(blob), np.uint8))
 
     def _append_generic(self, tables: dict[str, Table]) -> None:
@@ -461,7 +462,13 @@ class StreamWriter:
         weight = {name: len(lay.counters.get(name, ())) or 1 for name in tables}
         present = [(t["time"], weight[name]) for name, t in tables.items() if t is not None and len(t)]
         cuts = np.zeros(0, np.int64)
-        if sum(len(t) * w for t, w in present) > ROWS_PER_PASS:
+        if len(present) == 1 and len(present[0][0]) * present[0][1] > ROWS_PER_PASS and _sorted(present[0][0]):
+            # one table in time order (the usual case): record k * ROWS_PER_PASS is in row
+            # ceil(k * ROWS_PER_PASS / weight) - 1 (what the sort below finds, without sorting)
+            times, w = present[0]
+            marks = np.arange(ROWS_PER_PASS, len(times) * w, ROWS_PER_PASS)
+            cuts = np.unique(times[-(-marks // w) - 1])
+        elif sum(len(t) * w for t, w in present) > ROWS_PER_PASS:
             times = np.concatenate([t for t, _ in present])
             order = np.argsort(times, kind="stable")
             records = np.cumsum(np.concatenate([np.full(len(t), w) for t, w in present])[order])
@@ -497,7 +504,7 @@ class StreamWriter:
             self._file("events").format(*_no_rows(m), kv_pre, kv_prel, counters=counters)
             return
         none = np.zeros(len(rows.rec), np.int64)
-        self._file("events").format(rows.rec, rows.ticks, rows.proc, rows.vals, rows.pre_a, rows.pre_b, none,
+        self._file("events").format(rows.rec, rows.ticks, rows.proc, rows.fields, rows.colof, rows.pre_a, rows.pre_b, none,
                                     none, rows.blob, rows.kv_on, rows.kv_val, kv_pre, kv_prel, counters=counters)
 
     def close(self) -> list[Path]:
@@ -528,7 +535,7 @@ class _FileState:
         self.t, self.p = np.uint64(0), -1      # current time and process (-1: none yet)
         self.rows = 0
 
-    def format(self, rec, ticks, proc, vals, pre_a, pre_b, str_a, str_b, blob,
+    def format(self, rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b, blob,
                kv_on=None, kv_val=None, kv_pre=None, kv_prel=None, counters=None) -> None:
         """Format rows in passes of ROWS_PER_PASS; `counters` (generic.Counters), merged in by
         the formatter, come in one pass with the rows (the generic writer cuts its blocks)."""
@@ -548,7 +555,8 @@ class _FileState:
             extra += int(kv_on[lo:hi].sum()) * kv_line
             extra += len(c.ticks) * 40 + c.records * 45       # time and process lines, CNT<id>V<value>
             out = scratch("text", (hi - lo) * 400 + extra + 64)
-            o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], vals[lo:hi], pre_a[lo:hi],
+            o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], fields[lo:hi], colof,
+                                                 pre_a[lo:hi],
                                                  pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
                                                  wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, self.t, self.p,
                                                  kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
@@ -621,6 +629,10 @@ class _Taken:
         return _Taken(self.tab, compose_rows(self.order, sel, self.n), self, sel)
 
 
+def _sorted(a: np.ndarray) -> bool:
+    return bool(np.all(a[1:] >= a[:-1]))
+
+
 def _in_order(ticks: np.ndarray, src_order: np.ndarray) -> bool:
     """Whether rows are already in np.lexsort((src_order, ticks)) order (a stable sort
     would leave them where they are)."""
@@ -658,7 +670,8 @@ def _row_lookup(tab: Table, keys: list[tuple[int, int]], tname: str) -> np.ndarr
 def _no_rows(m: int) -> tuple:
     """format()'s row arguments for no event rows (m key-value columns)."""
     z = np.zeros(0, np.int64)
-    return (z, z.astype(np.uint64), z, np.zeros((0, 8), np.uint64), z, z, z, z, np.zeros(1, np.uint8),
+    return (z, z.astype(np.uint64), z, np.zeros((1, 0), np.uint64).T, np.full((len(G.STREAM_RECORDS), 8), -1),
+            z, z, z, z, np.zeros(1, np.uint8),
             np.zeros((0, m), bool), np.zeros((0, m), np.uint64))
 
 
