@@ -384,8 +384,8 @@ class _StreamRows(MergedTable):
 
 
 def _split_by_piece(idx, lengths: list[int]) -> list[tuple]:
-    """[(rows here, their rows in the piece, how many)] per piece, for rows `idx` (index array or slice)
-    of pieces of these lengths laid end to end.  Ascending rows (a stream's rows, cut into
+    """[(rows here, their rows in the piece, how many)] per piece, for rows `idx` (index
+    array or slice) of pieces of these lengths laid end to end.  Ascending rows (a stream's rows, cut into
     blocks: the usual case) of a piece are one run here: a slice, and a slice of `idx`;
     other rows are found per piece by a mask."""
     ends = np.cumsum(lengths)
@@ -394,11 +394,13 @@ def _split_by_piece(idx, lengths: list[int]) -> list[tuple]:
         out = []
         for lo, hi in zip(starts.tolist(), ends.tolist()):
             a, b = max(idx.start, lo), min(idx.stop, hi)
-            out.append((slice(a - idx.start, max(a, b) - idx.start), slice(a - lo, max(a, b) - lo), max(b - a, 0)))
+            b = max(a, b)
+            out.append((slice(a - idx.start, b - idx.start), slice(a - lo, b - lo), b - a))
         return out
     if len(idx) < 2 or bool(np.all(idx[1:] >= idx[:-1])):
         at = np.searchsorted(idx, np.r_[starts, ends[-1:]]).tolist()
-        return [(slice(a, b), idx[a:b] - lo, b - a) for a, b, lo in zip(at[:-1], at[1:], starts.tolist())]
+        return [(slice(a, b), idx[a:b] - lo, b - a)
+                for a, b, lo in zip(at[:-1], at[1:], starts.tolist())]
     out = []
     for lo, hi in zip(starts.tolist(), ends.tolist()):
         mine = np.flatnonzero((idx >= lo) & (idx < hi))

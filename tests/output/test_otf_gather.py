@@ -94,12 +94,13 @@ def test_raw_bits_written_in_place_equal_the_copies(decoded):
     from partrace.formats.otf.generic import _put_raw_bits, _raw_bits
     _, schema, tables = decoded
     events = tables["events"]
-    numeric = [c.name for c in schema["events"] if not c.is_object and np.dtype(c.dtype).subdtype is None]
+    numeric = [c.name for c in schema["events"]
+               if not c.is_object and np.dtype(c.dtype).subdtype is None]
     kinds = set()
     for name in numeric:
         col = np.asarray(events[name])
         for a in (col, -col if col.dtype.kind in "if" else col):     # negative values too
-            out = np.zeros((3, len(a)), np.uint64)[1]                 # a row of a matrix, as written
+            out = np.zeros((3, len(a)), np.uint64)[1]       # a row of a matrix, as written
             _put_raw_bits(a, out)
             assert np.array_equal(out, _raw_bits(a)), name
         kinds.add(col.dtype.kind)

@@ -262,8 +262,9 @@ def _raw_bits(a: np.ndarray) -> np.ndarray:
 def _put_raw_bits(a: np.ndarray, out: np.ndarray) -> None:
     """_raw_bits(a) written into the uint64 array `out`, with no temporary: a number's bits
     as the unsigned integer of its width, widened (the same as _raw_bits' mask)."""
-    if a.dtype.isnative and (a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.dtype.itemsize in (4, 8))):
-        out[:] = a.view(f"u{a.dtype.itemsize}")
+    kind, size = a.dtype.kind, a.dtype.itemsize
+    if a.dtype.isnative and (kind in "iu" or (kind == "f" and size in (4, 8))):
+        out[:] = a.view(f"u{size}")
     else:
         out[:] = _raw_bits(a)
 
@@ -313,8 +314,8 @@ def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = N
         np.not_equal(kv_val[:, j], 0, out=kv_on[:, j])
         if _carries(c.name).any():      # a column that is also some record's field
             kv_on[:, j] &= ~_carried(rec, c.name)
-    return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), fields, colof, kv_on, kv_val,
-                *_byte_arrays(get, lay, n))
+    return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), fields,
+                colof, kv_on, kv_val, *_byte_arrays(get, lay, n))
 
 
 HEX2 = np.array([list(f"{i:02x}".encode()) for i in range(256)], np.uint8)
@@ -533,7 +534,7 @@ def _spots_kernel(rows: Table, cols: list[KVColumn]) -> memoryview:
         a = np.asarray(rows[c.name])
         _put_raw_bits(a, raws[:, j])
         signed[j] = a.dtype.kind == "i"
-        values[:, j] = a        # integers (see _spot_block): as astype(int64 or uint64), widened in place
+        values[:, j] = a        # integers (see _spot_block): as astype(int64 or uint64), in place
     offsets = np.cumsum([0] + [c.width for c in arrays])
     arr = np.zeros((n, max(1, int(offsets[-1]))), np.uint8)
     for c, at in zip(arrays, offsets):

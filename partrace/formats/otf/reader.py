@@ -1,17 +1,16 @@
 """OTF v1 reader: units = streams (with their marker files) + NAME.0.marker, decode with the numba kernel."""
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
 from ...errors import TraceError
-from ...model import BYTES, ROW_TABLE, STR, Column, Definitions, Schema, Table, cast, column, conform
+from ...model import BYTES, ROW_TABLE, STR, Column, Definitions, Schema, Table, column, conform
 from ..base import TraceReader, Unit
 from . import grammar as G
-from .files import file_size, master_lines, parse_master, read_blocks, stream_file, stub_of
+from .files import file_size, master_lines, parse_master, stream_file, stub_of
 
 STREAM_KINDS = ("events", "snaps", "stats")
 MARKER_KEY = "marker"

@@ -462,7 +462,8 @@ class StreamWriter:
         weight = {name: len(lay.counters.get(name, ())) or 1 for name in tables}
         present = [(t["time"], weight[name]) for name, t in tables.items() if t is not None and len(t)]
         cuts = np.zeros(0, np.int64)
-        if len(present) == 1 and len(present[0][0]) * present[0][1] > ROWS_PER_PASS and _sorted(present[0][0]):
+        one = len(present) == 1
+        if one and len(present[0][0]) * present[0][1] > ROWS_PER_PASS and _sorted(present[0][0]):
             # one table in time order (the usual case): record k * ROWS_PER_PASS is in row
             # ceil(k * ROWS_PER_PASS / weight) - 1 (what the sort below finds, without sorting)
             times, w = present[0]
@@ -504,8 +505,9 @@ class StreamWriter:
             self._file("events").format(*_no_rows(m), kv_pre, kv_prel, counters=counters)
             return
         none = np.zeros(len(rows.rec), np.int64)
-        self._file("events").format(rows.rec, rows.ticks, rows.proc, rows.fields, rows.colof, rows.pre_a, rows.pre_b, none,
-                                    none, rows.blob, rows.kv_on, rows.kv_val, kv_pre, kv_prel, counters=counters)
+        self._file("events").format(rows.rec, rows.ticks, rows.proc, rows.fields, rows.colof,
+                                    rows.pre_a, rows.pre_b, none, none, rows.blob, rows.kv_on,
+                                    rows.kv_val, kv_pre, kv_prel, counters=counters)
 
     def close(self) -> list[Path]:
         """Finish every file; returns their paths (events, snaps, stats, marker order).
@@ -555,8 +557,8 @@ class _FileState:
             extra += int(kv_on[lo:hi].sum()) * kv_line
             extra += len(c.ticks) * 40 + c.records * 45       # time and process lines, CNT<id>V<value>
             out = scratch("text", (hi - lo) * 400 + extra + 64)
-            o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi], fields[lo:hi], colof,
-                                                 pre_a[lo:hi],
+            o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi],
+                                                 fields[lo:hi], colof, pre_a[lo:hi],
                                                  pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
                                                  wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, self.t, self.p,
                                                  kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
@@ -670,7 +672,8 @@ def _row_lookup(tab: Table, keys: list[tuple[int, int]], tname: str) -> np.ndarr
 def _no_rows(m: int) -> tuple:
     """format()'s row arguments for no event rows (m key-value columns)."""
     z = np.zeros(0, np.int64)
-    return (z, z.astype(np.uint64), z, np.zeros((1, 0), np.uint64).T, np.full((len(G.STREAM_RECORDS), 8), -1),
+    no_fields = np.zeros((1, 0), np.uint64).T       # (0 rows, 1 column), as field_columns'
+    return (z, z.astype(np.uint64), z, no_fields, np.full((len(G.STREAM_RECORDS), 8), -1),
             z, z, z, z, np.zeros(1, np.uint8),
             np.zeros((0, m), bool), np.zeros((0, m), np.uint64))
 
