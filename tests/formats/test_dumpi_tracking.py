@@ -200,6 +200,31 @@ def test_chunks_give_the_same_tables(tmp_path, chunk):
         list(range(2 * 17 + 7))
 
 
+@pytest.mark.parametrize("chunk", [1, 4, 16])
+def test_chunks_of_a_real_trace_give_the_same_tables(chunk):
+    """A chunk without a collective or message row (p2p-4rank's ranks make a few
+    collectives among their point-to-point calls) still says -1 (none) in its rank
+    columns, as a whole decode does, never 0 (rank 0)."""
+    reader = DUMPI.open(DATA / "p2p-4rank")
+    defs = reader.read_definitions()
+    schema = reader.schema(defs)
+    for unit in reader.units():
+        path, rank = Path(unit.info[0]), unit.info[1]
+        whole = list(decode_rank(path, rank, schema, defs, chunk_calls=1 << 20))
+        parts = list(decode_rank(path, rank, schema, defs, chunk_calls=chunk))
+        assert len(whole) == 1 and len(parts) > 1
+        for name in schema:
+            a = Table.concat([c[name] for c in whole if name in c], schema[name])
+            b = Table.concat([c[name] for c in parts if name in c], schema[name])
+            for col in a.names:
+                assert a[col].dtype == b[col].dtype, (chunk, name, col)
+                assert list(a[col]) == list(b[col]), (chunk, name, col)
+        ev = Table.concat([c["events"] for c in parts], schema["events"])
+        coll, msg = ev["kind"] == Kind.COLLECTIVE, np.isin(ev["kind"], [Kind.SEND, Kind.RECV])
+        assert coll.any() and (ev["root_rank"][~coll] == -1).all()
+        assert msg.any() and (ev["peer_rank"][~msg] == -1).all()
+
+
 # --- communicators ---------------------------------------------------------------------
 
 def test_communicators_against_dumpi2ascii():
