@@ -58,9 +58,6 @@ def function_columns(args) -> list[Column]:
 
 
 def events_columns() -> list[Column]:
-    # DUMPI's own fields in the dtypes the format records them in (dumpiio.c: ranks and
-    # request handles are int32, communicator handles uint16), as in the calls/ tables;
-    # ``tag`` is the model's common column (int64 in every format)
     return [
         column("time"), column("location", description="MPI world rank + 1"), column("seq"),
         column("kind"), column("region", enum=REGION_ENUM),
@@ -70,22 +67,22 @@ def events_columns() -> list[Column]:
                "0 = not recorded", "ns"),
         column("peer", description="SEND: dest, RECV: source, as a location (world rank + 1); "
                "0 = none or communicator membership not known"),
-        Column("peer_rank", "int32", "SEND: dest, RECV: source, rank in comm as recorded; "
+        Column("peer_rank", "int64", "SEND: dest, RECV: source, rank in comm as recorded; "
                "-1 = none", enum=C.SOURCE),
         column("tag", enum=C.TAG),
         column("comm", description="communicator id (definitions communicators); 0 = none "
                "or handle not known"),
-        Column("comm_handle", "uint16", "communicator handle as recorded (per rank)",
+        Column("comm_handle", "int64", "communicator handle as recorded (per rank)",
                enum=C.COMM),
         column("size", description="bytes sent (SEND, COLLECTIVE) / received (RECV): "
                "count x datatype size, summed over count arrays; 0 when the size is not known"),
         column("received", description="COLLECTIVE: bytes received by this rank"),
         column("root", description="COLLECTIVE: root as a location; 0 = none / not known"),
-        Column("root_rank", "int32", "COLLECTIVE: root rank in comm as recorded; -1 = none"),
+        Column("root_rank", "int64", "COLLECTIVE: root rank in comm as recorded; -1 = none"),
         column("collop", description="COLLECTIVE: id in definitions collectives "
                "(= region id of the MPI function)"),
         column("duration", description="COLLECTIVE: exit - entry", unit="ns"),
-        Column("request", "int32", "request handle of a posted SEND / a completed RECV "
+        Column("request", "int64", "request handle of a posted SEND / a completed RECV "
                "(table requests); 0 = none", enum=C.REQUEST),
     ]
 
@@ -96,8 +93,8 @@ def requests_columns() -> list[Column]:
         column("location"), column("seq"),
         Column("call", "int64", "the completing call (Wait, Test, Waitall, ...)", refers="events"),
         column("region", description="MPI function of the completing call", enum=REGION_ENUM),
-        Column("index", "int32", "position of the request in the call's requests array"),
-        Column("request", "int32", "request handle", enum=C.REQUEST),
+        Column("index", "int64", "position of the request in the call's requests array"),
+        Column("request", "int64", "request handle", enum=C.REQUEST),
         Column("post_call", "int64", "call that posted it (Isend, Irecv, Start, ...); -1 = "
                "not found in the trace"),
         Column("post_region", "int64", "MPI function of the post; 0 = not found",
