@@ -141,8 +141,7 @@ class EventRows:
             fill = None if len(values) == len(parts) else FILL.get(k, 0)
             dtype = _dtype(k, values, fill)
             ends = [_column_part(p, k, fill, dtype) for p in parts[:2]]
-            rest = [_column_part(p, k, fill, dtype, len(p["call"])) for p in extra]
-            rest = np.concatenate(rest) if rest else np.zeros(0, dtype)
+            rest = _extras(extra, k, fill, dtype, len(ecall))
             dst = np.empty(total, dtype)
             gather_rows(cnt, eperm, *(_bits(a) for a in (*ends, rest, dst)))
             out[k] = dst
@@ -157,6 +156,18 @@ def _column_part(part: dict, name: str, fill, dtype, n: int = 1) -> np.ndarray:
     if name in part:
         return np.asarray(part[name]).astype(dtype, copy=False)
     return np.full(n, fill, dtype)
+
+
+def _extras(extra: list[dict], name: str, fill, dtype, n: int) -> np.ndarray:
+    """The extra parts' values of a column, one after the other, in ``dtype``: each part
+    cast as it is copied in (one pass, no cast copy to concatenate), or its fill values."""
+    out = np.empty(n, dtype)
+    at = 0
+    for p in extra:
+        m = len(p["call"])
+        out[at:at + m] = np.asarray(p[name]) if name in p else fill
+        at += m
+    return out
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
