@@ -204,6 +204,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     v = w.vals
 
     def msg(calls, kind, handles, rank, **cols):
+        if not len(calls):      # no rows: nothing to compute (a column no row sets is its fill)
+            return
         handle = cache(handles if callable(handles) else lambda: handles)
         comm = cache(lambda: comms.comm(handle(), calls + base))
         rows.add(calls, kind, comm=comm, comm_handle=handle, peer_rank=rank,
@@ -216,6 +218,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
             (34, ("count", "datatype", "dest", "sendtag", "comm"))]:
         s = [slot(fid, x) for x in names]
         c = w.calls_of(fid)
+        if not len(c):
+            continue
         c = c[v[s[2]][c] >= 0]
         req = v[slot(fid, "request")][c] if fid in SEND_POSTS else np.zeros(len(c), np.int64)
         msg(c, Kind.SEND, v[s[4]][c], v[s[2]][c], tag=v[s[3]][c],
@@ -234,6 +238,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
                        (34, ("count", "datatype", "source", "recvtag", "comm", "status"))]:
         s = [slot(fid, x) for x in names]
         c = w.calls_of(fid)
+        if not len(c):
+            continue
         has = (v[s[5]][c] >= 1) & (status_first[c] >= 0)
         srow = np.where(has, status_first[c], 0)
         peer = np.where(has, status_field(w, "source", srow), v[s[2]][c])
