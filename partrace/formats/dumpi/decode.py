@@ -17,7 +17,8 @@ from .tables import SCALAR_DTYPES, SIDE_ARG_ID, THREAD, table_name
 
 # most calls per chunk: a chunk's event columns (~1.5 MB each) and walk arrays stay
 # within the caches and are reused from the allocator's free memory chunk after chunk
-# (no fresh pages to fault in); 4x this took more CPU and ~60 MB more peak memory
+# (no fresh pages to fault in); 4x this took ~15% more CPU decoding and ~120 MB more
+# peak memory merging the scale-1 suite trace (156 MB) at one rank
 CHUNK_CALLS = 1 << 16
 LOCATION = column("location")       # every table's location column (one rank: one value)
 
