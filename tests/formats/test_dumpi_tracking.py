@@ -200,6 +200,62 @@ def test_chunks_give_the_same_tables(tmp_path, chunk):
         list(range(2 * 17 + 7))
 
 
+@pytest.mark.parametrize("chunk", [1, 4, 16])
+def test_chunks_of_a_real_trace_give_the_same_tables(chunk):
+    """A chunk without a collective or message row (p2p-4rank's ranks make a few
+    collectives among their point-to-point calls) still says -1 (none) in its rank
+    columns, as a whole decode does, never 0 (rank 0)."""
+    reader = DUMPI.open(DATA / "p2p-4rank")
+    defs = reader.read_definitions()
+    schema = reader.schema(defs)
+    for unit in reader.units():
+        path, rank = Path(unit.info[0]), unit.info[1]
+        whole = list(decode_rank(path, rank, schema, defs, chunk_calls=1 << 20))
+        parts = list(decode_rank(path, rank, schema, defs, chunk_calls=chunk))
+        assert len(whole) == 1 and len(parts) > 1
+        for name in schema:
+            a = Table.concat([c[name] for c in whole if name in c], schema[name])
+            b = Table.concat([c[name] for c in parts if name in c], schema[name])
+            for col in a.names:
+                assert a[col].dtype == b[col].dtype, (chunk, name, col)
+                assert list(a[col]) == list(b[col]), (chunk, name, col)
+        ev = Table.concat([c["events"] for c in parts], schema["events"])
+        coll, msg = ev["kind"] == Kind.COLLECTIVE, np.isin(ev["kind"], [Kind.SEND, Kind.RECV])
+        assert coll.any() and (ev["root_rank"][~coll] == -1).all()
+        assert msg.any() and (ev["peer_rank"][~msg] == -1).all()
+
+
+@pytest.mark.parametrize("chunk", [2, 3, 100])
+def test_thread_column_in_one_and_many_thread_chunks(tmp_path, chunk):
+    """Every row of a call carries its call's thread; a chunk whose calls share one thread
+    gives it as a view of that one value (no pass), a mixed chunk as a column."""
+    threads = [0, 0, 3, 3, 0, 3, 7, 0]
+    calls = [Call("MPI_Init", {"argv": ["p"]}, wall=(10, 20), thread=threads[0])]
+    for i, th in enumerate(threads[1:-1], 1):
+        args = dict(count=1, datatype=9, dest=1, tag=i, comm=2)
+        calls.append(Call("MPI_Send", args, wall=(100 * i, 100 * i + 5), thread=th))
+    calls.append(Call("MPI_Finalize", wall=(10**4, 10**4 + 1), thread=threads[-1]))
+    write_meta(tmp_path, "thr", 2)
+    write_rank(rank_path(tmp_path, "thr", 0), calls)
+    write_rank(rank_path(tmp_path, "thr", 1), [Call("MPI_Init", {"argv": ["p"]}),
+                                                Call("MPI_Finalize", wall=(1, 2))])
+    reader = DUMPI.open(tmp_path)
+    defs = reader.read_definitions()
+    schema = reader.schema(defs)
+    parts = list(decode_rank(rank_path(tmp_path, "thr", 0), 0, schema, defs,
+                             chunk_calls=chunk))
+    for c in parts:
+        ev = c["events"]
+        one = len(set(ev["thread"].tolist())) == 1
+        assert (ev["thread"].strides == (0,)) == one and ev["thread"].dtype == np.uint16
+    ev = Table.concat([c["events"] for c in parts], schema["events"])
+    assert list(ev["thread"]) == [threads[c] for c in ev["call"]]
+    assert list(ev["kind"][ev["thread"] == 7]) == [Kind.ENTER, Kind.SEND, Kind.LEAVE]
+    send = Table.concat([c["calls/MPI_Send"] for c in parts if "calls/MPI_Send" in c],
+                        schema["calls/MPI_Send"])
+    assert list(send["thread"]) == threads[1:-1] and list(send["call"]) == list(range(1, 7))
+
+
 # --- communicators ---------------------------------------------------------------------
 
 def test_communicators_against_dumpi2ascii():

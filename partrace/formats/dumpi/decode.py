@@ -13,17 +13,27 @@ from ..base import repeated
 from . import scan
 from .functable import FUNCTIONS
 from .layout import RankFile, read_rank_file
-from .tables import SCALAR_DTYPES, SIDE_ARG_ID, table_name
+from .tables import SCALAR_DTYPES, SIDE_ARG_ID, THREAD, table_name
 
-# most calls per chunk (~0.5 GB peak decoding alone): bigger chunks give event columns
-# of 4 MB and more, which numpy backs with huge pages (fewer page faults: fastest measured)
-CHUNK_CALLS = 1 << 18
+# most calls per chunk: a chunk's event columns (~1.5 MB each) and walk arrays stay
+# within the caches and are reused from the allocator's free memory chunk after chunk
+# (no fresh pages to fault in); 4x this took ~15% more CPU decoding and ~120 MB more
+# peak memory merging the scale-1 suite trace (156 MB) at one rank
+CHUNK_CALLS = 1 << 16
 LOCATION = column("location")       # every table's location column (one rank: one value)
 
 
 def locations(location: int, n: int) -> np.ndarray:
     """A chunk's location column: its rank's location on every row, as a view of one value."""
     return repeated(location, n, LOCATION)
+
+
+def threads(w: "Walk", n: int, spread) -> np.ndarray:
+    """A ``thread`` column of ``n`` rows from the chunk's calls: ``spread(w.thread)`` (the
+    calls' threads repeated or indexed), or, when the chunk has one thread (the common case:
+    sst-dumpi traces one thread per rank), a view of that one value (no pass at all)."""
+    one = w.one_thread
+    return spread(w.thread) if one is None else repeated(one, n, THREAD)
 
 
 def _walk_arrays(nc: int, ne: int, ns: int, nt: int, npf: int):
@@ -96,6 +106,7 @@ class Walk:
         self.off, self.func, self.mask, self.thread, self.times, self.perfn, self.vals = calls
         self.buf = buf
         self._groups = self._efunc = self._counts = None
+        self._one_thread = False
 
     @staticmethod
     def _check(err, at, rf, buf):
@@ -116,6 +127,15 @@ class Walk:
         (the walk wrote them so: rows of ``times``, no copies)."""
         t = self.times
         return t[2], t[3], t[0], t[1]
+
+    @property
+    def one_thread(self) -> int | None:
+        """The thread of every call of the chunk, when they share one; else None."""
+        if self._one_thread is False:
+            t = self.thread
+            one = len(t) and t.min() == t.max()
+            self._one_thread = int(t[0]) if one else None
+        return self._one_thread
 
     @property
     def counts(self) -> np.ndarray:
@@ -181,7 +201,8 @@ def function_tables(w: Walk, rank: int, t_in: np.ndarray, want=None) -> dict[str
         keep = (lambda c: True) if cols_wanted is None else set(cols_wanted).__contains__
         idx = w.calls_of(fid)
         head = dict(time=lambda: t_in[idx], location=lambda: locations(rank, len(idx)),
-                    call=lambda: idx, thread=lambda: w.thread[idx])    # seq: decode_rank's
+                    call=lambda: idx,                             # seq: decode_rank's
+                    thread=lambda: threads(w, len(idx), lambda t: t[idx]))
         cols = {k: f() for k, f in head.items() if keep(k) or k in ("time", "call")}
         for k, (an, kind, _role, _cond) in enumerate(args):
             if kind in SCALAR_DTYPES:
@@ -282,7 +303,6 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
     and checked whatever is asked for, so errors do not depend on it.
     """
     from .comms import CommMap
-    from .events import chunk_events
     from .requests import RequestTracker
     rf = read_rank_file(path)                      # small records, read by seeking
     location = rank + 1
@@ -294,7 +314,6 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
     sizes = np.array(rf.datatype_sizes, np.int64)
     columns = {t: [c for c in cols if want is None or c.name in want[t]]
                for t, cols in schema.items() if want is None or want.get(t) is not None}
-    ev_want = None if want is None else want.get("events")
     tracking = "events" in columns or "requests" in columns
     comms = CommMap(defs.tables, location) if "events" in columns else None
     tracker = RequestTracker() if tracking else None
@@ -306,31 +325,46 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
         w = Walk(buf, rf, pos, chunk_calls, room)
         room = (len(w.func), len(w.e[0]), len(w.s[0]), len(w.t[0]), len(w.p[0]))
         _check_recorded(w, schema, path)
-        t_in = w.enter_leave()[0]
-        chunk, rows = {}, {}
-        if tracking:
-            status_first = _first_status(w)
-            done, post, starts = tracker.chunk(w, base, status_first)
-        if "events" in columns:
-            chunk["events"], rows["events"] = chunk_events(
-                w, base, location, sizes, comms, done, post, starts, status_first, ev_want)
-        chunk.update(function_tables(w, location, t_in, want))
-        chunk.update(side_tables(w, location, t_in, want))
-        if "requests" in columns:
-            chunk["requests"] = _requests(w, base, location, done, post)
-        for name, cols in chunk.items():
-            n = rows[name] if name in rows else len(cols["time"])
-            if want is None or "seq" in want[name]:
-                cols["seq"] = np.arange(seq.get(name, 0), seq.get(name, 0) + n, dtype=np.int64)
-            seq[name] = seq.get(name, 0) + n
-            if name != "events":                  # events made theirs global already
-                cols["call"] = cols["call"] + base
-        yield {name: conform(Table({c.name: cols[c.name] for c in columns[name]
-                                    if c.name in cols} if want is not None else cols),
-                             columns[name]) for name, cols in chunk.items()}
+        made = [_chunk_tables(w, base, location, sizes, comms, tracker, columns, want, seq)]
         pos, base = w.end, base + len(w.func)
+        # the walk's arrays (per-call slots, times) are not held while the chunk is used:
+        # its tables keep only what they show (views of the side arrays), and neither this
+        # frame nor the list keeps the tables once they are handed over
+        del w
+        yield made.pop()
         if pos >= rf.stream_end:
             return
+
+
+def _chunk_tables(w: Walk, base: int, location: int, sizes, comms, tracker, columns: dict,
+                  want: dict | None, seq: dict[str, int]) -> dict[str, Table]:
+    """The tables of one walked chunk (``columns``: those asked for, by table); ``seq``
+    (rows per table so far) is advanced.  Its temporaries end with the call."""
+    from .events import chunk_events
+    ev_want = None if want is None else want.get("events")
+    tracking = tracker is not None
+    t_in = w.enter_leave()[0]
+    chunk, rows = {}, {}
+    if tracking:
+        status_first = _first_status(w)
+        done, post, starts = tracker.chunk(w, base, status_first)
+    if "events" in columns:
+        chunk["events"], rows["events"] = chunk_events(
+            w, base, location, sizes, comms, done, post, starts, status_first, ev_want)
+    chunk.update(function_tables(w, location, t_in, want))
+    chunk.update(side_tables(w, location, t_in, want))
+    if "requests" in columns:
+        chunk["requests"] = _requests(w, base, location, done, post)
+    for name, cols in chunk.items():
+        n = rows[name] if name in rows else len(cols["time"])
+        if want is None or "seq" in want[name]:
+            cols["seq"] = np.arange(seq.get(name, 0), seq.get(name, 0) + n, dtype=np.int64)
+        seq[name] = seq.get(name, 0) + n
+        if name != "events":                  # events made theirs global already
+            cols["call"] = cols["call"] + base
+    return {name: conform(Table({c.name: cols[c.name] for c in columns[name]
+                                 if c.name in cols} if want is not None else cols),
+                          columns[name]) for name, cols in chunk.items()}
 
 
 def _room(rf: RankFile, base: int, limit: int, last: tuple | None) -> tuple[int, ...]:

@@ -16,7 +16,8 @@ from functools import cache
 import numpy as np
 
 from ...model import Kind
-from .decode import locations
+from ..base import repeated
+from .decode import locations, threads
 from .functable import FUNCTIONS
 from .requests import SEND_POSTS, slot
 
@@ -27,10 +28,16 @@ FILL = {"peer_rank": -1, "root_rank": -1}          # rank-valued own columns: -1
 
 
 @cache
+def schema_columns() -> tuple:
+    """The events table's columns (tables.events_columns)."""
+    from .tables import events_columns
+    return tuple(events_columns())
+
+
+@cache
 def schema_dtypes() -> dict[str, np.dtype]:
     """The events table's dtypes (tables.events_columns), by column name."""
-    from .tables import events_columns
-    return {c.name: c.element_dtype() for c in events_columns()}
+    return {c.name: c.element_dtype() for c in schema_columns()}
 
 
 def nbytes(count, dtype, sizes: np.ndarray) -> np.ndarray:
@@ -102,23 +109,23 @@ class EventRows:
                                      cpu_time=lambda: (c_in if entry else c_out)[calls],
                                      **cols))
 
-    def place(self) -> tuple[dict[str, np.ndarray], int]:
+    def place(self, base: int = 0) -> tuple[dict[str, np.ndarray], int]:
         """(columns, number of rows).  Per call: ENTER, extras (SEND, COLLECTIVE, RECV, each
-        in added order), LEAVE."""
+        in added order), LEAVE; ``call`` counts from ``base``."""
         n = len(self.w.func)
         parts, extra = self.parts, self.parts[2:]
         ecall = np.concatenate([p["call"] for p in extra]) if extra else np.zeros(0, np.int64)
         cnt = np.bincount(ecall, minlength=n)
         per_call = 2 + cnt
         out = {}
+        total = 2 * n + len(ecall)
         # a call's rows are contiguous: its own columns are repeats, not scatters
         if self.wants("call"):
-            out["call"] = np.repeat(np.arange(n, dtype=np.int64), per_call)
+            out["call"] = np.repeat(np.arange(base, base + n, dtype=np.int64), per_call)
         if self.wants("region"):     # in the schema's int32: nothing for conform to check
             out["region"] = np.repeat(self.w.func.astype(np.int32) + 1, per_call)
         if self.wants("thread"):
-            out["thread"] = np.repeat(self.w.thread, per_call)
-        total = 2 * n + len(ecall)
+            out["thread"] = threads(self.w, total, lambda t: np.repeat(t, per_call))
         names = sorted(set().union(*parts) - {"order", "call"})
         if not names:
             return out, total
@@ -134,11 +141,12 @@ class EventRows:
             fill = None if len(values) == len(parts) else FILL.get(k, 0)
             dtype = _dtype(k, values, fill)
             ends = [_column_part(p, k, fill, dtype) for p in parts[:2]]
-            rest = [_column_part(p, k, fill, dtype, len(p["call"])) for p in extra]
-            rest = np.concatenate(rest) if rest else np.zeros(0, dtype)
+            rest = _extras(extra, k, fill, dtype, len(ecall))
             dst = np.empty(total, dtype)
             gather_rows(cnt, eperm, *(_bits(a) for a in (*ends, rest, dst)))
             out[k] = dst
+            for p in parts:             # placed: its parts' values are not held any longer
+                p.pop(k, None)
         return out, total
 
 
@@ -148,6 +156,18 @@ def _column_part(part: dict, name: str, fill, dtype, n: int = 1) -> np.ndarray:
     if name in part:
         return np.asarray(part[name]).astype(dtype, copy=False)
     return np.full(n, fill, dtype)
+
+
+def _extras(extra: list[dict], name: str, fill, dtype, n: int) -> np.ndarray:
+    """The extra parts' values of a column, one after the other, in ``dtype``: each part
+    cast as it is copied in (one pass, no cast copy to concatenate), or its fill values."""
+    out = np.empty(n, dtype)
+    at = 0
+    for p in extra:
+        m = len(p["call"])
+        out[at:at + m] = np.asarray(p[name]) if name in p else fill
+        at += m
+    return out
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -184,6 +204,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
     v = w.vals
 
     def msg(calls, kind, handles, rank, **cols):
+        if not len(calls):      # no rows: nothing to compute (a column no row sets is its fill)
+            return
         handle = cache(handles if callable(handles) else lambda: handles)
         comm = cache(lambda: comms.comm(handle(), calls + base))
         rows.add(calls, kind, comm=comm, comm_handle=handle, peer_rank=rank,
@@ -196,6 +218,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
             (34, ("count", "datatype", "dest", "sendtag", "comm"))]:
         s = [slot(fid, x) for x in names]
         c = w.calls_of(fid)
+        if not len(c):
+            continue
         c = c[v[s[2]][c] >= 0]
         req = v[slot(fid, "request")][c] if fid in SEND_POSTS else np.zeros(len(c), np.int64)
         msg(c, Kind.SEND, v[s[4]][c], v[s[2]][c], tag=v[s[3]][c],
@@ -214,6 +238,8 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
                        (34, ("count", "datatype", "source", "recvtag", "comm", "status"))]:
         s = [slot(fid, x) for x in names]
         c = w.calls_of(fid)
+        if not len(c):
+            continue
         has = (v[s[5]][c] >= 1) & (status_first[c] >= 0)
         srow = np.where(has, status_first[c], 0)
         peer = np.where(has, status_field(w, "source", srow), v[s[2]][c])
@@ -235,11 +261,14 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
         size=lambda: np.where(has, status_field(w, "bytes", srow),
                               nbytes(post["count"], post["datatype"], sizes))[recv],
         request=done["req"][recv])
-    out, total = rows.place()
-    if "call" in out:
-        out["call"] += base
+    out, total = rows.place(base)
     if rows.wants("location"):
         out["location"] = locations(location, total)
+    # a column no row of this chunk sets (no collective, no message): its fill value on
+    # every row, as one value (-1 for the ranks: conform's zeros would read as rank 0)
+    for c in schema_columns():
+        if c.name not in out and c.name != "seq" and rows.wants(c.name):
+            out[c.name] = repeated(FILL.get(c.name, 0), total, c)
     return out, total
 
 

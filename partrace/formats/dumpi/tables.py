@@ -30,13 +30,16 @@ def table_name(fname: str) -> str:
     return f"calls/{fname}"
 
 
+THREAD = Column("thread", "uint16", "thread id")
+
+
 def _key() -> list[Column]:
     return [column("time", description="entry wall time of the call"), column("location"),
             column("seq"), Column("call", "int64", "index of the call in its rank file", refers="events")]
 
 
 def function_columns(args) -> list[Column]:
-    cols = _key() + [Column("thread", "uint16", "thread id")]
+    cols = _key() + [THREAD]
     for name, kind, role, cond in args:
         note = f"recorded only when {cond[0]} == {cond[1]} (else 0)" if cond else ""
         if kind in SCALAR_DTYPES:
