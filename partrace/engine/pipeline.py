@@ -148,6 +148,8 @@ def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
                         store.add(name, table)
                     else:
                         parts[name].append(table)
+                # nothing of this chunk held here while the reader decodes the next one
+                chunk = table = None
             stats.units += 1
             stats.bytes_read += unit.size
             progress.advance(unit.size)
