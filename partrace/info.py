@@ -13,6 +13,7 @@ import numpy as np
 from .engine.fold import fold
 from .engine.mpi import Comm
 from .engine.pipeline import open_on_all_ranks
+from .formats.reduce import min_max
 from .model import Kind
 
 # how the text names each input format
@@ -26,7 +27,7 @@ def _tally(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     small non-negative ids (the common case: no sort), else np.unique."""
     v = np.asarray(values)
     if v.size and v.dtype.kind in "iu":
-        lo, hi = int(v.min()), int(v.max())
+        lo, hi = map(int, min_max(v.reshape(-1)))
         if lo >= 0 and hi < 4 * v.size + 65536:
             counts = np.bincount(v.astype(np.intp, copy=False), minlength=hi + 1)
             keys = np.flatnonzero(counts)
@@ -72,7 +73,7 @@ class _Counts:
         self.rows[name] = self.rows.get(name, 0) + len(t)
         if not len(t):
             return
-        lo, hi = int(t["time"].min()), int(t["time"].max())
+        lo, hi = map(int, min_max(t["time"]))
         a, b = self.span.get(name, (lo, hi))
         self.span[name] = (min(a, lo), max(b, hi))
         if name != "events":
