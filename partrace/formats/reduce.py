@@ -8,6 +8,8 @@ costly one.  One compiled pass costs about half of the two (1.4 M int64 rows:
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import jit
@@ -15,9 +17,12 @@ from .jit import njit
 
 
 def min_max(values: np.ndarray):
-    """(smallest, largest) element of a non-empty array, as numpy scalars of its type."""
-    if values.ndim != 1 or values.dtype.kind not in "iu" or jit.is_small():
-        return values.min(), values.max()       # small inputs: numba is not loaded
+    """(smallest, largest) element of a non-empty array, as numpy scalars of its type.
+    numpy's two passes where numba is not loaded (small inputs, ``info`` of an HDF5
+    file): importing it for this alone costs more than it saves."""
+    if values.ndim != 1 or values.dtype.kind not in "iu" or jit.is_small() or (
+            "numba" not in sys.modules):
+        return values.min(), values.max()
     lo, hi = _min_max(values)
     return values.dtype.type(lo), values.dtype.type(hi)
 
