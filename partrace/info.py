@@ -89,8 +89,9 @@ class _Counts:
             enter = t["kind"] == Kind.ENTER
             _add(self.enters, *_tally(t["region"][enter]))
         if all(c in t for c in _MCV_COLUMNS):     # ovni: the event's model, category, value
-            code = ((t["model"].astype(np.int64) << 16) | (t["category"].astype(np.int64) << 8)
-                    | t["value"].astype(np.int64))
+            # three bytes: one int32 code (half the memory traffic of int64 temporaries)
+            code = ((t["model"].astype(np.int32) << 16) | (t["category"].astype(np.int32) << 8)
+                    | t["value"].astype(np.int32))
             _add(self.mcv, *_tally(code))
 
 
