@@ -385,9 +385,9 @@ class _StreamRows(MergedTable):
 
 def _split_by_piece(idx, lengths: list[int]) -> list[tuple]:
     """[(rows here, their rows in the piece, how many)] per piece, for rows `idx` (index
-    array or slice) of pieces of these lengths laid end to end.  Ascending rows (a stream's rows, cut into
-    blocks: the usual case) of a piece are one run here: a slice, and a slice of `idx`;
-    other rows are found per piece by a mask."""
+    array or slice) of pieces of these lengths laid end to end.  Ascending rows (a
+    stream's rows, cut into blocks: the usual case) of a piece are one run here: a
+    slice, and a slice of `idx`; other rows are found per piece by a mask."""
     ends = np.cumsum(lengths)
     starts = ends - np.asarray(lengths)
     if isinstance(idx, slice):
