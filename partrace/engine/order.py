@@ -102,14 +102,23 @@ def _unpack_ties(words, bits, loc, seq, small):
         while j < n and (np.uint64(words[j]) >> bits) == time:
             words[j] = words[j] & mask
             j += 1
-        if j - i > small:
-            for p in range(i, j):
-                big[nbig] = p
-                nbig += 1
-        else:
-            _sort_group(words, i, j, loc, seq)
+        nbig = _settle(words, i, j, loc, seq, small, big, nbig)
         i = j
     return big[:nbig].copy()
+
+
+@njit(cache=True, inline="always")
+def _settle(order, i, j, loc, seq, small, big, nbig):
+    """A group of equal time, order[i:j]: sorted here when it has at most ``small``
+    rows, else its positions added to ``big`` (lexsorted by the caller's caller);
+    returns how many positions ``big`` holds."""
+    if j - i > small:
+        for p in range(i, j):
+            big[nbig] = p
+            nbig += 1
+    else:
+        _sort_group(order, i, j, loc, seq)
+    return nbig
 
 
 @njit(cache=True, inline="always")
@@ -137,12 +146,7 @@ def _order_ties(order, t, loc, seq, small):
         j = i + 1
         while j < n and t[order[j]] == t[order[i]]:
             j += 1
-        if j - i > small:
-            for p in range(i, j):
-                big[nbig] = p
-                nbig += 1
-        else:
-            _sort_group(order, i, j, loc, seq)
+        nbig = _settle(order, i, j, loc, seq, small, big, nbig)
         i = j
     return big[:nbig].copy()
 
