@@ -56,10 +56,6 @@ try:    # zlib-ng: faster than zlib at the same level
     from zlib_ng import zlib_ng as FAST_DEFLATE
 except ImportError:     # pragma: no cover - the zlib-ng wheel is a dependency
     FAST_DEFLATE = None
-try:    # ISA-L: the default level's deflate (see _lib)
-    from isal import isal_zlib as ISAL
-except ImportError:     # pragma: no cover - the isal wheel is a dependency
-    ISAL = None
 
 ADLER = 65521
 PENDING_BYTES = 16 << 20    # rows held by chunks still compressing (per writer)
@@ -69,23 +65,10 @@ _threads = 0
 
 
 def _lib(level: int):
-    """(deflate module, its level) for a dataset's declared deflate ``level``.
-
-    Level 1 (the layout's default): ISA-L's level 1 where installed.  On the scale-0.5
-    suite's merged event columns it wrote 25-48% fewer bytes than zlib-ng's level 1
-    (deflate_quick) at 0.77-0.85x its CPU (ovni 141 -> 105 MB, 0.82 -> 0.63 s; DUMPI
-    10.0 -> 5.2 MB): the bytes of zlib-ng's level 2 at 40% of its CPU.  Level 2
-    (``--compress gzip``, denser): zlib-ng's (ISA-L's levels 2-3 are no denser).
-    Without either wheel, zlib's."""
-    if level == 1 and ISAL is not None:
-        return ISAL, 1
-    return _probe_lib(level)
-
-
-def _probe_lib(level: int):
-    """zlib-ng (else zlib) at ``level``: what tells bytes deflate cannot shrink, and
-    writes stored blocks.  (ISA-L shrank 4 KiB probes of ROSS's model data that it
-    then grew by 23% whole: its level 1 has no stored-block fallback.)"""
+    """(deflate module, its level) for a dataset's declared deflate ``level``:
+    zlib-ng's same level where installed (its level 1, deflate_quick, is the
+    layout's default: about half the CPU of its level 2 for ~1.1-2.2x the bytes on
+    the suite traces), else zlib's."""
     if FAST_DEFLATE is not None:
         return FAST_DEFLATE, level
     return zlib, level
@@ -278,24 +261,17 @@ def deflate(head: np.ndarray, byte: int, run: int, level: int, planes: int = 1) 
     shrink go as stored blocks; the run is not deflated: a cached block of it ends
     the stream."""
     lib, lib_level = _lib(level)
-    segments = _segments(head, planes, level, *_probe_lib(level))
+    segments = _segments(head, planes, level, lib, lib_level)
     if not run and len(segments) == 1:      # one kind of bytes throughout: one call
-        if segments[0][2]:
-            data = lib.compress(head, lib_level)
-            if len(data) < len(head):
-                return data
-        return _probe_lib(0)[0].compress(head, 0)       # stored blocks
+        return lib.compress(head, lib_level if segments[0][2] else 0)
     out = [_header(level)]
     for i, (a, b, squeeze) in enumerate(segments):
         final = not run and i == len(segments) - 1
         if squeeze:
             co = lib.compressobj(lib_level, zlib.DEFLATED, -15)
-            flush = zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH
-            piece = co.compress(head[a:b]) + co.flush(flush)
-            if len(piece) < b - a:      # else stored: never more bytes than the rows
-                out.append(piece)
-                continue
-        out += _stored_blocks(head[a:b], final)
+            out += [co.compress(head[a:b]), co.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)]
+        else:
+            out += _stored_blocks(head[a:b], final)
     if run:
         out.append(_run_block(byte, run, level))
     adler = zlib.adler32(head)
