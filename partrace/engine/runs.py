@@ -74,7 +74,7 @@ def _own(values):
         base = values
         while isinstance(base.base, np.ndarray):
             base = base.base
-        if base.nbytes > values.nbytes or not isinstance(base.base, (type(None), np.ndarray)):
+        if base.nbytes > values.nbytes or base.base is not None:    # or a foreign buffer
             return values.copy()
     return values
 
