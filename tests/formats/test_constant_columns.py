@@ -19,7 +19,7 @@ from tests.test_small_mode import CASES
 
 OTF2 = [("otf2", DATA / "otf2" / name / "traces.otf2") for name in ("mpi3", "threads2")]
 # the columns each reader hands as one repeated value, per table ("*": every table)
-REPEATED = {"ovni": {"events": {"location", "loom", "process", "thread"}, "jumbo": {"location"}},
+REPEATED = {"ovni": {"events": {"location"}, "jumbo": {"location"}},
             "dumpi": {"*": {"location"}}, "otf2": {"*": {"location"}}}
 
 

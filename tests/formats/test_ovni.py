@@ -193,8 +193,11 @@ def test_definitions_from_metadata(v1, v3):
             assert names[lid] == f"{lm}/{int(pid)}/{int(tid)}"
             assert names[parent[lid]] == f"{lm}/{int(pid)}"
             assert names[parent[parent[lid]]] == lm
-            assert set(t["events"]["thread"].tolist()) == {int(tid)}
-            assert set(t["events"]["process"].tolist()) == {int(pid)}
+            threads = defs.tables["threads"]
+            row = threads["location"].tolist().index(lid)
+            assert (threads["tid"][row], threads["pid"][row]) == (int(tid), int(pid))
+            assert names[threads["process"][row]] == f"{lm}/{int(pid)}"
+            assert names[threads["loom"][row]] == lm
         procs = defs.tables["processes"]
         for i, pid in enumerate(procs["pid"].tolist()):
             lm = names[int(procs["loom"][i])]

@@ -3,6 +3,9 @@
 Location ids: threads are 1..T in unit-key order (loom name, then pid, then
 tid); their processes follow as T+1..T+P and the looms as T+P+1..T+P+L, so
 every thread's parent is its process and every process's parent its loom.
+A thread's tid, pid and loom are one value per location: they are rows of the
+``threads`` definitions table (keyed by ``location``), not event columns that
+would repeat them in every event of every window, exchange and output.
 ``time`` is the stream clock (ns) plus the loom's clock offset when the trace
 carries ``clock-offsets.txt``; the raw clock stays in ``ticks``.
 """
@@ -17,7 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import (ID, LOCATION_COLUMNS, REGION_COLUMNS, BYTES, STR, Column, Definitions,
+from ...model import (LOCATION_COLUMNS, REGION_COLUMNS, BYTES, STR, Column, Definitions,
                       Kind, Schema, Table, column, conform)
 from ..base import TraceReader, Unit, repeated
 from . import layout
@@ -36,11 +39,6 @@ EVENT_COLUMNS = [
     column("region", description="region of a known model's MCV (regions/id): the region entered/left, "
            "or the point event's own; 0 = unknown MCV"),
     column("ticks", description="raw event clock as written in the stream", unit="ns"),
-    # ids and Linux pid_t/tid values are 32-bit: 4 bytes per row, not 8, in every
-    # window, exchange and output (an id that does not fit is refused, never wrapped)
-    Column("loom", ID, "location id of the thread's loom"),
-    Column("process", "int32", "pid of the thread's process"),
-    Column("thread", "int32", "tid of the thread"),
     Column("cpu", "int32", "logical CPU index in the loom (cpus/index) the thread runs on, "
            "from its own OHx/OAs/OHe events; -1 = unknown"),
     _u1("flags", "flags nibble of the event's first byte (0x10 = jumbo)"),
@@ -191,9 +189,14 @@ class OvniReader(TraceReader):
                   "streams": [{"loom": s.loom, "pid": s.pid, "tid": s.tid, "layout": s.version,
                                "path": layout.relpath(s.obs)} for s in streams]}
         groups = Table({"id": models["id"], "name": models["name"]})   # a region's group is its model
+        threads = _table(THREAD_COLUMNS, location=list(range(1, n + 1)),
+                         process=[proc_ids[(s.loom, s.pid)] for s in streams],
+                         loom=[loom_ids[s.loom] for s in streams],
+                         pid=[s.pid for s in streams], tid=[s.tid for s in streams])
         return Definitions("ovni", {"locations": locations, "regions": regions,
                                     "region_groups": groups, "mcv": mcv_table,
-                                    "models": models, "processes": processes, "cpus": cpu_table},
+                                    "models": models, "threads": threads,
+                                    "processes": processes, "cpus": cpu_table},
                            attrs, source)
 
     def schema(self, defs: Definitions) -> Schema:
@@ -220,9 +223,8 @@ class OvniReader(TraceReader):
 
         known = _known_mcvs()
         offset = int(defs.attrs.get("clock_offsets", {}).get(info["loom"], 0))
-        # the thread's ids: one value per chunk, held as views of it (no pass per event)
-        constant = {"location": info["location"], "loom": info["loom_id"],
-                    "process": info["pid"], "thread": info["tid"]}
+        # the thread's location: one value per chunk, held as a view of it (no pass per event)
+        constant = {"location": info["location"]}
         constant_columns = {c.name: c for c in EVENT_COLUMNS if c.name in constant}
         cpu_column = next(c for c in EVENT_COLUMNS if c.name == "cpu")
         ev_cols = self.selected("events", [c.name for c in EVENT_COLUMNS])
@@ -312,6 +314,11 @@ MCV_COLUMNS = [
 MODEL_COLUMNS = [Column("id", "int64", "model id (regions/group)"),
                  Column("code", STR, "model character"), Column("name", STR, "model name"),
                  Column("version", STR, "model version in ovni 1.14.0")]
+THREAD_COLUMNS = [Column("location", "int64", "location id of the thread (events/location)"),
+                  Column("process", "int64", "location id of its process (processes/location)"),
+                  Column("loom", "int64", "location id of its loom"),
+                  Column("pid", "int64", "process id"),
+                  Column("tid", "int64", "thread id")]
 PROCESS_COLUMNS = [Column("location", "int64", "location id of the process"),
                    Column("loom", "int64", "location id of its loom"),
                    Column("pid", "int64", "process id"),
