@@ -82,19 +82,27 @@ def decode_all(path: Path, **_):
     return r, defs, out
 
 
-def as_dump(decoded: dict, big: bool = False) -> dict:
+def raw_clock(ev: Table, defs) -> np.ndarray:
+    """The stream clock of each event: its time less its thread's clock offset."""
+    threads = defs.tables["threads"]
+    at = np.searchsorted(threads["location"], ev["location"])
+    return (ev["time"] - threads["clock_offset"][at]).astype(np.uint64)
+
+
+def as_dump(decoded: dict, defs) -> dict:
     """Our rows in ovnidump's terms: payload bytes, jumbo length + data for jumbo events."""
     out = {}
     for key, t in decoded.items():
         ev, jb = t["events"], t["jumbo"]
         jdata = dict(zip(jb["event_seq"].tolist(), jb["data"]))
+        clock = raw_clock(ev, defs)
         rows = []
         for i in range(len(ev)):
             mcv = bytes([ev["model"][i], ev["category"][i], ev["value"][i]]).decode()
             pay = bytes(ev["payload"][i][:ev["payload_size"][i]])
             if ev["flags"][i] & 0x10:
                 pay += jdata[int(ev["seq"][i])]
-            rows.append((int(ev["ticks"][i]), mcv, pay))
+            rows.append((int(clock[i]), mcv, pay))
         loom, pid, tid = key.split("/")
         out[(loom, int(pid), int(tid))] = rows
     return out
@@ -116,7 +124,8 @@ def v3():
 def test_matches_ovnidump_event_by_event(request, trace, dump, events):
     """v1: ovnidump 1.4.1's output; v3: ovnidump -x (hex payloads)."""
     ref = dump()
-    ours = as_dump(request.getfixturevalue(trace)[2])
+    _, defs, dec = request.getfixturevalue(trace)
+    ours = as_dump(dec, defs)
     assert sorted(ours) == sorted(ref)
     for k in ref:
         assert ours[k] == ref[k], k
@@ -135,8 +144,9 @@ def test_v3_semantics_match_ovnidump_text(v3):
         jdata = dict(zip(jb["event_seq"].tolist(), jb["data"]))
         rows = ref[(loom, int(pid), int(tid))]
         assert len(rows) == len(ev)
+        ours = raw_clock(ev, defs)
         for i, (clock, mcv, text) in enumerate(rows):
-            assert int(ev["ticks"][i]) == clock
+            assert int(ours[i]) == clock
             m = re.match(r"(enters|leaves) (\S+)$", text)
             if m:
                 want = Kind.ENTER if m.group(1) == "enters" else Kind.LEAVE
@@ -268,11 +278,11 @@ def test_v2_and_v3_layouts_of_the_same_streams(tmp_path, v1):
                 o.update(rank=doc["rank"], nranks=doc["nranks"], loom_cpus=doc.get("cpus", []))
             (tdir / "stream.json").write_text(json.dumps({"version": 3, "ovni": o}))
         md.unlink()
-    ref = as_dump(v1[2])
+    ref = as_dump(v1[2], v1[1])
     for trace, version in ((v2, 2), (v3, 3)):
         _, defs, dec = decode_all(trace)
         assert defs.attrs["layout_versions"] == [version]
-        assert as_dump(dec) == ref
+        assert as_dump(dec, defs) == ref
         for name in ("processes", "cpus", "locations"):
             for col in defs.tables[name].names:
                 want = [version] * 2 if col == "layout" else list(v1[1].tables[name][col])
@@ -291,8 +301,8 @@ def test_big_endian_stream(tmp_path, v1):
             body = struct.pack(">I", len(pay) - 4) + pay[4:] if jumbo else pay
             out += bytes([first]) + mcv.encode() + struct.pack(">Q", clock) + body
         (trace / "ovni" / f"loom.{lm}" / f"proc.{pid}" / f"thread.{tid}.obs").write_bytes(out)
-    _, _, dec = decode_all(trace)
-    ours = as_dump(dec)
+    _, defs, dec = decode_all(trace)
+    ours = as_dump(dec, defs)
     for k, rows in ref.items():
         want = [(c, m, pay[3::-1] + pay[4:] if m.startswith("XJ") else pay) for c, m, pay in rows]
         assert ours[k] == want
@@ -308,9 +318,10 @@ def test_clock_offsets_applied_and_kept(tmp_path, v3):
     assert defs.attrs["clock_offsets"] == {"mpi0": -12345} and defs.attrs["clock_offsets_applied"]
     for key, t in dec.items():
         ev = t["events"]
-        assert (ev["time"] == ev["ticks"].astype(np.int64) - 12345).all()
-        assert (ev["ticks"] == v3[2][key]["events"]["ticks"]).all()
+        assert (ev["time"] == v3[2][key]["events"]["time"] - 12345).all()
+        assert (raw_clock(ev, defs) == raw_clock(v3[2][key]["events"], v3[1])).all()
         assert (t["jumbo"]["time"] == v3[2][key]["jumbo"]["time"] - 12345).all()
+    assert defs.tables["threads"]["clock_offset"].tolist() == [-12345] * len(dec)
     # the example file names host "vm" only: no offset for loom mpi0 is an error
     shutil.copy(DATA / "ovnisync-example-clock-offsets.txt", trace / "ovni" / "clock-offsets.txt")
     with pytest.raises(TraceError, match="clock-offsets.txt.*no clock offset for host 'mpi0'"):
@@ -374,7 +385,7 @@ def test_half_written_last_event_warns_and_keeps_the_rest(tmp_path, v1, cut):
     full = v1[2]["zoo0/0000031001/0000031001"]["events"]
     # the last event (OHe, 12 bytes) or the jumbo/normal events that the cut reaches are dropped
     n = len(ev)
-    assert n < len(full) and (ev["ticks"] == full["ticks"][:n]).all()
+    assert n < len(full) and (ev["time"] == full["time"][:n]).all()
     assert (ev["payload"] == full["payload"][:n]).all()
     msg = str(rec[0].message)
     m = re.search(r"byte (\d+): stream ends inside an event.*dropped its (\d+) bytes.*kept the (\d+)", msg)
@@ -459,14 +470,16 @@ def test_generated_trace_decodes(tmp_path):
         ev = t["events"]
         assert len(ev) == 3000
         mcv = [bytes(x).decode() for x in np.stack([ev["model"], ev["category"], ev["value"]], 1)]
-        assert mcv[0] == "OHx" and mcv[-1] == "OHe" and (np.diff(ev["ticks"].astype(np.int64)) > 0).all()
+        assert mcv[0] == "OHx" and mcv[-1] == "OHe" and (np.diff(ev["time"]) > 0).all()
         # every enter is closed by the leave of the same region right after it
         enter = np.flatnonzero(ev["kind"] == Kind.ENTER)
         assert (ev["kind"][enter + 1] == Kind.LEAVE).all()
         assert (ev["region"][enter] == ev["region"][enter + 1]).all() and (ev["region"][enter] > 0).all()
         assert len(np.flatnonzero(ev["kind"] == Kind.LEAVE)) == len(enter)
         loom = key.split("/")[0]
-        assert (ev["time"] - ev["ticks"].astype(np.int64) == defs.attrs["clock_offsets"][loom]).all()
+        threads = defs.tables["threads"]
+        at = threads["location"].tolist().index(int(ev["location"][0]))
+        assert threads["clock_offset"][at] == defs.attrs["clock_offsets"][loom]
         assert all(d.endswith(b"synthetic task type\0") for d in t["jumbo"]["data"])
 
 
@@ -494,8 +507,8 @@ def test_a_selection_of_event_keys_equals_the_full_decode(tmp_path):
                 assert len(chunks) > 1 and all(c[table].names == names for c in chunks)
                 for c in names:
                     assert np.array_equal(np.concatenate([ch[table][c] for ch in chunks]), full[c])
-        assert len(dec[u.key]["jumbo"]) and (dec[u.key]["events"]["time"] !=
-                                             dec[u.key]["events"]["ticks"].astype(np.int64)).any()
+        ev = dec[u.key]["events"]
+        assert len(dec[u.key]["jumbo"]) and (ev["time"] != raw_clock(ev, defs).astype(np.int64)).any()
 
 
 def test_several_looms_without_offsets_warn(tmp_path):

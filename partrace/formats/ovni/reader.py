@@ -7,7 +7,8 @@ A thread's tid, pid and loom are one value per location: they are rows of the
 ``threads`` definitions table (keyed by ``location``), not event columns that
 would repeat them in every event of every window, exchange and output.
 ``time`` is the stream clock (ns) plus the loom's clock offset when the trace
-carries ``clock-offsets.txt``; the raw clock stays in ``ticks``.
+carries ``clock-offsets.txt`` (``threads/clock_offset``): the raw clock is
+``time - clock_offset`` (mod 2**64), so no column repeats it.
 """
 from __future__ import annotations
 
@@ -38,7 +39,6 @@ EVENT_COLUMNS = [
     column("location"), column("seq"), column("kind"),
     column("region", description="region of a known model's MCV (regions/id): the region entered/left, "
            "or the point event's own; 0 = unknown MCV"),
-    column("ticks", description="raw event clock as written in the stream", unit="ns"),
     Column("cpu", "int32", "logical CPU index in the loom (cpus/index) the thread runs on, "
            "from its own OHx/OAs/OHe events; -1 = unknown"),
     _u1("flags", "flags nibble of the event's first byte (0x10 = jumbo)"),
@@ -192,7 +192,8 @@ class OvniReader(TraceReader):
         threads = _table(THREAD_COLUMNS, location=list(range(1, n + 1)),
                          process=[proc_ids[(s.loom, s.pid)] for s in streams],
                          loom=[loom_ids[s.loom] for s in streams],
-                         pid=[s.pid for s in streams], tid=[s.tid for s in streams])
+                         pid=[s.pid for s in streams], tid=[s.tid for s in streams],
+                         clock_offset=[offsets.get(s.loom, 0) for s in streams])
         return Definitions("ovni", {"locations": locations, "regions": regions,
                                     "region_groups": groups, "mcv": mcv_table,
                                     "models": models, "threads": threads,
@@ -318,7 +319,9 @@ THREAD_COLUMNS = [Column("location", "int64", "location id of the thread (events
                   Column("process", "int64", "location id of its process (processes/location)"),
                   Column("loom", "int64", "location id of its loom"),
                   Column("pid", "int64", "process id"),
-                  Column("tid", "int64", "thread id")]
+                  Column("tid", "int64", "thread id"),
+                  Column("clock_offset", "int64", "ns added to the stream clock to make events/time "
+                         "(its loom's offset); the raw clock is time - clock_offset (mod 2**64)")]
 PROCESS_COLUMNS = [Column("location", "int64", "location id of the process"),
                    Column("loom", "int64", "location id of its loom"),
                    Column("pid", "int64", "process id"),

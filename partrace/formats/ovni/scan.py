@@ -155,7 +155,7 @@ def _mcv_key(m, c, v):
 @numba.njit(cache=True, nogil=True)
 def _fill(buf, start, big, offset, index, known_kind, known_region, cpu_action, carry,
           flags, model, category, value, psize, payload, payload_words,
-          ticks, time, kind, region, cpu_at, cpu_to, jumbo, jumbo_at):
+          time, kind, region, cpu_at, cpu_to, jumbo, jumbo_at):
     """One pass over the (checked) events from byte ``start``, as many as the columns
     hold: every per-event column but the CPU, which changes rarely (OHx/OAs set it from
     their payload i32, OHe clears it for the next event): its changes go to ``cpu_at``
@@ -182,9 +182,8 @@ def _fill(buf, start, big, offset, index, known_kind, known_region, cpu_action, 
         payload_words[i, 1] = 0
         for k in range(ps):
             payload[i, k] = buf[o + 12 + k]
-        t = _uint(buf, o + 4, 8, big)
-        ticks[i] = t
-        time[i] = np.int64(t) + offset
+        # int64 arithmetic wraps, so the raw clock is time - offset (mod 2**64) whatever it is
+        time[i] = np.int64(_uint(buf, o + 4, 8, big)) + offset
         p = index[_mcv_key(m, c, v)]
         kind[i], region[i] = known_kind[p], known_region[p]
         new = -1 if clear_next else cur
@@ -218,7 +217,7 @@ def events(buf: np.ndarray, start: int, n: int, big: bool, offset: int, lookup, 
     u1 = [np.empty(n, np.uint8) for _ in range(5)]
     g = dict(zip(("flags", "model", "category", "value", "payload_size"), u1))
     payload = np.empty((n, 16), np.uint8)
-    g.update(payload=payload, ticks=np.empty(n, np.uint64), time=np.empty(n, np.int64),
+    g.update(payload=payload, time=np.empty(n, np.int64),
              kind=np.empty(n, np.uint8), region=np.empty(n, REGION))
     # CPU changes and jumbo events are few: room for FEW of each (arrays of n would be
     # mostly unused, yet raise the process's peak), the pass run again if there are more
@@ -228,7 +227,7 @@ def events(buf: np.ndarray, start: int, n: int, big: bool, offset: int, lookup, 
         jumbo, jumbo_at = np.empty(room, np.int64), np.empty(room, np.int64)
         end, end_carry, nc, nj = _fill(
             buf, np.int64(start), big, np.int64(offset), *lookup, np.int32(carry), *u1,
-            payload, payload.view(np.uint64), g["ticks"], g["time"], g["kind"], g["region"],
+            payload, payload.view(np.uint64), g["time"], g["kind"], g["region"],
             cpu_at, cpu_to, jumbo, jumbo_at)
         if max(nc, nj) <= room:
             break
