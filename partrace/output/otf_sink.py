@@ -38,7 +38,7 @@ import numpy as np
 
 from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
-from ..model import Definitions, Schema, Table
+from ..model import Definitions, Schema, Table, take
 from ..engine.merged import MergedTable
 from ..engine.sink import Sink
 from ..formats.otf.grammar import MARKER_TABLE     # keyvalues.ref_table of a marker's key-values
@@ -367,16 +367,16 @@ class _StreamRows(MergedTable):
 
     def _gather(self, name: str) -> np.ndarray:
         if self._parent is not None and name in self._parent._built:
-            return self._parent._built[name][self._sel]
+            return take(self._parent._built[name], self._sel)
         if len(self.pieces) == 1:
-            return self.pieces[0][name][self.idx]
+            return take(self.pieces[0][name], self.idx)
         if self._parts is None:
             self._parts = _split_by_piece(self.idx, [len(t) for t in self.pieces])
         dtype = next(c for c in self.schema if c.name == name).element_dtype()
         out = None
         for t, (mine, rows, count) in zip(self.pieces, self._parts):
             if count:
-                values = t[name][rows]
+                values = take(t[name], rows)
                 if out is None:
                     out = np.empty((len(self),) + values.shape[1:], dtype)
                 out[mine] = values

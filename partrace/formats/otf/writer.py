@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import PartraceError
-from ...model import Definitions, Kind, Schema, Table
+from ...model import Definitions, Kind, Schema, Table, take
 from . import grammar as G
 
 FILE_OF_TABLE = {"events": "events", "snapshots": "snaps", "statistics": "stats"}
@@ -624,8 +624,8 @@ class _Taken:
         if name in self.cols:
             return self.cols[name]
         if self._parent is not None and name in self._parent.cols:
-            return self._parent.cols[name][self._sel]
-        return self.tab[name][self.order]
+            return take(self._parent.cols[name], self._sel)
+        return take(self.tab[name], self.order)
 
     def take_rows(self, sel) -> "_Taken":
         return _Taken(self.tab, compose_rows(self.order, sel, self.n), self, sel)
