@@ -2,8 +2,8 @@
 import numpy as np
 
 from partrace.engine.mpi import serial
-from partrace.engine.order import (key_order, lower_bound, merge_runs, run_starts, sort_by_key,
-                                   time_order)
+from partrace.engine.order import (_location_major, key_order, lower_bound, merge_runs, run_starts,
+                                   sort_by_key, time_order)
 from partrace.engine.runs import Run
 from partrace.engine.windows import choose_cuts, time_window
 from partrace.engine.plan import assign
@@ -146,3 +146,32 @@ def test_contiguous_shares_are_consecutive_balanced_and_fixed():
         if n <= 3:      # no rank holds more than its share plus one unit
             assert max(loads) <= sum(loads) / n + 8
     assert assign_contiguous([], 3) == [[], [], []]
+
+
+def test_time_order_of_rows_in_location_order_equals_lexsort(jit_mode):
+    """Rows laid out location by location, each in (time, seq) order (one-location runs in
+    location order): the stable sort on time alone is the key order, ties included; rows
+    that only look so (a location out of order, a time or seq going back inside one) take
+    the tie-sorting way and come out the same."""
+    rng = np.random.default_rng(12)
+    for trial in range(200):
+        n = int(rng.integers(2, 300))
+        loc = np.sort(rng.integers(1, 6, n)).astype(np.int32 if trial % 2 else np.int64)
+        t = rng.integers(0, 20 if trial % 3 else 2**62, n)
+        seq = np.zeros(n, np.int64)
+        for lc in np.unique(loc):       # each location's rows in (time, seq) order
+            at = np.flatnonzero(loc == lc)
+            t[at] = np.sort(t[at])
+            seq[at] = np.arange(len(at))
+        assert _location_major(t, loc, seq)
+        _time_order_equals_lexsort(t, loc, seq)
+        if n > 2:
+            k = int(rng.integers(1, n))
+            swapped = np.arange(n)
+            swapped[[k - 1, k]] = k, k - 1
+            for tt, ll, ss in ((t, loc[::-1].copy(), seq), (t[swapped], loc, seq[swapped])):
+                _time_order_equals_lexsort(tt, ll, ss)
+    one = np.ones(3, np.int32)
+    assert not _location_major(np.array([5, 4, 6]), one, np.arange(3))     # time goes back
+    assert not _location_major(np.array([5, 5, 6]), one, np.array([1, 0, 2]))  # seq goes back
+    assert not _location_major(np.array([1, 2, 3]), np.array([2, 1, 3]), np.zeros(3, np.int64))
