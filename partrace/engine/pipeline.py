@@ -194,8 +194,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     run_id = comm.bcast(f"{os.getpid():x}{time.time_ns():x}" if comm.rank == 0 else None)
     schema = _wanted(reader.schema(defs), sink.needs)
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
-    # each window 1/8 (else 2/5 for rows and 1/10 for chunks and windows: the OTF
-    # sink holds exchange copies and formatted text besides a window)
+    # each window 1/8 (else 2/5 for rows, 1/10 for chunks and 1/16 for windows: the
+    # OTF sink holds exchange copies and formatted text besides a window)
     lean = sink.columnwise
     share = 8 if lean else 10
     # text decodes to ~10x its size in columns, sorted and narrowed into a run through a
@@ -211,7 +211,10 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         sink.prepare(comm, defs, schema)
         decode_share(comm, reader, mine, defs, schema, progress, stats, store,
                      select=sink.select)
-        windows = window_count(comm, store.total_bytes(), memory // share)
+        # a row-wise sink (OTF text) holds about 2.5x a window's row bytes while it formats
+        # it: windows of 1/16 of the budget, not 1/10 (merge->otf of the 200 MB traces at
+        # 1 rank, peak: DUMPI 699 -> 634 MiB, ovni 674 -> 593, ROSS 631 -> 573, same CPU)
+        windows = window_count(comm, store.total_bytes(), memory // (share if lean else 16))
         if windows > 1 and not sink.windows:
             windows = 1     # this sink must see all rows at once
         stats.windows = windows
