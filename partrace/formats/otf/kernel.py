@@ -114,33 +114,6 @@ def _hexval(c):
 
 
 @njit(cache=True)
-def count_records(buf, stop):
-    """Lines of buf[:stop] that start with A-Z or '#': the record lines, but for those
-    that start with spaces (a table that is short of room grows).  The loop vectorizes."""
-    n = 0
-    if stop > 0:
-        c = buf[0]
-        n += (c >= 65 and c <= 90) or c == 35
-    for i in range(stop - 1):
-        c = buf[i + 1]
-        n += (buf[i] == 10) & (((c >= 65) & (c <= 90)) | (c == 35))
-    return n
-
-
-@njit(cache=True)
-def records_about(buf, stop, sample):
-    """count_records(buf, stop) when buf[:stop] is at most 4 samples long, else an estimate from
-    three samples (start, middle, end; the first byte of each counted as a line's), a little
-    over.  One call however big the chunk, so no count of Python calls depends on its size."""
-    if stop <= 4 * sample:
-        return count_records(buf, stop)
-    n = 0
-    for at in (0, (stop - sample) // 2, stop - sample):
-        n += count_records(buf[at:], sample)
-    return n * stop // (3 * sample) * 33 // 32 + 64
-
-
-@njit(cache=True)
 def _find(ids, lo, hi, v):
     """Position of v in the sorted ids[lo:hi], or -1."""
     end = hi
