@@ -99,9 +99,19 @@ class Tables:
         self.opt_from = np.array([max([j + 1 for j, f in enumerate(r.fields) if f.opt == REQ],
                                       default=0)
                                   for r in recs], np.int64)
+        # records parsed by the short form's fast path (decode_lines): all fields HEX numbers
+        # and every tag's short spelling one byte, tag1[code, j] (0 for the untagged first)
+        self.tag1 = np.zeros((n, NV), np.uint8)
+        self.simple = np.zeros(n, np.bool_)
+        for i, r in enumerate(recs):
+            self.simple[i] = all(f.ftype == HEX and (j == 0 or len(f.short) == 1)
+                                 for j, f in enumerate(r.fields))
+            for j, f in enumerate(r.fields):
+                if j and len(f.short) == 1:
+                    self.tag1[i, j] = ord(f.short)
         # what decode_lines takes
         self.arrays = (self.kwb, self.kwrec, self.kwspan, self.nf, self.opt_from, self.ftype,
-                       self.fopt, self.ftag, self.ftagl, HEX_VALUE, UPPER)
+                       self.fopt, self.ftag, self.ftagl, HEX_VALUE, UPPER, self.simple, self.tag1)
 
 
 @njit(cache=True)
@@ -111,33 +121,6 @@ def _hexval(c):
     if c >= 97 and c <= 102:
         return c - 87
     return -1
-
-
-@njit(cache=True)
-def count_records(buf, stop):
-    """Lines of buf[:stop] that start with A-Z or '#': the record lines, but for those
-    that start with spaces (a table that is short of room grows).  The loop vectorizes."""
-    n = 0
-    if stop > 0:
-        c = buf[0]
-        n += (c >= 65 and c <= 90) or c == 35
-    for i in range(stop - 1):
-        c = buf[i + 1]
-        n += (buf[i] == 10) & (((c >= 65) & (c <= 90)) | (c == 35))
-    return n
-
-
-@njit(cache=True)
-def records_about(buf, stop, sample):
-    """count_records(buf, stop) when buf[:stop] is at most 4 samples long, else an estimate from
-    three samples (start, middle, end; the first byte of each counted as a line's), a little
-    over.  One call however big the chunk, so no count of Python calls depends on its size."""
-    if stop <= 4 * sample:
-        return count_records(buf, stop)
-    n = 0
-    for at in (0, (stop - sample) // 2, stop - sample):
-        n += count_records(buf[at:], sample)
-    return n * stop // (3 * sample) * 33 // 32 + 64
 
 
 @njit(cache=True)
@@ -230,7 +213,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     st[S_FULL], 3 the side matrix, has no room: grow it and call again, state kept); BAD,
     a syntax error (E_*).  When not final, decoding stops before a trailing run of
     key-value lines (they belong to a record of the next chunk), state at its start."""
-    kwb, kwrec, kwspan, nf, opt_from, ftype, fopt, ftag, ftagl, hexv, upper = grammar
+    kwb, kwrec, kwspan, nf, opt_from, ftype, fopt, ftag, ftagl, hexv, upper, simple, tag1 = grammar
     processes, process_index, refmap, zero, flat, offsets, defined, max_kv_type = checks
     n_dense = np.uint64(defined.shape[1])
     n_pdense = np.uint64(process_index.shape[0])
@@ -327,7 +310,32 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
             vals[j] = 0
         soff = 0
         slen = 0
-        for j in range(nf[rec]):
+        # the short form as writers emit it (numbers, one-byte tags, no spaces, no optional
+        # field left out but at the end): parsed here; any other line, by the general loop
+        # below from the keyword's end, as if this had not run (it wrote vals only)
+        nfr = nf[rec] if simple[rec] else 0
+        j = 0
+        ke = i
+        while j < nfr:
+            c = buf[i]
+            if j > 0:           # its one-byte tag (a longer tag: no digits follow, A-Z is no hex)
+                if c != tag1[rec, j]:
+                    break
+                i += 1
+            s = i
+            v, i = _hex_at(buf, i, hexv)
+            if i == s or i - s > 16:
+                break
+            vals[j] = v
+            j += 1
+            if buf[i] == 10 and j >= opt_from[rec]:
+                break
+        fast = nfr > 0 and buf[i] == 10 and (j == nfr or j >= opt_from[rec])
+        if not fast:
+            i = ke
+            for j in range(NV):
+                vals[j] = 0
+        for j in range(nf[rec] if fast else 0, nf[rec]):
             while buf[i] == 32:
                 i += 1
             if buf[i] == 10 and j >= opt_from[rec]:     # line ends; the fields left are optional

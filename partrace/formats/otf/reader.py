@@ -211,7 +211,8 @@ def _kv_table(owner, key, vtype, text, soff, slen, length, time, loc, seq, ref_t
     bstart = np.cumsum(nbytes) - nbytes
     value = np.zeros(len(owner), np.uint64)
     raw = np.zeros(int(nbytes.sum()), np.uint8)
-    kv_values(np.frombuffer(text, np.uint8), soff, slen, is_bytes, bstart, value, raw)
+    if len(owner):        # else no kernel to load (a few ms)
+        kv_values(np.frombuffer(text, np.uint8), soff, slen, is_bytes, bstart, value, raw)
     blobs = np.full(len(owner), b"", dtype=object)
     ba = np.flatnonzero(is_bytes)
     if len(ba):
