@@ -196,7 +196,7 @@ def _records_about(buf: np.ndarray, limit: int) -> int:
     small = limit <= 4 * SAMPLE_BYTES
     size = limit if small else SAMPLE_BYTES
     mid, end = (limit, limit) if small else ((limit - size) // 2, limit - size)
-    n = count_records(text[:size]) + count_records(text[mid:mid + size]) + count_records(text[end:end + size])
+    n = sum(count_records(text[at:at + size]) for at in (0, mid, end))
     return n if small else n * limit // (3 * SAMPLE_BYTES) * 33 // 32 + 64
 
 
