@@ -293,13 +293,46 @@ def _counts_up(values) -> bool:
 
 
 def narrowed_columns(columns: dict) -> dict:
-    """Each column at its narrowest form; ``ticks`` that are ``time`` plus one offset
-    in every row as that offset (``Shifted``: compared in one pass, none built)."""
+    """Each column at its narrowest form; an integer column that is ``time`` plus one
+    offset in every row as that offset (``Shifted``: compared in one pass, none built).
+    Such columns are a second clock of the same events: ovni's raw ``ticks`` (time
+    minus the loom's offset), a CPU clock kept in step with the wall clock."""
     out = {}
     for name, values in columns.items():
-        delta = _shift_of(values, columns["time"]) if name == "ticks" and "time" in out else None
+        delta = _shift_of(values, columns["time"]) if name != "time" and "time" in out else None
         out[name] = narrowed(values) if delta is None else Shifted(out["time"], delta, values.dtype)
+    _share_offsets(out)
     return out
+
+
+def _share_offsets(forms: dict) -> None:
+    """A column held as offsets equal to an earlier column's (its values are that
+    column's moved by one constant: a rank as a location and as recorded, an index and
+    the request it names) becomes that column ``Shifted``: the offsets are held once.
+    Candidates are matched by a sample of their offsets (no pass), then compared whole."""
+    seen: dict[tuple, list[str]] = {}
+    for name, form in list(forms.items()):
+        if type(form) is not Offsets or form.offsets.ndim != 1:
+            continue
+        key = _sample(form.offsets)
+        for other in () if name == "time" else seen.get(key, ()):      # time: the key's own
+            delta = int(form.base) - int(forms[other].base)
+            if _INT64_MIN <= delta <= _INT64_MAX and \
+                    np.array_equal(form.offsets, forms[other].offsets):
+                forms[name] = Shifted(forms[other], delta, form.dtype)
+                break
+        else:
+            seen.setdefault(key, []).append(name)
+
+
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+_SAMPLES = 64       # offsets compared before two columns are compared whole
+
+
+def _sample(offsets: np.ndarray) -> tuple:
+    """Offsets' type, length and every k-th value: equal for equal offsets."""
+    return offsets.dtype.str, len(offsets), \
+        offsets[::max(1, len(offsets) // _SAMPLES)].tobytes()
 
 
 def _shift_of(ticks, time) -> int | None:
