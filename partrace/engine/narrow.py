@@ -25,6 +25,10 @@ from ..formats.reduce import min_max
 
 # unsigned types an integer column's offsets may take, narrowest first
 _OFFSET_TYPES = tuple(np.dtype(t) for t in ("u1", "u2", "u4"))
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+# rows of offsets sampled to find two columns worth comparing whole; a run of at most
+# this many rows is not searched for shifted columns (its columns hold next to nothing)
+_SAMPLES = 64
 
 
 class Constant:
@@ -298,8 +302,11 @@ def narrowed_columns(columns: dict) -> dict:
     Such columns are a second clock of the same events: ovni's raw ``ticks`` (time
     minus the loom's offset), a CPU clock kept in step with the wall clock."""
     out = {}
+    time = columns.get("time")
+    # a few rows are not worth a pass (and in one row every column is time plus one offset)
+    shifts = time is not None and len(time) > _SAMPLES
     for name, values in columns.items():
-        delta = _shift_of(values, columns["time"]) if name != "time" and "time" in out else None
+        delta = _shift_of(values, time) if shifts and name != "time" and "time" in out else None
         out[name] = narrowed(values) if delta is None else Shifted(out["time"], delta, values.dtype)
     _share_offsets(out)
     return out
@@ -312,7 +319,7 @@ def _share_offsets(forms: dict) -> None:
     Candidates are matched by a sample of their offsets (no pass), then compared whole."""
     seen: dict[tuple, list[str]] = {}
     for name, form in list(forms.items()):
-        if type(form) is not Offsets or form.offsets.ndim != 1:
+        if type(form) is not Offsets or form.offsets.ndim != 1 or len(form) <= _SAMPLES:
             continue
         key = _sample(form.offsets)
         for other in () if name == "time" else seen.get(key, ()):      # time: the key's own
@@ -323,10 +330,6 @@ def _share_offsets(forms: dict) -> None:
                 break
         else:
             seen.setdefault(key, []).append(name)
-
-
-_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
-_SAMPLES = 64       # offsets compared before two columns are compared whole
 
 
 def _sample(offsets: np.ndarray) -> tuple:

@@ -1,0 +1,115 @@
+"""DUMPI rows as the engine holds them in memory (sorted runs at their narrowest forms):
+every column reads back as decoded, and the columns that are another column moved by
+one constant (``peer_rank`` = ``peer`` - 1 on MPI_COMM_WORLD, a CPU clock kept in step
+with the wall clock) hold no bytes of their own."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partrace.engine.narrow import Shifted, piece, put
+from partrace.engine.order import sort_by_key
+from partrace.engine.runs import Run, held_bytes
+from partrace.formats.dumpi import DUMPI
+from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_rank
+from partrace.model import Kind, Table
+
+from tests.formats.test_dumpi_fixtures import DATA, TRACES, parse_ascii
+
+
+SENDS = {f"MPI_{n}" for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend",
+                                "Irsend", "Sendrecv", "Sendrecv_replace")}
+
+
+def decoded_runs(folder):
+    """(rank file, table name, decoded rows in key order, their run) of every chunk."""
+    reader = DUMPI.open(folder)
+    defs = reader.read_definitions()
+    for unit in reader.units():
+        for chunk in reader.decode(unit, defs):
+            for name, table in chunk.items():
+                rows = sort_by_key(table)
+                yield Path(unit.info[0]), name, rows, Run(dict(rows.columns))
+
+
+def same(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got, want)
+
+
+def read_back(run: Run, rows: Table) -> None:
+    """Every column of the run, whole, in pieces and put into a buffer, is the rows'."""
+    n = len(rows)
+    cuts = [0, n // 3, n // 2 + 1, n]
+    for col, want in rows.columns.items():
+        held = run.columns[col]
+        same(held[0:n], want)
+        for a, b in zip(cuts, cuts[1:]):
+            p = piece(held, a, b)
+            same(p[0:b - a] if not isinstance(p, np.ndarray) else p, want[a:b])
+            dest = np.empty_like(want[a:b])
+            put(held, a, b, dest)
+            same(dest, want[a:b])
+
+
+@pytest.mark.parametrize("trace", TRACES)
+def test_runs_of_the_real_traces_read_back_as_decoded(trace):
+    """libdumpi's traces: peer_rank is held as peer moved by one (all their messages are
+    on MPI_COMM_WORLD, where the recorded rank is the world rank) and reads back as
+    dumpi2ascii prints the messages' dest/source."""
+    shifted = compared = 0
+    for path, name, rows, run in decoded_runs(DATA / trace):
+        read_back(run, rows)
+        if name != "events" or type(run.columns["peer_rank"]) is not Shifted:
+            continue
+        shifted += 1
+        assert run.columns["peer_rank"].nbytes == 0
+        msg = np.isin(rows["kind"], [Kind.SEND, Kind.RECV])
+        same(rows["peer_rank"][msg], rows["peer"][msg].astype(np.int64) - 1)
+        # the SEND rows' ranks are the dest arguments dumpi2ascii prints
+        calls = parse_ascii(path.with_suffix(".txt"))["calls"]
+        assert not any(c["name"] in ("MPI_Start", "MPI_Startall") for c in calls)
+        dests = [int(text) for c in calls if c["name"] in SENDS
+                 for _t, arg, text in c["args"] if arg == "dest"]
+        sent = rows["peer_rank"][rows["kind"] == Kind.SEND]
+        assert sorted(sent.tolist()) == sorted(dests)
+        compared += len(dests)
+    assert shifted and compared
+
+
+def clocks_trace(tmp_path, cpu_behind: int, off_by_one: int | None = None):
+    """One rank of 200 MPI_Send calls whose CPU clock is the wall clock minus
+    ``cpu_behind`` (call ``off_by_one``: one ns more)."""
+    calls = [Call("MPI_Init", {"argv": ["p"]}, wall=(cpu_behind + 10, cpu_behind + 20),
+                  cpu=(10, 20))]
+    for i in range(200):
+        w = cpu_behind + 1000 + 100 * i
+        c = (w - cpu_behind, w - cpu_behind + 7 + (i == off_by_one))
+        calls.append(Call("MPI_Send", {"count": i, "datatype": 2, "dest": 0, "tag": 1,
+                                       "comm": 2}, wall=(w, w + 7), cpu=c))
+    calls.append(Call("MPI_Finalize", wall=(cpu_behind + 10**6, cpu_behind + 10**6 + 1),
+                      cpu=(10**6, 10**6 + 1)))
+    write_meta(tmp_path, "clk", 1)
+    write_rank(rank_path(tmp_path, "clk", 0), calls)
+    return calls
+
+
+@pytest.mark.parametrize("off_by_one", [None, 150])
+def test_a_cpu_clock_in_step_with_the_wall_clock_holds_nothing(tmp_path, off_by_one):
+    """cpu_time = time - 5 s on every row: held as that offset; one call a ns off: held
+    as its own offsets.  Either way it reads back as the CPU times written."""
+    calls = clocks_trace(tmp_path, 5 * 10**9, off_by_one)
+    (_rank, _name, rows, run), = [r for r in decoded_runs(tmp_path) if r[1] == "events"]
+    read_back(run, rows)
+    cpu = run.columns["cpu_time"]
+    assert (type(cpu) is Shifted) == (off_by_one is None)
+    if off_by_one is None:
+        assert cpu.nbytes == 0 and held_bytes(run.columns) < held_bytes(
+            {k: v for k, v in run.columns.items() if k != "cpu_time"}) + 8
+    # a row at its call's entry (ENTER, SEND) has the entry CPU time, the others the exit's
+    want = [calls[c].cpu[0] if t == calls[c].wall[0] else calls[c].cpu[1]
+            for c, t in zip(rows["call"].tolist(), rows["time"].tolist())]
+    assert len(set(want)) > 300
+    same(rows["cpu_time"], np.array(want, np.int64))
