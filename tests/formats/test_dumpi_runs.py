@@ -1,7 +1,8 @@
 """DUMPI rows as the engine holds them in memory (sorted runs at their narrowest forms):
-every column reads back as decoded, and the columns that are another column moved by
-one constant (``peer_rank`` = ``peer`` - 1 on MPI_COMM_WORLD, a CPU clock kept in step
-with the wall clock) hold no bytes of their own."""
+every column reads back as decoded; the columns that are another column moved by one
+constant (``peer_rank`` = ``peer`` - 1 on MPI_COMM_WORLD, a CPU clock kept in step with
+the wall clock) hold no bytes of their own, and the events' ``call`` (each call's rows
+share its index) one bit a row."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partrace.engine.narrow import Shifted, piece, put
+from partrace.engine.narrow import Shifted, Stairs, piece, put
 from partrace.engine.order import sort_by_key
 from partrace.engine.runs import Run, held_bytes
 from partrace.formats.dumpi import DUMPI
+from partrace.formats.dumpi.decode import decode_rank
 from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_rank
 from partrace.model import Kind, Table
 
@@ -42,7 +44,7 @@ def same(got: np.ndarray, want: np.ndarray) -> None:
 def read_back(run: Run, rows: Table) -> None:
     """Every column of the run, whole, in pieces and put into a buffer, is the rows'."""
     n = len(rows)
-    cuts = [0, n // 3, n // 2 + 1, n]
+    cuts = sorted({0, n // 3, n // 2 + 1, n} | {c for c in (4095, 4097, 8193) if c < n})
     for col, want in rows.columns.items():
         held = run.columns[col]
         same(held[0:n], want)
@@ -113,3 +115,35 @@ def test_a_cpu_clock_in_step_with_the_wall_clock_holds_nothing(tmp_path, off_by_
             for c, t in zip(rows["call"].tolist(), rows["time"].tolist())]
     assert len(set(want)) > 300
     same(rows["cpu_time"], np.array(want, np.int64))
+
+
+def test_the_events_call_column_holds_a_bit_a_row(tmp_path):
+    """3,000 sends (9,000+ event rows: several of Stairs' marks) in chunks of 1,000 calls
+    (the last of 2) and whole: ``call`` is held as Stairs, reads back as decoded in pieces
+    across the marks, and is each row's call in the rank file (ENTER, SEND, LEAVE of i)."""
+    calls = [Call("MPI_Init", {"argv": ["p"]}, wall=(10, 20))]
+    for i in range(3000):
+        w = 1000 + 100 * i
+        calls.append(Call("MPI_Send", {"count": 4, "datatype": 2, "dest": 0, "tag": 1,
+                                       "comm": 2}, wall=(w, w + 7)))
+    calls.append(Call("MPI_Finalize", wall=(10**6, 10**6 + 1)))
+    write_meta(tmp_path, "st", 1)
+    write_rank(rank_path(tmp_path, "st", 0), calls)
+    reader = DUMPI.open(tmp_path)
+    defs = reader.read_definitions()
+    for chunk_calls in (1000, None):
+        schema = reader.schema(defs)
+        chunks = list(decode_rank(rank_path(tmp_path, "st", 0), 0, schema, defs,
+                                  chunk_calls=chunk_calls))
+        assert len(chunks) == (4 if chunk_calls else 1)
+        for chunk in chunks:
+            rows = sort_by_key(chunk["events"])
+            run = Run(dict(rows.columns))
+            if len(rows) > 64:      # the last chunk's 2 calls: too few rows to be worth it
+                assert type(run.columns["call"]) is Stairs
+                assert run.columns["call"].nbytes * 6 < len(rows)
+            read_back(run, rows)
+            want = {Kind.ENTER: "wall_in", Kind.SEND: "wall_in", Kind.LEAVE: "wall_out"}
+            for c, k, t in zip(rows["call"].tolist(), rows["kind"].tolist(),
+                               rows["time"].tolist()):
+                assert t == calls[c].wall[0 if want[k] == "wall_in" else 1]
