@@ -147,3 +147,52 @@ def test_the_events_call_column_holds_a_bit_a_row(tmp_path):
             for c, k, t in zip(rows["call"].tolist(), rows["kind"].tolist(),
                                rows["time"].tolist()):
                 assert t == calls[c].wall[0 if want[k] == "wall_in" else 1]
+
+
+def two_ranks_trace(folder, sends: int = 500, cpu_behind: int = 5 * 10**9):
+    """2 ranks exchanging ``sends`` messages each (Isend, Irecv, Waitall), the CPU clock
+    the wall clock less ``cpu_behind``; the metafile."""
+    for rank in range(2):
+        calls = [Call("MPI_Init", {"argv": ["p"]}, wall=(10, 20))]
+        for i in range(sends):
+            w = 1000 + 300 * i + 13 * rank
+            calls += [Call("MPI_Isend", {"count": 4, "datatype": 2, "dest": 1 - rank, "tag": i % 5,
+                                         "comm": 2, "request": 1}, wall=(w, w + 7)),
+                      Call("MPI_Irecv", {"count": 4, "datatype": 2, "source": 1 - rank,
+                                         "tag": i % 5, "comm": 2, "request": 2},
+                           wall=(w + 100, w + 107)),
+                      Call("MPI_Waitall", {"count": 2, "requests": [1, 2],
+                                           "statuses": [(16, 1 - rank, 0, 0, i % 5)] * 2},
+                           wall=(w + 200, w + 207))]
+        calls.append(Call("MPI_Finalize", wall=(10**7, 10**7 + 1)))
+        for c in calls:
+            c.cpu = (c.wall[0] + cpu_behind, c.wall[1] + cpu_behind)
+        write_rank(rank_path(folder, "two", rank), calls, wall_offset=0, cpu_offset=0)
+    return write_meta(folder, "two", 2)
+
+
+def test_a_merge_in_many_windows_and_spilled_is_the_merge_in_one(tmp_path):
+    """The events' call (Stairs), cpu_time and peer_rank (Shifted) through windows of
+    spans from several runs, spilled runs and narrow window keys: 3,000 calls merged
+    within 2 MiB (6 windows, rows spilled) hold what the 2G merge holds, and
+    its events are the decoded rows in key order."""
+    from partrace.api import merge
+    from tests.support.compare import assert_same_content, h5_content
+    meta = two_ranks_trace(tmp_path)
+    small = merge(meta, tmp_path / "small.h5", memory=2 << 20, tmpdir=tmp_path)
+    whole = merge(meta, tmp_path / "whole.h5")
+    assert small.windows > 3 and small.spilled_bytes and whole.windows == 1
+    assert_same_content(tmp_path / "small.h5", tmp_path / "whole.h5")
+    decoded = []
+    for _p, name, rows, run in decoded_runs(tmp_path):
+        if name == "events":
+            held = run.columns
+            assert type(held["call"]) is Stairs and type(held["cpu_time"]) is Shifted \
+                and type(held["peer_rank"]) is Shifted
+            decoded.append(rows)
+    events = sort_by_key(Table({c: np.concatenate([t[c] for t in decoded])
+                                for c in decoded[0].columns}))
+    got = h5_content(tmp_path / "small.h5")["events"]
+    for col in ("time", "location", "call", "cpu_time", "peer", "peer_rank", "kind"):
+        same(np.asarray(got[col]), events[col])
+    same(np.asarray(got["cpu_time"]), np.asarray(got["time"]) + 5 * 10**9)
