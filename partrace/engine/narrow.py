@@ -7,14 +7,18 @@ A run keeps such a column as that one value (``Constant``) or as its
 minimum plus offsets in the narrowest unsigned type the range fits
 (``Offsets``, a frame of reference), or, when its values count up by one
 from the first (a location's ``seq``, a stream's source order), as that first
-value alone (``Steps``); a sub-array column (rows of several fields) is held
+value alone (``Steps``), or, when they go up by 0 or 1 from row to row (the
+index of the call a row belongs to), as one bit a row (``Stairs``, not for
+key columns); a sub-array column (rows of several fields) is held
 as its rows' words, each word column in one of those forms (``Words``) when
-that saves a quarter; ``ticks`` that are ``time`` plus one offset (a clock
-shifted to the trace's, as ovni's looms) are held as that offset
-(``Shifted``, see :func:`narrowed_columns`); any other column stays the array
-it was.  Reading a slice back gives the original values in the original dtype;
-``put`` widens a slice straight into a caller's buffer, and ``piece`` gives
-a slice in its narrow form (what engine/gather.py puts in key order).
+that saves a quarter; a column that is ``time`` plus one offset (a second clock
+of the same events: ovni's ``ticks``, a CPU clock in step with the wall clock),
+or whose offsets are an earlier column's, is held as that column and the
+offset between them (``Shifted``, see :func:`narrowed_columns`); any other
+column stays the array it was.  Reading a slice back gives the original values
+in the original dtype; ``put`` widens a slice straight into a caller's buffer,
+and ``piece`` gives a slice in its narrow form (what engine/gather.py puts in
+key order).
 """
 from __future__ import annotations
 
@@ -22,9 +26,14 @@ import numpy as np
 
 from ..formats.jit import njit
 from ..formats.reduce import min_max
+from ..model import KEY_COLUMNS
 
 # unsigned types an integer column's offsets may take, narrowest first
 _OFFSET_TYPES = tuple(np.dtype(t) for t in ("u1", "u2", "u4"))
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+# rows of offsets sampled to find two columns worth comparing whole; a run of at most
+# this many rows is not searched for shifted columns (its columns hold next to nothing)
+_SAMPLES = 64
 
 
 class Constant:
@@ -123,6 +132,86 @@ class Steps:
     def searchsorted(self, v, side: str = "left", sorter=None) -> int:
         at = int(v) - int(self.start) + (side == "right")
         return min(max(at, 0), self.n)
+
+
+class Stairs:
+    """``n`` integers from ``start`` that go up by 0 or 1 from each row to the next (a
+    call's rows share its index, the next call's rows have the next one): held as one
+    bit a row, its step, and the steps before every MARK-th row, from which a piece is
+    counted (at most MARK rows before it)."""
+
+    __slots__ = ("start", "steps", "marks", "n", "dtype", "shape", "width")
+
+    MARK = 4096     # rows between counts kept (a multiple of 8: a count starts a byte)
+
+    def __init__(self, start: np.generic, steps: np.ndarray, marks: np.ndarray, n: int,
+                 climb: int):
+        self.start, self.steps, self.marks, self.n = start, steps, marks, n
+        self.dtype, self.shape = start.dtype, (n,)
+        # the offsets type of every piece, from the whole climb (one for all, as Steps)
+        self.width = _narrowest(max(climb, 1), np.dtype(np.uint64))
+
+    nbytes = property(lambda self: self.steps.nbytes + self.marks.nbytes)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def offsets(self, a: int, b: int) -> np.ndarray:
+        """Rows a..b (0 <= a <= b <= n) less ``start``, in ``width``."""
+        if b <= a:
+            return np.zeros(0, self.width)
+        m = a // self.MARK
+        first = m * self.MARK
+        bits = np.unpackbits(self.steps[first >> 3:(b + 7) >> 3], count=b - first,
+                             bitorder="little")
+        counted = np.cumsum(bits, dtype=self.width)
+        counted += self.width.type(self.marks[m])
+        return counted[a - first:]
+
+    def __getitem__(self, key) -> np.ndarray:
+        if isinstance(key, slice):
+            a, b, step = key.indices(self.n)
+            if step == 1:
+                return np.add(self.offsets(a, max(a, b)), self.start, dtype=self.dtype)
+        return self[0:self.n][key]
+
+    def put(self, a: int, b: int, dest: np.ndarray) -> None:
+        widen_into(self.offsets(a, b), self.start, dest)
+
+    def piece(self, a: int, b: int) -> "Offsets":
+        return Offsets(self.start, self.offsets(a, b))
+
+
+def _stairs(values: np.ndarray, lo, hi) -> "Stairs | None":
+    """``values`` as Stairs when they start at ``lo``, end at ``hi`` and each row is the
+    one before or one more (a sample of them is checked first: no pass for most)."""
+    n = len(values)
+    if n <= _SAMPLES or values[0] != lo or values[-1] != hi or int(hi) - int(lo) >= n - 1:
+        return None
+    stride = n // _SAMPLES
+    rises = np.diff(values[::stride].astype(np.int64))
+    if rises.min() < 0 or rises.max() > stride:
+        return None
+    steps = np.empty(n, np.uint8)
+    if not _steps_of(values, steps):
+        return None
+    sums = np.add.reduceat(steps, np.arange(0, n, Stairs.MARK), dtype=np.int64)
+    marks = np.concatenate(([0], np.cumsum(sums[:-1])))
+    return Stairs(lo, np.packbits(steps, bitorder="little"), marks, n, int(hi) - int(lo))
+
+
+@njit(cache=True)
+def _steps_of(values, steps) -> bool:
+    """steps[i] = values[i] - values[i - 1] (steps[0] = 0) when every one is 0 or 1."""
+    steps[0] = 0
+    for i in range(1, values.shape[0]):
+        if values[i] == values[i - 1]:
+            steps[i] = 0
+        elif values[i] - values[i - 1] == 1:    # a difference: uint64 + 1 would be a float
+            steps[i] = 1
+        else:
+            return False
+    return True
 
 
 class Shifted:
@@ -247,8 +336,9 @@ def widen_into(offsets: np.ndarray, base: np.generic, dest: np.ndarray) -> None:
     np.add(offsets, base, out=dest, dtype=base.dtype, casting="unsafe")
 
 
-def narrowed(values):
-    """``values`` at its narrowest form (itself when nothing narrower holds it exactly)."""
+def narrowed(values, stairs: bool = False):
+    """``values`` at its narrowest form (itself when nothing narrower holds it exactly);
+    ``stairs``: Stairs may hold it (not a key column: those are searched)."""
     if not isinstance(values, np.ndarray) or values.dtype == object or len(values) == 0:
         return values
     if values.strides[0] == 0:      # one row repeated (np.broadcast_to): constant, no pass
@@ -260,6 +350,9 @@ def narrowed(values):
         span = int(hi) - int(lo)
         if span == len(values) - 1 and _counts_up(values):
             return Steps(lo, len(values))
+        held = _stairs(values, lo, hi) if stairs else None
+        if held is not None:
+            return held
         for t in _OFFSET_TYPES:
             if t.itemsize >= values.dtype.itemsize:
                 break
@@ -293,13 +386,46 @@ def _counts_up(values) -> bool:
 
 
 def narrowed_columns(columns: dict) -> dict:
-    """Each column at its narrowest form; ``ticks`` that are ``time`` plus one offset
-    in every row as that offset (``Shifted``: compared in one pass, none built)."""
+    """Each column at its narrowest form; an integer column that is ``time`` plus one
+    offset in every row as that offset (``Shifted``: compared in one pass, none built).
+    Such columns are a second clock of the same events: ovni's raw ``ticks`` (time
+    minus the loom's offset), a CPU clock kept in step with the wall clock."""
     out = {}
+    time = columns.get("time")
+    # a few rows are not worth a pass (and in one row every column is time plus one offset)
+    shifts = time is not None and len(time) > _SAMPLES
     for name, values in columns.items():
-        delta = _shift_of(values, columns["time"]) if name == "ticks" and "time" in out else None
-        out[name] = narrowed(values) if delta is None else Shifted(out["time"], delta, values.dtype)
+        delta = _shift_of(values, time) if shifts and name != "time" and "time" in out else None
+        out[name] = narrowed(values, name not in KEY_COLUMNS) if delta is None else \
+            Shifted(out["time"], delta, values.dtype)
+    _share_offsets(out)
     return out
+
+
+def _share_offsets(forms: dict) -> None:
+    """A column held as offsets equal to an earlier column's (its values are that
+    column's moved by one constant: a rank as a location and as recorded, an index and
+    the request it names) becomes that column ``Shifted``: the offsets are held once.
+    Candidates are matched by a sample of their offsets (no pass), then compared whole."""
+    seen: dict[tuple, list[str]] = {}
+    for name, form in list(forms.items()):
+        if type(form) is not Offsets or form.offsets.ndim != 1 or len(form) <= _SAMPLES:
+            continue
+        key = _sample(form.offsets)
+        for other in () if name == "time" else seen.get(key, ()):      # time: the key's own
+            delta = int(form.base) - int(forms[other].base)
+            if _INT64_MIN <= delta <= _INT64_MAX and \
+                    np.array_equal(form.offsets, forms[other].offsets):
+                forms[name] = Shifted(forms[other], delta, form.dtype)
+                break
+        else:
+            seen.setdefault(key, []).append(name)
+
+
+def _sample(offsets: np.ndarray) -> tuple:
+    """Offsets' type, length and every k-th value: equal for equal offsets."""
+    return offsets.dtype.str, len(offsets), \
+        offsets[::max(1, len(offsets) // _SAMPLES)].tobytes()
 
 
 def _shift_of(ticks, time) -> int | None:
@@ -356,8 +482,8 @@ def put(values, a: int, b: int, dest: np.ndarray) -> None:
 
 def piece(values, a: int, b: int):
     """Rows a..b of a column form, in the same form (no widening, no copy of an array;
-    Steps and Shifted rows as an Offsets piece, which exchanges and gathers know)."""
-    if isinstance(values, (Steps, Shifted)):
+    Steps, Stairs and Shifted rows as an Offsets piece, which exchanges and gathers know)."""
+    if isinstance(values, (Steps, Shifted, Stairs)):
         return values.piece(a, b)
     if isinstance(values, Constant):
         return Constant(values.value, b - a)

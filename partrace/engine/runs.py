@@ -18,8 +18,8 @@ import numpy as np
 from ..errors import WriteFailed
 from ..model import Column, Table
 from . import stop
-from .narrow import (Constant, Offsets, Shifted, Steps, Words, narrowed_columns, piece, put,
-                     widen_into)
+from .narrow import (Constant, Offsets, Shifted, Stairs, Steps, Words, narrowed_columns, piece,
+                     put, widen_into)
 from .order import lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed
@@ -142,7 +142,7 @@ class SpilledRun:
         self.kept = {}          # str/bytes cells (small side tables) and Constant columns
         self.written = 0
         for col, values in columns.items():
-            if isinstance(values, Shifted):     # its own bytes: the other column is spilled
+            if isinstance(values, (Shifted, Stairs)):   # spilled as its offsets
                 values = piece(values, 0, len(values))
             if isinstance(values, (Constant, Steps)) or values.dtype == object:
                 self.kept[col] = values

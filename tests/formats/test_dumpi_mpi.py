@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from partrace.formats.hdf5.layout import read_table
+from partrace.model import Kind
 from tests.conftest import DATA
 from tests.formats.test_dumpi_fixtures import parse_ascii
 from tests.support.compare import merge_on_rank_counts
@@ -27,3 +28,19 @@ def test_same_hdf5_for_any_rank_count(tmp_path, trace):
         mine = ev["location"] == rank + 1
         enter = mine & (ev["kind"] == 1)
         assert list(ev["time"][enter]) == sorted(c["wall_in"] for c in ref["calls"])
+
+
+def test_narrow_forms_in_many_windows_same_on_any_rank_count(tmp_path):
+    """Runs holding call as Stairs and cpu_time/peer_rank Shifted, exchanged between ranks
+    window by window (within 2 MiB: spilled too): the same file on 1, 2 and 3 ranks, its
+    CPU clock still the wall clock plus the trace's 5 s."""
+    from tests.formats.test_dumpi_runs import two_ranks_trace
+    meta = two_ranks_trace(tmp_path)
+    merged = merge_on_rank_counts(meta, tmp_path, ranks=(None, 2, 3),
+                                  extra=["--memory", "2M", "--tmpdir", str(tmp_path)])
+    with h5py.File(merged, "r") as f:
+        ev = read_table(f["events"]).columns
+    assert len(ev["time"]) > 8000
+    assert np.array_equal(ev["cpu_time"], ev["time"] + 5 * 10**9)
+    msg = np.isin(ev["kind"], [Kind.SEND, Kind.RECV])
+    assert msg.any() and np.array_equal(ev["peer_rank"][msg], ev["peer"][msg] - 1)
