@@ -37,19 +37,12 @@ def merge_order(table: Table, starts: np.ndarray | None = None) -> np.ndarray | 
     starts = run_starts(t, loc, seq) if starts is None else _descents(t, loc, seq, starts)
     if len(starts) <= 2:
         return None
-    t = np.ascontiguousarray(t, np.int64)
-    loc, seq = _compared(loc), _compared(seq)
+    t, seq = (np.ascontiguousarray(a, np.int64) for a in (t, seq))
+    # an int32 location is compared as it is: a wide copy would add to a window's peak
+    loc = np.ascontiguousarray(loc, np.int32 if loc.dtype == np.int32 else np.int64)
     if len(starts) - 1 > HEAP_MAX_RUNS:
         return time_order(t, loc, seq)
     return merge_runs(t, loc, seq, starts)
-
-
-def _compared(keys: np.ndarray) -> np.ndarray:
-    """A location or seq column as the merge compares it: as it is when int32 or unsigned
-    of at most 4 bytes (a window gathers them so), else as int64.  A wide copy would
-    add to a window's peak; the kernels only compare a column's values with each other."""
-    kept = keys.dtype == np.int32 or (keys.dtype.kind == "u" and keys.dtype.itemsize <= 4)
-    return np.ascontiguousarray(keys, keys.dtype if kept else np.int64)
 
 
 def time_order(t, loc, seq) -> np.ndarray:

@@ -20,7 +20,7 @@ from .gather import merged_column, ordered_column, run_of, span_of
 from .merged import MergedTable, ordered
 from .mpi import Comm
 from .order import Key, merge_order, run_starts
-from .narrow import Constant, Offsets, Steps, tail
+from .narrow import tail
 from .runs import Run
 
 SAMPLES_PER_RANK = 4096
@@ -100,14 +100,13 @@ def _row_shape(run, name: str) -> tuple:
     return tail(run.columns[name]) if isinstance(run, Run) else run.tail(name)
 
 
-def _gather_column(spans, col: Column, dtype: np.dtype | None = None) -> np.ndarray:
-    """One column of the spans' rows, in span order, as the schema's dtype (or
-    ``dtype``, which holds every value; one span of an array held as it is: a view of
-    it).  Each span is widened straight into the output: no per-span copies to
-    concatenate."""
+def _gather_column(spans, col: Column) -> np.ndarray:
+    """One column of the spans' rows, in span order, as the schema's dtype (one span
+    of an array held as it is: a view of it).  Each span is widened straight into
+    the output: no per-span copies to concatenate."""
     if not spans:
         return np.empty(0, col.numpy_dtype())
-    dtype = col.element_dtype() if dtype is None else dtype
+    dtype = col.element_dtype()
     if len(spans) == 1 and isinstance(spans[0][0], Run):
         run, a, b = spans[0]
         values = run.columns[col.name]
@@ -120,30 +119,6 @@ def _gather_column(spans, col: Column, dtype: np.dtype | None = None) -> np.ndar
         run.put(col.name, a, b, out[at:at + b - a])
         at += b - a
     return out
-
-
-def _compared_dtype(spans, name: str) -> np.dtype | None:
-    """The narrowest unsigned type that holds every value of key column ``name`` in the
-    spans, from bounds their runs' forms give without a pass (a constant's value, a
-    count's ends, a base plus its offsets' type's range); None (the schema's type)
-    when a form gives none.  A window's order only compares location and seq with
-    each other: at 1-4 bytes a row instead of 4-8, its keys take less memory."""
-    lo = hi = 0
-    for k, (run, _a, _b) in enumerate(spans):
-        form = run.columns[name] if isinstance(run, Run) else None
-        if isinstance(form, Constant):
-            first, last = int(form.value), int(form.value)
-        elif isinstance(form, Steps):
-            first, last = int(form.start), int(form.start) + form.n - 1
-        elif isinstance(form, Offsets) and form.offsets.ndim == 1:
-            first = int(form.base)
-            last = first + int(np.iinfo(form.offsets.dtype).max)
-        else:
-            return None
-        lo, hi = (first, last) if k == 0 else (min(lo, first), max(hi, last))
-    if lo < 0:
-        return None
-    return next((np.dtype(t) for t in ("u1", "u2", "u4") if hi <= np.iinfo(t).max), None)
 
 
 def _span_starts(spans) -> np.ndarray:
@@ -170,8 +145,7 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
     cols = {c.name: c for c in schema}
     n = sum(b - a for _, a, b in spans)
     if order is None:
-        keys = Table({k: _gather_column(spans, cols[k], None if k == "time" else
-                                        _compared_dtype(spans, k)) for k in KEY_COLUMNS})
+        keys = Table({k: _gather_column(spans, cols[k]) for k in KEY_COLUMNS})
         order = merge_order(keys, _span_starts(spans))
         del keys
         if order is None:

@@ -173,7 +173,7 @@ def two_ranks_trace(folder, sends: int = 500, cpu_behind: int = 5 * 10**9):
 
 def test_a_merge_in_many_windows_and_spilled_is_the_merge_in_one(tmp_path):
     """The events' call (Stairs), cpu_time and peer_rank (Shifted) through windows of
-    spans from several runs, spilled runs and narrow window keys: 3,000 calls merged
+    spans from several runs and spilled runs: 3,000 calls merged
     within 2 MiB (6 windows, rows spilled) hold what the 2G merge holds, and
     its events are the decoded rows in key order."""
     from partrace.api import merge
