@@ -320,8 +320,9 @@ THREAD_COLUMNS = [Column("location", "int64", "location id of the thread (events
                   Column("loom", "int64", "location id of its loom"),
                   Column("pid", "int64", "process id"),
                   Column("tid", "int64", "thread id"),
-                  Column("clock_offset", "int64", "ns added to the stream clock to make events/time "
-                         "(its loom's offset); the raw clock is time - clock_offset (mod 2**64)")]
+                  Column("clock_offset", "int64", "ns added to the stream clock to make "
+                         "events/time (its loom's offset); the raw clock is time - clock_offset "
+                         "(mod 2**64)")]
 PROCESS_COLUMNS = [Column("location", "int64", "location id of the process"),
                    Column("loom", "int64", "location id of its loom"),
                    Column("pid", "int64", "process id"),
