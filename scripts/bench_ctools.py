@@ -236,7 +236,8 @@ def compare(trace: str, fmt: str | None, tools: dict, repeat: int,
         order.append(cmd)
         if phase in theirs:
             order.append(theirs[phase])
-    if tmpdir:
+    if tmpdir:      # absolute: the runs are started in folders of their own
+        tmpdir = str(Path(tmpdir).resolve())
         Path(tmpdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="partrace-ctools-", dir=tmpdir) as scratch:
         run_rounds(order, repeat, Path(scratch))
