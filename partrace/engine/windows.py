@@ -20,7 +20,7 @@ from .gather import merged_column, ordered_column, run_of, span_of
 from .merged import MergedTable, ordered
 from .mpi import Comm
 from .order import Key, merge_order, run_starts
-from .narrow import tail
+from .narrow import Constant, tail
 from .runs import Run
 
 SAMPLES_PER_RANK = 4096
@@ -121,6 +121,21 @@ def _gather_column(spans, col: Column) -> np.ndarray:
     return out
 
 
+def _by_location(spans: list) -> list:
+    """The spans by their location when each one's run holds a single location (ovni's
+    threads, DUMPI's ranks: a Constant), else as they are.  Laid out location by location,
+    a window's rows take the time sort without its tie pass (order.time_order): spans come
+    in the ranks' order, and units are spread over the ranks by size, not by location
+    (DUMPI at 2 ranks: 0.1 s a rank).  Keys are unique: the order is the same either way."""
+    where = []
+    for k, (run, _a, _b) in enumerate(spans):
+        form = run.columns.get("location") if isinstance(run, Run) else None
+        if not isinstance(form, Constant):
+            return spans
+        where.append((int(form.value), k))
+    return [spans[k] for _, k in sorted(where)]
+
+
 def _span_starts(spans) -> np.ndarray:
     """Offsets of the spans in their concatenation, and its length (sorted runs)."""
     return np.cumsum([0] + [b - a for _, a, b in spans], dtype=np.int64)
@@ -145,6 +160,7 @@ def _merged_spans(spans, schema: list[Column], order: np.ndarray | None = None) 
     cols = {c.name: c for c in schema}
     n = sum(b - a for _, a, b in spans)
     if order is None:
+        spans = _by_location(spans)
         keys = Table({k: _gather_column(spans, cols[k]) for k in KEY_COLUMNS})
         order = merge_order(keys, _span_starts(spans))
         del keys

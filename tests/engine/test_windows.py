@@ -115,3 +115,32 @@ def test_shared_cuts_split_all_tables_together_by_bytes():
     for j, cut in enumerate(cuts, 1):
         below = sum(sum(k < cut for k in keys[n]) * row[n] for n in keys)
         assert abs(below - total * j / pieces) < 0.05 * total, (j, below, total)
+
+
+def test_spans_of_one_location_each_are_merged_location_by_location():
+    """Runs of one location each (ovni threads, DUMPI ranks), listed out of location order
+    as a rank receives them: the window takes them by location (time sort, no tie pass)
+    and its rows are the key order of all rows, ties on time across locations included."""
+    from partrace.engine.windows import _by_location, _merged_spans
+    rng = np.random.default_rng(21)
+    tables, runs = [], []
+    for loc in (4, 2, 5, 1, 3, 2):      # location 2 in two runs, in their time order
+        n = int(rng.integers(1, 400))
+        first = 0 if not any(t["location"][0] == loc for t in tables) else 1000
+        t = Table({"time": np.sort(rng.integers(first, first + 60, n)),
+                   "location": np.broadcast_to(np.int32(loc), (n,)),
+                   "seq": np.arange(n) + first})
+        tables.append(t)
+        runs.append(Run(dict(t.columns)))
+    spans = [(r, 0, len(t)) for r, t in zip(runs, tables)]
+    located = [int(r.columns["location"].value) for r, _, _ in _by_location(spans)]
+    assert located == [1, 2, 2, 3, 4, 5]
+    assert _by_location(spans)[1][0] is runs[1] and _by_location(spans)[2][0] is runs[5]
+    everything = Table.concat(tables, [column("time"), column("location"), column("seq")])
+    want = everything.take(_lexsort(everything))
+    got = _merged_spans(spans, [column("time"), column("location"), column("seq")])
+    for name in ("time", "location", "seq"):
+        assert np.array_equal(got[name], want[name]), name
+    mixed = spans + [(Run({"time": np.arange(3), "location": np.array([1, 2, 3], np.int32),
+                           "seq": np.zeros(3, np.int64)}), 0, 3)]
+    assert _by_location(mixed) == mixed        # a run of several locations: left as it is
