@@ -213,7 +213,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                      select=sink.select)
         # a row-wise sink (OTF text) holds about 2.5x a window's row bytes while it formats
         # it: windows of 1/16 of the budget, not 1/10 (merge->otf of the 200 MB traces at
-        # 1 rank, peak: DUMPI 699 -> 634 MiB, ovni 674 -> 593, ROSS 631 -> 573; CPU: ROSS +3%, DUMPI -7%)
+        # 1 rank, peak: DUMPI 699 -> 634 MiB, ovni 674 -> 593, ROSS 631 -> 573; CPU, paired:
+        # ROSS +3%, DUMPI -7%)
         windows = window_count(comm, store.total_bytes(), memory // (share if lean else 16))
         if windows > 1 and not sink.windows:
             windows = 1     # this sink must see all rows at once
