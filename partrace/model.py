@@ -276,11 +276,23 @@ def take(values: np.ndarray, index) -> np.ndarray:
         return np.take(values, index)
     if not values.flags.c_contiguous:
         return values[index]
-    size = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
-    unit = next(u for u in (8, 4, 2, 1) if size % u == 0)
-    words = values.reshape(len(values), -1).view(f"u{unit}")
-    return np.take(words, index, axis=0).view(values.dtype).reshape(
+    return np.take(row_words(values), index, axis=0).view(values.dtype).reshape(
         (-1,) + values.shape[1:])
+
+
+_WORD_UNITS = (8, 4, 2, 1)      # widths (bytes) a row is copied in, widest that divides it
+
+
+def row_words(rows: np.ndarray) -> np.ndarray:
+    """The rows' bytes as unsigned integers, the widest that divide a row: (n,) when a
+    row is one of them, else (n, words per row).  A 1-D column of such a width is viewed
+    at any stride; rows of several elements must be C-contiguous."""
+    if rows.ndim == 1 and rows.dtype.itemsize in _WORD_UNITS:
+        return rows.view(f"u{rows.dtype.itemsize}")
+    elements = int(np.prod(rows.shape[1:], dtype=np.int64))
+    unit = next(u for u in _WORD_UNITS if rows.dtype.itemsize * elements % u == 0)
+    flat = rows.reshape(len(rows), elements).view(f"u{unit}")
+    return flat[:, 0] if flat.shape[1] == 1 else flat
 
 
 def byte_rows(data, starts, ends, decode: bool = False) -> np.ndarray:

@@ -21,9 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats.jit import njit
+from ..model import row_words as _words
 from .narrow import Constant, Offsets, Words, as_words, put
-
-_UNITS = (8, 4, 2, 1)       # widths (bytes) a row is copied in, widest that divides it
 
 
 def span_of(spans, order: np.ndarray) -> np.ndarray:
@@ -118,17 +117,6 @@ def _laid_out(spans, piece, out: np.ndarray, starts) -> np.ndarray:
     for (run, a, b), at in zip(spans, starts.tolist()):
         put(piece(run, a, b), 0, b - a, values[at:at + b - a])
     return values
-
-
-def _words(rows: np.ndarray) -> np.ndarray:
-    """The rows' bytes as unsigned integers, the widest that divide a row: (n,) when a
-    row is one of them, else (n, words per row)."""
-    if rows.ndim == 1 and rows.dtype.itemsize in _UNITS:
-        return rows.view(f"u{rows.dtype.itemsize}")        # any stride (a word column)
-    elements = int(np.prod(rows.shape[1:], dtype=np.int64))
-    unit = next(u for u in _UNITS if rows.dtype.itemsize * elements % u == 0)
-    flat = rows.reshape(len(rows), elements).view(f"u{unit}")     # rows are C-contiguous
-    return flat[:, 0] if flat.shape[1] == 1 else flat
 
 
 @njit(cache=True)
