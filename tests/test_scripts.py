@@ -25,11 +25,13 @@ def test_sbatch_runs_partrace_under_srun(name, command):
 
 
 @pytest.mark.parametrize("gen", ["gen_otf", "gen_dumpi", "gen_ovni", "gen_ross", "bench",
-                                 "bench_ctools", "bench_h5write", "gen_cli_docs"])
+                                 "bench_ctools", "bench_h5write", "bench_h5window",
+                                 "bench_startup", "bench_otf2", "h5_overhead", "gen_cli_docs"])
 def test_python_scripts_answer_help(gen):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{gen}.py"), "--help"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "usage" in r.stdout
+    assert gen.startswith("gen_") or "--results FILE" in r.stdout     # every benchmark records
 
 
 def _bench_results():
