@@ -5,8 +5,8 @@ columns (:class:`Table`). Every table that is merged in time carries three key
 columns:
 
 * ``time``     int64, nanoseconds (formats convert their own clock),
-* ``location`` int32, the place the record happened (OTF process token,
-  DUMPI rank, ovni thread, ROSS PE/KP/LP ...),
+* ``location`` a 32-bit id (:data:`ID`, :data:`UID`), the place the record happened
+  (OTF process token, DUMPI rank, ovni thread, ROSS PE/KP/LP ...),
 * ``seq``      int64, the record's position among the records of the same
   location in the same table, counted from 0 in source order.
 
@@ -22,7 +22,7 @@ means "not applicable" in the common integer columns, as in OTF.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from enum import IntEnum
 from typing import Any, Iterable, Mapping
@@ -155,11 +155,15 @@ def with_legacy_measures(schema: "Schema") -> "Schema":
 KIND_ENUM = {k.name: int(k) for k in Kind}
 
 # Ids of things a trace defines (locations, regions, communicators, ...) are
-# 32-bit: every format's own ids fit (OTF and DUMPI write them as 32-bit
-# integers; ovni and ROSS ids are partrace's own counts), and each id column
-# costs 4 bytes per row instead of 8 in every window, spill, exchange and
-# output.  An id that does not fit is refused (:func:`conform`), never wrapped.
+# 32-bit, so each id column costs 4 bytes per row instead of 8 in every window,
+# spill, exchange and output.  Signed (ID) where the ids are DUMPI's int32 ranks
+# and handles or partrace's own counts (ovni, ROSS); unsigned (UID) where the
+# format's ids are uint32 and producers use the whole range (OTF tokens, OTF2
+# refs: :func:`unsigned_ids`).  A location ref wider than 32 bits (OTF2's are
+# 64-bit) is mapped to a dense id by its format, the ref kept in a definitions
+# table.  An id that does not fit is refused (:func:`conform`), never wrapped.
 ID = "int32"
+UID = "uint32"
 
 # Columns with one meaning across formats.  Formats use the subset they need.
 COMMON_COLUMNS: dict[str, Column] = {c.name: c for c in [
@@ -261,6 +265,13 @@ class Table:
 
 
 Schema = dict[str, list[Column]]   # table name -> columns, in order
+
+
+def unsigned_ids(schema: Schema) -> Schema:
+    """``schema`` with its id columns (:data:`ID`) as unsigned 32-bit numbers: for formats whose
+    ids are (OTF tokens, OTF2 refs), so that every id the format can write is kept."""
+    return {t: [replace(c, dtype=UID) if c.dtype == ID else c for c in cols]
+            for t, cols in schema.items()}
 
 
 def take(values: np.ndarray, index) -> np.ndarray:
@@ -413,8 +424,8 @@ DEFINITION_TABLES: dict[str, list[Column]] = {
                       _c("name", STR, "group name")],
     "communicators": [_c("id", "int64", "communicator / process group id (events/comm)"),
                       _c("name", STR, "communicator name")],
-    "communicator_members": [_c("comm", ID, "communicator id"),
-                             _c("location", ID, "member location id, in rank order")],
+    "communicator_members": [_c("comm", "int64", "communicator id"),
+                             _c("location", "int64", "member location id, in rank order")],
     "collectives": [_c("id", "int64", "collective operation id (events/collop)"),
                     _c("name", STR, "operation name"),
                     _c("type", "int64", "0 unknown, 1 barrier, 2 one-to-all, 3 all-to-one, "
