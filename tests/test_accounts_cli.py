@@ -1,0 +1,122 @@
+"""Every rank's account of a merge (engine/accounts.py) as the user gets it: the closing
+summary line and ``--stats FILE.json``, on 1 and 3 ranks under mpiexec, in several
+windows.  What is checked is the structure of the accounts, never a timing: every rank
+and phase present, totals that are the sums of their parts, bytes sent = bytes received."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from partrace.engine.accounts import FIELDS, WINDOW_PHASES
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.mpi
+
+PHASES = ["start-up", "plan", "decode", "cuts", "exchange", "merge", "write", "commit"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A merge on 1 and on 3 ranks with --stats, in several windows (a 1M budget)."""
+    tmp = tmp_path_factory.mktemp("accounts")
+    trace = tmp / "synth.json"
+    trace.write_text('{"synth": {"locations": 7, "events": 2000, "units": 5, "seed": 3}}')
+    out = {}
+    for n in (1, 3):
+        stats = tmp / f"stats-{n}.json"
+        r = run_cli(["merge", str(trace), "--format", "synth", "-o", str(tmp / f"o{n}.h5"),
+                     "--memory", "1M", "--progress", "none", "--stats", str(stats)], nranks=n)
+        assert r.returncode == 0, r.stderr
+        out[n] = r, json.loads(stats.read_text())
+    return out
+
+
+def _windows(stderr: str) -> int:
+    return int(re.search(r"(\d+) window\(s\)", stderr)[1])
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_stats_hold_every_rank_every_phase_and_every_window(runs, n):
+    r, doc = runs[n]
+    windows = _windows(r.stderr)
+    assert windows > 1
+    assert doc["ranks_count"] == n and [rank["rank"] for rank in doc["ranks"]] == list(range(n))
+    for rank in doc["ranks"]:
+        assert list(rank["phases"]) == PHASES
+        assert rank["busy_s"] > 0 and rank["peak_rss_bytes"] > 0 and rank["files_opened"] > 0
+        for field in FIELDS:
+            parts = [p[field] for p in rank["phases"].values()]
+            whole = max(parts) if field == "peak_rss_bytes" else sum(parts)
+            assert rank[field] == pytest.approx(whole), field
+        assert [w["window"] for w in rank["windows"]] == list(range(windows))
+        for kind in WINDOW_PHASES:
+            assert all(kind in w["phases"] for w in rank["windows"])
+            for field in ("wall_s", "busy_s", "sent_bytes", "recv_bytes", "mpi_calls"):
+                assert rank["phases"][kind][field] == pytest.approx(
+                    sum(w["phases"][kind][field] for w in rank["windows"])), (kind, field)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_bytes_and_messages_sent_are_those_received(runs, n):
+    _, doc = runs[n]
+    ranks = doc["ranks"]
+    for phase in PHASES:
+        for what in ("bytes", "messages"):
+            sent = sum(r["phases"][phase][f"sent_{what}"] for r in ranks)
+            assert sent == sum(r["phases"][phase][f"recv_{what}"] for r in ranks), (phase, what)
+    if n == 1:      # one rank talks to nobody
+        assert all(r["sent_bytes"] == r["recv_bytes"] == 0 for r in ranks)
+    else:           # the rows of each window went between the ranks, in MPI calls
+        for r in ranks:
+            assert r["phases"]["exchange"]["sent_bytes"] > 0
+            assert r["phases"]["exchange"]["recv_bytes"] > 0
+            assert r["mpi_calls"] > 0 and r["mpi_wait_s"] > 0
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_summary_line_gives_min_mean_max_and_the_slowest_rank(runs, n):
+    r, doc = runs[n]
+    line = [t for t in r.stderr.splitlines() if t.startswith("partrace: per rank:")]
+    assert len(line) == 1, r.stderr
+    got = re.search(r"busy ([\d.]+) / ([\d.]+) / ([\d.]+) s, waiting in MPI "
+                    r"([\d.]+) / ([\d.]+) / ([\d.]+) s .*slowest rank (\d+)", line[0])
+    busy = doc["summary"]["busy_s"]
+    assert [float(x) for x in got.groups()[:3]] == pytest.approx(
+        [busy["min"], busy["mean"], busy["max"]], abs=0.006)
+    assert busy["min"] <= busy["mean"] <= busy["max"]
+    slowest = int(got[7])
+    assert slowest == doc["summary"]["slowest_rank"]
+    assert doc["ranks"][slowest]["busy_s"] == busy["max"]
+
+
+def test_quiet_runs_keep_the_stats_but_print_no_summary(synth_trace, tmp_path):
+    stats = tmp_path / "s.json"
+    r = run_cli(["merge", str(synth_trace()), "--format", "synth", "-o", str(tmp_path / "o.h5"),
+                 "-q", "--stats", str(stats)])
+    assert r.returncode == 0 and r.stderr == ""
+    assert [rank["rank"] for rank in json.loads(stats.read_text())["ranks"]] == [0]
+
+
+@pytest.mark.parametrize("option, name, why", [
+    ("--stats", "s.txt", "expected a name ending in .json"),
+    ("--stats", "nowhere/s.json", "no such folder")])
+def test_a_bad_report_path_is_refused_before_the_run(synth_trace, tmp_path, option, name, why):
+    r = run_cli(["merge", str(synth_trace()), "--format", "synth", "-o", str(tmp_path / "o.h5"),
+                 option, str(tmp_path / name)])
+    assert r.returncode == 2 and why in r.stderr
+    assert not (tmp_path / "o.h5").exists()
+
+
+def test_a_report_that_cannot_be_written_is_one_error_line_and_the_output_stays(
+        synth_trace, tmp_path):
+    (tmp_path / "s.json").mkdir()       # a folder where the stats file should go
+    out = tmp_path / "o.h5"
+    r = run_cli(["merge", str(synth_trace()), "--format", "synth", "-o", str(out),
+                 "--progress", "none", "--stats", str(tmp_path / "s.json")], nranks=2)
+    assert r.returncode == 2
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and str(tmp_path / "s.json") in errors[0], r.stderr
+    assert out.exists() and r.stderr.startswith("partrace: error: ")
+    assert not (tmp_path / "s.json.partial").exists()
