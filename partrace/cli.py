@@ -81,6 +81,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="write every rank's account of the run as JSON: CPU busy, time "
                         "waiting in MPI, bytes and messages, files opened, peak memory, per "
                         "phase and window (docs/accounts.md)")
+    p.add_argument("--self-trace", metavar="FILE", type=_report_path(".pftrace", ".json"),
+                   help="write the run itself as a trace, a track per rank with its phases "
+                        "and MPI calls: FILE.pftrace (Perfetto) or FILE.json (Chrome)")
 
 
 def _add_reader_option(p: argparse.ArgumentParser) -> None:
@@ -388,7 +391,8 @@ def cmd_run(comm, args) -> int:
 
 
 def _report_accounts(comm, args) -> list[str] | None:
-    """Collective: every rank's account met on rank 0, which writes --stats; the summary's lines (on rank 0), None if a report could not be written
+    """Collective: every rank's account met on rank 0, which writes --stats and
+    --self-trace; the summary's lines (on rank 0), None if a report could not be written
     (said in one line; the output, published by now, stays)."""
     from .engine import account_report
     reports = account_report.gather(comm)
@@ -397,6 +401,9 @@ def _report_accounts(comm, args) -> list[str] | None:
     try:
         if args.stats:
             account_report.write_stats(args.stats, reports)
+        if args.self_trace:
+            from .output.self_trace import write_self_trace
+            write_self_trace(args.self_trace, reports)
     except OSError as exc:
         from .errors import one_line
         print(f"partrace: error: {one_line(exc)}", file=sys.stderr)
@@ -486,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     stop.begin(comm)
     if args.func is cmd_run:    # every rank's time accounted, from its start (engine/accounts)
         from .engine import accounts
-        accounts.begin(comm.rank, keep_slices=False)
+        accounts.begin(comm.rank, keep_slices=bool(args.self_trace))
     try:
         if args.func in DECODING:   # a small input runs its kernels as Python: no numba
             from .formats import jit

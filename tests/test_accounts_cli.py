@@ -19,17 +19,21 @@ PHASES = ["start-up", "plan", "decode", "cuts", "exchange", "merge", "write", "c
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A merge on 1 and on 3 ranks with --stats, in several windows (a 1M budget)."""
+    """A merge on 1 and on 3 ranks with --stats, in several windows (a 1M budget), and
+    --self-trace: Chrome JSON on 1 rank, Perfetto on 3."""
     tmp = tmp_path_factory.mktemp("accounts")
     trace = tmp / "synth.json"
     trace.write_text('{"synth": {"locations": 7, "events": 2000, "units": 5, "seed": 3}}')
     out = {}
     for n in (1, 3):
         stats = tmp / f"stats-{n}.json"
+        trace_of_run = tmp / ("self.json" if n == 1 else "self.pftrace")
         r = run_cli(["merge", str(trace), "--format", "synth", "-o", str(tmp / f"o{n}.h5"),
-                     "--memory", "1M", "--progress", "none", "--stats", str(stats)], nranks=n)
+                     "--memory", "1M", "--progress", "none", "--stats", str(stats),
+                     "--self-trace", str(trace_of_run)], nranks=n)
         assert r.returncode == 0, r.stderr
         out[n] = r, json.loads(stats.read_text())
+    out["pftrace"], out["chrome"] = tmp / "self.pftrace", tmp / "self.json"
     return out
 
 
@@ -101,7 +105,8 @@ def test_quiet_runs_keep_the_stats_but_print_no_summary(synth_trace, tmp_path):
 
 @pytest.mark.parametrize("option, name, why", [
     ("--stats", "s.txt", "expected a name ending in .json"),
-    ("--stats", "nowhere/s.json", "no such folder")])
+    ("--stats", "nowhere/s.json", "no such folder"),
+    ("--self-trace", "t.otf", "expected a name ending in .pftrace or .json")])
 def test_a_bad_report_path_is_refused_before_the_run(synth_trace, tmp_path, option, name, why):
     r = run_cli(["merge", str(synth_trace()), "--format", "synth", "-o", str(tmp_path / "o.h5"),
                  option, str(tmp_path / name)])
@@ -120,3 +125,51 @@ def test_a_report_that_cannot_be_written_is_one_error_line_and_the_output_stays(
     assert len(errors) == 1 and str(tmp_path / "s.json") in errors[0], r.stderr
     assert out.exists() and r.stderr.startswith("partrace: error: ")
     assert not (tmp_path / "s.json.partial").exists()
+
+
+def _phase(name: str) -> str:
+    """A slice's phase: 'exchange 3' is window 3's exchange."""
+    return name.split(" ")[0]
+
+
+def test_self_trace_in_perfetto_has_a_track_per_rank_with_its_phases_and_mpi_calls(runs):
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    begin, end = (pb.TrackEvent.Type.Value(t) for t in ("TYPE_SLICE_BEGIN", "TYPE_SLICE_END"))
+    assert pb.TrackEvent.DESCRIPTOR.fields_by_name["name"].number == 23
+    trace = pb.Trace()
+    trace.ParseFromString(runs["pftrace"].read_bytes())
+    tracks = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet
+              if p.HasField("track_descriptor")}
+    assert sorted(tracks.values()) == ["rank 0", "rank 1", "rank 2"]
+    windows = _windows(runs[3][0].stderr)
+    for uuid, name in tracks.items():
+        events = [p for p in trace.packet
+                  if p.HasField("track_event") and p.track_event.track_uuid == uuid]
+        assert {p.trusted_packet_sequence_id for p in events} == {uuid}
+        stack, phases, calls = [], [], set()
+        for p in events:        # every slice ends, inside the one around it
+            if p.track_event.type == begin:
+                (calls.add if stack else phases.append)(p.track_event.name)
+                stack.append(p.timestamp)
+            else:
+                assert p.track_event.type == end and stack and stack.pop() <= p.timestamp
+        assert stack == []
+        assert list(dict.fromkeys(map(_phase, phases))) == PHASES, name
+        assert {f"write {w}" for w in range(windows)} <= set(phases)
+        assert {"allgather", "alltoallv", "wait_for_all"} <= calls, name
+        assert not calls & set(PHASES)
+
+
+def test_self_trace_in_chrome_json_has_a_thread_per_rank_with_its_phases(runs):
+    doc = json.loads(runs["chrome"].read_text())
+    names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {0: "rank 0"}
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert all(e["tid"] == 0 and e["dur"] >= 0 for e in slices)
+    phases = [e["name"] for e in slices if e["cat"] == "phase"]
+    assert list(dict.fromkeys(map(_phase, phases))) == PHASES
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in slices if e["cat"] == "phase"]
+    calls = [e for e in slices if e["cat"] == "mpi"]    # mpiexec -n 1: MPI, with one rank
+    assert calls and all(any(a <= e["ts"] and e["ts"] + e["dur"] <= b + 1e-3 for a, b in spans)
+                         for e in calls)
