@@ -125,3 +125,13 @@ def test_estimate_is_about_the_pickled_size_without_pickling():
     nested = {"a": [list(range(1000 * i, 1000 * i + 50)) for i in range(50)]}
     real = len(pickle.dumps(nested))
     assert real / 8 < accounts.estimate(nested) < real * 8
+
+
+def test_the_user_docs_name_every_field_and_phase():
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "accounts.md").read_text()
+    phases = ["start-up", "plan", "decode", "cuts", *accounts.WINDOW_PHASES, "commit"]
+    first_cells = [line.split("|")[1] for line in doc.splitlines() if line.startswith("|")]
+    missing = [name for name in (*accounts.FIELDS, *phases)
+               if not any(f"`{name}`" in cell for cell in first_cells)]
+    assert not missing
