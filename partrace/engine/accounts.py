@@ -14,9 +14,10 @@ commit) runs from one :func:`phase` call to the next.  For each the account keep
   a message per peer with rows; an object collective counts a message per peer it
   reaches and bytes estimated from the objects (see :func:`estimate`).  Reductions
   (counts, maxima, surveys) and barriers count in ``mpi_calls`` and time only;
-- ``files_opened``: files opened through Python (``open``, ``os.open``: readers,
-  spill files, text sinks), counted by an audit hook; HDF5's and OTF2's C
-  libraries open theirs unseen;
+- ``files_opened``: files opened through Python (``open``, ``io.open``,
+  ``os.open``: readers, spill files, text sinks), counted by a wrapper around
+  each while an account is kept; HDF5's and OTF2's C libraries open theirs
+  unseen;
 - ``peak_rss_bytes``: the process's resident high-water mark at the phase's end.
 
 All of it is counted per call and per phase, never per row.  Nothing is
@@ -27,7 +28,6 @@ from __future__ import annotations
 import functools
 import os
 import resource
-import sys
 import time
 
 import numpy as np
@@ -153,16 +153,13 @@ def _process_age_ns() -> int:
 
 _LOADED = time.perf_counter_ns()
 _current: Account | None = None
-_hooked = False
 
 
 def begin(rank: int, keep_slices: bool = False) -> Account:
     """Start this process's account (its start-up phase began with the process)."""
-    global _current, _hooked
+    global _current
     _current = Account(rank, keep_slices)
-    if not _hooked:     # audit hooks stay for the process's life: one, reading _current
-        sys.addaudithook(_count_opens)
-        _hooked = True
+    _watch_opens()
     return _current
 
 
@@ -174,6 +171,7 @@ def end() -> Account | None:
     """Close the current phase and the account; later calls are not counted."""
     global _current
     account, _current = _current, None
+    _unwatch_opens()
     if account is not None:
         account.phase(None)
     return account
@@ -191,9 +189,36 @@ def phase_in_window(name: str) -> None:
         _current.phase(name, _current._window)
 
 
-def _count_opens(event: str, args) -> None:
-    if event == "open" and _current is not None and not isinstance(args[0], int):
-        _current.files_opened += 1      # an int is a descriptor already open
+# --- files opened -----------------------------------------------------------------------
+# Python's openers, each replaced by a counting wrapper while an account is kept.  (An audit
+# hook sees every open too, but Python calls it for every audited event, ``builtins.id``
+# among them, which some kernels call per row.)
+_watched: dict = {}     # module -> (its opener, our wrapper)
+
+
+def _watch_opens() -> None:
+    import builtins
+    import io
+    for module in (builtins, io, os):
+        if module not in _watched:
+            _watched[module] = (module.open, _counting(module.open))
+            module.open = _watched[module][1]
+
+
+def _unwatch_opens() -> None:
+    for module, (opener, wrapper) in _watched.items():
+        if module.open is wrapper:      # else someone replaced it since: theirs stays
+            module.open = opener
+    _watched.clear()
+
+
+def _counting(opener):
+    @functools.wraps(opener)
+    def opened(file, *args, **kwargs):
+        if _current is not None and not isinstance(file, int):   # an int: a descriptor
+            _current.files_opened += 1
+        return opener(file, *args, **kwargs)
+    return opened
 
 
 # --- the MPI layer's side -------------------------------------------------------------

@@ -23,6 +23,9 @@ def _spin(n=200_000):
 
 
 def test_phases_count_busy_cpu_files_opened_and_peak_memory(tmp_path):
+    import builtins
+    import io
+    openers = builtins.open, io.open, os.open
     accounts.begin(rank=0)
     accounts.phase("plan")
     _spin()
@@ -34,6 +37,7 @@ def test_phases_count_busy_cpu_files_opened_and_peak_memory(tmp_path):
     with open(os.open(tmp_path / "a", os.O_RDONLY)) as f:   # a descriptor: no second open
         f.read()
     report = accounts.end().report()
+    assert (builtins.open, io.open, os.open) == openers     # as they were, once it ends
     assert list(report["phases"]) == ["start-up", "plan", "decode"]
     plan, decode = report["phases"]["plan"], report["phases"]["decode"]
     assert plan["busy_s"] > 0 and plan["files_opened"] == 0
