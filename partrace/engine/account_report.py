@@ -25,18 +25,25 @@ def spread(reports: list[dict], field: str) -> tuple[float, float, float]:
     return min(values), sum(values) / len(values), max(values)
 
 
+def working(report: dict) -> float:
+    """Wall time not spent waiting in MPI: busy, reading, or off the CPU."""
+    return report["wall_s"] - report["mpi_wait_s"]
+
+
 def slowest(reports: list[dict]) -> dict:
-    """The rank the others wait for: the most time busy (the lowest rank on a tie)."""
-    return max(reports, key=lambda r: (r["busy_s"], -r["rank"]))
+    """The rank the others wait for: the most time not waiting in MPI (the lowest rank
+    on a tie).  Busy time alone would miss a rank slowed by its reads."""
+    return max(reports, key=lambda r: (working(r), -r["rank"]))
 
 
 def summary_line(reports: list[dict]) -> str:
     busy = spread(reports, "busy_s")
     wait = spread(reports, "mpi_wait_s")
     last = slowest(reports)
+    other = max(0.0, working(last) - last["busy_s"])
     return (f"partrace: per rank: busy {_mmm(busy)} s, waiting in MPI {_mmm(wait)} s "
-            f"(min / mean / max); slowest rank {last['rank']} ({last['busy_s']:.2f} s busy, "
-            f"{last['mpi_wait_s']:.2f} s waiting)")
+            f"(min / mean / max); slowest rank {last['rank']}: {last['busy_s']:.2f} s busy, "
+            f"{other:.2f} s in I/O or off the CPU, {last['mpi_wait_s']:.2f} s in MPI")
 
 
 def _mmm(values) -> str:
@@ -49,6 +56,7 @@ def stats(reports: list[dict]) -> dict:
     summary = {field: dict(zip(("min", "mean", "max"), spread(reports, field)))
                for field in accounts.FIELDS}
     summary["slowest_rank"] = slowest(reports)["rank"]
+    summary["busy_balance"] = summary["busy_s"]["mean"] / max(summary["busy_s"]["max"], 1e-9)
     return {"ranks_count": len(reports), "fields": list(accounts.FIELDS),
             "summary": summary, "ranks": ranks}
 

@@ -41,7 +41,7 @@ WARNING_LINE = re.compile(r"^(?:partrace: warning: |(?P<src>\S+\.py):\d+: \w*War
 SUMMARY_LINE = re.compile(r"^partrace: wrote .*: [\d,]+ events \((?P<rows>[\d,]+) rows in all tables\) "
                           r"from .* peak memory "
                           r"(?P<mib>[\d,]+) MiB per rank$")
-ACCOUNTS_LINE = re.compile(r"^partrace: per rank: busy .* slowest rank \d+ .*$")
+ACCOUNTS_LINE = re.compile(r"^partrace: per rank: busy .* slowest rank \d+: .*$")
 
 
 @dataclass
