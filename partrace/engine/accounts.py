@@ -291,6 +291,7 @@ def alltoall_traffic(comm, result, objs):
 
 
 SAMPLE = 4      # items of a container looked at by estimate()
+ALL_OF_A_SET = 1024
 
 
 def estimate(obj, depth: int = 3) -> int:
@@ -309,6 +310,10 @@ def estimate(obj, depth: int = 3) -> int:
         return 64
     if isinstance(obj, dict):
         return 8 + _scaled(obj.items(), len(obj), depth)
+    if isinstance(obj, (set, frozenset)) and len(obj) <= ALL_OF_A_SET:
+        # a set's order differs between processes (string hashes): every item, so that the
+        # receiver's estimate is the sender's
+        return 8 + sum(estimate(item, depth - 1) for item in obj)
     if isinstance(obj, (list, tuple, set, frozenset, np.ndarray)):
         return 8 + _scaled(obj, len(obj), depth)
     state = getattr(obj, "__dict__", None)

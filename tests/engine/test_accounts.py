@@ -139,3 +139,18 @@ def test_the_user_docs_name_every_field_and_phase():
     missing = [name for name in (*accounts.FIELDS, *phases)
                if not any(f"`{name}`" in cell for cell in first_cells)]
     assert not missing
+
+
+def test_an_estimate_is_the_same_on_the_receiving_side():
+    """Bytes sent must equal bytes received: an object and its unpickled copy (in another
+    process: another order of a set of strings) have the same estimate."""
+    import pickle
+    import subprocess
+    import sys
+    things = [{"x" * i for i in range(1, 40)}, {"k": [b"ab", (1, 2.5, None)]}, np.arange(7)]
+    code = ("import pickle, sys; from partrace.engine.accounts import estimate; "
+            "print([estimate(t) for t in pickle.loads(sys.stdin.buffer.read())])")
+    other = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(things),
+                           capture_output=True, check=True, env={**os.environ,
+                           "PYTHONHASHSEED": "12345"}).stdout.decode()
+    assert other.strip() == str([accounts.estimate(t) for t in things])
