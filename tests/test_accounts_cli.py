@@ -175,3 +175,23 @@ def test_self_trace_in_chrome_json_has_a_thread_per_rank_with_its_phases(runs):
     calls = [e for e in slices if e["cat"] == "mpi"]    # mpiexec -n 1: MPI, with one rank
     assert calls and all(any(a <= e["ts"] and e["ts"] + e["dur"] <= b + 1e-3 for a, b in spans)
                          for e in calls)
+
+
+def test_the_account_is_kept_per_call_not_per_row(tmp_path):
+    """Ten times the events, the same units and one window: the same MPI calls and
+    messages in every phase on every rank; only the bytes of the rows grow."""
+    docs = []
+    for events in (1000, 10000):
+        trace = tmp_path / f"synth-{events}.json"
+        trace.write_text('{"synth": {"locations": 7, "events": %d, "units": 5, "seed": 3}}'
+                         % events)
+        stats = tmp_path / f"s{events}.json"
+        r = run_cli(["merge", str(trace), "--format", "synth", "-o", str(tmp_path / f"{events}.h5"),
+                     "-q", "--stats", str(stats)], nranks=3)
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(stats.read_text()))
+    small, large = ([{name: (p["mpi_calls"], p["sent_messages"]) for name, p in r["phases"].items()}
+                     for r in doc["ranks"]] for doc in docs)
+    assert small == large
+    rows_sent = [sum(r["phases"]["exchange"]["sent_bytes"] for r in doc["ranks"]) for doc in docs]
+    assert rows_sent[1] > 5 * rows_sent[0]
