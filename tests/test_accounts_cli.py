@@ -138,12 +138,15 @@ def test_self_trace_in_perfetto_has_a_track_per_rank_with_its_phases_and_mpi_cal
     pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     begin, end = (pb.TrackEvent.Type.Value(t) for t in ("TYPE_SLICE_BEGIN", "TYPE_SLICE_END"))
     assert pb.TrackEvent.DESCRIPTOR.fields_by_name["name"].number == 23
+    assert [pb.DebugAnnotation.DESCRIPTOR.fields_by_name[f].number
+            for f in ("name", "uint_value", "double_value")] == [10, 3, 5]
     trace = pb.Trace()
     trace.ParseFromString(runs["pftrace"].read_bytes())
     tracks = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet
               if p.HasField("track_descriptor")}
     assert sorted(tracks.values()) == ["rank 0", "rank 1", "rank 2"]
     windows = _windows(runs[3][0].stderr)
+    ranks = runs[3][1]["ranks"]
     for uuid, name in tracks.items():
         events = [p for p in trace.packet
                   if p.HasField("track_event") and p.track_event.track_uuid == uuid]
@@ -160,6 +163,9 @@ def test_self_trace_in_perfetto_has_a_track_per_rank_with_its_phases_and_mpi_cal
         assert {f"write {w}" for w in range(windows)} <= set(phases)
         assert {"allgather", "alltoallv", "wait_for_all"} <= calls, name
         assert not calls & set(PHASES)
+        plan = next(p.track_event for p in events if p.track_event.name == "plan")
+        args = {a.name: getattr(a, a.WhichOneof("value")) for a in plan.debug_annotations}
+        assert args == ranks[int(name.split()[1])]["phases"]["plan"]    # the phase's account
 
 
 def test_self_trace_in_chrome_json_has_a_thread_per_rank_with_its_phases(runs):
@@ -171,6 +177,8 @@ def test_self_trace_in_chrome_json_has_a_thread_per_rank_with_its_phases(runs):
     assert all(e["tid"] == 0 and e["dur"] >= 0 for e in slices)
     phases = [e["name"] for e in slices if e["cat"] == "phase"]
     assert list(dict.fromkeys(map(_phase, phases))) == PHASES
+    decode = next(e for e in slices if e["name"] == "decode")
+    assert decode["args"] == runs[1][1]["ranks"][0]["phases"]["decode"]
     spans = [(e["ts"], e["ts"] + e["dur"]) for e in slices if e["cat"] == "phase"]
     calls = [e for e in slices if e["cat"] == "mpi"]    # mpiexec -n 1: MPI, with one rank
     assert calls and all(any(a <= e["ts"] and e["ts"] + e["dur"] <= b + 1e-3 for a, b in spans)

@@ -46,7 +46,8 @@ class Account:
         self.rank = rank
         self.phases: dict[str, dict] = {}
         self.windows: dict[int, dict[str, dict]] = {}
-        # (name, is_mpi, start ns, end ns) for the self-trace, on the wall clock
+        # (name, is_mpi, start ns, end ns, a phase's tally or None) for the self-trace,
+        # on the wall clock
         self.slices: list | None = [] if keep_slices else None
         self.files_opened = 0
         self._epoch = time.time_ns() - time.perf_counter_ns()
@@ -83,7 +84,8 @@ class Account:
             _add(self.windows.setdefault(self._window, {}).setdefault(self._name, {}), tally)
         if self.slices is not None:
             label = self._name if self._window is None else f"{self._name} {self._window}"
-            self.slices.append((label, False, self._t0 + self._epoch, now + self._epoch))
+            self.slices.append((label, False, self._t0 + self._epoch, now + self._epoch,
+                                tally))
         self._name, self._window = name, window
         self._t0, self._cpu0, self._open0 = now, cpu, self.files_opened
         self._reset()
@@ -95,7 +97,7 @@ class Account:
         self._mpi_cpu += time.thread_time() - cpu0
         self._counts["mpi_calls"] += 1
         if self.slices is not None and len(self.slices) < MAX_SLICES:
-            self.slices.append((name, True, wall0 + self._epoch, now + self._epoch))
+            self.slices.append((name, True, wall0 + self._epoch, now + self._epoch, None))
 
     def traffic(self, sent: int, recv: int, sent_messages: int, recv_messages: int) -> None:
         c = self._counts

@@ -7,11 +7,13 @@ writes (a TrackDescriptor per rank, TrackEvent slice begin / end) plus the event
 plain ``name`` (TrackEvent field 23), encoded here in Python: a run has thousands of
 slices, not millions, and this keeps numba out of a run that did not load it.
 ``.json``: Chrome's Trace Event Format, complete events ("X") on one thread per rank.
+A phase's slice carries its account (busy_s, mpi_wait_s, sent_bytes, ...) as arguments.
 """
 from __future__ import annotations
 
 import json
 import os
+import struct
 
 from ..engine.account_report import write_whole
 from ..formats.perfetto.encode import SLICE_BEGIN, SLICE_END, STATE_CLEARED
@@ -32,12 +34,12 @@ def track_name(rank: int, ranks: int) -> str:
     return f"rank {rank:0{len(str(max(ranks - 1, 0)))}d}"
 
 
-def _records(slices) -> list[tuple[int, int, str]]:
-    """(time, order, name) of every slice's begin and end, in time order."""
+def _records(slices) -> list[tuple[int, int, str, dict | None]]:
+    """(time, order, name, arguments) of every slice's begin and end, in time order."""
     out = []
-    for name, is_call, t0, t1 in slices:
-        out.append((t0, _BEGIN_CALL if is_call else _BEGIN_PHASE, name))
-        out.append((t1, _END_CALL if is_call else _END_PHASE, name))
+    for name, is_call, t0, t1, args in slices:
+        out.append((t0, _BEGIN_CALL if is_call else _BEGIN_PHASE, name, args))
+        out.append((t1, _END_CALL if is_call else _END_PHASE, name, None))
     out.sort(key=lambda r: (r[0], r[1]))
     return out
 
@@ -61,6 +63,15 @@ def _field(number: int, value) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(value)) + value
 
 
+def _annotation(name: str, value) -> bytes:
+    """TrackEvent.debug_annotations (4): {name (10), uint_value (3) or double_value (5)}."""
+    if isinstance(value, float):
+        body = _varint(5 << 3 | 1) + struct.pack("<d", value)
+    else:
+        body = _field(3, int(value))
+    return _field(4, _field(10, name) + body)
+
+
 def _packet(*fields: bytes) -> bytes:
     body = b"".join(fields)
     return _field(1, body)          # Trace.packet
@@ -72,10 +83,12 @@ def _perfetto(reports: list[dict], start: int) -> bytes:
         rank, uuid, seq = r["rank"], r["rank"] + 1, r["rank"] + 1
         track = _field(1, uuid) + _field(2, track_name(rank, len(reports)))
         out.append(_packet(_field(10, seq), _field(13, STATE_CLEARED), _field(60, track)))
-        for t, order, name in _records(r.get("slices", ())):
+        for t, order, name, args in _records(r.get("slices", ())):
             begin = order in (_BEGIN_PHASE, _BEGIN_CALL)
-            event = (_field(9, SLICE_BEGIN if begin else SLICE_END) + _field(11, uuid)
-                     + (_field(23, name) if begin else b""))
+            event = b"".join(_annotation(k, v) for k, v in (args or {}).items())
+            event += _field(9, SLICE_BEGIN if begin else SLICE_END) + _field(11, uuid)
+            if begin:
+                event += _field(23, name)
             out.append(_packet(_field(8, t - start), _field(10, seq), _field(11, event)))
     return b"".join(out)
 
@@ -89,8 +102,8 @@ def _chrome(reports: list[dict], start: int) -> bytes:
                        "args": {"name": track_name(rank, len(reports))}})
         events.append({"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": rank,
                        "args": {"sort_index": rank}})
-        for name, is_call, t0, t1 in r.get("slices", ()):
+        for name, is_call, t0, t1, args in r.get("slices", ()):
             events.append({"ph": "X", "name": name, "cat": "mpi" if is_call else "phase",
                            "pid": 0, "tid": rank, "ts": (t0 - start) / 1000,
-                           "dur": (t1 - t0) / 1000})
+                           "dur": (t1 - t0) / 1000, **({"args": args} if args else {})})
     return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}).encode()
