@@ -81,9 +81,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="write every rank's account of the run as JSON: CPU busy, time "
                         "waiting in MPI, bytes and messages, files opened, peak memory, per "
                         "phase and window (docs/accounts.md)")
-    p.add_argument("--self-trace", metavar="FILE", type=_report_path(".pftrace", ".json"),
+    p.add_argument("--self-trace", metavar="FILE",
+                   type=_report_path(".pftrace", ".json", ".otf2"),
                    help="write the run itself as a trace, a track per rank with its phases "
-                        "and MPI calls: FILE.pftrace (Perfetto) or FILE.json (Chrome)")
+                        "and MPI calls: FILE.pftrace (Perfetto), FILE.json (Chrome) or "
+                        "FILE.otf2 (Vampir)")
 
 
 def _add_reader_option(p: argparse.ArgumentParser) -> None:
@@ -132,6 +134,10 @@ def _report_path(*suffixes: str):
                                              f"{' or '.join(suffixes)}")
         if not os.path.isdir(os.path.dirname(os.path.abspath(text))):
             raise argparse.ArgumentTypeError(f"{text!r}: no such folder")
+        if text.endswith(".otf2"):
+            from .output.self_trace_otf2 import refusal
+            if refusal(text):
+                raise argparse.ArgumentTypeError(refusal(text))
         return text
     return check
 

@@ -108,7 +108,7 @@ def test_quiet_runs_keep_the_stats_but_print_no_summary(synth_trace, tmp_path):
 @pytest.mark.parametrize("option, name, why", [
     ("--stats", "s.txt", "expected a name ending in .json"),
     ("--stats", "nowhere/s.json", "no such folder"),
-    ("--self-trace", "t.otf", "expected a name ending in .pftrace or .json")])
+    ("--self-trace", "t.otf", "expected a name ending in .pftrace or .json or .otf2")])
 def test_a_bad_report_path_is_refused_before_the_run(synth_trace, tmp_path, option, name, why):
     r = run_cli(["merge", str(synth_trace()), "--format", "synth", "-o", str(tmp_path / "o.h5"),
                  option, str(tmp_path / name)])

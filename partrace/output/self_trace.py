@@ -7,6 +7,7 @@ writes (a TrackDescriptor per rank, TrackEvent slice begin / end) plus the event
 plain ``name`` (TrackEvent field 23), encoded here in Python: a run has thousands of
 slices, not millions, and this keeps numba out of a run that did not load it.
 ``.json``: Chrome's Trace Event Format, complete events ("X") on one thread per rank.
+``.otf2``: an OTF2 archive (self_trace_otf2.py), a location per rank, for Vampir.
 A phase's slice carries its account (busy_s, mpi_wait_s, sent_bytes, ...) as arguments.
 """
 from __future__ import annotations
@@ -16,7 +17,11 @@ import os
 import struct
 
 from ..engine.account_report import write_whole
-from ..formats.perfetto.encode import SLICE_BEGIN, SLICE_END, STATE_CLEARED
+
+# TrackEvent.Type and TracePacket.SequenceFlags values, as formats/perfetto/encode.py has
+# them (importing it loads numba); the tests read them back with perfetto's protos
+SLICE_BEGIN, SLICE_END = 1, 2
+STATE_CLEARED = 1
 
 # order of the records at one instant: what ends before what begins, outer around inner
 _END_CALL, _END_PHASE, _BEGIN_PHASE, _BEGIN_CALL = range(4)
@@ -25,6 +30,10 @@ _END_CALL, _END_PHASE, _BEGIN_PHASE, _BEGIN_CALL = range(4)
 def write_self_trace(path: str | os.PathLike, reports: list[dict]) -> None:
     """The ranks' slices (each report's ``slices``) as a trace at ``path``."""
     start = min((s[2] for r in reports for s in r.get("slices", ())), default=0)
+    if str(path).endswith(".otf2"):
+        from .self_trace_otf2 import write_otf2
+        write_otf2(path, reports)
+        return
     data = (_chrome if str(path).endswith(".json") else _perfetto)(reports, start)
     write_whole(path, data)
 
