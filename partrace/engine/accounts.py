@@ -36,7 +36,7 @@ COUNTS = ("sent_bytes", "recv_bytes", "sent_messages", "recv_messages", "mpi_cal
           "files_opened")
 FIELDS = ("wall_s", "busy_s", "mpi_wait_s", "mpi_cpu_s", *COUNTS, "peak_rss_bytes")
 WINDOW_PHASES = ("exchange", "merge", "write")
-MAX_SLICES = 200_000        # MPI calls kept for the self-trace per rank (then only counted)
+MAX_SLICES = 20_000     # slices kept for the self-trace per rank (later MPI calls: only counted)
 
 
 class Account:
