@@ -154,3 +154,16 @@ def test_an_estimate_is_the_same_on_the_receiving_side():
                            capture_output=True, check=True, env={**os.environ,
                            "PYTHONHASHSEED": "12345"}).stdout.decode()
     assert other.strip() == str([accounts.estimate(t) for t in things])
+
+
+def test_self_trace_slices_stop_at_the_cap_and_calls_are_still_counted(monkeypatch):
+    monkeypatch.setattr(accounts, "MAX_SLICES", 10)
+    account = accounts.begin(rank=0, keep_slices=True)
+    accounts.phase("plan")
+    for _ in range(25):
+        FakeComm(0, 2).bcast(b"x")
+    accounts.phase("commit")
+    report = accounts.end().report()
+    assert report["phases"]["plan"]["mpi_calls"] == 25
+    assert sum(1 for s in account.slices if s[1]) == 10 - 1     # after start-up's slice
+    assert [s[0] for s in account.slices if not s[1]] == ["start-up", "plan", "commit"]
