@@ -12,7 +12,7 @@ What is written (formats/otf2/definitions.py says how definitions map):
 Every other row (other event kinds, OTF's snapshots, statistics, markers,
 key-values and comments, DUMPI's argument tables, ovni's raw events and jumbo
 payloads) is not written: OTF2 has no record for most of them, or this sink does
-not map them yet (README, "OTF2 output").
+not map them yet (docs/outputs.md, "OTF2").
 
 Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order).  The library holds an event chunk (256 KiB)
