@@ -328,8 +328,8 @@ class PerfettoSink(Sink):
         args = args if args is not None else self._no_args(len(key))
         vkind, vbits = values if values is not None else (np.zeros(len(key), np.uint8),
                                                           np.zeros(len(key), np.uint64))
-        # at most 112 bytes a packet (a counter value included), 64 more with annotations, and 32 more with a name
-        # (whose bytes come on top)
+        # at most 112 bytes a packet (a counter value included), 64 more with annotations,
+        # and 32 more with a name (whose bytes come on top)
         named = iid[intern]
         size = len(key) * 112 + int((self.name_off[named + 1] - self.name_off[named]).sum()) \
             + 32 * len(named) + 64 * int((args[0] != 0).sum())

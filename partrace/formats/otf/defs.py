@@ -87,8 +87,8 @@ def with_counter_meaning(counters: Table) -> Table:
     """The counters table with the model's value_type and mode, read from the properties."""
     props = np.asarray(counters["properties"], dtype=np.int64)
     cols = dict(counters.columns)
-    cols["value_type"] = np.asarray([_COUNTER_VARTYPE.get(p & 480, "uint64") for p in props.tolist()],
-                                    dtype=object)
+    cols["value_type"] = np.asarray([_COUNTER_VARTYPE.get(p & 480, "uint64")
+                                     for p in props.tolist()], dtype=object)
     cols["mode"] = np.asarray([f"{_COUNTER_KIND.get(p & 3, 'absolute')}_{_COUNTER_SCOPE[p & 12]}"
                                for p in props.tolist()], dtype=object)
     return Table(cols)

@@ -155,7 +155,8 @@ def read_global(anchor: str, errors) -> Definitions:
         units.append(", ".join(x.unit for x in cls.members))
         # events/value holds a Metric record's first value: its member says how it reads
         first = cls.members[0] if len(cls.members) else None
-        types.append(METRIC_VALUE_TYPES.get(str(first.value_type).split(".")[-1], "uint64") if first else "")
+        types.append(METRIC_VALUE_TYPES.get(str(first.value_type).split(".")[-1], "uint64")
+                     if first else "")
         modes.append(str(first.metric_mode).split(".")[-1].lower() if first else "")
     tables["counters"] = Table({"id": np.asarray([m._ref + mshift for m in metrics], np.int64),
                                 "name": np.asarray(names, object),
