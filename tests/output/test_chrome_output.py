@@ -133,6 +133,34 @@ def test_processes_threads_slices_and_instants(outputs):
     assert sum(len(v) for v in got.values()) == len(kind) - int(counted.sum())
 
 
+def test_trace_event_format_rules(outputs):
+    """What chrome://tracing requires: on each thread an E closes the innermost open B, at
+    or after its time (a B left open at the end is drawn to the end); a flow's start and
+    end are one "s" and one "f" each; every event has the fields of its phase."""
+    _, (out, *_) = outputs
+    events = _load(out)
+    open_slices = defaultdict(list)
+    flows = defaultdict(list)
+    for e in events:
+        assert {"ph", "pid"} <= set(e), e
+        if e["ph"] in "BEiCsf":
+            assert "ts" in e and "tid" in e, e
+        if e["ph"] in "BiC":
+            assert isinstance(e["name"], str), e
+        if e["ph"] == "B":
+            open_slices[(e["pid"], e["tid"])].append(_ns(e["ts"]))
+        elif e["ph"] == "E":
+            stack = open_slices[(e["pid"], e["tid"])]
+            assert stack, f"an E with no open B on thread {e['tid']}"
+            assert _ns(e["ts"]) >= stack.pop(), e
+        elif e["ph"] in "sf":
+            flows[e["id"]].append(e["ph"])
+        elif e["ph"] == "C":
+            assert e["args"] and all(isinstance(v, (int, Decimal)) or v is None
+                                     for v in e["args"].values()), e
+    assert all(sorted(p) in (["s"], ["f"], ["f", "s"]) for p in flows.values())
+
+
 def test_flows_join_each_message(outputs):
     """A flow from each SEND to its RECV (the k-th of each (sender, receiver, tag) on both
     sides), and each message's instant carries its peer, tag and size."""
