@@ -37,7 +37,8 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError
-from ..model import Definitions, Kind, Schema, Table, counter_value_types, counter_values
+from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, counter_value_types,
+                     counter_values)
 from .parts import count_within, place_parts
 from .perfetto_sink import counter_columns
 from .staging import Staging
@@ -92,8 +93,11 @@ class ChromeSink(Sink):
         self.cnt_names = C.literals([str(cnt["name"][i]) for i in corder])
         self.cnt_series = C.literals([str(cnt["unit"][i]) if "unit" in cnt and str(cnt["unit"][i])
                                       else "value" for i in corder])
-        self.cnt_types = np.asarray(counter_value_types(cnt), object)[corder] \
-            if cnt is not None else np.zeros(0, object)
+        # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
+        # per row without Python objects)
+        self.cnt_types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in
+                                     counter_value_types(cnt)], np.int64)[corder] \
+            if cnt is not None else np.zeros(0, np.int64)
         self.sent = (np.zeros(0, np.uint64), np.zeros(0, np.int64))    # message key -> count
         self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self.pieces: list[np.ndarray] = []
@@ -206,9 +210,10 @@ class ChromeSink(Sink):
         bits = np.asarray(ev["value"])[g[rows]].astype(np.uint64) if "value" in ev \
             else np.zeros(len(rows), np.uint64)
         value = np.zeros(len(rows), "S32")
-        for t in np.unique(self.cnt_types[ci]).tolist():      # a few value types
-            of = self.cnt_types[ci] == t
-            value[of] = C.numbers(counter_values(bits[of], t))
+        types = self.cnt_types[ci]
+        for t in np.unique(types).tolist():         # a few value types
+            of = types == t
+            value[of] = C.numbers(counter_values(bits[of], COUNTER_VALUE_TYPES[t]))
         loc = np.asarray(ev["location"], dtype=np.int64)[g[rows]]
         rest = rest.astype(object)
         rest[rows] = C.join(b',"name":', self.cnt_names[ci], b',"id":', C.quoted(loc),

@@ -41,8 +41,8 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
-from ..model import (KEY_COLUMNS, Definitions, Kind, Role, Schema, Table, counter_value_types,
-                     counter_values, tables_of_role)
+from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
+                     counter_value_types, counter_values, tables_of_role)
 from .parts import count_within, place_parts
 from .staging import Staging
 
@@ -144,8 +144,11 @@ class PerfettoSink(Sink):
             else np.zeros(0, np.int64)
         self.cnt_names = [str(cnt["name"][i]) for i in corder]
         self.cnt_units = [str(cnt["unit"][i]) if "unit" in cnt else "" for i in corder]
-        self.cnt_types = np.asarray(counter_value_types(cnt), object)[corder] \
-            if cnt is not None else np.zeros(0, object)
+        # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
+        # per row without Python objects)
+        self.cnt_types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in
+                                     counter_value_types(cnt)], np.int64)[corder] \
+            if cnt is not None else np.zeros(0, np.int64)
         self.cnt_used: list[np.ndarray] = []        # location index * counters + counter index
         # interned names: iid 1.. for regions (in id order), then one per kind
         regs = defs.tables["regions"]
@@ -271,9 +274,10 @@ class PerfettoSink(Sink):
         uuid[rows] = self._counter_track(li[rows], ci)
         bits = np.asarray(ev["value"])[g[rows]].astype(np.uint64) if "value" in ev \
             else np.zeros(len(rows), np.uint64)
-        for t in np.unique(self.cnt_types[ci]).tolist():      # a few value types
-            of = self.cnt_types[ci] == t
-            vkind[rows[of]], vbits[rows[of]] = counter_bits(bits[of], t)
+        types = self.cnt_types[ci]
+        for t in np.unique(types).tolist():         # a few value types
+            of = types == t
+            vkind[rows[of]], vbits[rows[of]] = counter_bits(bits[of], COUNTER_VALUE_TYPES[t])
         self.cnt_used.append(np.unique(li[rows] * len(self.cnt_ids) + ci))
         return uuid, vkind, vbits
 
