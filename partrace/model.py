@@ -415,6 +415,36 @@ REGION_COLUMNS = [
     _c("group", "int64", "region group id; 0 = none"),
 ]
 
+# A counter's value type (counters/value_type): how the raw 64 bits of events/value read.
+# float32: the low 32 bits hold a single-precision float (OTF's OTF_Float2Counter).
+COUNTER_VALUE_TYPES = ("uint64", "int64", "float64", "float32")
+# What a counter value measures (counters/mode): OTF's and OTF2's shared vocabulary of a
+# kind (accumulated since a start, absolute, relative to the previous value) and the span it
+# covers (since the start of the measurement, at the point, since the last sample, until the
+# next one).  Viewers draw the value as the source gives it; no writer turns one into another.
+COUNTER_MODES = tuple(f"{k}_{s}" for k in ("accumulated", "absolute", "relative")
+                      for s in ("start", "point", "last", "next"))
+
+
+def counter_value_types(counters: "Table") -> list[str]:
+    """Each counter's value type (counters table rows), uint64 where the table says none."""
+    n = len(counters)
+    types = counters["value_type"] if "value_type" in counters else [""] * n
+    return [str(t) if str(t) in COUNTER_VALUE_TYPES else "uint64" for t in types]
+
+
+def counter_values(bits: np.ndarray, value_type: str) -> np.ndarray:
+    """Raw 64-bit counter values as the numbers their type says (uint64, int64, float64)."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint64)
+    if value_type == "int64":
+        return bits.view(np.int64)
+    if value_type == "float64":
+        return bits.view(np.float64)
+    if value_type == "float32":
+        return (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32).astype(np.float64)
+    return bits
+
+
 # Optional definition tables with one meaning across formats.  A format fills
 # those it has; writers (OTF) use them to emit groups, communicators,
 # collective operations and counters.  Ids are the values found in the
@@ -431,6 +461,10 @@ DEFINITION_TABLES: dict[str, list[Column]] = {
                     _c("type", "int64", "0 unknown, 1 barrier, 2 one-to-all, 3 all-to-one, "
                                         "4 all-to-all")],
     "counters": [_c("id", "int64", "counter id (events/counter)"), _c("name", STR, "counter name"),
-                 _c("unit", STR, "unit"), _c("group", "int64", "counter group id; 0 = none")],
+                 _c("unit", STR, "unit"), _c("group", "int64", "counter group id; 0 = none"),
+                 _c("value_type", STR, "how the 64 bits of events/value read: " + ", ".join(
+                     COUNTER_VALUE_TYPES) + "; absent or empty = uint64"),
+                 _c("mode", STR, "what a value measures: " + ", ".join(COUNTER_MODES)
+                    + "; absent or empty = absolute_point")],
     "files": [_c("id", "int64", "file id (events/file)"), _c("name", STR, "file name")],
 }

@@ -60,6 +60,10 @@ def source_form(registry) -> dict:
     return out
 
 
+# a metric value is an OTF2_MetricValue: int64, uint64 or double
+METRIC_VALUE_TYPES = {"INT64": "int64", "UINT64": "uint64", "DOUBLE": "float64"}
+
+
 def _shift(refs) -> int:
     return 1 if 0 in refs else 0
 
@@ -147,15 +151,22 @@ def read_global(anchor: str, errors) -> Definitions:
         "name": np.asarray(COLLECTIVE_NAMES, object),
         "type": np.asarray([COLLECTIVE_TYPES.get(n, 4 if n.startswith("ALL") else 0)
                             for n in COLLECTIVE_NAMES], np.int64)})
-    names, units = [], []
+    names, units, types, modes = [], [], [], []
     for m in metrics:
         cls = m if hasattr(m, "members") else m.metric_class
         names.append(", ".join(x.name for x in cls.members))
         units.append(", ".join(x.unit for x in cls.members))
+        # events/value holds a Metric record's first value: its member says how it reads
+        first = cls.members[0] if len(cls.members) else None
+        types.append(METRIC_VALUE_TYPES.get(str(first.value_type).split(".")[-1], "uint64")
+                     if first else "")
+        modes.append(str(first.metric_mode).split(".")[-1].lower() if first else "")
     tables["counters"] = Table({"id": np.asarray([m._ref + mshift for m in metrics], np.int64),
                                 "name": np.asarray(names, object),
                                 "unit": np.asarray(units, object),
-                                "group": np.zeros(len(metrics), np.int64)})
+                                "group": np.zeros(len(metrics), np.int64),
+                                "value_type": np.asarray(types, object),
+                                "mode": np.asarray(modes, object)})
     tables["otf2_attributes"] = Table({
         "id": np.asarray([a._ref for a in attributes], np.int64),
         "name": np.asarray([a.name for a in attributes], object),
