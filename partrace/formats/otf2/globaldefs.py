@@ -50,6 +50,10 @@ def source_form(registry) -> dict:
                 row["ref"] = d._ref
             for f in d._fields:
                 row[f.name] = _json(getattr(d, f.name))
+            if attr == "_io_paradigms":
+                # an I/O paradigm's properties are no fields of it: [property, type, value]
+                row["properties"] = [[_json(p), _json(v.type_id), _json(v.value)]
+                                     for p, v in d._properties.items()]
             rows.append(row)
         if rows:
             out[attr.lstrip("_")] = rows
