@@ -55,6 +55,9 @@ def library_events(anchor: Path) -> dict[int, list]:
             if name == "Metric":
                 fields = [_plain(ev.metric), len(ev.values)]
                 values = [float(v) if isinstance(v, float) else int(v) for v in ev.values]
+            elif name == "ProgramBegin":      # the arguments' count (their strings not compared)
+                fields = [str(ev.program_name), len(ev.program_arguments)]
+                values = []
             else:
                 fields = [_plain(getattr(ev, f)) for f, _, _ in spec]
                 values = []
@@ -89,6 +92,8 @@ def partrace_events(anchor: Path) -> dict[int, list]:
             args = [int(np.uint64(a).view(np.int64)) if s else a
                     for a, (_, _, s) in zip(args, spec)]
             values = []
+            if code == PROGRAM_BEGIN:
+                args = [str(strings[args[0]]), args[1]]
             if code == METRIC:
                 args = args[:2]
                 v = vals["event_seq"] == ev["seq"][i]
