@@ -59,6 +59,10 @@ KNOWN: dict[str, dict[str, str]] = {
     "apex-archive": {s: APEX_COUNTS for s in EVERY},
     "otfvis-hello": {"h5": "a 2-stream OTF trace merged on 3 ranks: output/hdf5_sink.py "
                            "_join_plan reads ds.chunks of an unchunked (tiny) dataset"},
+    "otfvis-wrf": {"otf2": "VampirTrace 5.4 writes Leave records without a function (OTF's "
+                           "'leave the innermost open region', function 0); partrace keeps "
+                           "region 0 and the OTF2 sink writes only LEAVE rows of a defined "
+                           "region: none of the 272,357 leaves is in the OTF2 output"},
     "otfvis-out": {"otf2": "region names in KOI8-R (not UTF-8, kept as surrogate escapes by the "
                            "OTF reader): the otf2 package's writer encodes strings as strict "
                            "UTF-8 (UnicodeEncodeError in formats/otf2/definitions.py)"},
