@@ -30,6 +30,7 @@ TRACES = {
     "cortex-AMG": "dumpi/cortex-AMG/AMG.bin",
     "cortex-MultiGrid": "dumpi/cortex-MultiGrid/MultiGrid.bin",
     "cortex-MiniDFT": "dumpi/cortex-MiniDFT/MiniDFT.bin",
+    "cortex-CrystalRouter": "dumpi/cortex-CrystalRouter/CrystalRouter.bin",
     "otfvis-hello": "otf/otfvis-hello",
     "otfvis-philosophers": "otf/otfvis-philosophers",
     "otfvis-out": "otf/otfvis-out",
@@ -40,10 +41,11 @@ TRACES = {
     "sstmacro-10rank": "otf2/sstmacro-10rank",
     "apex-archive": "otf2/apex-archive",
     "apex-movielens": "otf2/apex-movielens",
+    "apex-movielens-first": "otf2/apex-movielens-first",
     "fastotf2-mi300": "otf2/fastotf2-mi300",
 }
 # the biggest ones (several seconds per command on 2 cores)
-SLOW = {"otfvis-out", "otfvis-wrf", "cortex-MiniDFT", "fastotf2-mi300"}
+SLOW = {"otfvis-out", "otfvis-wrf", "cortex-MiniDFT", "cortex-CrystalRouter", "fastotf2-mi300"}
 OTF2_TRACES = [n for n, p in TRACES.items() if p.startswith("otf2/")]
 
 WIDE_IDS = ("OTF2 location refs >= 2^32 (one location group per process shifted by 32 bits) "
@@ -61,10 +63,13 @@ KNOWN: dict[str, dict[str, str]] = {
     "fastotf2-mi300": {s: WIDE_IDS for s in EVERY},
     "apex-movielens": {s: WIDE_IDS for s in EVERY},
     "apex-archive": {s: APEX_COUNTS for s in EVERY},
+    "apex-movielens-first": {s: APEX_COUNTS for s in EVERY},
     "otfvis-hello": {"h5": "a 2-stream OTF trace merged on 3 ranks: output/hdf5_sink.py "
                            "_join_plan reads ds.chunks of an unchunked (tiny) dataset"},
     "cortex-AMG": {"otf": PEER_OUTSIDE},
     "cortex-MultiGrid": {"otf": PEER_OUTSIDE},
+    "cortex-MiniDFT": {"otf": PEER_OUTSIDE},
+    "cortex-CrystalRouter": {"otf": PEER_OUTSIDE},
     "otfvis-wrf": {"otf2": "VampirTrace 5.4 writes Leave records without a function (OTF's "
                            "'leave the innermost open region', function 0); partrace keeps "
                            "region 0 and the OTF2 sink writes only LEAVE rows of a defined "
