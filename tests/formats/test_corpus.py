@@ -51,7 +51,8 @@ OTF2_TRACES = [n for n, p in TRACES.items() if p.startswith("otf2/")]
 WIDE_IDS = ("OTF2 location refs >= 2^32 (one location group per process shifted by 32 bits) "
             "do not fit partrace's int32 location column")
 APEX_COUNTS = ("APEX writes per-location event counts in the global definitions that the "
-               "event files do not hold (0.evt is empty, the definition says 79 records)")
+               "event files do not hold (0.evt is empty, its definition says 79 records in "
+               "apex-archive, 84 in apex-movielens-first)")
 PEER_OUTSIDE = ("a one-rank DUMPI file's messages to ranks outside the trace go to OTF with "
                 "peer 0; partrace's OTF reader rejects its own output ('expected a process "
                 "defined by a DP record, got SendMsg naming peer 0'), the OTF library reads it "
