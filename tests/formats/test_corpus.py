@@ -48,8 +48,6 @@ TRACES = {
 SLOW = {"otfvis-out", "otfvis-wrf", "cortex-MiniDFT", "cortex-CrystalRouter", "fastotf2-mi300"}
 OTF2_TRACES = [n for n, p in TRACES.items() if p.startswith("otf2/")]
 
-WIDE_IDS = ("OTF2 location refs >= 2^32 (one location group per process shifted by 32 bits) "
-            "do not fit partrace's int32 location column")
 APEX_COUNTS = ("APEX writes per-location event counts in the global definitions that the "
                "event files do not hold (0.evt is empty, its definition says 79 records in "
                "apex-archive, 84 in apex-movielens-first)")
@@ -61,10 +59,9 @@ STEPS = ("info", "h5", "otf", "otf2", "pftrace", "profile", "comm", "library")
 EVERY = {s: None for s in STEPS}
 # trace -> step -> the cause of a known failure
 KNOWN: dict[str, dict[str, str]] = {
-    "fastotf2-mi300": {s: WIDE_IDS for s in EVERY},
-    "apex-movielens": {s: WIDE_IDS for s in EVERY},
     "apex-archive": {s: APEX_COUNTS for s in EVERY},
     "apex-movielens-first": {s: APEX_COUNTS for s in EVERY},
+    "apex-movielens": {s: APEX_COUNTS for s in EVERY},
     "otfvis-hello": {"h5": "a 2-stream OTF trace merged on 3 ranks: output/hdf5_sink.py "
                            "_join_plan reads ds.chunks of an unchunked (tiny) dataset"},
     "cortex-AMG": {"otf": PEER_OUTSIDE},
