@@ -11,11 +11,14 @@
 """
 from __future__ import annotations
 
+import copy
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 
+from .errors import PartraceError, UsageError
 from .model import Definitions, Kind, Table
 
 
@@ -231,13 +234,47 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
 
     ``comm`` defaults to the world communicator when launched under MPI.
     """
-    from .engine.mpi import world
+    from .engine.mpi import RankFailed, world
     from .engine.pipeline import run
     from .output import make_sink
-    sink = make_sink(output, to=to, source=str(trace), overwrite=overwrite, streams=streams,
-                     compression=compression, layout=layout)
-    if isinstance(memory, str):
-        from .cli import _size
-        memory = _size(memory)
-    return run(comm or world(), trace, sink, format=format, memory=memory, spill_dir=tmpdir,
-               reader_options=reader_options)
+    try:
+        sink = make_sink(output, to=to, source=str(trace), overwrite=overwrite, streams=streams,
+                         compression=compression, layout=layout)
+        if isinstance(memory, str):
+            memory = _budget(memory)
+        return run(comm or world(), trace, sink, format=format, memory=memory, spill_dir=tmpdir,
+                   reader_options=reader_options)
+    except RankFailed as exc:   # the engine's failure protocol is not the caller's business
+        raise _api_error(exc.original if exc.original is not None
+                         else PartraceError(f"rank {exc.rank}: {exc.message}")) from None
+    except PartraceError as exc:
+        raise _api_error(exc) from None
+
+
+# The command line's options, as the keywords of merge() that say the same
+_KEYWORDS = {"--overwrite": "overwrite=True", "--to": "to=", "--streams": "streams=",
+             "--compress": "compression=", "--layout": "layout=", "--memory": "memory=",
+             "--tmpdir": "tmpdir=", "--format": "format=", "--reader-option": "reader_options="}
+_OPTION = re.compile(r"--[a-z][a-z-]*")
+
+
+def _api_error(exc: BaseException) -> BaseException:
+    """``exc`` as the API raises it: partrace's errors keep their class and name the
+    keyword where the command line would name an option; others (OSError, bugs) as they are."""
+    if not isinstance(exc, PartraceError):
+        return exc
+    text = _OPTION.sub(lambda m: _KEYWORDS.get(m.group(0), m.group(0)), str(exc))
+    worded = copy.copy(exc)
+    worded.args = (text,)
+    return worded
+
+
+def _budget(text: str) -> int:
+    """'512M' -> bytes, as --memory takes it; a bad size is a UsageError."""
+    import argparse
+
+    from .cli import _size
+    try:
+        return _size(text)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"memory: {exc}") from None
