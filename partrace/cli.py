@@ -223,6 +223,17 @@ def _add_table_options(p) -> None:
     _add_memory_options(p)
 
 
+def check_options(comm, args) -> None:
+    """Refuse what the options alone show to be wrong, before any work: on rank 0, so that
+    under mpiexec it is said once (the caller runs this in a guard, then checks)."""
+    if comm.rank != 0:
+        return
+    _time_range(getattr(args, "time", None))
+    if getattr(args, "plot", None) is not None:     # not after the work, as an internal error
+        from .analysis.plot import check_target
+        check_target(args.plot)
+
+
 def cmd_profile(comm, args) -> int:
     from .analysis import profile
     from .analysis import render as R
@@ -268,10 +279,14 @@ def _time_range(text: str | None):
     try:
         if not sep:
             raise ValueError
-        return (int(lo) if lo else -(1 << 63), int(hi) if hi else (1 << 63) - 1)
+        t0, t1 = (int(lo) if lo else -(1 << 63), int(hi) if hi else (1 << 63) - 1)
     except ValueError:
         from .errors import UsageError
         raise UsageError(f"--time {text}: expected T0:T1 in ns (e.g. 1000:2000, 5000:)") from None
+    if t0 >= t1:
+        from .errors import UsageError
+        raise UsageError(f"--time {text}: an empty window (T0 must be below T1)")
+    return t0, t1
 
 
 def cmd_dump(comm, args) -> int:
@@ -314,6 +329,8 @@ def cmd_comm(comm, args) -> int:
         pairs = res["pairs"].columns
         print(f"messages: {int(pairs['messages'].sum()):,} in {len(res['pairs']):,} "
               f"sender/receiver pairs, {int(pairs['bytes'].sum()):,} bytes")
+        if not res["pairs"]:
+            print(f"({R.NO_MESSAGES})")
         if res["pairs"]:
             shown = R.heaviest_pairs(res["pairs"], args.top or None)
             print(R.as_text(shown, [("sender", "sender"), ("receiver", "receiver"),
@@ -449,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     comm = world()
     stop.begin(comm)
     try:
+        with comm.guard():
+            check_options(comm, args)
+        comm.check()
         if args.func in DECODING:   # a small input runs its kernels as Python: no numba
             from .formats import jit
             jit.choose(jit.input_bytes(args.trace))

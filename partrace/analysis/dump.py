@@ -63,6 +63,16 @@ class DumpSink(Sink):
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         register()
         self.defs, self.schema = defs, schema
+        with comm.guard():  # the same refusal on every rank: said once, by rank 0
+            self._resolve_filters(defs)
+        comm.check()
+        self.loc_names = _lookup(defs.tables["locations"])
+        self.reg_names = _lookup(defs.tables["regions"])
+        self.extra = [c for c in schema["events"] if c.name not in KEY and not c.is_object
+                      and not np.dtype(c.dtype).subdtype]
+
+    def _resolve_filters(self, defs: Definitions) -> None:
+        """Names and ids of the filters as ids; an unknown one is refused, by name or id."""
         self.loc_filter = _ids(self.loc_filter, defs.tables["locations"], "location")
         self.region_filter = _ids(self.region_filter, defs.tables["regions"], "region")
         if self.kind_filter is not None:
@@ -71,10 +81,6 @@ class DumpSink(Sink):
                 raise UsageError(f"--kind: no kind {unknown[0]!r} (kinds: "
                                  f"{', '.join(k.name.lower() for k in Kind)})")
             self.kind_filter = [int(Kind[k.upper()]) for k in self.kind_filter]
-        self.loc_names = _lookup(defs.tables["locations"])
-        self.reg_names = _lookup(defs.tables["regions"])
-        self.extra = [c for c in schema["events"] if c.name not in KEY and not c.is_object
-                      and not np.dtype(c.dtype).subdtype]
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
         text = b""
@@ -142,18 +148,33 @@ def _lookup(table: Table):
 
 
 def _ids(wanted, table: Table, what: str):
-    """Ids of the names or numbers in ``wanted`` (None: no filter)."""
+    """Ids of the names or ids in ``wanted`` (None: no filter); one the definitions do not
+    hold is refused, whether named or numbered (an unknown id would select nothing)."""
     if wanted is None:
         return None
     by_name = {}
-    for i, n in zip(np.asarray(table["id"]).tolist(), np.asarray(table["name"], dtype=object)):
+    ids = np.asarray(table["id"]).tolist()
+    for i, n in zip(ids, np.asarray(table["name"], dtype=object)):
         by_name.setdefault(str(n), []).append(i)
+    known = set(ids)
     out = []
     for w in wanted:
         if w in by_name:
             out.extend(by_name[w])
-        elif w.lstrip("-").isdigit():
+        elif w.lstrip("-").isdigit() and int(w) in known:
             out.append(int(w))
+        elif w.lstrip("-").isdigit():
+            raise UsageError(f"--{what}: no {what} with id {w} (ids {_span(ids)})")
         else:
             raise UsageError(f"--{what}: no {what} named {w!r}")
     return np.array(out, np.int64)
+
+
+def _span(ids: list[int]) -> str:
+    """The ids a table holds, short: '1..8' when they are consecutive."""
+    if not ids:
+        return "none"
+    lo, hi = min(ids), max(ids)
+    if hi - lo + 1 == len(set(ids)):
+        return f"{lo}..{hi}"
+    return ", ".join(map(str, sorted(ids)[:8])) + (", ..." if len(ids) > 8 else "")

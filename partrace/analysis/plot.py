@@ -1,6 +1,6 @@
 """Pictures of the answers: the profile as bars, the message matrix as a heatmap, a time
-window as a timeline.  matplotlib is an optional extra (``pip install 'partrace[plot]'``);
-the figure type follows the file name (.png, .svg, .pdf).
+window as a timeline.  matplotlib is an optional extra (the ``plot`` extra of the package);
+the figure type follows the file name (.png, .svg, .pdf, or any type matplotlib writes).
 
 Thousands of locations do not fit as rows of labels: the heatmap and the timeline
 then group consecutive locations into at most MAX_LANES bands, labelled by their
@@ -20,12 +20,37 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise UsageError("plots need matplotlib: pip install 'partrace[plot]' (or matplotlib)") from None
+        raise UsageError("--plot needs matplotlib: pip install matplotlib (in a source "
+                         "checkout: pip install -e '.[plot]')") from None
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.fonttype"] = "none"    # text stays text in SVG (searchable, small)
     matplotlib.rcParams["svg.hashsalt"] = "partrace"  # the same data gives the same file
     import matplotlib.pyplot as plt
     return plt
+
+
+def check_target(path) -> None:
+    """Refuse, before any work, a picture that could not be written: no matplotlib, a
+    type matplotlib does not write (.bmp, no suffix), a folder that is missing or not
+    writable, a folder in the file's place."""
+    import os
+    from pathlib import Path
+    _pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+    types = FigureCanvasBase.get_supported_filetypes()
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path}: --plot: is a folder")
+    kind = path.suffix.lower().lstrip(".")
+    if kind not in types:
+        said = f"a .{kind} file" if kind else "no file type in the name"
+        raise UsageError(f"{path}: --plot: {said}; matplotlib writes "
+                         f"{', '.join('.' + t for t in sorted(types))}")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"{path}: --plot: no such folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{path}: --plot: permission denied")
 
 
 def _save(fig, path) -> None:
@@ -34,9 +59,24 @@ def _save(fig, path) -> None:
     fig.savefig(path, dpi=120, metadata=dated or None)
 
 
+def _say_empty(plt, path, title: str, why: str) -> None:
+    """A picture that says why there is nothing to draw (an empty answer is an answer,
+    with or without --plot: no empty axes with a made-up scale)."""
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.set_axis_off()
+    ax.set_title(title)
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
+    _save(fig, path)
+    plt.close(fig)
+
+
 def profile_bars(result: dict, path, top: int = 25) -> None:
     """Exclusive and inclusive time (s) of the regions with the most exclusive time."""
     plt = _pyplot()
+    if not result["regions"]:
+        from .render import NO_REGIONS
+        _say_empty(plt, path, "profile", NO_REGIONS)
+        return
     regions = sorted(result["regions"], key=lambda r: (-r["exclusive_ns"], r["region"]))[:top]
     names = [r["region"] for r in regions][::-1]
     excl = np.array([r["exclusive_ns"] for r in regions][::-1]) / 1e9
@@ -74,7 +114,9 @@ def comm_heatmap(result: dict, path, location_names: dict[int, str]) -> None:
     plt = _pyplot()
     pairs = result["pairs"]
     if not pairs:
-        raise UsageError("no messages in this trace: nothing to draw")
+        from .render import NO_MESSAGES
+        _say_empty(plt, path, "messages", NO_MESSAGES)
+        return
     cols = pairs.columns
     ids = np.union1d(np.fromiter(location_names, np.int64, len(location_names)),
                      np.concatenate([cols["sender_id"], cols["receiver_id"]]).astype(np.int64))

@@ -74,8 +74,14 @@ PROFILE_SORTS = {"exclusive": "exclusive_ns", "inclusive": "inclusive_ns", "call
                  "name": "region", "imbalance": "imbalance"}
 
 
+NO_REGIONS = "no region visits: this trace records no enter/leave events"
+NO_MESSAGES = "no messages: this trace records no send/receive events"
+
+
 def profile_text(result: dict, top: int | None) -> str:
     regions = result["regions"]
+    if not regions:
+        return f"({NO_REGIONS})"
     total = sum(r["exclusive_ns"] for r in regions) or 1
     recs = [{**r, "incl": ms(r["inclusive_ns"]), "excl": ms(r["exclusive_ns"]),
              "excl_pct": 100.0 * r["exclusive_ns"] / total, "mean": ms(r["inclusive_mean_ns"]),

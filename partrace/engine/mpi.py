@@ -249,7 +249,16 @@ class Comm:
             time.sleep(pause)
 
     def abort(self, code: int = 1) -> None:
+        """End the whole job with ``code``.  The caller has said why in one line: MPICH's
+        own "Abort(2) on node ... MPI_Abort(...)" line would only repeat it, so stderr
+        goes to /dev/null first."""
         if self._c is not None and self.size > 1:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):   # a closed pipe: nothing more to say there
+                    pass
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
             self._c.Abort(code)
         sys.exit(code)
 

@@ -140,15 +140,30 @@ def _handler(sig, frame):
     comm = _comm
     if comm is None:        # serial, or not started: nothing can be waiting for us
         cleanup(hard=False)
-        if _published:      # too late to undo, and undoing would lose a whole output
-            say(f"partrace: {signal_name(sig)} after the output was written; it is kept")
-        else:
-            say(f"partrace: terminated ({signal_name(sig)}): spill files and unfinished "
-                f"output removed")
+        if not _launcher_rank():    # a launcher signals every rank: the first one speaks
+            if _published:  # too late to undo, and undoing would lose a whole output
+                say(f"partrace: {signal_name(sig)} after the output was written; it is kept")
+            else:
+                say(f"partrace: terminated ({signal_name(sig)}): spill files and unfinished "
+                    f"output removed")
         os._exit(exit_code(sig))
     if not _raised and comm.in_guard():
         _raised = True
         raise StopRequested(sig)
+
+
+# The rank an MPI launcher gives a process, in its environment (MPICH's Hydra, Open MPI,
+# PMIx, Slurm): known before MPI is started, as a signal may come first.
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PALS_RANKID")
+
+
+def _launcher_rank() -> int:
+    """This process's rank as its launcher set it (0 when not launched by one)."""
+    for var in _RANK_VARS:
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def _start_watchdog(rank: int) -> None:
