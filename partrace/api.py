@@ -37,9 +37,9 @@ class TraceData:
     """Tables of a trace (decoded on first use) or of a partrace HDF5 file (read lazily)."""
 
     def __init__(self, path, format: str | None = None, **options):
-        from .formats import detect, get
+        from .formats import canonical, detect, get
         self.path = Path(path)
-        self.format = format or detect(path)
+        self.format = canonical(format) if format else detect(path)
         self.options = options
         get(self.format).open(self.path, **options)     # refuses unknown options now, not later
         self._tables: dict[str, Table] | None = None

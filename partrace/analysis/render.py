@@ -97,3 +97,18 @@ def profile_text(result: dict, top: int | None) -> str:
     if top is not None and len(regions) > top:
         text += f"\n({len(regions) - top:,} more regions: --top 0 for all)"
     return text
+
+
+def per_location_text(result: dict, top: int | None) -> str:
+    """One row per location and region, the most exclusive time first."""
+    rows = sorted(result["locations"] or [], key=lambda r: (-r["exclusive_ns"], r["location_id"],
+                                                          r["region"]))
+    if not rows:
+        return f"({NO_REGIONS})"
+    recs = [{**r, "incl": ms(r["inclusive_ns"]), "excl": ms(r["exclusive_ns"])}
+            for r in rows[:top]]
+    text = as_text(recs, [("location", "location"), ("region", "region"), ("calls", "calls"),
+                          ("excl", "excl ms"), ("incl", "incl ms")])
+    if top is not None and len(rows) > top:
+        text += f"\n({len(rows) - top:,} more rows: --top 0 for all)"
+    return text

@@ -50,11 +50,11 @@ class RunStats:
 def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None,
                       options: dict | None = None):
     """Rank 0 detects the format; every rank opens the trace with it (cheap)."""
-    from ..formats import detect, get
+    from ..formats import canonical, detect, get
     name = None
     with comm.guard():
         if comm.rank == 0:
-            name = format or detect(path)
+            name = canonical(format) if format else detect(path)
     comm.check()
     name = comm.bcast(name)
     reader = None

@@ -1,0 +1,120 @@
+"""A new user's first hour: wrong options are refused before the work, in one line, once
+whatever the rank count; empty answers are the same answer with or without --plot."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import DATA, run_cli
+
+DUMPI = DATA / "dumpi" / "p2p-4rank"
+OVNI = DATA / "ovni" / "v1-zoo-small"     # no messages
+ROSS = DATA / "ross" / "pi-np1-seq-allmodes"   # no regions
+RING = DATA / "otf" / "ring8" / "trace" / "ring8.otf"
+
+
+def _one_error(r, *parts) -> str:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("partrace: error: "), lines
+    for part in parts:
+        assert part in lines[0], lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("name, why", [("x.bmp", "a .bmp file"), ("x", "no file type"),
+                                       ("nosuch/x.png", "no such folder")])
+@pytest.mark.parametrize("cmd", ["profile", "comm", "timeline"])
+def test_a_plot_that_cannot_be_written_is_refused_before_the_work(cmd, name, why, tmp_path):
+    target = tmp_path / name
+    r = run_cli([cmd, str(DUMPI), "--plot", str(target)])
+    _one_error(r, str(target), why)
+    assert r.stdout == ""       # refused first: no table printed, then a failure
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plot_into_a_folder_that_cannot_be_written(tmp_path):
+    import os
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.access(locked, os.W_OK):
+        pytest.skip("running as a user that writes anywhere (root)")
+    _one_error(run_cli(["profile", str(DUMPI), "--plot", str(locked / "p.png")]),
+               "permission denied")
+
+
+@pytest.mark.parametrize("args, said", [
+    (["timeline", str(DUMPI), "--time", "5:3", "--plot", "t.png"], "--time 5:3: an empty window"),
+    (["dump", str(DUMPI), "--time", "5:3"], "--time 5:3: an empty window"),
+    (["dump", str(DUMPI), "--region", "nosuch"], "--region: no region named 'nosuch'"),
+    (["dump", str(DUMPI), "--location", "99"], "--location: no location with id 99 (ids 1..4)"),
+    (["comm", str(OVNI), "--plot", "x.bmp"], "a .bmp file"),
+])
+@pytest.mark.parametrize("nranks", [None, pytest.param(3, marks=pytest.mark.mpi)])
+def test_a_refusal_is_one_line_at_any_rank_count(args, said, nranks, tmp_path):
+    args = [str(tmp_path / a) if a.endswith((".png", ".bmp")) else a for a in args]
+    r = run_cli(args, nranks=nranks)
+    _one_error(r, said)
+    assert "MPI_Abort" not in r.stderr and r.stdout == ""
+
+
+def test_a_known_location_id_still_selects(tmp_path):
+    r = run_cli(["dump", str(DUMPI), "--location", "2"])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines and all(ln.split()[1:3] == ["rank", "1"] for ln in lines)
+
+
+@pytest.mark.parametrize("plot", [None, "c.svg"])
+def test_no_messages_is_an_answer_with_or_without_a_plot(plot, tmp_path):
+    args = ["comm", str(OVNI)] + (["--plot", str(tmp_path / plot)] if plot else [])
+    r = run_cli(args)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:2] == ["messages: 0 in 0 sender/receiver pairs, 0 bytes",
+                                         "(no messages: this trace records no send/receive "
+                                         "events)"]
+    if plot:
+        texts = re.findall(r">([^<>]+)</text>", (tmp_path / plot).read_text())
+        assert "no messages: this trace records no send/receive events" in texts
+
+
+def test_a_profile_without_regions_says_why(tmp_path):
+    out = tmp_path / "p.svg"
+    r = run_cli(["profile", str(ROSS), "--plot", str(out)])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "(no region visits: this trace records no enter/leave events)"
+    texts = re.findall(r">([^<>]+)</text>", out.read_text())
+    assert "no region visits: this trace records no enter/leave events" in texts
+    assert not any(t.strip().startswith("−0.04") or t.strip() == "0.04" for t in texts)
+
+
+def test_per_location_shows_rows_per_location_as_text():
+    from partrace import analysis
+    res = analysis.profile(DUMPI, per_location=True)
+    r = run_cli(["profile", str(DUMPI), "--per-location", "--top", "0"])
+    assert r.returncode == 0, r.stderr
+    rows = r.stdout.splitlines()[2:]
+    assert len(rows) == len(res["locations"])
+    top = max(res["locations"], key=lambda x: x["exclusive_ns"])
+    assert rows[0].split()[:4] == [*top["location"].split(), top["region"], str(top["calls"])]
+
+
+def test_format_as_info_names_it_and_small_budgets_warned(tmp_path):
+    r = run_cli(["info", str(RING), "--format", "OTF"])
+    assert r.returncode == 0 and "format:     OTF" in r.stdout, r.stderr
+    r = run_cli(["merge", str(RING), "-o", str(tmp_path / "m.h5"), "--format", "OtF",
+                 "--memory", "1M", "-q"])
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == ["partrace: warning: --memory 1M: under 64M a run spills most "
+                                     "rows and merges in many windows, many times slower "
+                                     "(default 2G)"]
+
+
+def test_more_streams_than_processes_is_said(tmp_path):
+    out = tmp_path / "r.otf"
+    r = run_cli(["merge", str(RING), "-o", str(out), "--streams", "100", "-q"])
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [f"partrace: warning: {out}: --streams 100: the trace has 8 "
+                                     f"processes, so 8 streams (one per process)"]
+    assert len(list(tmp_path.glob("r.*.events"))) == 8
