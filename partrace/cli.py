@@ -384,14 +384,13 @@ def cmd_run(comm, args) -> int:
         progress.done()
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
     events = comm.allreduce_sum(stats.rows_written.get("events", 0))
-    nbytes = comm.allreduce_sum(stats.bytes_read)
     spilled = comm.allreduce_sum(stats.spilled_bytes)
     peak = comm.allreduce_max(_peak_rss())
     if comm.rank == 0 and not args.quiet:
         dt = time.perf_counter() - t0
         extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
         print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
-              f"from {_amount(nbytes)} "
+              f"from {_amount(stats.source_bytes)} in {_files(stats.source_files)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
               f"peak memory {peak / 2**20:,.0f} MiB per rank", file=sys.stderr)
     return 0
@@ -400,6 +399,10 @@ def cmd_run(comm, args) -> int:
 def _amount(nbytes: int) -> str:
     """Bytes as a reader counts them: exact below a megabyte (a small trace is not '0.0 MB')."""
     return f"{nbytes:,} bytes" if nbytes < 1_000_000 else f"{nbytes / 1e6:,.1f} MB"
+
+
+def _files(n: int) -> str:
+    return f"{n:,} file" if n == 1 else f"{n:,} files"
 
 
 def _peak_rss() -> int:

@@ -278,8 +278,9 @@ def render(report: dict, as_json: bool = False) -> str:
     lines = [
         f"trace:      {report['path']}",
         f"format:     {fmt}",
-        f"size:       {report['size_bytes']:,} bytes in {report['files']} files, "
-        f"{report['units']} work units",
+        f"size:       {report['size_bytes']:,} bytes in {report['files']:,} "
+        f"file{'' if report['files'] == 1 else 's'}, {report['units']:,} work "
+        f"unit{'' if report['units'] == 1 else 's'}",
         f"locations:  {report['locations']}",
         "definitions: " + ", ".join(f"{n} {c}" for n, c in report["definitions"].items()),
     ]
