@@ -153,8 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="traces to warm on besides the samples (with TRACEs and no --format, "
                         "only those)")
-    p.add_argument("--format", dest="formats", action="append",
-                   choices=["otf", "dumpi", "ovni", "ross", "hdf5"],
+    from .warm import SAMPLES      # the registry of samples alone: nothing is compiled
+    p.add_argument("--format", dest="formats", action="append", type=str.lower,
+                   choices=[*SAMPLES, "hdf5"],
                    help="the samples of this format only (repeatable; default: all)")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary lines")
     return parser
@@ -194,12 +195,13 @@ def _add_analysis_commands(sub) -> None:
     _add_table_options(p)
     p = _command(sub, "dump", cmd_dump,
                  help="events as text in global time order, with names",
-                 description="One line per event in (time, location, seq) order: time (ns), "
-                 "location, kind, region and the non-zero columns, names instead of ids. "
+                 description="One line per event in (time, location, seq) order: time (ns, "
+                 "or the trace's own unit), location, kind, region and the non-zero columns, names instead of ids. "
                  "Filters apply while decoding; output streams (| head ends the run).")
     _add_input(p)
-    p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (ns; "
-                   "either side may be empty)")
+    p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (in the "
+                   "trace's time unit, as info shows it: ns, or ROSS's virtual time; either "
+                   "side may be empty)")
     p.add_argument("--location", metavar="L,...", help="only these locations (names or ids)")
     p.add_argument("--kind", metavar="K,...", help="only these kinds (enter, leave, send, ...)")
     p.add_argument("--region", metavar="R,...", help="only these regions (names or ids)")
@@ -211,7 +213,8 @@ def _add_analysis_commands(sub) -> None:
                  "messages as lines from send to receive. Needs matplotlib.")
     _add_input(p, then=[(("--plot",), dict(metavar="FILE", required=True,
                                            help="the picture (.png, .svg, .pdf)"))])
-    p.add_argument("--time", metavar="T0:T1", help="the window (ns; default: the whole trace, "
+    p.add_argument("--time", metavar="T0:T1", help="the window (in the trace's time unit, as "
+                   "info shows it: ns, or ROSS's virtual time; default: the whole trace, "
                    "at most 2,000,000 events)")
     _add_memory_options(p)
 
@@ -275,7 +278,7 @@ def cmd_profile(comm, args) -> int:
 
 def cmd_timeline(comm, args) -> int:
     from .analysis.timeline import timeline_data
-    data = timeline_data(comm, args.trace, format=args.format, time=_time_range(args.time),
+    data = timeline_data(comm, args.trace, format=args.format, shown_time=_time_range(args.time),
                          reader_options=reader_options(args),
                          memory=args.memory, tmpdir=args.tmpdir)
     if comm.rank == 0:
@@ -285,20 +288,33 @@ def cmd_timeline(comm, args) -> int:
 
 
 def _time_range(text: str | None):
+    """--time T0:T1 as (T0, T1) in the trace's own time unit (ns of a wall clock, ROSS's
+    virtual time, as ``info`` shows it), None for an empty side."""
     if text is None:
         return None
+    from .errors import UsageError
     lo, sep, hi = text.partition(":")
     try:
         if not sep:
             raise ValueError
-        t0, t1 = (int(lo) if lo else -(1 << 63), int(hi) if hi else (1 << 63) - 1)
+        t0, t1 = (_number(lo) if lo.strip() else None, _number(hi) if hi.strip() else None)
     except ValueError:
-        from .errors import UsageError
-        raise UsageError(f"--time {text}: expected T0:T1 in ns (e.g. 1000:2000, 5000:)") from None
-    if t0 >= t1:
-        from .errors import UsageError
+        raise UsageError(f"--time {text}: expected T0:T1 in the trace's time unit, as info "
+                         f"shows it (ns: 1000:2000, 5000:; ROSS virtual time: 5:6)") from None
+    if t0 is not None and t1 is not None and t0 >= t1:
         raise UsageError(f"--time {text}: an empty window (T0 must be below T1)")
     return t0, t1
+
+
+def _number(text: str):
+    """An integer as one (ns stay exact), else a float (virtual time: 5.5)."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        if value != value:
+            raise ValueError(text) from None
+        return value
 
 
 def cmd_dump(comm, args) -> int:
@@ -307,7 +323,7 @@ def cmd_dump(comm, args) -> int:
 
     def split(text):
         return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
-    sink = DumpSink(time=_time_range(args.time), locations=split(args.location),
+    sink = DumpSink(shown_time=_time_range(args.time), locations=split(args.location),
                     kinds=split(args.kind), regions=split(args.region))
     try:
         run(comm, args.trace, sink, format=args.format, memory=args.memory, spill_dir=args.tmpdir,

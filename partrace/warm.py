@@ -4,9 +4,10 @@ The first run after an install (or after a kernel's source changed) compiles
 the kernels it uses; numba keeps them in its cache (``__pycache__`` beside
 each module, or ``$XDG_CACHE_HOME/partrace/numba`` when the package folder is
 read-only: see ``partrace/__init__.py``) and later runs only load them.
-``warm`` runs every command (info, merge to HDF5, OTF and Perfetto, profile,
-comm, timeline) on small sample traces of each format, in one process, so
-every kernel those paths use is compiled, and says where the cache is.
+``warm`` runs every command (info, merge to every output, profile, comm, dump,
+timeline) on small sample traces of each format (every input, partrace's HDF5
+and OTF2 included), in one process, so every kernel those paths use is
+compiled, and says where the cache is.
 
 A parallel run of 8 ranks or more whose cache is cold for its input's format
 lets rank 0 do this while the other ranks wait (:func:`before_parallel_run`):
@@ -123,12 +124,14 @@ def _merge(comm, trace: Path, fmt: str, target: Path) -> None:
 
 
 def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[str, object]]:
-    """(name, thunk) of every command warm runs on one trace."""
+    """(name, thunk) of every command warm runs on one trace: each output of the registry
+    (so a new output is warmed with no change here), and every command that decodes."""
     from .analysis import communication, profile
     from .info import gather_info
+    from .output import OUTPUTS
 
-    def merge(to: str):
-        return lambda: _merge(comm, trace, fmt, out / f"{tag}.{to}")
+    def merge(suffix: str):
+        return lambda: _merge(comm, trace, fmt, out / f"{tag}{suffix}")
 
     def timeline():
         try:
@@ -141,12 +144,17 @@ def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[st
         except UsageError:      # a trace with no events (ROSS GVT samples): nothing to draw
             pass
 
-    return [("info", lambda: gather_info(comm, trace, fmt)),
-            ("merge -> h5", merge("h5")), ("merge -> otf", merge("otf")),
-            ("merge -> pftrace", merge("pftrace")),
+    def dump():
+        from .analysis.dump import DumpSink
+        from .engine.pipeline import run
+        with open(os.devnull, "wb") as null:
+            run(comm, trace, DumpSink(null), format=fmt)
+
+    merges = [(f"merge -> {o.suffixes[0][1:]}", merge(o.suffixes[0])) for o in OUTPUTS.values()]
+    return [("info", lambda: gather_info(comm, trace, fmt)), *merges,
             ("profile", lambda: profile(trace, comm=comm, format=fmt)),
             ("comm", lambda: communication(trace, comm=comm, format=fmt, with_names=True)),
-            ("timeline", timeline)]
+            ("dump", dump), ("timeline", timeline)]
 
 
 def _dispatchers() -> list:

@@ -118,3 +118,53 @@ def test_more_streams_than_processes_is_said(tmp_path):
     assert r.stderr.splitlines() == [f"partrace: warning: {out}: --streams 100: the trace has 8 "
                                      f"processes, so 8 streams (one per process)"]
     assert len(list(tmp_path.glob("r.*.events"))) == 8
+
+
+ROSS_EVENTS = DATA / "ross" / "pi-np2-opt-evtrace-full-model-gvt"
+
+
+def test_info_states_every_inputs_time_unit():
+    wall = run_cli(["info", str(RING)])
+    assert "time unit:  ns of wall clock (the trace's ticks: 1,000,000,000 per second)" \
+        in wall.stdout.splitlines(), wall.stdout
+    ross = run_cli(["info", str(ROSS_EVENTS)]).stdout.splitlines()
+    assert "time unit:  virtual time (stored x 1e+09 in the time column)" in ross
+    assert "time span:  events: 0 .. 29.9952545 virtual time" in ross
+    # the final GVT of a finished run is infinite, not 9.22e+09
+    gvt = [ln for ln in ross if ln.startswith("time span:  model_gvt:")]
+    assert gvt and gvt[0].endswith(".. inf virtual time"), ross
+
+
+def test_time_windows_are_in_the_unit_the_user_sees(tmp_path):
+    import numpy as np
+
+    import partrace
+    events = partrace.open(ROSS_EVENTS).columns("events", ["time", "kind"])
+    inside = (events["time"] >= 5 * 10**9) & (events["time"] < 6 * 10**9)
+    assert 0 < inside.sum() < len(inside)
+    r = run_cli(["dump", str(ROSS_EVENTS), "--time", "5:6"])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == int(inside.sum())
+    shown = np.array([float(ln.split()[0]) for ln in lines])
+    assert np.allclose(shown, events["time"][inside] / 1e9, rtol=1e-8)
+    out = tmp_path / "t.svg"
+    r = run_cli(["timeline", str(ROSS_EVENTS), "--time", "5:6", "--plot", str(out)])
+    assert r.returncode == 0, r.stderr
+    texts = re.findall(r">([^<>]+)</text>", out.read_text())
+    assert "virtual time from 5" in texts
+    from partrace.analysis.timeline import timeline_data
+    from partrace.engine.mpi import serial
+    by_key = timeline_data(serial(), ROSS_EVENTS, time=(5 * 10**9, 6 * 10**9))
+    sends = len(by_key["messages"]["send_time"])
+    assert sends and any(t.startswith("timeline:") and f"{sends:,} messages" in t
+                         for t in texts), texts
+
+
+def test_a_wall_clock_trace_keeps_ns_windows():
+    import partrace
+    t = partrace.open(DUMPI).columns("events", ["time"])["time"]
+    lo, hi = int(t[10]), int(t[40])
+    r = run_cli(["dump", str(DUMPI), "--time", f"{lo}:{hi}"])
+    assert r.returncode == 0, r.stderr
+    assert [int(ln.split()[0]) for ln in r.stdout.splitlines()] == sorted(t[(t >= lo) & (t < hi)])

@@ -19,6 +19,7 @@ from ..engine.sink import Sink
 from ..display import READABLE, register
 from ..errors import UsageError
 from ..model import Definitions, Kind, Schema, Table
+from ..timeunit import END_OF_TIME
 
 BLOCK = 1 << 15            # rows formatted at once (fixed-width strings: bounded memory)
 KEY = ("time", "location", "seq", "kind", "region")
@@ -35,10 +36,13 @@ class DumpSink(Sink):
     mode = "time"
     windows = True
 
-    def __init__(self, out=None, *, time=None, locations=None, kinds=None, regions=None):
+    def __init__(self, out=None, *, time=None, locations=None, kinds=None, regions=None,
+                 shown_time=None):
         self.out = out
+        self.shown_time = shown_time    # the window in the trace's own unit: keys at prepare
         self.time, self.loc_filter, self.kind_filter, self.region_filter = time, locations, kinds, regions
         self.rows = 0
+        self.unit = None
 
     # -- what the engine decodes -------------------------------------------------------
     needs = {"events": None}
@@ -63,6 +67,10 @@ class DumpSink(Sink):
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         register()
         self.defs, self.schema = defs, schema
+        from ..timeunit import of
+        self.unit = of(defs.attrs)
+        if self.shown_time is not None:
+            self.time = self.unit.keys(self.shown_time)
         with comm.guard():  # the same refusal on every rank: said once, by rank 0
             self._resolve_filters(defs)
         comm.check()
@@ -110,7 +118,12 @@ class DumpSink(Sink):
         return b"".join(parts)
 
     def _lines(self, ev: Table, lo: int, hi: int) -> bytes:
-        time = np.asarray(ev["time"][lo:hi]).astype("U20")
+        time = np.asarray(ev["time"][lo:hi])
+        if self.unit.wall_ns:
+            time = time.astype("U20")
+        else:           # the trace's own unit (ROSS: virtual time), the end of time as inf
+            shown = np.where(time >= END_OF_TIME, np.inf, time / self.unit.per_unit)
+            time = np.char.mod("%.9g", shown)
         line = np.char.add(np.char.rjust(time, 15), "  ")
         line = np.char.add(line, np.char.ljust(self.loc_names(ev["location"][lo:hi]), 12))
         line = np.char.add(line, "  ")

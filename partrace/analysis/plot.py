@@ -148,6 +148,14 @@ def comm_heatmap(result: dict, path, location_names: dict[int, str]) -> None:
     plt.close(fig)
 
 
+def _time_axis(unit, t0: int) -> tuple[float, str]:
+    """Time-column ticks per axis unit, and the axis label: ms of a wall clock in ns, else
+    the trace's own unit (ROSS's virtual time is not stretched x 1e9 into "ns")."""
+    if unit.wall_ns:
+        return 1e6, f"time (ms) from {t0:,} ns"
+    return unit.per_unit, f"{unit.name} from {unit.shown(t0):g}"
+
+
 def timeline(data: dict, path) -> None:
     """Regions as coloured bars per location lane, messages as lines (``timeline_data``)."""
     plt = _pyplot()
@@ -158,6 +166,7 @@ def timeline(data: dict, path) -> None:
     iv = data["intervals"]
     fig, ax = plt.subplots(figsize=(12, 0.28 * len(labels) + 2))
     t0 = data["t0"]
+    scale, axis = _time_axis(data["time_unit"], t0)
     cmap = plt.get_cmap("tab20")
     regions = np.unique(iv["region"])
     colour = {int(g): cmap(i % 20) for i, g in enumerate(regions.tolist())}
@@ -169,23 +178,23 @@ def timeline(data: dict, path) -> None:
         for lane in np.unique(lanes[sel]).tolist():
             k = sel.copy()
             k[sel] = lanes[sel] == lane
-            starts = (iv["start"][k] - t0) / 1e6
-            widths = (iv["end"][k] - iv["start"][k]) / 1e6
+            starts = (iv["start"][k] - t0) / scale
+            widths = (iv["end"][k] - iv["start"][k]) / scale
             h = float(height[lanes[sel] == lane].min())
             ax.broken_barh(list(zip(starts, widths)), (lane - h / 2, h), facecolors=colour[g], linewidth=0)
     msg = data["messages"]
     if len(msg["send_time"]):
-        segs = np.stack([np.stack([(msg["send_time"] - t0) / 1e6,
+        segs = np.stack([np.stack([(msg["send_time"] - t0) / scale,
                                    [lane_of.get(int(x), 0) for x in msg["sender"].tolist()]], axis=1),
-                         np.stack([(msg["recv_time"] - t0) / 1e6,
+                         np.stack([(msg["recv_time"] - t0) / scale,
                                    [lane_of.get(int(x), 0) for x in msg["receiver"].tolist()]], axis=1)], axis=1)
         ax.add_collection(LineCollection(segs, colors="black", linewidths=0.5, alpha=0.6))
     step = max(1, -(-len(labels) // MAX_LABELS))
     ticks = np.arange(0, len(labels), step)
     ax.set_yticks(ticks, [labels[i] for i in ticks], fontsize=7)
     ax.set_ylim(len(labels) - 0.5, -0.5)
-    ax.set_xlim(0, (data["t1"] - t0) / 1e6)
-    ax.set_xlabel(f"time (ms) from {t0:,} ns")
+    ax.set_xlim(0, (data["t1"] - t0) / scale)
+    ax.set_xlabel(axis)
     shown = sorted(colour, key=lambda g: -float(np.sum(iv["end"][iv["region"] == g] - iv["start"][iv["region"] == g])))[:12]
     from matplotlib.patches import Patch
     ax.legend([Patch(color=colour[g]) for g in shown], [data["region_names"].get(g, str(g)) for g in shown],
