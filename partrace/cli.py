@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "say where they are cached",
                  description="Run every command on small sample traces of each format "
                  "(tests/data of the source checkout) and on the TRACEs named, in one "
-                 "process, so that every compiled kernel is in numba's cache before a "
+                 "process and then on 2 ranks under mpiexec (the kernels only a parallel "
+                 "run uses), so that every compiled kernel is in numba's cache before a "
                  "job starts; print the cache folder and the time taken. A run on 8 "
                  "ranks or more whose cache is cold does this on rank 0 while the other "
                  "ranks wait (PARTRACE_WARM=1: at any rank count, 0: never).")
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=[*SAMPLES, "hdf5"],
                    help="the samples of this format only (repeatable; default: all)")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary lines")
+    p.add_argument("--parallel-only", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -196,7 +198,8 @@ def _add_analysis_commands(sub) -> None:
     p = _command(sub, "dump", cmd_dump,
                  help="events as text in global time order, with names",
                  description="One line per event in (time, location, seq) order: time (ns, "
-                 "or the trace's own unit), location, kind, region and the non-zero columns, names instead of ids. "
+                 "or the trace's own unit), location, kind, region and the non-zero "
+                 "columns, names instead of ids. "
                  "Filters apply while decoding; output streams (| head ends the run).")
     _add_input(p)
     p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (in the "
@@ -437,10 +440,13 @@ def cmd_info(comm, args) -> int:
 
 def cmd_warm(comm, args) -> int:
     from . import warm
-    with comm.guard():      # under mpiexec: rank 0 compiles, the others wait
-        if comm.rank == 0:
-            warm.main(args)
-    comm.check()
+    if not args.parallel_only:
+        with comm.guard():      # under mpiexec: rank 0 compiles, the others wait
+            if comm.rank == 0:  # (already on many ranks: no second mpiexec from a rank)
+                warm.main(args, rehearse=not comm.parallel)
+        comm.check()
+    if comm.parallel:           # then all ranks together, each run failing on all ranks
+        warm.main(args, comm)   # alike: the kernels only a parallel run uses
     return 0
 
 
