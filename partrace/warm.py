@@ -157,6 +157,29 @@ def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[st
             ("dump", dump), ("timeline", timeline)]
 
 
+def _word_kernels() -> None:
+    """The engine's kernels that move rows as words (engine/gather.py), for every word width,
+    layout and span-index type: which of them a run meets depends on how its rows fall
+    into spans and ranks (a column constant in every span of one window, 3 ranks rather
+    than 2), not on the format, so no sample run is sure to meet them all."""
+    from numba import types as T
+
+    from .engine import gather
+    words = [T.uint8, T.uint16, T.uint32, T.uint64]
+    # gather.run_of's index types, but int64 (beyond 65,536 spans in one window): a run
+    # that meets it is long enough for a compile not to matter
+    spans = [T.uint8, T.uint16]
+    rows = T.Array(T.int64, 1, "C")
+    for w in words:
+        flat = T.Array(w, 1, "C")
+        for out in (flat, T.Array(w, 1, "A")):  # "A": one word column of a sub-array
+            gather._take.compiled().compile((out, rows, flat))
+            for s in spans:
+                source = T.Array(s, 1, "C")
+                gather._lookup.compiled().compile((out, source, flat))
+                gather._gather.compiled().compile((out, source, rows, flat))
+
+
 def _dispatchers() -> list:
     """Every numba kernel of partrace loaded so far: those of partrace.formats.jit this process
     compiled or loaded, and those modules make with numba itself (the OTF2 writer)."""
@@ -264,6 +287,10 @@ def _warm(formats, traces, log, comm=None) -> dict:
                 go()
                 log(f"  {fmt:<6} {name + ranks:<27} {time.perf_counter() - s:6.2f} s  {trace}")
             done.append(str(trace))
+    if comm.rank == 0:
+        s = time.perf_counter()
+        _word_kernels()
+        log(f"  {'engine':<6} {'gather, every width':<27} {time.perf_counter() - s:6.2f} s")
     # numba counts per kernel and signature what it loaded and what it compiled (a
     # kernel compiled for a caller is counted too; one loaded whole needs no callee)
     kernels = _dispatchers()

@@ -54,6 +54,7 @@ def test_after_warm_no_command_compiles(tmp_path):
         assert r.returncode == 0, (args, r.stderr)
         assert _cache_state(cache) == warmed, ("compiled by", args)
     for o in OUTPUTS.values():      # the parallel paths: rows exchanged and taken by rank
+        # (warm rehearses on 2 ranks; 3 splits the rows otherwise)
         r = _run(["merge", str(OVNI), "-o", str(out / f"p{o.suffixes[0]}"), "-q"], env, 3)
         assert r.returncode == 0, (o.name, r.stderr)
         assert _cache_state(cache) == warmed, ("compiled by a 3-rank merge to", o.name)
