@@ -100,15 +100,18 @@ def test_per_location_shows_rows_per_location_as_text():
     assert rows[0].split()[:4] == [*top["location"].split(), top["region"], str(top["calls"])]
 
 
-def test_format_as_info_names_it_and_small_budgets_warned(tmp_path):
+def test_format_as_info_names_it_and_small_budgets_are_said(tmp_path):
     r = run_cli(["info", str(RING), "--format", "OTF"])
     assert r.returncode == 0 and "format:     OTF" in r.stdout, r.stderr
     r = run_cli(["merge", str(RING), "-o", str(tmp_path / "m.h5"), "--format", "OtF",
-                 "--memory", "1M", "-q"])
+                 "--memory", "1M", "--progress", "none"])
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines() == ["partrace: warning: --memory 1M: under 64M a run spills most "
-                                     "rows and merges in many windows, many times slower "
-                                     "(default 2G)"]
+    summary = r.stderr.splitlines()[-1]
+    assert summary.startswith(f"partrace: wrote {tmp_path / 'm.h5'}: 5,972 events"), r.stderr
+    assert ("(--memory 1M: under 64M most rows spill and windows are many; the default 2G is "
+            "many times faster)") in summary, r.stderr
+    r = run_cli(["merge", str(RING), "-o", str(tmp_path / "n.h5"), "--memory", "64M"])
+    assert r.returncode == 0 and "--memory" not in r.stderr, r.stderr
 
 
 def test_more_streams_than_processes_is_said(tmp_path):
