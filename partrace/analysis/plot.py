@@ -197,8 +197,10 @@ def timeline(data: dict, path) -> None:
     ax.set_xlabel(axis)
     shown = sorted(colour, key=lambda g: -float(np.sum(iv["end"][iv["region"] == g] - iv["start"][iv["region"] == g])))[:12]
     from matplotlib.patches import Patch
-    ax.legend([Patch(color=colour[g]) for g in shown], [data["region_names"].get(g, str(g)) for g in shown],
-              fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if shown:       # no regions (a ROSS run: messages only): no empty legend box
+        ax.legend([Patch(color=colour[g]) for g in shown],
+                  [data["region_names"].get(g, str(g)) for g in shown],
+                  fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(f"timeline: {len(iv['start']):,} region visits, {len(msg['send_time']):,} messages, "
                  f"{len(ids):,} locations in {len(labels)} lanes")
     _save(fig, path)
