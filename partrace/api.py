@@ -11,7 +11,7 @@
 """
 from __future__ import annotations
 
-import copy
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -55,7 +55,8 @@ class TraceData:
         from .engine.pipeline import run
         from .output.memory import MemorySink
         sink = MemorySink()
-        run(serial(), self.path, sink, format=self.format, reader_options=self.options)
+        with public_errors():
+            run(serial(), self.path, sink, format=self.format, reader_options=self.options)
         self._tables, self._defs, self._schema = sink.tables, sink.defs, sink.schema
 
     @property
@@ -138,8 +139,9 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import profile
-        res = profile(self.path, format=self.format, per_location=per_location,
-                      reader_options=self.options)
+        with public_errors():
+            res = profile(self.path, format=self.format, per_location=per_location,
+                          reader_options=self.options)
         columns = (["location", "location_id"] if per_location else []) + \
             ["region", "region_id", "calls", "inclusive_ns", "exclusive_ns"] + \
             ([] if per_location else ["locations", "inclusive_min_ns", "inclusive_mean_ns",
@@ -152,8 +154,9 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import communication
-        pairs = communication(self.path, format=self.format, by=by,
-                              reader_options=self.options)["pairs"]
+        with public_errors():
+            pairs = communication(self.path, format=self.format, by=by,
+                                  reader_options=self.options)["pairs"]
         return pd.DataFrame(pairs.columns, columns=["sender_id", "receiver_id", "sender",
                                                     "receiver", "messages", "bytes"])
 
@@ -162,16 +165,19 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import communication
-        return pd.DataFrame(communication(self.path, format=self.format, reader_options=self.options)["histogram"],
-                            columns=["low", "high", "messages", "bytes"])
+        with public_errors():
+            res = communication(self.path, format=self.format, reader_options=self.options)
+        return pd.DataFrame(res["histogram"], columns=["low", "high", "messages", "bytes"])
 
     def collectives(self):
         """Calls and bytes of each collective operation."""
         pd = _pandas()
 
         from .analysis import communication
-        return pd.DataFrame(communication(self.path, format=self.format, reader_options=self.options)["collectives"],
-                            columns=["collective", "calls", "bytes_sent", "bytes_received", "locations"])
+        with public_errors():
+            res = communication(self.path, format=self.format, reader_options=self.options)
+        return pd.DataFrame(res["collectives"], columns=["collective", "calls", "bytes_sent",
+                                                         "bytes_received", "locations"])
 
     def __repr__(self) -> str:
         return f"<partrace.TraceData {self.format} {self.path}>"
@@ -234,17 +240,26 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
 
     ``comm`` defaults to the world communicator when launched under MPI.
     """
-    from .engine.mpi import RankFailed, world
+    from .engine.mpi import world
     from .engine.pipeline import run
     from .output import make_sink
-    try:
+    with public_errors():
         sink = make_sink(output, to=to, source=str(trace), overwrite=overwrite, streams=streams,
                          compression=compression, layout=layout)
         if isinstance(memory, str):
             memory = _budget(memory)
         return run(comm or world(), trace, sink, format=format, memory=memory, spill_dir=tmpdir,
                    reader_options=reader_options)
-    except RankFailed as exc:   # the engine's failure protocol is not the caller's business
+
+
+@contextlib.contextmanager
+def public_errors():
+    """The engine's failure protocol (RankFailed) is not the caller's business: what reaches
+    the caller is the error itself, as :func:`_api_error` words it."""
+    from .engine.mpi import RankFailed
+    try:
+        yield
+    except RankFailed as exc:
         raise _api_error(exc.original if exc.original is not None
                          else PartraceError(f"rank {exc.rank}: {exc.message}")) from None
     except PartraceError as exc:
@@ -264,7 +279,10 @@ def _api_error(exc: BaseException) -> BaseException:
     if not isinstance(exc, PartraceError):
         return exc
     text = _OPTION.sub(lambda m: _KEYWORDS.get(m.group(0), m.group(0)), str(exc))
-    worded = copy.copy(exc)
+    if text == str(exc):
+        return exc
+    worded = type(exc).__new__(type(exc))   # its own class and fields (TraceError's path ...)
+    worded.__dict__.update(vars(exc))       # without its __init__, whose arguments differ
     worded.args = (text,)
     return worded
 

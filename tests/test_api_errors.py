@@ -35,3 +35,17 @@ def test_engine_failures_reach_the_caller_as_public_errors(tmp_path):
     with pytest.raises(UsageError, match="memory"):
         partrace.merge(RING, tmp_path / "b.h5", memory="lots")
     assert not (tmp_path / "a.h5").exists() and not (tmp_path / "b.h5").exists()
+
+
+def test_a_damaged_trace_read_through_the_api_raises_its_trace_error(synth_trace, monkeypatch):
+    from partrace.errors import TraceError
+    monkeypatch.setenv("PARTRACE_FORMATS", "synth=tests.support.synth:Synth")
+    monkeypatch.setenv("PARTRACE_TEST_FAIL_DECODE", "0001")
+    trace = synth_trace(locations=3, events=100, units=3)
+    t = partrace.open(trace, format="synth")
+    for read in (t.columns, t.profile):
+        with pytest.raises(TraceError) as bad:
+            read()
+        assert str(bad.value) == f"{trace}:unit 0001: injected failure in unit 0001"
+    monkeypatch.delenv("PARTRACE_TEST_FAIL_DECODE")
+    assert len(t.columns()["time"]) == 300      # and the next read is not the last one's failure
