@@ -171,3 +171,38 @@ def test_a_wall_clock_trace_keeps_ns_windows():
     r = run_cli(["dump", str(DUMPI), "--time", f"{lo}:{hi}"])
     assert r.returncode == 0, r.stderr
     assert [int(ln.split()[0]) for ln in r.stdout.splitlines()] == sorted(t[(t >= lo) & (t < hi)])
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("when", [0.3, 1.0, "held"])
+def test_ctrl_c_to_mpiexec_is_said_once(synth_trace, tmp_path, when):
+    """Ctrl-C to mpiexec reaches every rank: one line says so, whichever moment it lands
+    (while the ranks import, start MPI, or decode)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT, SYNTH, mpiexec
+    trace = synth_trace(locations=4, events=2000, units=4)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH,
+           "PARTRACE_TEST_HOLD_DECODE": "0003", "PARTRACE_STOP_GRACE": "10"}
+    env.pop("PARTRACE_MPI", None)
+    proc = subprocess.Popen([mpiexec(), "-n", "3", sys.executable, "-m", "partrace", "merge",
+                             str(trace), "-o", str(tmp_path / "o.h5")], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if when == "held":
+        held = tmp_path / f"{trace.name}.held"
+        deadline = time.monotonic() + 120
+        while not held.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+    else:
+        time.sleep(when)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    ours = [ln for ln in err.splitlines() if ln.startswith("partrace:")]
+    assert proc.returncode == 130, err
+    assert len(ours) == 1 and "SIGINT" in ours[0], err
+    assert not (tmp_path / "o.h5").exists()
