@@ -106,7 +106,9 @@ def test_format_as_info_names_it_and_small_budgets_are_said(tmp_path):
     r = run_cli(["merge", str(RING), "-o", str(tmp_path / "m.h5"), "--format", "OtF",
                  "--memory", "1M", "--progress", "none"])
     assert r.returncode == 0, r.stderr
-    summary = r.stderr.splitlines()[-1]
+    summary = [ln for ln in r.stderr.splitlines() if ln.startswith("partrace: wrote ")]
+    assert len(summary) == 1, r.stderr
+    summary = summary[0]
     assert summary.startswith(f"partrace: wrote {tmp_path / 'm.h5'}: 5,972 events"), r.stderr
     assert ("(--memory 1M: under 64M most rows spill and windows are many; the default 2G is "
             "many times faster)") in summary, r.stderr
