@@ -208,3 +208,17 @@ def test_ctrl_c_to_mpiexec_is_said_once(synth_trace, tmp_path, when):
     assert proc.returncode == 130, err
     assert len(ours) == 1 and "SIGINT" in ours[0], err
     assert not (tmp_path / "o.h5").exists()
+
+
+def test_the_hdf5_output_states_the_time_unit(tmp_path):
+    import h5py
+    for trace, unit, per_unit in ((ROSS_EVENTS, "virtual time", 1e9), (RING, "ns", None)):
+        out = tmp_path / f"{unit.split()[0]}.h5"
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q"])
+        assert r.returncode == 0, r.stderr
+        with h5py.File(out, "r") as f:
+            assert f.attrs["time_unit"] == unit
+            assert f.attrs.get("time_per_unit") == per_unit
+        said = run_cli(["info", str(out)]).stdout.splitlines()
+        assert any(ln.startswith("time unit:  " + ("virtual time" if per_unit else "ns of wall"))
+                   for ln in said), said
