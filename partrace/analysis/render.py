@@ -74,8 +74,14 @@ PROFILE_SORTS = {"exclusive": "exclusive_ns", "inclusive": "inclusive_ns", "call
                  "name": "region", "imbalance": "imbalance"}
 
 
+NO_REGIONS = "no region visits: this trace records no enter/leave events"
+NO_MESSAGES = "no messages: this trace records no send/receive events"
+
+
 def profile_text(result: dict, top: int | None) -> str:
     regions = result["regions"]
+    if not regions:
+        return f"({NO_REGIONS})"
     total = sum(r["exclusive_ns"] for r in regions) or 1
     recs = [{**r, "incl": ms(r["inclusive_ns"]), "excl": ms(r["exclusive_ns"]),
              "excl_pct": 100.0 * r["exclusive_ns"] / total, "mean": ms(r["inclusive_mean_ns"]),
@@ -90,4 +96,19 @@ def profile_text(result: dict, top: int | None) -> str:
                  f"inside them), {u['enter']:,} region(s) still open at the end")
     if top is not None and len(regions) > top:
         text += f"\n({len(regions) - top:,} more regions: --top 0 for all)"
+    return text
+
+
+def per_location_text(result: dict, top: int | None) -> str:
+    """One row per location and region, the most exclusive time first."""
+    rows = sorted(result["locations"] or [], key=lambda r: (-r["exclusive_ns"], r["location_id"],
+                                                          r["region"]))
+    if not rows:
+        return f"({NO_REGIONS})"
+    recs = [{**r, "incl": ms(r["inclusive_ns"]), "excl": ms(r["exclusive_ns"])}
+            for r in rows[:top]]
+    text = as_text(recs, [("location", "location"), ("region", "region"), ("calls", "calls"),
+                          ("excl", "excl ms"), ("incl", "incl ms")])
+    if top is not None and len(rows) > top:
+        text += f"\n({len(rows) - top:,} more rows: --top 0 for all)"
     return text
