@@ -35,7 +35,10 @@ TIMEOUT_1 = 30.0                # seconds per case, one rank (a clean case takes
 REQUIRE_OFFSET = True           # an error naming an existing file must say the line or byte
 TIMEOUT_2 = 60.0                # under mpiexec (start-up of two interpreters included)
 
-ERROR_LINE = re.compile(r"^partrace: error: (?P<path>/[^:]*?)(?::(?P<where>line \d+|byte \d+))?: "
+# where: a line or byte offset, or in an HDF5 file the object (a dataset or group path): the
+# library reports no byte offset for what it cannot read
+ERROR_LINE = re.compile(r"^partrace: error: (?P<path>/[^:]*?)"
+                        r"(?::(?P<where>line \d+|byte \d+|object /[^:]*))?: "
                         r"(?P<msg>\S.*)$")
 WARNING_LINE = re.compile(r"^(?:partrace: warning: |(?P<src>\S+\.py):\d+: \w*Warning: )(?P<msg>.*)$")
 SUMMARY_LINE = re.compile(r"^partrace: wrote .*: [\d,]+ events \((?P<rows>[\d,]+) rows in all tables\) "
