@@ -3,7 +3,10 @@
 A failed or killed run leaves at most the hidden ``.NAME.partrace-<id>``
 folder, never anything under the output's own name; existing files are never
 touched unless the user asked to overwrite them, and even then an input of the
-run, or a folder that is not a partrace output, is never replaced.
+run, or a folder that is not a partrace output, is never replaced.  Without
+overwrite, an output that appeared while the run wrote (a second run to the same
+name that finished first) is not replaced either: publishing moves each name only
+if it is still free (noreplace.py), and takes back what it moved if one is not.
 """
 from __future__ import annotations
 
@@ -91,6 +94,7 @@ class Staging:
     def __init__(self, final: Path, run_id: str):
         self.final = Path(final)
         self.dir = self.final.parent / f".{self.final.name}.partrace-{run_id}"
+        self.overwrite = False      # as check_free was told (on the rank that publishes)
         _known.add(self.dir)
 
     def check_free(self, names: list[Path], overwrite: bool) -> None:
@@ -99,6 +103,7 @@ class Staging:
         Never replaced, whatever ``overwrite`` says: an input of the run (or a
         folder holding one), and a folder that is not a partrace output.
         """
+        self.overwrite = overwrite
         if not self.final.parent.is_dir():
             raise UsageError(f"{self.final.parent}: output folder does not exist")
         for p in [self.final, *names]:
@@ -130,6 +135,9 @@ class Staging:
         self.discard()
 
     def _move(self, names: list[str]) -> None:
+        if not self.overwrite:
+            self._move_to_free(names)
+            return
         for name in names:
             src, dst = self.dir / name, self.final.parent / name
             if inputs.conflict(dst) is not None:     # check_free said so; never reached
@@ -142,6 +150,25 @@ class Staging:
             elif dst.exists() or dst.is_symlink():
                 dst.unlink()
             os.replace(src, dst)
+
+    def _move_to_free(self, names: list[str]) -> None:
+        """Move every name, each only if still free; if one is taken, move back those moved
+        (they are this run's) and refuse.  Every run moves its names in the same order, so
+        of two runs to one output the one that takes the first name publishes whole: the
+        output's own name goes first (the one name every run of it has)."""
+        from .noreplace import move_no_replace
+        moved = []
+        for name in sorted(names, key=lambda n: n != self.final.name):
+            src, dst = self.dir / name, self.final.parent / name
+            try:
+                move_no_replace(src, dst)
+            except FileExistsError:
+                for back in reversed(moved):
+                    os.rename(self.final.parent / back, self.dir / back)
+                raise UsageError(f"{dst}: output appeared while this run was writing it "
+                                 f"(another run to the same output?); not replacing it "
+                                 f"(use --overwrite to replace it)") from None
+            moved.append(name)
 
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
