@@ -25,8 +25,6 @@ after the metadata events rank 0 writes.  No byte depends on windows or ranks.
 """
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +35,7 @@ from ..errors import PartraceError
 from ..model import Definitions, Kind, Schema, Table
 from .parts import count_within, place_parts
 from .perfetto_sink import counter_columns
+from ..engine.leftovers import run_name
 from .staging import Staging
 
 EVENTS = "events"
@@ -83,7 +82,7 @@ class ChromeSink(Sink):
         self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self.pieces: list[np.ndarray] = []
         self.part_size = 0
-        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
         with comm.guard():
             if comm.rank == 0:

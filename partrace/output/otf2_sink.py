@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +41,7 @@ from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Kind, Schema, Table
 from .perfetto_sink import counter_columns
+from ..engine.leftovers import run_name
 from .staging import Staging
 
 EVENTS = "events"
@@ -111,7 +111,7 @@ class OTF2Sink(Sink):
             self.types[m, :len(members)] = [typ for _, _, typ in members]
         self.nvalues = np.asarray([len(m) for m in L.metrics] or [0], np.uint8)
         self.width = max([len(m) for m in L.metrics] or [1])
-        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
         with comm.guard():
             if comm.rank == 0:

@@ -29,8 +29,6 @@ which rank wrote it.
 """
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +38,7 @@ from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
 from ..model import KEY_COLUMNS, Definitions, Kind, Role, Schema, Table, tables_of_role
 from .parts import count_within, place_parts
+from ..engine.leftovers import run_name
 from .staging import Staging
 
 EVENTS = "events"
@@ -135,7 +134,7 @@ class PerfettoSink(Sink):
         self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self.pieces: list[np.ndarray] = []          # (key, offset in part, length) per window
         self.part_size = 0
-        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
         with comm.guard():
             if comm.rank == 0:

@@ -16,13 +16,15 @@ import shutil
 from pathlib import Path
 
 from ..engine import inputs, stop
+from ..engine.leftovers import remove_dead
 from ..errors import UsageError, register_output_paths
 
 _live: set[Path] = set()    # staging folders this process made and has not yet published
 _known: set[Path] = set()   # staging folders of this process's runs, whichever rank made them
+_ours: set[str] = set()     # names of every staging folder of this process's runs, ever
 
 # a path inside a staging folder, as error messages print it: ".NAME.partrace-ID/" or its end
-_STAGED = re.compile(r"""(?:^|(?<=[/'"\s(=]))\.([^/'"\s]+)\.partrace-[\w-]+?"""
+_STAGED = re.compile(r"""(?:^|(?<=[/'"\s(=]))\.([^/'"\s]+)\.partrace-([\w-]+?)"""
                      r"""(?:/([^'"\s,;:)]+)|(?=['"\s,;:)]|$))""")
 # the shard files the HDF5 sink writes in NAME.parts
 _SHARD = re.compile(r"rank-[0-9]+\.h5$")
@@ -50,14 +52,16 @@ stop.on_stop(discard_known, hard_only=True)
 
 
 def public_paths(text: str) -> str:
-    """``text`` with staging paths shown as the output paths they are published as.
+    """``text`` with this process's staging paths shown as the output paths they become.
 
     A file of the output set (NAME..., or NAME's stem and a dot: OTF) keeps its
     name; the staging folder itself and the files that never leave it (the
     HDF5 sink's per-rank parts, the OTF marker body) stand for the output.
     """
     def shown(m: re.Match) -> str:
-        final, inner = m.group(1), m.group(2)
+        final, run, inner = m.group(1), m.group(2), m.group(3)
+        if f".{final}.partrace-{run}" not in _ours:     # another run's (a killed one's)
+            return m.group(0)
         stem = final.rsplit(".", 1)[0]
         if inner and (inner.startswith(final) or inner.startswith(stem + ".")):
             return inner
@@ -96,6 +100,7 @@ class Staging:
         self.dir = self.final.parent / f".{self.final.name}.partrace-{run_id}"
         self.overwrite = False      # as check_free was told (on the rank that publishes)
         _known.add(self.dir)
+        _ours.add(self.dir.name)
 
     def check_free(self, names: list[Path], overwrite: bool) -> None:
         """Refuse (or, with overwrite, plan to replace) existing outputs.
@@ -106,6 +111,8 @@ class Staging:
         self.overwrite = overwrite
         if not self.final.parent.is_dir():
             raise UsageError(f"{self.final.parent}: output folder does not exist")
+        # what a killed run to this output left (leftovers.py): removed, with a warning
+        remove_dead(self.final.parent, f".{self.final.name}.partrace-")
         for p in [self.final, *names]:
             hit = inputs.conflict(p)
             if hit is not None:
