@@ -40,6 +40,7 @@ class Fixture:
     folder: str         # under tests/data; copied whole (minus reference files)
     trace: str          # the trace argument, relative to the copied folder ("" = the folder)
     keep: tuple = ()    # suffixes of the files that belong to the trace ("" = every file)
+    offsets: bool = True    # errors give a line or byte (False: the format's library names none)
 
     def root(self) -> Path:
         """Where the fixture's files are: tests/data, or (partrace HDF5) made per session."""
@@ -73,6 +74,8 @@ FIXTURES = [
     Fixture("ross-pi1", "ross", "ross/pi-np1-seq-allmodes/stats", ""),
     Fixture("ross-pi2", "ross", "ross/pi-np2-opt-evtrace-full-model-gvt/stats", ""),
     Fixture("h5-ring8", "hdf5", "hdf5-ring8", "ring8.h5"),     # made by partrace merge
+    # the OTF2 library reports no byte offset of what it cannot read
+    Fixture("otf2-mpi3", "otf2", "otf2/mpi3", "traces.otf2", offsets=False),
 ]
 BY_NAME = {f.name: f for f in FIXTURES}
 
@@ -500,13 +503,21 @@ def ross_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
     return out
 
 
+def otf2_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
+    """Single-bit flips of the global definitions (traces.def), read through the otf2
+    package, whose definition callbacks raise on what a flip makes of a reference."""
+    raw = (fx.root() / "traces.def").read_bytes()
+    return [Damage("flip", "traces.def", "flip", rng.randrange(len(raw)), rng.randrange(8))
+            for _ in range(40)]
+
+
 def hdf5_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
     from .hdf5_damage import damages
     return damages(fx, rng, Damage)
 
 
 GENERATORS = {"otf": otf_damages, "dumpi": dumpi_damages, "ovni": ovni_damages,
-              "ross": ross_damages, "hdf5": hdf5_damages}
+              "ross": ross_damages, "hdf5": hdf5_damages, "otf2": otf2_damages}
 # damages of strings and names: run through every command (HDF5 and OTF writers differ)
 EVERY_COMMAND = {"def-non-utf8-name", "non-utf8-byte", "meta-non-utf8", "json-non-utf8"}
 # one named pipe per format in place of a file (a hang costs the whole time limit)
