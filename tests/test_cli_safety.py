@@ -361,7 +361,7 @@ def test_full_spill_disk_names_the_spill_file(synth_trace, tmp_path, full_disk, 
 
 
 @pytest.mark.parametrize("nranks", [None, 2])
-@pytest.mark.parametrize("suffix", ["h5", "otf"])
+@pytest.mark.parametrize("suffix", ["h5", "otf", "otf2"])
 def test_full_output_disk_names_the_output(synth_trace, full_disk, nranks, suffix):
     trace = synth_trace(locations=6, events=20000, units=6)
     out = full_disk / f"out.{suffix}"
