@@ -161,6 +161,8 @@ def gather_info(comm: Comm, path, format: str | None = None,
         "files": len(files),
         "units": len(units),
         "locations": len(defs.tables["locations"]),
+        # parts nothing in the trace lists (a lost one is seen only here)
+        "holds": reader.holdings(defs),
         "definitions": {n: len(t) for n, t in defs.tables.items()},
         "facts": defs.attrs,
         "outputs": _outputs(),
@@ -281,6 +283,8 @@ def render(report: dict, as_json: bool = False) -> str:
         f"size:       {report['size_bytes']:,} bytes in {report['files']} files, "
         f"{report['units']} work units",
         f"locations:  {report['locations']}",
+        *[f"{what}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+          for what, counts in report.get("holds", {}).items()],
         "definitions: " + ", ".join(f"{n} {c}" for n, c in report["definitions"].items()),
     ]
     own = report["time_span"]

@@ -82,6 +82,16 @@ class OvniReader(TraceReader):
                                  "expected thread streams in loom.*/proc.* folders")
         return self._streams
 
+    def holdings(self, defs: Definitions) -> dict[str, dict[str, int]]:
+        """Threads per process: layout v1 lists no thread (a deleted stream is not seen)."""
+        names = dict(zip(defs.tables["locations"]["id"].tolist(),
+                         defs.tables["locations"]["name"].tolist()))
+        threads = defs.tables["threads"]["process"].tolist()
+        out: dict[str, int] = {}
+        for proc in threads:
+            out[str(names.get(proc, proc))] = out.get(str(names.get(proc, proc)), 0) + 1
+        return {"threads per process": out}
+
     def source_files(self) -> list[Path]:
         """The streams, their metadata and clock-offsets.txt: not what else lies in
         the folder (ovniemu's Paraver output, dumps), which is not part of the trace."""
