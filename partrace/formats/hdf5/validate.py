@@ -41,6 +41,8 @@ def hdf5_errors(path, name: str):
         yield
     except TraceError:
         raise
+    except json.JSONDecodeError as exc:
+        raise TraceError(path, where(name), f"holds no valid JSON: {exc}") from None
     except (OSError, RuntimeError, KeyError, ValueError, TypeError, AttributeError) as exc:
         raise TraceError(path, where(name), f"HDF5 cannot read it: {_first_line(exc)}") from None
 
@@ -95,11 +97,8 @@ def check_file(f, path) -> None:
     with hdf5_errors(path, "/definitions"):
         d = _group(f, path, "definitions")
         json_attr(path, d, "attrs", dict)
-        if "source" not in d:
+        if "source" not in d:       # its JSON (megabytes at times) is parsed once, when read
             raise TraceError(path, where("/definitions"), "dataset 'source' is missing")
-        with hdf5_errors(path, "/definitions/source"):
-            raw = d["source"][()]
-            json.loads(raw.decode() if isinstance(raw, bytes) else raw)
         others = [n for n in d if n != "source"]
     for name in others:
         check_table(f, path, f"definitions/{name}", ())
