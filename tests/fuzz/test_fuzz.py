@@ -4,8 +4,9 @@ The cases (tests/fuzz/damage.py) are generated from a fixed seed: bit flips,
 byte changes at headers, size and id fields and record starts, truncations,
 zeroed ranges, appended garbage, deleted, swapped and replaced files (a
 folder or a named pipe in place of a file), broken metadata (OTF master and
-.def lines, DUMPI .meta, ovni JSON); and partrace's own HDF5 output read back, edited
-with h5py to claim a layout it does not hold (tests/fuzz/hdf5_damage.py).  Each case runs on one rank (a child
+.def lines, DUMPI .meta, ovni JSON); partrace's own HDF5 output read back, edited with
+h5py to claim a layout it does not hold (tests/fuzz/hdf5_damage.py); bit flips of an
+OTF2 archive's global definitions.  Each case runs on one rank (a child
 forked from this process, tests/fuzz/driver.py) and a spread of them on two
 ranks (``mpiexec -n 2``).  Run one case with ``-k c123``.
 

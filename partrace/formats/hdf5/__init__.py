@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...model import BYTES, STR, Column, Definitions, Schema, Table, with_legacy_measures, with_legacy_refers
+from ...model import (BYTES, STR, Column, Definitions, Schema, Table, with_legacy_measures,
+                      with_legacy_refers)
 from ..base import Format, TraceReader, Unit, check_options
 from .files import open_checked
 from .validate import cannot_open
