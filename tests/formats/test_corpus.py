@@ -45,6 +45,7 @@ TRACES = {
     "fastotf2-mi300": "otf2/fastotf2-mi300",
     "netmaestro-esnet": "ross/netmaestro-esnet",
     "mobilegrid-weak-10": "ross/mobilegrid-weak-10",
+    "mobilegrid-strong-rcta-10": "ross/mobilegrid-strong-rcta-10",
 }
 # the biggest ones (several seconds per command on 2 cores)
 SLOW = {"otfvis-out", "otfvis-wrf", "cortex-MiniDFT", "cortex-CrystalRouter", "fastotf2-mi300"}
