@@ -26,6 +26,7 @@ TRACES = {
     "sstmacro-unit-1rank": "dumpi/sstmacro-unit-1rank",
     "d2g-alltoall-run0": "dumpi/d2g-alltoall-run0",
     "d2g-alltoall-run1": "dumpi/d2g-alltoall-run1",
+    "mpinet-imb-pingpong": "dumpi/mpinet-imb-pingpong",
     "cortex-BigFFT": "dumpi/cortex-BigFFT/BigFFT.bin",
     "cortex-AMG": "dumpi/cortex-AMG/AMG.bin",
     "cortex-MultiGrid": "dumpi/cortex-MultiGrid/MultiGrid.bin",
