@@ -1,0 +1,47 @@
+"""What a format's own library reads, partrace reads whole: references the library
+accepts and producers' wrong counts are kept as data, not refused.  Each trace here is
+shaped like a real one that partrace refused while the format's tools read it."""
+from __future__ import annotations
+
+import h5py
+
+from tests.conftest import run_cli
+
+# A VampirTrace 5.x CUDA trace in miniature: the host process puts a buffer to its CUDA
+# stream (a child process), whose RMAEnd names remote process 0, OTF's "none" (otfprint
+# prints "RMAEnd: initiator 10001, remote 0, ...").  Short format, hex numbers.
+VT_MASTER = "1:1,10001\n"
+VT_DEFS = ('DV1.c.4"salmon"\nDTR3b9aca00\nDP1NM"Process 0"\nDP10001NM"CUDA[0:1]"PT1\n'
+           'DPGf4241M1,10001,NM"CUDA_COMM"\nDFG1NM"CUDA"\nDF1G1NM"cudaMemcpy"\nDF2G1NM"kernel"\n')
+VT_EVENTS = ("10\n*1\nE1\n10\n*1\nT1P10001Cf4241T2aL400\n18\n*10001\nE2\n20\n*10001\nL2\n"
+             "24\n*10001\nM0Cf4241T2a\n30\n*1\nL1\n30\n*1\n")
+
+
+def write_vt_cuda(folder):
+    folder.mkdir()
+    (folder / "vt.otf").write_text(VT_MASTER)
+    (folder / "vt.0.def").write_text(VT_DEFS)
+    (folder / "vt.1.events").write_text(VT_EVENTS)
+    return folder / "vt.otf"
+
+
+def test_otf_rma_end_with_remote_process_0_is_kept(tmp_path):
+    from partrace.model import Kind
+    trace = write_vt_cuda(tmp_path / "vt")
+    out = tmp_path / "o.h5"
+    r = run_cli(["merge", str(trace), "-o", str(out), "-q"])
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out, "r") as f:
+        ev = {k: f["events"][k][:] for k in ("kind", "location", "peer", "comm", "tag", "ticks")}
+    end = ev["kind"] == Kind.RMA_END
+    assert end.sum() == 1
+    # the record's own fields, as written above: M0Cf4241T2a at time 0x24 on process 0x10001
+    assert [int(ev[k][end][0]) for k in ("location", "peer", "comm", "tag", "ticks")] == \
+        [0x10001, 0, 0xf4241, 0x2a, 0x24]
+    put = ev["kind"] == Kind.RMA_PUT
+    assert [int(ev[k][put][0]) for k in ("location", "peer", "tag")] == [1, 0x10001, 0x2a]
+    for command in (["dump"], ["comm"], ["profile"], ["info"]):
+        r = run_cli([*command, str(trace)])
+        assert r.returncode == 0, (command, r.stderr)
+    r = run_cli(["dump", str(trace)])
+    assert "RMA_END" in r.stdout
