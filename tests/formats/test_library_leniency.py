@@ -45,3 +45,65 @@ def test_otf_rma_end_with_remote_process_0_is_kept(tmp_path):
         assert r.returncode == 0, (command, r.stderr)
     r = run_cli(["dump", str(trace)])
     assert "RMA_END" in r.stdout
+
+
+# An APEX OTF2 archive in miniature: APEX writes the same event count into every location's
+# definition (79), whatever the location's event file holds (0, 8,390, 5 records here); the
+# library's readers go by the files.
+APEX_COUNT = 79
+APEX_EVENTS = (0, 8390, 5)     # Enter/Leave pairs: twice as many records
+
+
+def write_apex_like(folder):
+    import otf2
+    from otf2.enums import Paradigm, RegionRole
+    with otf2.writer.open(str(folder), timer_resolution=1_000_000_000) as trace:
+        d = trace.definitions
+        node = d.system_tree_node("node")
+        group = d.location_group("process 0", system_tree_parent=node)
+        region = d.region("task", region_role=RegionRole.FUNCTION, paradigm=Paradigm.USER)
+        locations = []
+        for t, pairs in enumerate(APEX_EVENTS):
+            loc = d.location(f"thread {t}", group=group)
+            writer = trace.event_writer_from_location(loc)
+            for i in range(pairs):
+                writer.enter(100 * i + t, region)
+                writer.leave(100 * i + t + 50, region)
+            locations.append(loc)
+        for loc in locations:
+            # what the wheel would write is the true count: APEX's own count instead
+            loc._number_of_events_written = APEX_COUNT
+    return folder / "traces.otf2"
+
+
+def library_events(anchor):
+    """(time, location name, record type) of every event, as the otf2 package reads them."""
+    import otf2
+    with otf2.reader.open(str(anchor)) as r:
+        counts = {loc.name: loc.number_of_events for loc in r.definitions.locations}
+        return counts, [(ev.time, loc.name, type(ev).__name__) for loc, ev in r.events]
+
+
+def test_otf2_location_event_counts_other_than_the_files_are_read_by_the_files(tmp_path):
+    from partrace.model import Kind
+    anchor = write_apex_like(tmp_path / "apex")
+    counts, want = library_events(anchor)
+    assert set(counts.values()) == {APEX_COUNT}
+    assert len(want) == 2 * sum(APEX_EVENTS)
+    out = tmp_path / "o.h5"
+    r = run_cli(["merge", str(anchor), "-o", str(out), "-q"], nranks=2)
+    assert r.returncode == 0, r.stderr
+    warned = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(warned) == 1 and warned[0].startswith("partrace: warning: "), r.stderr
+    assert "3 of 3 location definitions" in warned[0] and "79" in warned[0], warned[0]
+    with h5py.File(out, "r") as f:
+        names = dict(zip(f["locations"]["id"][:].tolist(),
+                         [n.decode() for n in f["locations"]["name"][:]]))
+        kind = f["events"]["kind"][:]
+        got = list(zip(f["events"]["time"][:].tolist(),
+                       [names[x] for x in f["events"]["location"][:].tolist()],
+                       ["Enter" if k == Kind.ENTER else "Leave" if k == Kind.LEAVE else str(k)
+                        for k in kind.tolist()]))
+        # the definitions' counts are kept as written
+        assert f["definitions"]["otf2_locations"]["events"][:].tolist() == [APEX_COUNT] * len(APEX_EVENTS)
+    assert sorted(got) == sorted(want)
