@@ -144,11 +144,12 @@ def test_common_columns_of_the_mpi_archive():
     ev = one_unit["events"]
     ev = ev.take(np.flatnonzero(ev["location"] == 1))
     sends = ev.take(np.flatnonzero(ev["kind"] == 3))
-    assert [names[p] for p in sends["peer"].tolist()] == ["Master thread 1"] * 3
+    assert [names[p] for p in sends["peer"].tolist()] == ["MPI Rank 1/Master thread 1"] * 3
     assert sends["match_id"].tolist() == [0, 901, 0]
     assert sends["tag"].tolist() == [40, 41, 42] and sends["size"].tolist() == [8, 16, 24]
     ends = ev.take(np.flatnonzero(ev["kind"] == 8))
-    assert [names[r] if r else None for r in ends["root"].tolist()] == ["Master thread 1", None]
+    assert [names[r] if r else None for r in ends["root"].tolist()] == \
+        ["MPI Rank 1/Master thread 1", None]
     collops = dict(zip(defs.tables["collectives"]["id"].tolist(),
                        defs.tables["collectives"]["name"]))
     assert [collops[c] for c in ends["collop"].tolist()] == ["BCAST", "ALLREDUCE"]
@@ -161,10 +162,15 @@ def test_common_columns_of_the_mpi_archive():
         assert begins[c].tolist() == ends[c].tolist(), c
     counters = ev.take(np.flatnonzero(ev["kind"] == 5))
     assert counters["value"][:2].tolist() == [1000, (-4096) & 0xFFFFFFFFFFFFFFFF]
-    # threads hang under their process's master thread
+    # every location hangs under a row of its location group (make_archives.py: "MPI Rank r"
+    # holds "Master thread r", rank 0 also the two OpenMP threads); groups have no parent
     parent = dict(zip(defs.tables["locations"]["id"].tolist(),
                       defs.tables["locations"]["parent"].tolist()))
-    assert [names.get(parent[i]) for i in sorted(parent)] == [None] * 3 + ["Master thread 0"] * 2
+    assert [(names[i], names.get(parent[i])) for i in sorted(parent)] == [
+        ("MPI Rank 0/Master thread 0", "MPI Rank 0"), ("MPI Rank 1/Master thread 1", "MPI Rank 1"),
+        ("MPI Rank 2/Master thread 2", "MPI Rank 2"), ("MPI Rank 0/OMP thread 1", "MPI Rank 0"),
+        ("MPI Rank 0/OMP thread 2", "MPI Rank 0"),
+        ("MPI Rank 0", None), ("MPI Rank 1", None), ("MPI Rank 2", None)]
 
 
 def test_decoded_on_3_ranks_equals_the_decode_checked_above(tmp_path):
