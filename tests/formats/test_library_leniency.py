@@ -77,11 +77,13 @@ def write_apex_like(folder):
 
 
 def library_events(anchor):
-    """(time, location name, record type) of every event, as the otf2 package reads them."""
+    """(time, location, record type) of every event, as the otf2 package reads them; a
+    location as partrace names it: its location group's name, then its own."""
     import otf2
     with otf2.reader.open(str(anchor)) as r:
         counts = {loc.name: loc.number_of_events for loc in r.definitions.locations}
-        return counts, [(ev.time, loc.name, type(ev).__name__) for loc, ev in r.events]
+        return counts, [(ev.time, f"{loc.group.name}/{loc.name}", type(ev).__name__)
+                        for loc, ev in r.events]
 
 
 def test_otf2_location_event_counts_other_than_the_files_are_read_by_the_files(tmp_path):
@@ -105,5 +107,6 @@ def test_otf2_location_event_counts_other_than_the_files_are_read_by_the_files(t
                        ["Enter" if k == Kind.ENTER else "Leave" if k == Kind.LEAVE else str(k)
                         for k in kind.tolist()]))
         # the definitions' counts are kept as written
-        assert f["definitions"]["otf2_locations"]["events"][:].tolist() == [APEX_COUNT] * len(APEX_EVENTS)
+        assert f["definitions"]["otf2_locations"]["events"][:].tolist() == \
+            [APEX_COUNT] * len(APEX_EVENTS)
     assert sorted(got) == sorted(want)
