@@ -340,6 +340,10 @@ class HDF5Sink(Sink):
                                self._intervals((name, col.name), size))]
                 for path, spans in pieces:
                     ds = f[name][path]
+                    if ds.chunks is None:
+                        # no element at all (a text column whose every value is
+                        # empty): stored without chunks, so nothing to join
+                        continue
                     step, rows = ds.chunks[0], ds.shape[0]
                     for row, parts in shared_chunks(spans, step, rows):
                         writers = sorted({r for r, _, _ in parts})

@@ -145,6 +145,7 @@ class OTF2Sink(Sink):
                 # writers held open for the run (the library keeps a chunk per location)
                 self.archive.locations = []
                 self.writers = np.asarray([self.archive.writer(int(i))
+                                           if self.replay.has_location(int(i)) else 0
                                            for i in L.loc_ids[self.mine]], dtype=np.uint64)
             self.spill_rows = open(folder / "records.spill", "w+b")
             self.spill_values = open(folder / "values.spill", "w+b")
@@ -566,6 +567,8 @@ class OTF2Sink(Sink):
         with comm.guard():      # every rank moves its own locations' files into the archive
             events = self.staging.path(f"rank-{comm.rank}") / "events"
             for k, lid in enumerate(self._writer_ids().tolist()):
+                if self.replay is not None and not self.replay.has_location(lid):
+                    continue        # hook: a row standing for a location group, no files
                 # a metric location without records is not defined: its files go
                 keep = k % self.stride == 0 or self.counts[k] > 0
                 for suffix in (".evt", ".def"):

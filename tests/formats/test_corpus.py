@@ -56,26 +56,14 @@ SLOW = {"otfvis-out", "otfvis-wrf", "cortex-MiniDFT", "cortex-CrystalRouter", "f
 SAMPLES_ONLY = {"netmaestro-stats-gvt"}
 OTF2_TRACES = [n for n, p in TRACES.items() if p.startswith("otf2/")]
 
-APEX_COUNTS = ("APEX writes per-location event counts in the global definitions that the "
-               "event files do not hold (0.evt is empty, its definition says 79 records in "
-               "apex-archive, 84 in apex-movielens-first)")
-PEER_OUTSIDE = ("a one-rank DUMPI file's messages to ranks outside the trace go to OTF with "
-                "peer 0; partrace's OTF reader rejects its own output ('expected a process "
-                "defined by a DP record, got SendMsg naming peer 0'), the OTF library reads it "
-                "(the check of VampirTrace's RMAEnd peer 0)")
 STEPS = ("info", "h5", "otf", "otf2", "pftrace", "profile", "comm", "library")
 EVERY = {s: None for s in STEPS}
 # trace -> step -> the cause of a known failure
 KNOWN: dict[str, dict[str, str]] = {
-    "apex-archive": {s: APEX_COUNTS for s in EVERY},
-    "apex-movielens-first": {s: APEX_COUNTS for s in EVERY},
-    "apex-movielens": {s: APEX_COUNTS for s in EVERY},
-    "otfvis-hello": {"h5": "a 2-stream OTF trace merged on 3 ranks: output/hdf5_sink.py "
-                           "_join_plan reads ds.chunks of an unchunked (tiny) dataset"},
-    "cortex-AMG": {"otf": PEER_OUTSIDE},
-    "cortex-MultiGrid": {"otf": PEER_OUTSIDE},
-    "cortex-MiniDFT": {"otf": PEER_OUTSIDE},
-    "cortex-CrystalRouter": {"otf": PEER_OUTSIDE},
+    "apex-movielens": {"otf2": "written back (formats/otf2/replay.py), its global definitions "
+                               "hold a group whose members the otf2 package cannot find in "
+                               "their parent group (IndexError in otf2/definitions.py, "
+                               "GlobalDefReader): the archive itself reads whole"},
     "otfvis-wrf": {"otf2": "VampirTrace 5.4 writes Leave records without a function (OTF's "
                            "'leave the innermost open region', function 0); partrace keeps "
                            "region 0 and the OTF2 sink writes only LEAVE rows of a defined "

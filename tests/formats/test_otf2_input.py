@@ -144,11 +144,12 @@ def test_common_columns_of_the_mpi_archive():
     ev = one_unit["events"]
     ev = ev.take(np.flatnonzero(ev["location"] == 1))
     sends = ev.take(np.flatnonzero(ev["kind"] == 3))
-    assert [names[p] for p in sends["peer"].tolist()] == ["Master thread 1"] * 3
+    assert [names[p] for p in sends["peer"].tolist()] == ["MPI Rank 1/Master thread 1"] * 3
     assert sends["match_id"].tolist() == [0, 901, 0]
     assert sends["tag"].tolist() == [40, 41, 42] and sends["size"].tolist() == [8, 16, 24]
     ends = ev.take(np.flatnonzero(ev["kind"] == 8))
-    assert [names[r] if r else None for r in ends["root"].tolist()] == ["Master thread 1", None]
+    assert [names[r] if r else None for r in ends["root"].tolist()] == \
+        ["MPI Rank 1/Master thread 1", None]
     collops = dict(zip(defs.tables["collectives"]["id"].tolist(),
                        defs.tables["collectives"]["name"]))
     assert [collops[c] for c in ends["collop"].tolist()] == ["BCAST", "ALLREDUCE"]
@@ -161,10 +162,15 @@ def test_common_columns_of_the_mpi_archive():
         assert begins[c].tolist() == ends[c].tolist(), c
     counters = ev.take(np.flatnonzero(ev["kind"] == 5))
     assert counters["value"][:2].tolist() == [1000, (-4096) & 0xFFFFFFFFFFFFFFFF]
-    # threads hang under their process's master thread
+    # every location hangs under a row of its location group (make_archives.py: "MPI Rank r"
+    # holds "Master thread r", rank 0 also the two OpenMP threads); groups have no parent
     parent = dict(zip(defs.tables["locations"]["id"].tolist(),
                       defs.tables["locations"]["parent"].tolist()))
-    assert [names.get(parent[i]) for i in sorted(parent)] == [None] * 3 + ["Master thread 0"] * 2
+    assert [(names[i], names.get(parent[i])) for i in sorted(parent)] == [
+        ("MPI Rank 0/Master thread 0", "MPI Rank 0"), ("MPI Rank 1/Master thread 1", "MPI Rank 1"),
+        ("MPI Rank 2/Master thread 2", "MPI Rank 2"), ("MPI Rank 0/OMP thread 1", "MPI Rank 0"),
+        ("MPI Rank 0/OMP thread 2", "MPI Rank 0"),
+        ("MPI Rank 0", None), ("MPI Rank 1", None), ("MPI Rank 2", None)]
 
 
 def test_decoded_on_3_ranks_equals_the_decode_checked_above(tmp_path):
@@ -380,7 +386,47 @@ def test_truncated_event_file(tmp_path):
     anchor = _copy(tmp_path)
     evt = anchor.parent / "traces" / "1.evt"
     evt.write_bytes(evt.read_bytes()[:300])
-    damage.check(_decode, anchor, tmp_path, evt, "event 14", "expected 39 event records")
+    damage.check(_decode, anchor, tmp_path, evt, "event 14", "chunk headers count 39 event records")
+
+
+def _many_chunks(folder: Path, pairs: int = 30000) -> Path:
+    """One location of ``pairs`` Enter/Leave pairs in event chunks of 256 KiB (3 chunks)."""
+    from otf2.enums import Paradigm, RegionRole
+    with otf2.writer.open(str(folder), timer_resolution=1_000_000_000,
+                          chunk_size_events=256 * 1024) as trace:
+        d = trace.definitions
+        loc = d.location("thread", group=d.location_group(
+            "process", system_tree_parent=d.system_tree_node("node")))
+        region = d.region("f", region_role=RegionRole.FUNCTION, paradigm=Paradigm.USER)
+        w = trace.event_writer_from_location(loc)
+        for i in range(pairs):
+            w.enter(10 * i, region)
+            w.leave(10 * i + 5, region)
+    return folder / "traces.otf2"
+
+
+@pytest.mark.parametrize("cut", ["in the last chunk", "in a chunk header", "at a chunk's end"])
+def test_event_file_of_several_chunks_cut_short(tmp_path, cut):
+    """The library reads a file cut inside the last of several chunks on into its buffer's
+    stale bytes without end; the chunk headers' count stops it, as it does a file cut at a
+    chunk's end.  A file cut inside a chunk header is refused before the library reads it."""
+    anchor = _many_chunks(tmp_path / "in" / "chunks")
+    evt = anchor.parent / "traces" / "0.evt"
+    data = evt.read_bytes()
+    chunk = 256 * 1024
+    assert len(data) > 2 * chunk and data[chunk] == 3 and data[2 * chunk] == 3
+    # the second chunk's header: its last record is number 47658 (of 60000)
+    last = int.from_bytes(data[chunk + 10:chunk + 18], "little")
+    if cut == "in the last chunk":
+        evt.write_bytes(data[:chunk + 40000])
+        where, match = f"event {last}", f"past the {last} event records"
+    elif cut == "in a chunk header":
+        evt.write_bytes(data[:2 * chunk + 9])
+        where, match = f"byte {2 * chunk + 9}", "inside the header of the chunk"
+    else:
+        evt.write_bytes(data[:2 * chunk])
+        where, match = f"event {last}", f"{last} event records"
+    damage.check(_decode, anchor, tmp_path, evt, where, match)
 
 
 def test_missing_event_file(tmp_path):

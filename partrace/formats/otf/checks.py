@@ -3,9 +3,11 @@
 The OTF library checks none of them: it drops (silently) the records of a process
 the master file does not list and hands any other token on as is.  partrace
 refuses both, so no row points at a location, region, ... that the output's
-definition tables do not have.  The stream records are checked as they are
-decoded (kernel.decode_lines: a binary search per reference), marker spots with
-numpy; only the first bad row is turned into a message.
+definition tables do not have.  Token 0 is OTF's "none" in every reference (no
+source location, no communicator, "all" in a summary, the remote process of a
+VampirTrace CUDA RMAEnd): it is kept as 0 and needs no definition.  The stream
+records are checked as they are decoded (kernel.decode_lines: a binary search per
+reference), marker spots with numpy; only the first bad row is turned into a message.
 """
 from __future__ import annotations
 
@@ -30,14 +32,7 @@ TARGETS = {
     "origin": ("locations", "DP", "process"),
     "key": ("keys", "DK", "key"),
 }
-# 0 means "none" for these (OTF_Handler.h): it need not be defined.
 DENSE_IDS = 1 << 16          # ids below this are checked in a table
-_ZERO_ALWAYS = {"comm", "scl", "root", "origin"}
-
-
-def _zero_ok(rec: G.Rec, f: G.Field) -> bool:
-    # summaries use 0 for "all" (all peers, collectives, files, groups: SM0..., SCO..CL0 in hybrid16)
-    return f.opt != G.REQ or f.col in _ZERO_ALWAYS or rec.table == "statistics"
 
 
 class References:
@@ -53,12 +48,10 @@ class References:
         # per field position j: target column index of (record code, j), or -1
         self.cols = sorted(TARGETS)
         self.refmap = np.full((NV, len(G.STREAM_RECORDS)), -1, np.int8)
-        self.zero = np.zeros((NV, len(G.STREAM_RECORDS)), bool)
         for r, rec in enumerate(G.STREAM_RECORDS):
             for j, f in enumerate(rec.fields):
                 if f.col in TARGETS:
                     self.refmap[j, r] = self.cols.index(f.col)
-                    self.zero[j, r] = _zero_ok(rec, f)
         # the defined ids of each target column c: flat[offsets[c]:offsets[c + 1]], sorted
         sets = [self.ids[TARGETS[c][0]] for c in self.cols]
         self.flat = np.concatenate(sets).astype(np.uint64)
@@ -78,7 +71,7 @@ class References:
 
     def kernel_args(self) -> tuple:
         """What kernel.decode_lines checks stream records with."""
-        return (self.processes, self.process_index, self.refmap, self.zero, self.flat, self.offsets,
+        return (self.processes, self.process_index, self.refmap, self.flat, self.offsets,
                 self.defined, np.uint64(G.MAX_KV_TYPE))
 
     def raise_undefined(self, path, line: int, rec: int, what: int, proc: int, value: int) -> None:

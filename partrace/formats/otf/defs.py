@@ -17,6 +17,7 @@ import numpy as np
 
 from ...errors import TraceError
 from ...model import LOCATION_COLUMNS, REGION_COLUMNS, STR, Column, Definitions, Table
+from ..names import told_apart
 from .files import parse_master, read_all, stream_file, stub_of
 from .grammar import DEF_RECORDS, KEYVALUE, MARKER_RECORDS, MAX_KV_TYPE
 from .textline import keyword_index, parse_line
@@ -163,7 +164,11 @@ def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -
     groups = by_type.get("DefFunction", [])
     _check_ranges(records, {0: glob, "marker": marker}, stub)
     tables = {
-        "locations": _table(LOCATION_COLUMNS, [(p["token"], p["name"], p["parent"]) for p in procs]),
+        "locations": _table(LOCATION_COLUMNS, list(zip(
+            [p["token"] for p in procs],
+            told_apart([p["token"] for p in procs], [p["name"] for p in procs],
+                          [p["parent"] for p in procs], "process"),
+            [p["parent"] for p in procs]))),
         "regions": _table(REGION_COLUMNS, [(f["token"], f["name"], f["group"]) for f in groups]),
     }
     for name, (rtype, spec) in TABLE_SPECS.items():

@@ -215,7 +215,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     a syntax error (E_*).  When not final, decoding stops before a trailing run of
     key-value lines (they belong to a record of the next chunk), state at its start."""
     kwb, kwrec, kwspan, nf, opt_from, ftype, fopt, ftag, ftagl, hexv, upper, simple, tag1 = grammar
-    processes, process_index, refmap, zero, flat, offsets, defined, max_kv_type = checks
+    processes, process_index, refmap, flat, offsets, defined, max_kv_type = checks
     n_dense = np.uint64(defined.shape[1])
     n_pdense = np.uint64(process_index.shape[0])
     tab_of, kind_of, is_text, colmap, keyrow, caps, side_cap, time_a, time_b = layout
@@ -412,7 +412,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
             else:
                 for j in range(nf[rec]):
                     cr = refmap[j, rec]
-                    if cr < 0 or (zero[j, rec] and vals[j] == 0):
+                    if cr < 0 or vals[j] == 0:      # 0: OTF's "none"
                         continue
                     v = vals[j]
                     if v < n_dense:

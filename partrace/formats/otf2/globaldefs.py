@@ -114,17 +114,9 @@ def read_global(anchor: str, errors) -> Definitions:
     dense = {ref: i + 1 for i, ref in enumerate(sorted(loc._ref for loc in locations))}
     rshift = _shift([r._ref for r in regions])
     mshift = _shift([m._ref for m in metrics])
-    # a location stands for its process: the first location (lowest ref) of its group is the
-    # parent of the others, the way threads hang under their process in partrace
-    first = {}
-    for loc in sorted(locations, key=lambda x: x._ref):
-        first.setdefault(loc.group._ref, loc._ref)
     loc_ids = np.asarray([dense[x._ref] for x in locations], np.int64)
-    parent = np.asarray([0 if first[x.group._ref] == x._ref else dense[first[x.group._ref]]
-                         for x in locations], np.int64)
     tables = {
-        "locations": Table({"id": loc_ids, "name": np.asarray([x.name for x in locations], object),
-                            "parent": parent}),
+        "locations": location_rows(locations, groups, dense),
         "regions": Table({"id": np.asarray([r._ref + rshift for r in regions], np.int64),
                           "name": np.asarray([r.name for r in regions], object),
                           "group": np.asarray([int(r.paradigm.value) + 1 for r in regions],
@@ -206,6 +198,28 @@ def read_global(anchor: str, errors) -> Definitions:
     if self_comms:
         attrs["self_comms"] = self_comms
     return Definitions("otf2", tables, attrs, source)
+
+
+def location_rows(locations, groups, dense: dict) -> Table:
+    """The ``locations`` table: every OTF2 location (id ``dense[ref]``), named after its
+    location group as well ("MPI Rank 17/Master thread": Score-P names every rank's thread
+    alike), under a row of its own for each group that has locations (ids after the
+    locations')."""
+    used = sorted({x.group._ref for x in locations})
+    top = max(dense.values(), default=0)
+    group_id = {g: top + 1 + i for i, g in enumerate(used)}
+    group_name = {g._ref: str(g.name) for g in groups}
+    names = [f"{group_name.get(x.group._ref, '')}/{x.name}" for x in locations]
+    seen: dict[str, int] = {}
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+    # the source's names alike within one group too: the ref tells them apart
+    names = [n if seen[n] == 1 else f"{n} (location {x._ref})" for n, x in zip(names, locations)]
+    return Table({
+        "id": np.asarray([dense[x._ref] for x in locations] + list(group_id.values()), np.int64),
+        "name": np.asarray(names + [group_name.get(g, "") for g in used], object),
+        "parent": np.asarray([group_id[x.group._ref] for x in locations] + [0] * len(used),
+                             np.int64)})
 
 
 def _paradigm_name(name: str) -> str:

@@ -15,6 +15,7 @@ Tables:
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -24,6 +25,7 @@ from ...errors import TraceError
 from ...model import UID, Column, Definitions, Kind, Schema, Table, column, conform, unsigned_ids
 from ..base import TraceReader, Unit, regular_file, repeated
 from . import records as R
+from .chunkheads import counted_events, ends_as_written
 
 KEY = ["time", "location", "seq"]
 LOCATION = column("location", dtype=UID)    # a batch is one location's: one value, a view
@@ -99,14 +101,29 @@ class OTF2Reader(TraceReader):
         # local definitions (mapping tables, clock offsets) are optional in OTF2, but where
         # the archive has them, a location's missing one would leave its refs unmapped
         local_defs = self.folder.is_dir() and any(p.suffix == ".def" for p in self.folder.iterdir())
-        for lid, ref, count in sorted(zip(locs["id"].tolist(), locs["ref"].tolist(),
-                                          locs["events"].tolist())):
+        from .readlib import event_chunk_bytes
+        chunk_bytes = event_chunk_bytes(str(self.anchor))
+        differ = []         # (ref, the definition's count, the file's)
+        for lid, ref, defined in sorted(zip(locs["id"].tolist(), locs["ref"].tolist(),
+                                            locs["events"].tolist())):
             evt = self.folder / f"{ref}.evt"
             size = regular_file(evt, f"event file of location {ref} (named by the anchor file)")
             if local_defs:
                 regular_file(self.folder / f"{ref}.def", f"local definitions of location {ref} "
                              "(the archive's other locations have theirs)")
-            out.append((ref, size, (ref, lid, count)))
+            counted = counted_events(evt, size, chunk_bytes) if chunk_bytes else None
+            # a cut file is an error when it is read: no warning about it here first
+            if counted is not None and counted != defined and ends_as_written(evt, size):
+                differ.append((ref, defined, counted))
+            out.append((ref, size, (ref, lid, counted)))
+        if differ:
+            # the library reads by the files, not by these counts (APEX writes one count
+            # for every location): they stay in otf2_locations/events as written
+            ref, defined, counted = differ[0]
+            warnings.warn(f"{self.anchor.with_suffix('.def')}: {len(differ)} of {len(out)} "
+                          f"location definitions give an event count other than their event "
+                          f"file's (location {ref}: {defined}, {ref}.evt: {counted}); the "
+                          "files' records are read", stacklevel=2)
         return _grouped(out, self.unit_bytes)
 
     def source_files(self) -> list[Path]:
@@ -145,7 +162,7 @@ class OTF2Reader(TraceReader):
     def _decode_location(self, location, schema, mapper) -> Iterator[dict[str, Table]]:
         from . import kernel as K
         from .readlib import LocationEvents
-        ref, lid, expected = location
+        ref, lid, counted = location      # counted: by the file's chunk headers, or None
         evt = self.folder / f"{ref}.evt"
         regular_file(evt, f"event file of location {ref} (named by the anchor file)")
         try:
@@ -160,20 +177,23 @@ class OTF2Reader(TraceReader):
                     a = reader.batch()
                 except OSError as exc:
                     at = seq + int(reader.arena[K.N_EV])
-                    said = f"; expected {expected} event records (the location's " \
-                        "definition)" if expected else ""
+                    said = "" if counted is None else f"; its chunk headers count {counted} " \
+                        "event records"
                     raise TraceError(evt, f"event {at}", f"the OTF2 library cannot read event "
                                      f"record {at}: {exc}{said}") from None
                 n = int(a[K.N_EV])
                 if a[K.ERROR]:
                     raise TraceError(evt, f"event {seq + n}", _arena_error(a))
+                if counted is not None and seq + n > counted:
+                    # past the count, the library reads what its buffer held before
+                    raise TraceError(evt, f"event {counted}", f"the OTF2 library reads on past "
+                                     f"the {counted} event records the file's chunk headers "
+                                     "count: the file is cut short inside its last chunk")
                 if not n:
-                    # the library ends a cut file's last chunk quietly: the location's
-                    # definition says how many records there are (0: not said)
-                    if expected and seq != expected:
+                    if counted is not None and seq != counted:
                         raise TraceError(evt, f"event {seq}", f"the file ends after {seq} event "
-                                         f"records; expected {expected} event records (the "
-                                         f"location's definition): the file is cut short")
+                                         f"records; its chunk headers count {counted}: the file "
+                                         "is cut short")
                     if held is not None:
                         yield held[0]
                     return

@@ -35,7 +35,34 @@ def reading_library():
     lib.OTF2_EvtReaderCallbacks_Delete.argtypes = [p]
     lib.OTF2_Reader_RegisterEvtCallbacks.argtypes = [p, p, p, p]
     lib.OTF2_Reader_ReadLocalEvents.argtypes = [p, p, u64, ctypes.POINTER(u64)]
+    lib.OTF2_Reader_GetChunkSize.argtypes = [p, ctypes.POINTER(u64), ctypes.POINTER(u64)]
+    for name in ("OTF2_Reader_GetFileSubstrate", "OTF2_Reader_GetCompression"):
+        getattr(lib, name).argtypes = [p, ctypes.POINTER(ctypes.c_uint8)]
     return lib
+
+
+FILE_SUBSTRATE_POSIX = 1
+COMPRESSION_NONE = 1
+
+
+def event_chunk_bytes(anchor: str) -> int | None:
+    """The archive's event chunk size, in bytes, where each location's events are one
+    plain file (POSIX substrate, no compression); else None."""
+    lib = reading_library()
+    handle = lib.OTF2_Reader_Open(anchor.encode())
+    if not handle:
+        return None
+    try:
+        events, defs = ctypes.c_uint64(0), ctypes.c_uint64(0)
+        substrate, compression = ctypes.c_uint8(0), ctypes.c_uint8(0)
+        if (lib.OTF2_Reader_GetChunkSize(handle, ctypes.byref(events), ctypes.byref(defs))
+                or lib.OTF2_Reader_GetFileSubstrate(handle, ctypes.byref(substrate))
+                or lib.OTF2_Reader_GetCompression(handle, ctypes.byref(compression))):
+            return None
+        plain = substrate.value == FILE_SUBSTRATE_POSIX and compression.value == COMPRESSION_NONE
+        return int(events.value) if plain else None
+    finally:
+        lib.OTF2_Reader_Close(handle)
 
 
 @functools.cache

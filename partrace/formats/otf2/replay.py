@@ -43,6 +43,9 @@ class SourceLayout(Layout):
         return Layout.lookup(self, self.ids, np.asarray(locations))
 
 
+GROUP_ROW = 0xFFFFFFFFFFFFFFFF     # OTF2_UNDEFINED_LOCATION: never a location's ref
+
+
 def location_refs(defs) -> dict[int, int]:
     """{partrace location id: its OTF2 ref}.  (HDF5 files of earlier versions have no ``ref``
     column: their ids were the refs plus ``ref_shift["location"]``.)"""
@@ -68,9 +71,17 @@ class Replay:
         self.source = defs.source
         self.layout = SourceLayout(**vars(layout))
         ref_of = location_refs(defs)
+        # the source's locations; the other rows of the locations table stand for their
+        # location groups (globaldefs.location_rows): no ref, no event file (GROUP_ROW)
+        self.refs = frozenset(ref_of.values())
         self.layout.ids = layout.loc_ids
-        self.layout.loc_ids = np.asarray([ref_of[i] for i in layout.loc_ids.tolist()], np.uint64)
+        self.layout.loc_ids = np.asarray([ref_of.get(i, GROUP_ROW) for i in
+                                          layout.loc_ids.tolist()], np.uint64)
         self.held = None
+
+    def has_location(self, ref: int) -> bool:
+        """Whether ``ref`` is one of the source's OTF2 locations."""
+        return ref in self.refs
 
     # -- events ------------------------------------------------------------------------
     def write(self, tables: dict, next_keys, writers, first_mine: int, counts) -> None:
