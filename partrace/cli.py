@@ -141,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _add_analysis_commands(sub)
+    _add_clocks_command(sub)
     p = _command(sub, "warm", cmd_warm,
                  help="compile the numba kernels once (after install); "
                  "say where they are cached",
@@ -214,6 +215,34 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--time", metavar="T0:T1", help="the window (ns; default: the whole trace, "
                    "at most 2,000,000 events)")
     _add_memory_options(p)
+
+
+def _add_clocks_command(sub) -> None:
+    p = _command(sub, "clocks", cmd_clocks,
+                 help="check the clock condition: receives that end before their send starts",
+                 description="Match every message (the k-th send from S to R with a tag on a "
+                 "communicator meets the k-th such receive) and show, per pair of processes, "
+                 "the messages each way, those whose receive ends before the send starts, the "
+                 "largest such violation, the least delay each way and the clock offset they "
+                 "imply (half the difference of the least delays, within half their sum).")
+    _add_input(p)
+    p.add_argument("--by", choices=["process", "location"], default="process",
+                   help="pairs of processes (threads share their process's clock; default) or "
+                        "of locations")
+    p.add_argument("--top", type=int, default=30, metavar="N",
+                   help="show the N pairs with the largest violations, then the most messages "
+                        "(0: all; default 30; JSON gives all)")
+    p.add_argument("--json", action="store_true", help="JSON: totals and one record per pair")
+
+
+def cmd_clocks(comm, args) -> int:
+    from .analysis import render as R
+    from .analysis.clocks import check
+    res = check(args.trace, comm=comm, format=args.format, by=args.by,
+                reader_options=reader_options(args))
+    if comm.rank == 0:
+        print(R.as_json(res) if args.json else R.clocks_text(res, args.top or None))
+    return 0
 
 
 def _add_table_options(p) -> None:
@@ -397,7 +426,7 @@ def cmd_warm(comm, args) -> int:
 
 
 # commands that decode a trace: a parallel run of one warms a cold cache on rank 0 first
-DECODING = {cmd_run, cmd_info, cmd_profile, cmd_comm, cmd_dump, cmd_timeline}
+DECODING = {cmd_run, cmd_info, cmd_profile, cmd_comm, cmd_dump, cmd_timeline, cmd_clocks}
 
 
 def _one_line_warnings() -> None:

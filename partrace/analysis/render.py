@@ -91,3 +91,46 @@ def profile_text(result: dict, top: int | None) -> str:
     if top is not None and len(regions) > top:
         text += f"\n({len(regions) - top:,} more regions: --top 0 for all)"
     return text
+
+
+def _offset_text(r: dict) -> str:
+    """b's clock minus a's: the estimate and its bound, or the one-sided limit."""
+    if r["offset_ns"] is not None:
+        return f"{r['offset_ns']:,.1f} ± {r['offset_bound_ns']:,.1f}"
+    if r["offset_max_ns"] is not None:
+        return f"<= {r['offset_max_ns']:,}"
+    if r["offset_min_ns"] is not None:
+        return f">= {r['offset_min_ns']:,}"
+    return "-"
+
+
+def clocks_text(result: dict, top: int | None) -> str:
+    """Totals, then the pairs with the largest violations (then the most messages)."""
+    lines = [f"messages: {result['messages']:,} matched, {result['violations']:,} of them "
+             f"received before they were sent (by the trace's clocks)"]
+    lost = result["unmatched_sends"], result["unmatched_receives"]
+    if any(lost):
+        lines.append(f"unmatched: {lost[0]:,} send(s), {lost[1]:,} receive(s)")
+    if result["violations"]:
+        a, b = result["largest_violation_pair"]
+        lines.append(f"largest violation: {result['largest_violation_ns']:,} ns ({a} - {b})")
+    pairs = sorted(result["pairs"], key=lambda r: (-r["largest_violation_ns"], -r["violations"],
+                                                   -(r["messages_ab"] + r["messages_ba"]),
+                                                   r["a_id"], r["b_id"]))
+    shown = pairs[:top]
+    if shown:
+        def delay(d):
+            return "-" if d is None else d
+        recs = [{**r, "ab": delay(r["least_delay_ab_ns"]), "ba": delay(r["least_delay_ba_ns"]),
+                 "offset": _offset_text(r)} for r in shown]
+        lines += ["", f"pairs of {result['groups']}es (offset: b's clock minus a's, ns):"
+                  if result["groups"] == "process" else
+                  f"pairs of {result['groups']}s (offset: b's clock minus a's, ns):",
+                  as_text(recs, [("a", "a"), ("b", "b"), ("messages_ab", "a->b"),
+                                 ("messages_ba", "b->a"), ("violations", "violations"),
+                                 ("largest_violation_ns", "largest ns"),
+                                 ("ab", "least delay a->b ns"), ("ba", "least delay b->a ns"),
+                                 ("offset", "offset")])]
+        if len(shown) < len(pairs):
+            lines.append(f"({len(pairs) - len(shown):,} more pairs: --top 0 for all)")
+    return "\n".join(lines)
