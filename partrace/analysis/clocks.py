@@ -19,8 +19,10 @@ what clock offsets they imply, on any number of ranks:
    (d, d' >= 0 the true delays), so ``o = (min d_ab - min d_ba) / 2`` within
    ``(min d_ab + min d_ba) / 2`` (half the least round trip).  With messages in
    one direction only, the least delay bounds the offset on one side.
-   The same estimate from the early and the late half of the pair's messages
-   gives the drift, where both halves have messages both ways.
+   The same estimate from the first and the last tenth of the pair's time span
+   gives the drift, where both have messages both ways.  A negative bound says the
+   messages cannot come from clocks a constant offset apart: they drifted (by more
+   than the least round trip) within the span the estimate covers.
 5. The rows of the pairs (their number grows with the groups, not the events)
    meet on rank 0, sorted: the same answer at any rank count.
 
@@ -160,6 +162,7 @@ def match(rec: np.ndarray) -> tuple[np.ndarray, int, int]:
 
 
 NONE = np.iinfo(np.int64).max     # "no message" in a least delay
+EDGE = 10       # the drift compares the first and the last 1/EDGE of a pair's time span
 
 
 def _least(values: np.ndarray, starts: np.ndarray, chosen: np.ndarray) -> np.ndarray:
@@ -189,18 +192,20 @@ def pair_figures(msgs: np.ndarray, groups: Groups) -> dict[str, np.ndarray]:
            else starts,
            "largest_violation": np.maximum.reduceat(late, starts) if len(starts) else starts,
            "least_ab": _least(delay, starts, ~back), "least_ba": _least(delay, starts, back)}
-    # the early and the late half of each pair's messages (by send time, which sorts them)
+    # the first and the last tenth of each pair's time span (by send time): the drift
+    # between them shows against their bounds, while within each the offset moves little
     if len(starts):
         first = ts[starts]
         last = np.maximum.reduceat(ts, starts)
         run = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(ts)]))
-        mid = first[run] + (last[run] - first[run]) // 2
-        halves = {}
-        for name, part in (("early", ts <= mid), ("late", ts > mid)):
+        tenth = (last[run] - first[run]) // EDGE
+        ends = {}
+        for name, part in (("early", ts <= first[run] + tenth),
+                           ("late", ts >= last[run] - tenth)):
             ab, ba = part & ~back, part & back
-            halves[name] = (_least(delay, starts, ab), _least(delay, starts, ba),
+            ends[name] = (_least(delay, starts, ab), _least(delay, starts, ba),
                             _at_least(delay, ts, starts, ab), _at_least(delay, ts, starts, ba))
-        out.update(_drift(halves))
+        out.update(_drift(ends))
     else:
         out.update({k: np.zeros(0, np.int64) for k in ("drift_t0", "drift_t1")})
         out.update({k: np.zeros(0, float) for k in ("offset_t0", "offset_t1", "bound_t0",
@@ -221,12 +226,12 @@ def _at_least(delay, ts, starts, chosen) -> np.ndarray:
     return np.where(first < n, ts[np.minimum(first, n - 1)], 0)
 
 
-def _drift(halves: dict) -> dict[str, np.ndarray]:
-    """The offset implied by each half at its time (the mean send time of its two least
-    delayed messages); NaN where a half lacks a direction."""
+def _drift(ends: dict) -> dict[str, np.ndarray]:
+    """The offset implied by each end of the span at its time (the mean send time of its two least
+    delayed messages); NaN where an end lacks a direction."""
     out = {}
     for i, name in enumerate(("early", "late")):
-        ab, ba, t_ab, t_ba = halves[name]
+        ab, ba, t_ab, t_ba = ends[name]
         ok = (ab != NONE) & (ba != NONE)
         out[f"offset_t{i}"] = np.where(ok, (ab.astype(float) - ba) / 2, np.nan)
         out[f"bound_t{i}"] = np.where(ok, (ab.astype(float) + ba) / 2, np.nan)
@@ -275,7 +280,8 @@ def report(defs: Definitions, by: str, pairs: dict, unmatched_sends: int,
     """The answer as plain values: totals, and one record per pair of groups (a, b), a <= b,
     with its messages each way, violations, the largest violation, the least delay each way
     (None: no message that way), the offset of b's clock from a's with its bound, and,
-    where both halves of the pair's messages went both ways, its drift."""
+    where the first and last tenth of the pair's time span carried messages both ways,
+    its drift."""
     from . import _names
     names = _names(defs, "locations")
     records = []
@@ -316,13 +322,14 @@ def _offset(a: int, b: int, ab, ba) -> dict:
 
 
 def _drift_record(cols: dict, i: int, same: bool) -> dict:
-    """The offsets of the two halves and the drift between them (ns of offset per ms, i.e.
-    ppm), with its bound: the drift is shown by the trace only where it exceeds the bound."""
+    """The offsets of the first and last tenth and the drift between them (ns of offset per
+    ms, i.e. ppm), with its bound: the trace shows a drift only where it exceeds the bound."""
     o0, o1 = cols["offset_t0"][i], cols["offset_t1"][i]
     b0, b1 = cols["bound_t0"][i], cols["bound_t1"][i]
     t0, t1 = cols["drift_t0"][i], cols["drift_t1"][i]
-    if same or o0 != o0 or o1 != o1 or t1 <= t0:       # NaN: a half lacks a direction
+    if same or o0 != o0 or o1 != o1 or t1 <= t0:       # NaN: an end lacks a direction
         return {"drift_ppm": None, "drift_bound_ppm": None, "drift_from": None}
-    return {"drift_ppm": (o1 - o0) / (t1 - t0) * 1e6, "drift_bound_ppm": (b0 + b1) / (t1 - t0) * 1e6,
+    return {"drift_ppm": (o1 - o0) / (t1 - t0) * 1e6,
+            "drift_bound_ppm": (b0 + b1) / (t1 - t0) * 1e6,
             "drift_from": [{"time_ns": t0, "offset_ns": o0, "bound_ns": b0},
                            {"time_ns": t1, "offset_ns": o1, "bound_ns": b1}]}
