@@ -72,6 +72,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=["single", "parts"],
                    help="HDF5 output: one self-contained file (single, the default) or per-rank "
                         "files in OUT.h5.parts/ joined by virtual datasets in OUT.h5 (parts)")
+    p.add_argument("--sync", choices=["none", "offsets"], default="none",
+                   help="clock correction before the global order: none (the summary says how "
+                        "many messages the output shows received before they were sent), or "
+                        "offsets: each process's clock moved by the offset (and drift) its "
+                        "messages imply, the decoded time kept in the column time_original")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     p.add_argument("--progress", choices=["auto", "bar", "log", "none"], default="auto",
@@ -376,12 +381,16 @@ def cmd_run(comm, args) -> int:
     comm.check()
     progress = Progress(comm, mode="none" if args.quiet else args.progress)
     t0 = time.perf_counter()
+    from .analysis.sync import clock_sync
+    sync = clock_sync(comm, args.sync, args.trace, format=args.format,
+                      reader_options=reader_options(args))
     try:
         stats = run(comm, args.trace, sink, format=args.format, progress=progress,
                     reader_options=reader_options(args),
-                    memory=args.memory, spill_dir=args.tmpdir)
+                    memory=args.memory, spill_dir=args.tmpdir, retime=sync)
     finally:    # also when the plan fails, before the run's own cleanup
         progress.done()
+    messages, late = sync.violations(comm)
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
     events = comm.allreduce_sum(stats.rows_written.get("events", 0))
     nbytes = comm.allreduce_sum(stats.bytes_read)
@@ -390,6 +399,9 @@ def cmd_run(comm, args) -> int:
     if comm.rank == 0 and not args.quiet:
         dt = time.perf_counter() - t0
         extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
+        if messages:
+            extra += (f", {late:,} of {messages:,} messages received before they were sent "
+                      f"(--sync {args.sync})")
         print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
               f"from {_amount(nbytes)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "

@@ -112,7 +112,7 @@ class Groups:
         return np.where(self.ids[at] == loc, self.tops[at], loc)
 
 
-def _route(comm: Comm, rec: np.ndarray, groups: Groups) -> np.ndarray:
+def route(comm: Comm, rec: np.ndarray, groups: Groups) -> np.ndarray:
     """The records of the pairs of groups this rank owns, from every rank."""
     if comm.size == 1:
         return rec
@@ -245,9 +245,10 @@ def _concat(parts: list[dict]) -> dict[str, np.ndarray]:
 
 
 def check(path: str | os.PathLike, *, comm: Comm | None = None, format: str | None = None,
-          by: str = "process", progress=None, reader_options: dict | None = None) -> dict | None:
+          by: str = "process", progress=None, reader_options: dict | None = None,
+          with_defs: bool = False) -> dict | None:
     """The clock condition of the trace's messages: a dict on rank 0 (None elsewhere),
-    see :func:`report`."""
+    see :func:`report`; ``with_defs``: (that dict, the definitions) on rank 0."""
     from ..engine.fold import fold
     from . import _reader
     if by not in ("location", "process"):
@@ -259,7 +260,7 @@ def check(path: str | os.PathLike, *, comm: Comm | None = None, format: str | No
     groups = Groups(defs, by)
     figures = unmatched = None
     with comm.guard():
-        mine = _route(comm, acc.array(), groups)
+        mine = route(comm, acc.array(), groups)
         msgs, lost_sends, lost_recvs = match(mine)
         figures = pair_figures(msgs, groups) if len(msgs) else {}
         unmatched = (lost_sends, lost_recvs)
@@ -272,7 +273,8 @@ def check(path: str | os.PathLike, *, comm: Comm | None = None, format: str | No
         order = np.lexsort((pairs["b"], pairs["a"]))
         pairs = {k: v[order] for k, v in pairs.items()}
     lost = np.sum([u for _, u in everyone], axis=0)
-    return report(defs, by, pairs, int(lost[0]), int(lost[1]))
+    result = report(defs, by, pairs, int(lost[0]), int(lost[1]))
+    return (result, defs) if with_defs else result
 
 
 def report(defs: Definitions, by: str, pairs: dict, unmatched_sends: int,

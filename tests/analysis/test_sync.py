@@ -1,0 +1,138 @@
+"""`merge --sync`: clocks moved onto one reference before the global order, checked on
+traces written from a known schedule on skewed clocks (tests/support/skew.py): the output's
+messages counted again here, from its rows, by MPI's matching rule."""
+from __future__ import annotations
+
+import json
+import re
+
+import h5py
+import numpy as np
+import pytest
+
+from tests.conftest import DATA, run_cli
+from tests.support import skew
+from tests.support.compare import assert_same_content
+
+OFFSETS = np.array([0, 30_000, -20_000, 5_000, 123_457])
+
+
+def merge(trace, out, *extra, nranks=None) -> str:
+    r = run_cli(["merge", str(trace), "-o", str(out), "--progress", "none", *extra], nranks)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def late_messages(h5) -> tuple[int, int]:
+    """(messages, received before sent) of an HDF5 output: the k-th send of (sender,
+    receiver, tag) in the sender's order meets the k-th such receive."""
+    with h5py.File(h5, "r") as f:
+        ev = {c: f["events"][c][()] for c in ("time", "location", "seq", "kind", "peer", "tag")}
+    sends, recvs = {}, {}
+    order = np.lexsort((ev["seq"], ev["time"], ev["location"]))
+    for i in order.tolist():
+        kind, loc, peer = int(ev["kind"][i]), int(ev["location"][i]), int(ev["peer"][i])
+        if kind == 3 and peer:
+            sends.setdefault((loc, peer, int(ev["tag"][i])), []).append(int(ev["time"][i]))
+        elif kind == 4 and peer:
+            recvs.setdefault((peer, loc, int(ev["tag"][i])), []).append(int(ev["time"][i]))
+    pairs = [(s, r) for key in sends for s, r in zip(sends[key], recvs.get(key, []))]
+    return len(pairs), sum(r < s for s, r in pairs)
+
+
+def summary(stderr: str) -> tuple[int, int, str]:
+    m = re.search(r"([\d,]+) of ([\d,]+) messages received before they were sent \(--sync (\w+)\)",
+                  stderr)
+    return int(m[2].replace(",", "")), int(m[1].replace(",", "")), m[3]
+
+
+@pytest.fixture(scope="module")
+def skewed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("skew")
+    sched = skew.schedule(5, 600, seed=7)
+    clocks = skew.Clocks(OFFSETS, np.zeros(5))
+    return sched, clocks, skew.write_dumpi(d / "trace", sched, clocks)
+
+
+def test_none_counts_the_violations_and_changes_nothing(tmp_path, skewed):
+    sched, clocks, trace = skewed
+    said = merge(trace, tmp_path / "none.h5", "--sync", "none")
+    merge(trace, tmp_path / "plain.h5")
+    assert_same_content(tmp_path / "none.h5", tmp_path / "plain.h5")
+    sent, received = skew.observed(sched, clocks)
+    truth = int((received < sent).sum())
+    assert truth > 0
+    assert summary(said) == (600, truth, "none") and late_messages(tmp_path / "none.h5") == (600, truth)
+
+
+def test_offsets_remove_the_violations_same_output_on_1_and_3_ranks(tmp_path, skewed):
+    sched, clocks, trace = skewed
+    said = merge(trace, tmp_path / "one.h5", "--sync", "offsets")
+    merge(trace, tmp_path / "three.h5", "--sync", "offsets", nranks=3)
+    assert_same_content(tmp_path / "one.h5", tmp_path / "three.h5")
+    assert summary(said) == (600, 0, "offsets")
+    assert late_messages(tmp_path / "one.h5") == (600, 0)
+    merge(trace, tmp_path / "none.h5")
+    with h5py.File(tmp_path / "one.h5", "r") as f, h5py.File(tmp_path / "none.h5", "r") as g:
+        assert json.loads(f["definitions"].attrs["attrs"])["clock_sync"] == "offsets"
+        assert "clock_sync" not in json.loads(g["definitions"].attrs["attrs"])
+        ev = {c: f["events"][c][()] for c in ("time", "time_original", "location", "seq")}
+        before = {c: g["events"][c][()] for c in ("time", "location", "seq")}
+    # the decoded times are kept, row for row
+    key = np.lexsort((ev["seq"], ev["location"]))
+    key0 = np.lexsort((before["seq"], before["location"]))
+    assert np.array_equal(ev["time_original"][key], before["time"][key0])
+    # each rank moved by one amount: its clock's offset from rank 0's, within the least latency
+    least = int((sched.received - sched.sent).min())
+    for rank in range(5):
+        moved = np.unique((ev["time_original"] - ev["time"])[ev["location"] == rank + 1])
+        assert len(moved) == 1
+        assert abs(int(moved[0]) - (OFFSETS[rank] - OFFSETS[0])) <= least
+    # and the output is in its own global order
+    order = np.lexsort((ev["seq"], ev["location"], ev["time"]))
+    assert np.array_equal(order, np.arange(len(order)))
+
+
+def test_offsets_follow_a_drift(tmp_path):
+    """Clocks 40 us apart and drifting 100 ppm: the offsets (a line in time) leave no message
+    received before it was sent, where a constant shift could not."""
+    sched = skew.schedule(2, 8000, latency=500, jitter=1500, gap=4_000, seed=5)
+    clocks = skew.Clocks(np.array([0, 40_000]), np.array([0.0, 1e-4]))
+    trace = skew.write_otf(tmp_path / "o" / "t.otf", sched, clocks)
+    said = merge(trace, tmp_path / "none.h5")
+    assert summary(said)[1] > 0
+    said = merge(trace, tmp_path / "sync.h5", "--sync", "offsets")
+    assert summary(said) == (8000, 0, "offsets") and late_messages(tmp_path / "sync.h5") == (8000, 0)
+    with h5py.File(tmp_path / "sync.h5", "r") as f:
+        ev = {c: f["events"][c][()] for c in ("time", "time_original", "location")}
+    moved = (ev["time_original"] - ev["time"])[ev["location"] == 2]
+    t = ev["time_original"][ev["location"] == 2]
+    truth = 40_000 + 1e-4 * (t - 40_000 - skew.T0)      # b's offset at its own reading t
+    assert np.abs(moved - truth).max() <= 500        # the least latency
+
+
+@pytest.mark.parametrize("trace", [DATA / "dumpi" / "p2p-4rank",
+                                   DATA / "otf" / "ring8" / "trace" / "ring8.otf"])
+def test_one_clock_is_left_as_it_is(tmp_path, trace):
+    said = merge(trace, tmp_path / "sync.h5", "--sync", "offsets")
+    assert summary(said)[1:] == (0, "offsets")
+    with h5py.File(tmp_path / "sync.h5", "r") as f:
+        for name in json.loads(f.attrs["tables"]):
+            if "time_original" in f[name]:
+                assert np.array_equal(f[name]["time"][()], f[name]["time_original"][()])
+
+
+def test_exact_generated_clocks_left_as_they_are(tmp_path):
+    sched = skew.schedule(4, 400, seed=3)
+    trace = skew.write_dumpi(tmp_path / "d", sched, skew.Clocks.exact(4))
+    said = merge(trace, tmp_path / "sync.h5", "--sync", "offsets")
+    assert summary(said) == (400, 0, "offsets")
+    with h5py.File(tmp_path / "sync.h5", "r") as f:
+        assert np.array_equal(f["events"]["time"][()], f["events"]["time_original"][()])
+
+
+@pytest.mark.parametrize("suffix", [".otf", ".otf2", ".json"])
+def test_other_outputs_take_the_corrected_order(tmp_path, skewed, suffix):
+    _, _, trace = skewed
+    said = merge(trace, tmp_path / f"out{suffix}", "--sync", "offsets")
+    assert summary(said) == (600, 0, "offsets")
