@@ -383,14 +383,14 @@ def cmd_run(comm, args) -> int:
     t0 = time.perf_counter()
     from .analysis.sync import clock_sync
     sync = clock_sync(comm, args.sync, args.trace, format=args.format,
-                      reader_options=reader_options(args))
+                      reader_options=reader_options(args), budget=args.memory // 10)
     try:
         stats = run(comm, args.trace, sink, format=args.format, progress=progress,
                     reader_options=reader_options(args),
                     memory=args.memory, spill_dir=args.tmpdir, retime=sync)
     finally:    # also when the plan fails, before the run's own cleanup
         progress.done()
-    messages, late = sync.violations(comm)
+    counted = sync.violations(comm)
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
     events = comm.allreduce_sum(stats.rows_written.get("events", 0))
     nbytes = comm.allreduce_sum(stats.bytes_read)
@@ -399,9 +399,11 @@ def cmd_run(comm, args) -> int:
     if comm.rank == 0 and not args.quiet:
         dt = time.perf_counter() - t0
         extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
-        if messages:
-            extra += (f", {late:,} of {messages:,} messages received before they were sent "
-                      f"(--sync {args.sync})")
+        if counted is None:
+            extra += ", messages beyond --memory/10: not checked against the clocks"
+        elif counted[0]:
+            extra += (f", {counted[1]:,} of {counted[0]:,} messages received before they were "
+                      f"sent (--sync {args.sync})")
         print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
               f"from {_amount(nbytes)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "

@@ -13,7 +13,8 @@ keeps each location's own order, so the engine's (time, location, seq) order sta
 a total order.  The decoded time is kept in ``time_original``.
 
 ``none`` changes nothing; with either, the merge counts the violations its output
-holds from the message rows it decodes anyway (matched as ``partrace clocks`` does).
+holds from the message rows it decodes anyway (matched as ``partrace clocks`` does),
+while their records fit the budget it is given (a tenth of ``--memory``).
 """
 from __future__ import annotations
 
@@ -102,6 +103,10 @@ class ClockSync:
     slope: np.ndarray = field(default_factory=lambda: np.zeros(0))
     records: C.MessageRecords = field(default_factory=C.MessageRecords)
     groups: C.Groups | None = None      # the processes (set by prepare)
+    # bytes of message records kept for the count: beyond them the merge does not count
+    # (the records are outside the budget the engine spills by)
+    budget: int = 1 << 62
+    held: int = 0
 
     @property
     def shifts(self) -> bool:
@@ -119,8 +124,12 @@ class ClockSync:
     def __call__(self, name: str, table: Table) -> Table:
         if self.shifts and "time" in table.names and "location" in table.names:
             table = self._moved(table)
-        if name == "events":
+        if name == "events" and self.held <= self.budget:
+            had = len(self.records.parts)
             C.step(self.records, {"events": table})
+            self.held += sum(p.nbytes for p in self.records.parts[had:])
+            if self.held > self.budget:
+                self.records = C.MessageRecords()
         return table
 
     def _moved(self, table: Table) -> Table:
@@ -138,8 +147,12 @@ class ClockSync:
                 cols[c] = table[c]
         return Table(cols)
 
-    def violations(self, comm: Comm) -> tuple[int, int]:
-        """(messages, messages received before they were sent) in the output: collective."""
+    def violations(self, comm: Comm) -> tuple[int, int] | None:
+        """(messages, messages received before they were sent) in the output, or None when
+        a rank had more records than its budget: collective."""
+        if comm.allreduce_max(int(self.held > self.budget)):
+            self.records = C.MessageRecords()
+            return None
         counts = (0, 0)
         with comm.guard():
             mine = C.route(comm, self.records.array(), self.groups)
@@ -159,13 +172,15 @@ def _with_original(cols: list[Column]) -> list[Column]:
     return cols[:i] + [ORIGINAL] + cols[i:]
 
 
-def clock_sync(comm: Comm, method: str, path, *, format=None, reader_options=None) -> ClockSync:
+def clock_sync(comm: Comm, method: str, path, *, format=None, reader_options=None,
+               budget: int = 1 << 62) -> ClockSync:
     """The correction ``method`` for the trace at ``path`` (collective): ``offsets`` reads
-    the messages first (a pass over their columns, as ``partrace clocks``)."""
+    the messages first (a pass over their columns, as ``partrace clocks``).  ``budget``:
+    bytes of message records a rank keeps to count the output's violations."""
     if method not in METHODS:
         raise ValueError(f"--sync must be one of {', '.join(METHODS)}, not {method!r}")
     if method == "none":
-        return ClockSync(method)
+        return ClockSync(method, budget=budget)
     res = C.check(path, comm=comm, format=format, reader_options=reader_options,
                   with_defs=True)
     table = None
@@ -177,4 +192,4 @@ def clock_sync(comm: Comm, method: str, path, *, format=None, reader_options=Non
         line = [per_group.get(g, (0.0, 0.0)) for g in groups.tops.tolist()]
         table = (loc, np.array([x[0] for x in line]), np.array([x[1] for x in line]))
     loc, at0, slope = comm.bcast(table)
-    return ClockSync(method, loc, at0, slope)
+    return ClockSync(method, loc, at0, slope, budget=budget)

@@ -136,3 +136,14 @@ def test_other_outputs_take_the_corrected_order(tmp_path, skewed, suffix):
     _, _, trace = skewed
     said = merge(trace, tmp_path / f"out{suffix}", "--sync", "offsets")
     assert summary(said) == (600, 0, "offsets")
+
+
+def test_records_beyond_the_budget_are_not_counted(tmp_path):
+    """8000 messages are 16000 records of 56 bytes: more than --memory 1M / 10 holds."""
+    sched = skew.schedule(2, 8000, latency=500, jitter=1500, gap=4_000, seed=5)
+    trace = skew.write_otf(tmp_path / "o" / "t.otf", sched, skew.Clocks.exact(2))
+    said = merge(trace, tmp_path / "small.h5", "--memory", "1M")
+    assert "messages beyond --memory/10: not checked against the clocks" in said
+    assert "received before they were sent" not in said
+    said = merge(trace, tmp_path / "big.h5", "--memory", "16M")
+    assert summary(said) == (8000, 0, "none")
