@@ -40,8 +40,9 @@ import numpy as np
 from ..engine.mpi import Comm, serial
 from ..model import Definitions, Kind, Table
 
-# the columns of events the fold reads (comm and tag are zeros where a format lacks them)
-COLUMNS = ("kind", "time", "location", "seq", "peer", "comm", "tag")
+# the columns of events the fold reads (comm and tag are zeros where a format lacks them),
+# with those of collective calls
+COLUMNS = ("kind", "time", "location", "seq", "peer", "comm", "tag", "root", "collop", "duration")
 SEND, RECV = int(Kind.SEND), int(Kind.RECV)
 # a record's fields, as the columns of one int64 array
 SENDER, RECEIVER, COMM, TAG, SIDE, TIME, SEQ = range(7)
@@ -52,9 +53,15 @@ M_SENDER, M_RECEIVER, M_SEND_TIME, M_RECV_TIME = range(4)
 
 @dataclass
 class MessageRecords:
-    """This rank's message records, chunk by chunk ((n, WIDTH) int64 arrays)."""
+    """This rank's message records, chunk by chunk ((n, WIDTH) int64 arrays), and its
+    collective rows (clock_collectives.rows)."""
 
     parts: list = field(default_factory=list)
+    collective_rows: list = field(default_factory=list)
+
+    def collectives(self) -> np.ndarray:
+        return np.concatenate(self.collective_rows) if self.collective_rows else \
+            np.zeros((0, 8), np.int64)
 
     def array(self) -> np.ndarray:
         return np.concatenate(self.parts) if self.parts else np.zeros((0, WIDTH), np.int64)
@@ -72,6 +79,7 @@ def _column(ev: Table, name: str, rows: np.ndarray) -> np.ndarray:
 
 
 def step(acc: MessageRecords, chunk: dict[str, Table]) -> MessageRecords:
+    """The messages of a chunk (for merge --sync: those alone)."""
     ev = chunk.get("events")
     if ev is None or not len(ev) or "peer" not in ev.names:
         return acc
@@ -91,6 +99,17 @@ def step(acc: MessageRecords, chunk: dict[str, Table]) -> MessageRecords:
     rec[:, SEQ] = _column(ev, "seq", rows)
     acc.parts.append(rec)
     return acc
+
+
+def step_all(acc: MessageRecords, chunk: dict[str, Table]) -> MessageRecords:
+    """The messages and the collective rows of a chunk."""
+    from .clock_collectives import rows
+    ev = chunk.get("events")
+    if ev is not None and len(ev):
+        found = rows(ev)
+        if found is not None:
+            acc.collective_rows.append(found)
+    return step(acc, chunk)
 
 
 class Groups:
@@ -254,26 +273,31 @@ def check(path: str | os.PathLike, *, comm: Comm | None = None, format: str | No
     if by not in ("location", "process"):
         raise ValueError(f"by must be 'location' or 'process', not {by!r}")
     comm = comm or serial()
-    defs, acc, _ = fold(comm, path, tables={"events"}, start=start, step=step, combine=None,
-                        format=format, progress=progress, reduce=False,
-                        reader=_reader(comm, path, format, reader_options, {"events": COLUMNS}))
+    from . import clock_collectives as CC
+    reader = _reader(comm, path, format, reader_options, {"events": COLUMNS})
+    defs, acc, _ = fold(comm, path, tables={"events"}, start=start, step=step_all, combine=None,
+                        format=format, progress=progress, reduce=False, reader=reader)
     groups = Groups(defs, by)
-    figures = unmatched = None
+    figures = unmatched = colls = None
     with comm.guard():
         mine = route(comm, acc.array(), groups)
         msgs, lost_sends, lost_recvs = match(mine)
         figures = pair_figures(msgs, groups) if len(msgs) else {}
         unmatched = (lost_sends, lost_recvs)
+        colls = CC.check(comm, acc.collectives(), defs, reader.schema(defs))
     comm.check()
-    everyone = comm.gather((figures, unmatched))
+    everyone = comm.gather((figures, unmatched, colls))
     if comm.rank != 0:
         return None
-    pairs = _concat([f for f, _ in everyone])
+    pairs = _concat([f for f, _, _ in everyone])
     if pairs:
         order = np.lexsort((pairs["b"], pairs["a"]))
         pairs = {k: v[order] for k, v in pairs.items()}
-    lost = np.sum([u for _, u in everyone], axis=0)
+    lost = np.sum([u for _, u, _ in everyone], axis=0)
     result = report(defs, by, pairs, int(lost[0]), int(lost[1]))
+    result["collectives"] = _collectives_record(
+        defs, groups, CC.combine([c for _, _, (c, _) in everyone]),
+        sum(u for _, _, (_, u) in everyone))
     return (result, defs) if with_defs else result
 
 
@@ -335,3 +359,22 @@ def _drift_record(cols: dict, i: int, same: bool) -> dict:
             "drift_bound_ppm": (b0 + b1) / (t1 - t0) * 1e6,
             "drift_from": [{"time_ns": t0, "offset_ns": o0, "bound_ns": b0},
                            {"time_ns": t1, "offset_ns": o1, "bound_ns": b1}]}
+
+
+def _collectives_record(defs: Definitions, groups: Groups, totals: dict, unpaired: int) -> dict:
+    """The collective instances as plain values; the worst violation's communicator, k and
+    the two processes (or locations) it runs between: who entered last (or the root it
+    waited for) and who left first."""
+    from . import _names
+    names = _names(defs, "locations")
+    out = {"instances": totals["instances"], "checked": totals["checked"],
+           "violations": totals["violations"], "unpaired_rows": unpaired,
+           "largest_violation_ns": 0, "largest_violation": None}
+    if totals["largest"] is not None:
+        amount, comm, k, src, dst = totals["largest"]
+        a, b = groups.of(np.array([src, dst], np.int64)).tolist()
+        out["largest_violation_ns"] = amount
+        out["largest_violation"] = {"communicator": comm, "call": k,
+                                    "entered_last": names.get(a, str(a)),
+                                    "left_first": names.get(b, str(b))}
+    return out

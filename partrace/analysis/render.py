@@ -114,6 +114,18 @@ def clocks_text(result: dict, top: int | None) -> str:
     if result["violations"]:
         a, b = result["largest_violation_pair"]
         lines.append(f"largest violation: {result['largest_violation_ns']:,} ns ({a} - {b})")
+    c = result.get("collectives")
+    if c and c["instances"]:
+        lines.append(f"collectives: {c['instances']:,} instances, {c['checked']:,} checked, "
+                     f"{c['violations']:,} with a member that left before the data it waits "
+                     f"for was entered")
+        if c["largest_violation"]:
+            w = c["largest_violation"]
+            lines.append(f"largest: {c['largest_violation_ns']:,} ns (communicator "
+                         f"{w['communicator']}, call {w['call']}: {w['entered_last']} entered "
+                         f"after {w['left_first']} left)")
+        if c["unpaired_rows"]:
+            lines.append(f"({c['unpaired_rows']:,} collective begin/end rows without their pair)")
     pairs = sorted(result["pairs"], key=lambda r: (-r["largest_violation_ns"], -r["violations"],
                                                    -(r["messages_ab"] + r["messages_ba"]),
                                                    r["a_id"], r["b_id"]))

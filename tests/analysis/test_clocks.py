@@ -40,6 +40,9 @@ def test_fixture_one_clock_no_violation_any_rank_count(name):
     assert one["violations"] == 0 and one["largest_violation_ns"] == 0
     assert one["unmatched_sends"] == 0 and one["unmatched_receives"] == 0
     assert one["messages"] > 0
+    c = one["collectives"]
+    assert c["violations"] == c["largest_violation_ns"] == c["unpaired_rows"] == 0
+    assert c["instances"] > 0
     for p in one["pairs"]:      # every delay is positive, every offset bound holds 0
         for d in (p["least_delay_ab_ns"], p["least_delay_ba_ns"]):
             assert d is None or d > 0
@@ -77,6 +80,31 @@ def test_otf_messages_as_the_send_records_say():
     assert _directed(check(FIXTURES["otf-ring8"])) == sends
 
 
+COLLOP = re.compile(r"^COPB?([0-9a-f]+)(?:H[0-9a-f]+)?C([0-9a-f]+)RT([0-9a-f]+)", re.M)
+ONE_TO_ALL, ALL_TO_ONE = {2}, {4}       # ring8's DCO records: Bcast, Reduce
+
+
+def _otf_collectives(folder, stream):
+    """(comm, op, root) of each collective record of an OTF stream, in order."""
+    text = next(folder.glob(f"*.{stream:x}.events")).read_text()
+    out = []
+    for m in COLLOP.finditer(text):
+        op, comm, root = (int(x, 16) for x in m.groups())
+        out.append((comm, op, root))
+    return out
+
+
+def test_otf_collective_instances_as_the_records_say():
+    folder = FIXTURES["otf-ring8"].parent
+    per_comm = Counter()
+    for stream in range(1, 9):      # an instance is a call of every member: the most calls
+        calls = Counter(comm for comm, _, _ in _otf_collectives(folder, stream))
+        for comm, n in calls.items():
+            per_comm[comm] = max(per_comm[comm], n)
+    c = check(FIXTURES["otf-ring8"])["collectives"]
+    assert c["instances"] == c["checked"] == sum(per_comm.values())
+
+
 def test_real_otf_stream_moved_ahead(tmp_path):
     """Process 3 of ring8 (stream 4, ticks of 1 ns) read on a clock 10 ms ahead: every message
     it sends to process 4 arrives before it left, each least delay moves by exactly 10 ms."""
@@ -100,6 +128,17 @@ def test_real_otf_stream_moved_ahead(tmp_path):
     assert after["largest_violation_pair"] == [out_of["a"], out_of["b"]]
     for key in old.keys() - {(3, 4), (4, 5)}:
         assert new[key] == old[key]
+    # collectives: process 4 enters every one 10 ms late (they last microseconds), so each
+    # it takes part in violates but a one-to-all rooted elsewhere (it only waits for its
+    # root) and an all-to-one it roots (it only waits)
+    calls = _otf_collectives(moved, 4)
+    late = [(op, root) for _, op, root in calls
+            if not (op in ONE_TO_ALL and root != 4) and not (op in ALL_TO_ONE and root == 4)]
+    c = after["collectives"]
+    assert c["violations"] == len(late) > 0
+    assert ahead - 1_000_000 < c["largest_violation_ns"] <= ahead
+    assert "Process 3" in (c["largest_violation"]["entered_last"],
+                           c["largest_violation"]["left_first"])
 
 
 def _truth(sched, clocks, a, b):

@@ -62,7 +62,8 @@ def test_none_counts_the_violations_and_changes_nothing(tmp_path, skewed):
     sent, received = skew.observed(sched, clocks)
     truth = int((received < sent).sum())
     assert truth > 0
-    assert summary(said) == (600, truth, "none") and late_messages(tmp_path / "none.h5") == (600, truth)
+    assert summary(said) == (600, truth, "none")
+    assert late_messages(tmp_path / "none.h5") == (600, truth)
 
 
 def test_offsets_remove_the_violations_same_output_on_1_and_3_ranks(tmp_path, skewed):
@@ -102,7 +103,8 @@ def test_offsets_follow_a_drift(tmp_path):
     said = merge(trace, tmp_path / "none.h5")
     assert summary(said)[1] > 0
     said = merge(trace, tmp_path / "sync.h5", "--sync", "offsets")
-    assert summary(said) == (8000, 0, "offsets") and late_messages(tmp_path / "sync.h5") == (8000, 0)
+    assert summary(said) == (8000, 0, "offsets")
+    assert late_messages(tmp_path / "sync.h5") == (8000, 0)
     with h5py.File(tmp_path / "sync.h5", "r") as f:
         ev = {c: f["events"][c][()] for c in ("time", "time_original", "location")}
     moved = (ev["time_original"] - ev["time"])[ev["location"] == 2]
