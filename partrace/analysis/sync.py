@@ -139,10 +139,12 @@ class ClockSync:
         known = self.locations[at] == loc if len(self.locations) else np.zeros(len(loc), bool)
         offset = np.where(known, self.at0[at] + self.slope[at] * time, 0.0) if len(at) else at
         cols = {}
+        # a trace corrected before (partrace's HDF5 output) keeps the time it was decoded with
+        original = table[ORIGINAL.name] if ORIGINAL.name in table.names else time
         for c in table.names:
             if c == "time":
                 cols["time"] = time - np.rint(offset).astype(np.int64)
-                cols[ORIGINAL.name] = time
+                cols[ORIGINAL.name] = original
             elif c != ORIGINAL.name:
                 cols[c] = table[c]
         return Table(cols)
