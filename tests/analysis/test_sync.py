@@ -149,3 +149,15 @@ def test_records_beyond_the_budget_are_not_counted(tmp_path):
     assert "received before they were sent" not in said
     said = merge(trace, tmp_path / "big.h5", "--memory", "16M")
     assert summary(said) == (8000, 0, "none")
+
+
+def test_a_corrected_output_keeps_its_original_time(tmp_path, skewed):
+    """Corrected again (its own HDF5 as input), the output keeps the time first decoded; the
+    clocks it holds are one already, so no time moves."""
+    _, _, trace = skewed
+    merge(trace, tmp_path / "once.h5", "--sync", "offsets")
+    said = merge(tmp_path / "once.h5", tmp_path / "twice.h5", "--sync", "offsets")
+    assert summary(said) == (600, 0, "offsets")
+    with h5py.File(tmp_path / "once.h5", "r") as f, h5py.File(tmp_path / "twice.h5", "r") as g:
+        for c in ("time", "time_original"):
+            assert np.array_equal(f["events"][c][()], g["events"][c][()])
