@@ -72,11 +72,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=["single", "parts"],
                    help="HDF5 output: one self-contained file (single, the default) or per-rank "
                         "files in OUT.h5.parts/ joined by virtual datasets in OUT.h5 (parts)")
-    p.add_argument("--sync", choices=["none", "offsets"], default="none",
+    p.add_argument("--sync", choices=["none", "offsets", "clc"], default="none",
                    help="clock correction before the global order: none (the summary says how "
-                        "many messages the output shows received before they were sent), or "
+                        "many messages the output shows received before they were sent); "
                         "offsets: each process's clock moved by the offset (and drift) its "
-                        "messages imply, the decoded time kept in the column time_original")
+                        "messages imply, the decoded time kept in the column time_original; "
+                        "clc: offsets, then receives still before their sends moved forward "
+                        "with the rest of their location (see docs/clocks.md)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     p.add_argument("--progress", choices=["auto", "bar", "log", "none"], default="auto",

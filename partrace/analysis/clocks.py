@@ -48,7 +48,7 @@ SEND, RECV = int(Kind.SEND), int(Kind.RECV)
 SENDER, RECEIVER, COMM, TAG, SIDE, TIME, SEQ = range(7)
 WIDTH = 7
 # fields of a matched message
-M_SENDER, M_RECEIVER, M_SEND_TIME, M_RECV_TIME = range(4)
+M_SENDER, M_RECEIVER, M_SEND_TIME, M_RECV_TIME, M_SEND_SEQ, M_RECV_SEQ = range(6)
 
 
 @dataclass
@@ -162,8 +162,8 @@ def _rank_in_run(keys: np.ndarray) -> np.ndarray:
 
 
 def match(rec: np.ndarray) -> tuple[np.ndarray, int, int]:
-    """(messages (n, 4): sender, receiver, send time, receive time; unmatched sends;
-    unmatched receives).  The k-th send of (sender, receiver, comm, tag) in the sender's
+    """(messages (n, 6): sender, receiver, send time, receive time, send seq, receive seq;
+    unmatched sends; unmatched receives).  The k-th send of (sender, receiver, comm, tag) in the sender's
     (time, seq) order meets the k-th receive of it in the receiver's order."""
     c = rec.T
     rec = rec[np.lexsort((c[SEQ], c[TIME], c[SIDE], c[TAG], c[COMM], c[RECEIVER], c[SENDER]))]
@@ -174,8 +174,8 @@ def match(rec: np.ndarray) -> tuple[np.ndarray, int, int]:
     same = (rec[:-1, :SIDE] == rec[1:, :SIDE]).all(axis=1) & (k[:-1] == k[1:])
     pair = same & (rec[:-1, SIDE] == 0) & (rec[1:, SIDE] == 1)
     send, recv = rec[:-1][pair], rec[1:][pair]
-    out = np.stack([send[:, SENDER], send[:, RECEIVER], send[:, TIME], recv[:, TIME]], axis=1) \
-        if len(send) else np.zeros((0, 4), np.int64)
+    out = np.stack([send[:, SENDER], send[:, RECEIVER], send[:, TIME], recv[:, TIME],
+                    send[:, SEQ], recv[:, SEQ]], axis=1) if len(send) else np.zeros((0, 6), np.int64)
     sends = int((rec[:, SIDE] == 0).sum())
     return out, sends - len(out), len(rec) - sends - len(out)
 

@@ -12,7 +12,10 @@ Every row of a location then reads ``time - offset(time)``, rounded: a shift tha
 keeps each location's own order, so the engine's (time, location, seq) order stays
 a total order.  The decoded time is kept in ``time_original``.
 
-``none`` changes nothing; with either, the merge counts the violations its output
+``clc``: the offsets, then a logical clock that moves the receives still before their
+sends forward, with the rest of their location (:mod:`partrace.analysis.clc`).
+
+``none`` changes nothing; with any, the merge counts the violations its output
 holds from the message rows it decodes anyway (matched as ``partrace clocks`` does),
 while their records fit the budget it is given (a tenth of ``--memory``).
 """
@@ -26,7 +29,7 @@ from ..engine.mpi import Comm
 from ..model import Column, Definitions, Schema, Table
 from . import clocks as C
 
-METHODS = ("none", "offsets")
+METHODS = ("none", "offsets", "clc")
 ORIGINAL = Column("time_original", "int64", "time as the trace recorded it, before the clock "
                   "correction (merge --sync)", "ns")
 
@@ -107,6 +110,8 @@ class ClockSync:
     # (the records are outside the budget the engine spills by)
     budget: int = 1 << 62
     held: int = 0
+    # clc: the steps of each location's logical shift, after the offsets (clc.steps)
+    steps: tuple | None = None
 
     @property
     def shifts(self) -> bool:
@@ -141,9 +146,15 @@ class ClockSync:
         cols = {}
         # a trace corrected before (partrace's HDF5 output) keeps the time it was decoded with
         original = table[ORIGINAL.name] if ORIGINAL.name in table.names else time
+        moved = time - np.rint(offset).astype(np.int64)
+        if self.steps is not None and len(self.steps[0]):
+            from .clc import last_step
+            at = last_step(*self.steps[:3], np.ascontiguousarray(loc), moved,
+                           np.asarray(table["seq"]).astype(np.int64))
+            moved = moved + np.where(at >= 0, self.steps[3][np.maximum(at, 0)], 0)
         for c in table.names:
             if c == "time":
-                cols["time"] = time - np.rint(offset).astype(np.int64)
+                cols["time"] = moved
                 cols[ORIGINAL.name] = original
             elif c != ORIGINAL.name:
                 cols[c] = table[c]
@@ -194,4 +205,35 @@ def clock_sync(comm: Comm, method: str, path, *, format=None, reader_options=Non
         line = [per_group.get(g, (0.0, 0.0)) for g in groups.tops.tolist()]
         table = (loc, np.array([x[0] for x in line]), np.array([x[1] for x in line]))
     loc, at0, slope = comm.bcast(table)
-    return ClockSync(method, loc, at0, slope, budget=budget)
+    if method == "offsets":
+        return ClockSync(method, loc, at0, slope, budget=budget)
+    return _with_logical_clock(comm, ClockSync("offsets", loc, at0, slope), path, format,
+                               reader_options, budget)
+
+
+def _with_logical_clock(comm: Comm, offsets: ClockSync, path, format, reader_options,
+                        budget: int) -> ClockSync:
+    """``offsets`` and then the logical clock's steps: the messages read again, their times
+    moved by the offsets, matched and replayed (analysis.clc)."""
+    from ..engine.fold import fold
+    from . import _reader
+    from .clc import steps
+
+    def start(defs):
+        offsets.groups = C.Groups(defs, "process")
+        return offsets
+
+    def step(acc, chunk):
+        if "events" in chunk:
+            acc("events", chunk["events"])
+        return acc
+    reader = _reader(comm, path, format, reader_options, {"events": C.COLUMNS})
+    fold(comm, path, tables={"events"}, start=start, step=step, combine=None, format=format,
+         reduce=False, reader=reader)
+    found = None
+    with comm.guard():
+        msgs, _, _ = C.match(C.route(comm, offsets.records.array(), offsets.groups))
+    comm.check()
+    found = steps(comm, msgs)
+    return ClockSync("clc", offsets.locations, offsets.at0, offsets.slope, budget=budget,
+                     steps=found)

@@ -161,3 +161,82 @@ def test_a_corrected_output_keeps_its_original_time(tmp_path, skewed):
     with h5py.File(tmp_path / "once.h5", "r") as f, h5py.File(tmp_path / "twice.h5", "r") as g:
         for c in ("time", "time_original"):
             assert np.array_equal(f["events"][c][()], g["events"][c][()])
+
+
+def _matched(ev) -> list[tuple[int, int]]:
+    """(send row, receive row) of each message of events columns, by MPI's matching rule."""
+    sends, recvs = {}, {}
+    for i in np.lexsort((ev["seq"], ev["time_original"], ev["location"])).tolist():
+        kind, loc, peer = int(ev["kind"][i]), int(ev["location"][i]), int(ev["peer"][i])
+        if kind == 3 and peer:
+            sends.setdefault((loc, peer, int(ev["tag"][i])), []).append(i)
+        elif kind == 4 and peer:
+            recvs.setdefault((peer, loc, int(ev["tag"][i])), []).append(i)
+    return [p for key in sends for p in zip(sends[key], recvs.get(key, []))]
+
+
+def test_clc_removes_what_offsets_cannot(tmp_path):
+    """ring8 sends one way round the ring: no offset can be estimated, so moving process 3's
+    stream 10 ms ahead leaves its messages received before they were sent after --sync
+    offsets.  The logical clock moves each receive that needs it to 1 ns after its send,
+    and the rest of its location with it: no shift ever falls, every interval but those
+    ending at such a receive is kept, and no receive moves more than it needs."""
+    trace = skew.shift_otf_stream(DATA / "otf" / "ring8" / "trace", tmp_path / "t", 4,
+                                  10_000_000) / "ring8.otf"
+    said = merge(trace, tmp_path / "offsets.h5", "--sync", "offsets")
+    assert summary(said) == (320, 40, "offsets")
+    said = merge(trace, tmp_path / "clc.h5", "--sync", "clc")
+    merge(trace, tmp_path / "clc3.h5", "--sync", "clc", nranks=3)
+    assert_same_content(tmp_path / "clc.h5", tmp_path / "clc3.h5")
+    assert summary(said) == (320, 0, "clc") and late_messages(tmp_path / "clc.h5") == (320, 0)
+    with h5py.File(tmp_path / "clc.h5", "r") as f:
+        assert json.loads(f["definitions"].attrs["attrs"])["clock_sync"] == "clc"
+        ev = {c: f["events"][c][()] for c in ("time", "time_original", "location", "seq",
+                                               "kind", "peer", "tag")}
+    shift = ev["time"] - ev["time_original"]
+    rises = set()
+    for loc in np.unique(ev["location"]).tolist():
+        rows = np.flatnonzero(ev["location"] == loc)
+        rows = rows[np.argsort(ev["seq"][rows])]
+        d = np.diff(shift[rows])
+        assert (d >= 0).all()
+        rises.update(rows[1:][d > 0].tolist())
+        if shift[rows[0]] > 0:
+            rises.add(int(rows[0]))
+    assert rises and all(ev["kind"][r] == 4 for r in rises)
+    for s, r in _matched(ev):
+        if r in rises:      # moved exactly as far as its send needs
+            assert ev["time"][r] == ev["time"][s] + 1
+    assert (shift[ev["location"] == 4] == 0).all()      # the clock ahead is never moved
+
+
+@pytest.mark.parametrize("trace", [DATA / "dumpi" / "p2p-4rank",
+                                   DATA / "otf2" / "mpi3" / "traces.otf2"])
+def test_clc_leaves_one_clock_as_it_is(tmp_path, trace):
+    said = merge(trace, tmp_path / "clc.h5", "--sync", "clc")
+    assert summary(said)[1:] == (0, "clc")
+    with h5py.File(tmp_path / "clc.h5", "r") as f:
+        assert np.array_equal(f["events"]["time"][()], f["events"]["time_original"][()])
+
+
+def test_clc_after_offsets_that_sufficed_moves_nothing_more(tmp_path, skewed):
+    _, _, trace = skewed
+    merge(trace, tmp_path / "offsets.h5", "--sync", "offsets")
+    said = merge(trace, tmp_path / "clc.h5", "--sync", "clc")
+    assert summary(said) == (600, 0, "clc")
+    with h5py.File(tmp_path / "offsets.h5", "r") as f, h5py.File(tmp_path / "clc.h5", "r") as g:
+        assert np.array_equal(f["events"]["time"][()], g["events"]["time"][()])
+
+
+def test_logical_clock_steps_by_hand(jit_mode):
+    """Location 2 receives at 50 what location 1 sends at 100: it moves 51 (to 101); its
+    send at 60 then leaves at 111, so location 1's receive at 105 moves 7 (to 112)."""
+    from partrace.analysis.clc import last_step, steps
+    from partrace.engine.mpi import serial
+    # sender, receiver, send time, receive time, send seq, receive seq
+    msgs = np.array([[1, 2, 100, 50, 0, 0], [2, 1, 60, 105, 1, 1]], np.int64)
+    loc, time, seq, shift = steps(serial(), msgs)
+    assert [loc.tolist(), time.tolist(), seq.tolist(), shift.tolist()] == \
+        [[1, 2], [105, 50], [1, 0], [7, 51]]
+    rows = (np.array([1, 1, 2, 2, 3]), np.array([104, 105, 49, 70, 500]), np.array([5, 1, 9, 2, 0]))
+    assert last_step(loc, time, seq, *rows).tolist() == [-1, 0, -1, 1, -1]
