@@ -163,8 +163,8 @@ def _rank_in_run(keys: np.ndarray) -> np.ndarray:
 
 def match(rec: np.ndarray) -> tuple[np.ndarray, int, int]:
     """(messages (n, 6): sender, receiver, send time, receive time, send seq, receive seq;
-    unmatched sends; unmatched receives).  The k-th send of (sender, receiver, comm, tag) in the sender's
-    (time, seq) order meets the k-th receive of it in the receiver's order."""
+    unmatched sends; unmatched receives).  The k-th send of (sender, receiver, comm, tag) in
+    the sender's (time, seq) order meets the k-th receive of it in the receiver's order."""
     c = rec.T
     rec = rec[np.lexsort((c[SEQ], c[TIME], c[SIDE], c[TAG], c[COMM], c[RECEIVER], c[SENDER]))]
     k = _rank_in_run(rec[:, :SIDE + 1])
@@ -175,7 +175,8 @@ def match(rec: np.ndarray) -> tuple[np.ndarray, int, int]:
     pair = same & (rec[:-1, SIDE] == 0) & (rec[1:, SIDE] == 1)
     send, recv = rec[:-1][pair], rec[1:][pair]
     out = np.stack([send[:, SENDER], send[:, RECEIVER], send[:, TIME], recv[:, TIME],
-                    send[:, SEQ], recv[:, SEQ]], axis=1) if len(send) else np.zeros((0, 6), np.int64)
+                    send[:, SEQ], recv[:, SEQ]], axis=1) if len(send) else \
+        np.zeros((0, 6), np.int64)
     sends = int((rec[:, SIDE] == 0).sum())
     return out, sends - len(out), len(rec) - sends - len(out)
 
