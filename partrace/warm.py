@@ -4,7 +4,7 @@ The first run after an install (or after a kernel's source changed) compiles
 the kernels it uses; numba keeps them in its cache (``__pycache__`` beside
 each module, or ``$XDG_CACHE_HOME/partrace/numba`` when the package folder is
 read-only: see ``partrace/__init__.py``) and later runs only load them.
-``warm`` runs every command (info, merge to HDF5, OTF and Perfetto, profile,
+``warm`` runs every command (info, clocks, merge to HDF5, OTF and Perfetto, profile,
 comm, timeline) on small sample traces of each format, in one process, so
 every kernel those paths use is compiled, and says where the cache is.
 
@@ -141,7 +141,18 @@ def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[st
         except UsageError:      # a trace with no events (ROSS GVT samples): nothing to draw
             pass
 
+    def clocks():
+        import numpy as np
+
+        from .analysis.clc import last_step, steps
+        from .analysis.clocks import check
+        check(trace, comm=comm, format=fmt)
+        # the logical clock's kernels, on two messages (they run on merge --sync clc alone)
+        found = steps(comm, np.array([[1, 2, 100, 50, 0, 0], [2, 1, 60, 105, 1, 1]], np.int64))
+        last_step(*found[:3], *(np.ones(1, np.int64),) * 3)
+
     return [("info", lambda: gather_info(comm, trace, fmt)),
+            ("clocks", clocks),
             ("merge -> h5", merge("h5")), ("merge -> otf", merge("otf")),
             ("merge -> pftrace", merge("pftrace")),
             ("profile", lambda: profile(trace, comm=comm, format=fmt)),
