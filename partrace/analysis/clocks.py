@@ -152,33 +152,26 @@ def _run_starts(keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
 
 
-def _rank_in_run(keys: np.ndarray) -> np.ndarray:
-    """Each row's position in its run of equal rows (sorted ``keys``)."""
-    n = len(keys)
-    first = np.zeros(n, np.int64)
-    starts = _run_starts(keys)
-    first[starts] = starts
-    return np.arange(n) - np.maximum.accumulate(first) if n else first
-
-
 def match(rec: np.ndarray) -> tuple[np.ndarray, int, int]:
     """(messages (n, 6): sender, receiver, send time, receive time, send seq, receive seq;
     unmatched sends; unmatched receives).  The k-th send of (sender, receiver, comm, tag) in
     the sender's (time, seq) order meets the k-th receive of it in the receiver's order."""
     c = rec.T
     rec = rec[np.lexsort((c[SEQ], c[TIME], c[SIDE], c[TAG], c[COMM], c[RECEIVER], c[SENDER]))]
-    k = _rank_in_run(rec[:, :SIDE + 1])
-    c = rec.T
-    o = np.lexsort((c[SIDE], k, c[TAG], c[COMM], c[RECEIVER], c[SENDER]))
-    rec, k = rec[o], k[o]
-    same = (rec[:-1, :SIDE] == rec[1:, :SIDE]).all(axis=1) & (k[:-1] == k[1:])
-    pair = same & (rec[:-1, SIDE] == 0) & (rec[1:, SIDE] == 1)
-    send, recv = rec[:-1][pair], rec[1:][pair]
-    out = np.stack([send[:, SENDER], send[:, RECEIVER], send[:, TIME], recv[:, TIME],
-                    send[:, SEQ], recv[:, SEQ]], axis=1) if len(send) else \
-        np.zeros((0, 6), np.int64)
-    sends = int((rec[:, SIDE] == 0).sum())
-    return out, sends - len(out), len(rec) - sends - len(out)
+    # per (sender, receiver, comm, tag): its sends in order, then its receives in order
+    starts = _run_starts(rec[:, :SIDE])
+    if not len(starts):
+        return np.zeros((0, 6), np.int64), 0, 0
+    sent = np.add.reduceat((rec[:, SIDE] == 0).astype(np.int64), starts)
+    got = np.diff(np.r_[starts, len(rec)]) - sent
+    run = np.repeat(np.arange(len(starts)), sent)       # the run of each send (sends lead)
+    k = np.arange(len(run)) - np.repeat(np.cumsum(sent) - sent, sent)
+    send = np.repeat(starts, sent) + k
+    keep = k < got[run]
+    send, recv = send[keep], (starts[run] + sent[run] + k)[keep]
+    out = np.stack([rec[send, SENDER], rec[send, RECEIVER], rec[send, TIME], rec[recv, TIME],
+                    rec[send, SEQ], rec[recv, SEQ]], axis=1)
+    return out, int(sent.sum()) - len(out), int(got.sum()) - len(out)
 
 
 NONE = np.iinfo(np.int64).max     # "no message" in a least delay

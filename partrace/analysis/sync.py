@@ -168,8 +168,10 @@ class ClockSync:
             return None
         counts = (0, 0)
         with comm.guard():
-            mine = C.route(comm, self.records.array(), self.groups)
-            msgs, _, _ = C.match(mine)
+            rec = self.records.array()
+            self.records = C.MessageRecords()       # its parts: no second copy held
+            msgs, _, _ = C.match(C.route(comm, rec, self.groups))
+            del rec
             late = msgs[:, C.M_RECV_TIME] < msgs[:, C.M_SEND_TIME]
             counts = (len(msgs), int(late.sum()))
         comm.check()
