@@ -26,7 +26,10 @@ COLUMNS = ("kind", "time", "location", "seq", "comm", "root", "collop", "duratio
 COLLECTIVE, BEGIN, END = int(Kind.COLLECTIVE), int(Kind.COLLECTIVE_BEGIN), int(Kind.COLLECTIVE_END)
 # fields of a row record, then of a call record
 LOC, SEQ, KIND, TIME, COMM, ROOT, OP, DUR = range(8)
-C_LOC, C_SEQ, C_COMM, C_START, C_END, C_ROOT, C_OP, C_K = range(8)
+C_LOC, C_SEQ, C_COMM, C_START, C_END, C_ROOT, C_OP, C_K, C_END_SEQ = range(9)
+CALL_WIDTH = 9
+NO_ROW = -1     # the end seq of a one-record collective: its end is no row (rows at or after
+                # its end time come after it)
 BARRIER, ONE_TO_ALL, ALL_TO_ONE, ALL_TO_ALL = 1, 2, 3, 4
 
 
@@ -70,8 +73,8 @@ def _send(comm: Comm, recs: np.ndarray, dest: np.ndarray) -> np.ndarray:
 
 
 def calls(recs: np.ndarray) -> tuple[np.ndarray, int]:
-    """(call records (n, 8) with each call's k on its location and communicator, rows left
-    unpaired) from all the collective rows of some locations."""
+    """(call records (n, CALL_WIDTH) with each call's k on its location and communicator,
+    rows left unpaired) from all the collective rows of some locations."""
     recs = recs[np.lexsort((recs[:, SEQ], recs[:, LOC]))]
     single = recs[:, KIND] == COLLECTIVE
     s = recs[single]
@@ -85,8 +88,9 @@ def calls(recs: np.ndarray) -> tuple[np.ndarray, int]:
     begin, end = edges[paired], nxt[paired]
     # a begin row names the call (OTF); where it does not, its end row does (OTF2 names both)
     named = begin[:, COMM] != 0
-    out = np.zeros((len(s) + len(begin), 8), np.int64)
+    out = np.zeros((len(s) + len(begin), CALL_WIDTH), np.int64)
     n = len(s)
+    out[:n, C_END_SEQ], out[n:, C_END_SEQ] = NO_ROW, end[:, SEQ]
     out[:n, C_LOC], out[:n, C_SEQ], out[:n, C_COMM] = s[:, LOC], s[:, SEQ], s[:, COMM]
     out[:n, C_START], out[:n, C_END] = s[:, TIME], s[:, TIME] + s[:, DUR]
     out[:n, C_ROOT], out[:n, C_OP] = s[:, ROOT], s[:, OP]
@@ -114,11 +118,7 @@ def instances(calls: np.ndarray, types: dict[int, int]) -> dict:
     key = c[:, [C_COMM, C_K]]
     starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]).any(axis=1)])
     run = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(c)]))
-    ids = np.array(sorted(types), np.int64)
-    kinds = np.array([types[i] for i in ids.tolist()], np.int64)
-    op = c[starts, C_OP]
-    at = np.minimum(np.searchsorted(ids, op), max(len(ids) - 1, 0))
-    ctype = np.where(ids[at] == op, kinds[at], 0) if len(ids) else np.zeros(len(op), np.int64)
+    ctype = type_of(c[starts, C_OP], types)
     big = np.iinfo(np.int64).max
     latest = np.maximum.reduceat(c[:, C_START], starts)
     earliest_end = np.minimum.reduceat(c[:, C_END], starts)
@@ -157,11 +157,25 @@ def check(comm: Comm, recs: np.ndarray, defs: Definitions, schema) -> tuple[dict
     mine, unpaired = calls(recs)
     if comm.size > 1:
         mine = _send(comm, mine, _hashed([mine[:, C_COMM], mine[:, C_K]], comm.size))
+    return instances(mine, types_of(defs)), unpaired
+
+
+def types_of(defs: Definitions) -> dict[int, int]:
+    """Each collective operation's type (the definitions' ``collectives`` table)."""
     t = defs.tables.get("collectives")
     # a scan waits for the lower ranks only, whatever type the format gives it: not checked
-    types = {} if t is None else {int(i): 0 if "scan" in str(n).lower() else int(k)
-                                  for i, n, k in zip(t["id"], t["name"], t["type"])}
-    return instances(mine, types), unpaired
+    return {} if t is None else {int(i): 0 if "scan" in str(n).lower() else int(k)
+                                 for i, n, k in zip(t["id"], t["name"], t["type"])}
+
+
+def type_of(ops: np.ndarray, types: dict[int, int]) -> np.ndarray:
+    """The type of each operation id (0: unknown)."""
+    ids = np.array(sorted(types), np.int64)
+    if not len(ids):
+        return np.zeros(len(ops), np.int64)
+    kinds = np.array([types[i] for i in ids.tolist()], np.int64)
+    at = np.minimum(np.searchsorted(ids, ops), len(ids) - 1)
+    return np.where(ids[at] == ops, kinds[at], 0)
 
 
 def combine(parts: list[dict]) -> dict:

@@ -219,7 +219,9 @@ def _with_logical_clock(comm: Comm, offsets: ClockSync, path, format, reader_opt
     moved by the offsets, matched and replayed (analysis.clc)."""
     from ..engine.fold import fold
     from . import _reader
+    from . import clock_collectives as CC
     from .clc import steps
+    collective_rows = []
 
     def start(defs):
         offsets.groups = C.Groups(defs, "process")
@@ -227,15 +229,20 @@ def _with_logical_clock(comm: Comm, offsets: ClockSync, path, format, reader_opt
 
     def step(acc, chunk):
         if "events" in chunk:
-            acc("events", chunk["events"])
+            found = CC.rows(acc("events", chunk["events"]))
+            if found is not None:
+                collective_rows.append(found)
         return acc
     reader = _reader(comm, path, format, reader_options, {"events": C.COLUMNS})
-    fold(comm, path, tables={"events"}, start=start, step=step, combine=None, format=format,
-         reduce=False, reader=reader)
-    found = None
+    defs, _, _ = fold(comm, path, tables={"events"}, start=start, step=step, combine=None,
+                      format=format, reduce=False, reader=reader)
+    msgs = rows = None
     with comm.guard():
         msgs, _, _ = C.match(C.route(comm, offsets.records.array(), offsets.groups))
+        rows = np.concatenate(collective_rows) if collective_rows else np.zeros((0, 8), np.int64)
+        rows[:, CC.DUR] = np.rint(rows[:, CC.DUR] * CC.ns_per_duration(
+            defs, reader.schema(defs))).astype(np.int64)
     comm.check()
-    found = steps(comm, msgs)
+    found = steps(comm, msgs, rows, CC.types_of(defs))
     return ClockSync("clc", offsets.locations, offsets.at0, offsets.slope, budget=budget,
                      steps=found)

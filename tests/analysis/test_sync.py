@@ -179,8 +179,9 @@ def test_clc_removes_what_offsets_cannot(tmp_path):
     """ring8 sends one way round the ring: no offset can be estimated, so moving process 3's
     stream 10 ms ahead leaves its messages received before they were sent after --sync
     offsets.  The logical clock moves each receive that needs it to 1 ns after its send,
-    and the rest of its location with it: no shift ever falls, every interval but those
-    ending at such a receive is kept, and no receive moves more than it needs."""
+    and the rest of its location with it, and each collective call that left before the
+    data it waits for was entered to the time it was: no shift ever falls, every interval
+    but those ending at such an event is kept, and no receive moves more than it needs."""
     trace = skew.shift_otf_stream(DATA / "otf" / "ring8" / "trace", tmp_path / "t", 4,
                                   10_000_000) / "ring8.otf"
     said = merge(trace, tmp_path / "offsets.h5", "--sync", "offsets")
@@ -203,11 +204,16 @@ def test_clc_removes_what_offsets_cannot(tmp_path):
         rises.update(rows[1:][d > 0].tolist())
         if shift[rows[0]] > 0:
             rises.add(int(rows[0]))
-    assert rises and all(ev["kind"][r] == 4 for r in rises)
+    # a location moves at a receive or a collective call (its end, or its one record)
+    assert rises and all(int(ev["kind"][r]) in (4, 6, 8) for r in rises)
     for s, r in _matched(ev):
         if r in rises:      # moved exactly as far as its send needs
             assert ev["time"][r] == ev["time"][s] + 1
     assert (shift[ev["location"] == 4] == 0).all()      # the clock ahead is never moved
+    # the collectives too: none left before the data it waits for was entered
+    checked = json.loads(run_cli(["clocks", str(tmp_path / "clc.h5"), "--json"]).stdout)
+    assert checked["violations"] == 0
+    assert checked["collectives"]["violations"] == 0 and checked["collectives"]["checked"] == 18
 
 
 @pytest.mark.parametrize("trace", [DATA / "dumpi" / "p2p-4rank",
@@ -240,3 +246,31 @@ def test_logical_clock_steps_by_hand(jit_mode):
         [[1, 2], [105, 50], [1, 0], [7, 51]]
     rows = (np.array([1, 1, 2, 2, 3]), np.array([104, 105, 49, 70, 500]), np.array([5, 1, 9, 2, 0]))
     assert last_step(loc, time, seq, *rows).tolist() == [-1, 0, -1, 1, -1]
+
+
+def test_logical_clock_waits_for_collectives_by_hand(jit_mode):
+    """A barrier entered at 200 on location 2 holds location 1, which entered at 100: its
+    leave (at 110) moves 90, to 200.  As one record with a duration (10), the call itself
+    moves: 100 + 90, so that it ends at 200."""
+    from partrace.analysis import clock_collectives as CC
+    from partrace.analysis.clc import steps
+    from partrace.engine.mpi import serial
+    none = np.zeros((0, 6), np.int64)
+    # location, seq, kind, time, comm, root, collop, duration
+    begin_end = np.array([[1, 3, CC.BEGIN, 100, 5, 0, 7, 0], [1, 4, CC.END, 110, 0, 0, 0, 0],
+                          [2, 3, CC.BEGIN, 200, 5, 0, 7, 0], [2, 4, CC.END, 210, 0, 0, 0, 0]])
+    found = steps(serial(), none, begin_end, {7: CC.BARRIER})
+    assert [a.tolist() for a in found] == [[1], [110], [4], [90]]
+    one_record = np.array([[1, 3, CC.COLLECTIVE, 100, 5, 0, 7, 10],
+                           [2, 3, CC.COLLECTIVE, 200, 5, 0, 7, 10]])
+    found = steps(serial(), none, one_record, {7: CC.BARRIER})
+    assert [a.tolist() for a in found] == [[1], [100], [3], [90]]
+    # a broadcast from location 1 (entered at 100) holds no one: location 2 left after it;
+    # from location 2 (entered at 200), it holds location 1 as the barrier did
+    rooted = begin_end.copy()
+    rooted[:, 5] = 1
+    assert [a.tolist() for a in steps(serial(), none, rooted, {7: CC.ONE_TO_ALL})] == \
+        [[], [], [], []]
+    rooted[:, 5] = 2
+    assert [a.tolist() for a in steps(serial(), none, rooted, {7: CC.ONE_TO_ALL})] == \
+        [[1], [110], [4], [90]]
