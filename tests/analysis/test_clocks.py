@@ -3,8 +3,9 @@
 - real fixtures (one clock: no violation), the messages counted against dumpi2ascii's text
   and OTF's send records, the answer the same on 1 and 3 ranks;
 - a real OTF trace with one stream's timestamps moved by a known amount;
-- DUMPI and OTF traces written from a known true schedule read on skewed (and drifting)
-  clocks (tests/support/skew.py): violations, least delays and offsets against the truth.
+- DUMPI, OTF and OTF2 traces written from a known true schedule read on skewed (and
+  drifting) clocks (tests/support/skew.py): violations, least delays and offsets against
+  the truth.
 """
 from __future__ import annotations
 
@@ -158,12 +159,24 @@ def _truth(sched, clocks, a, b):
     return out
 
 
-@pytest.mark.parametrize("writer", ["dumpi", "otf"])
+def _otf2(otf, folder):
+    """The OTF trace as OTF2, written by partrace's OTF2 output (the otf2 library)."""
+    pytest.importorskip("otf2")
+    folder.mkdir()
+    r = run_cli(["convert", str(otf), "-o", str(folder / "t.otf2"), "-q"])
+    assert r.returncode == 0, r.stderr
+    return folder / "t.otf2"
+
+
+@pytest.mark.parametrize("writer", ["dumpi", "otf", "otf2"])
 def test_known_offsets_estimated_within_the_least_latency(tmp_path, writer):
     sched = skew.schedule(5, 600, seed=7)
     clocks = skew.Clocks(np.array([0, 30_000, -20_000, 5_000, 123_457]), np.zeros(5))
-    path = skew.write_dumpi(tmp_path / "d", sched, clocks) if writer == "dumpi" else \
-        skew.write_otf(tmp_path / "o" / "t.otf", sched, clocks, streams=2)
+    if writer == "dumpi":
+        path = skew.write_dumpi(tmp_path / "d", sched, clocks)
+    else:
+        path = skew.write_otf(tmp_path / "o" / "t.otf", sched, clocks, streams=2)
+        path = _otf2(path, tmp_path / "o2") if writer == "otf2" else path
     res = clocks_json(path)
     assert res == clocks_json(path, 3)
     assert res["messages"] == 600 and res["unmatched_sends"] == res["unmatched_receives"] == 0
