@@ -385,7 +385,8 @@ def cmd_run(comm, args) -> int:
     t0 = time.perf_counter()
     from .analysis.sync import clock_sync
     sync = clock_sync(comm, args.sync, args.trace, format=args.format,
-                      reader_options=reader_options(args), budget=args.memory // 10)
+                      reader_options=reader_options(args),
+                      budget=-1 if args.quiet else args.memory // 10)    # -1: no count
     try:
         stats = run(comm, args.trace, sink, format=args.format, progress=progress,
                     reader_options=reader_options(args),

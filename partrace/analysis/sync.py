@@ -107,7 +107,7 @@ class ClockSync:
     records: C.MessageRecords = field(default_factory=C.MessageRecords)
     groups: C.Groups | None = None      # the processes (set by prepare)
     # bytes of message records kept for the count: beyond them the merge does not count
-    # (the records are outside the budget the engine spills by)
+    # (the records are outside the budget the engine spills by); -1: no count at all
     budget: int = 1 << 62
     held: int = 0
     # clc: the steps of each location's logical shift, after the offsets (clc.steps)
