@@ -1,4 +1,5 @@
-"""partrace: MPI-parallel trace processing (OTF, DUMPI, ovni, ROSS -> HDF5 / OTF).
+"""partrace: MPI-parallel trace processing (OTF, OTF2, DUMPI, ovni, ROSS -> HDF5, OTF, OTF2,
+Perfetto, Chrome JSON).
 
 ``partrace.open(path)`` and ``partrace.merge(trace, output)`` are the Python
 API (see partrace.api); they are imported on first use so that importing the

@@ -84,6 +84,15 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", choices=["auto", "bar", "log", "none"], default="auto",
                    help="progress on stderr: a bar, or a line every few seconds (log); "
                         "default: bar on a terminal, else log")
+    p.add_argument("--stats", metavar="FILE.json", type=_report_path(".json"),
+                   help="write every rank's account of the run as JSON: CPU busy, time "
+                        "waiting in MPI, bytes and messages, files opened, peak memory, per "
+                        "phase and window (docs/accounts.md)")
+    p.add_argument("--self-trace", metavar="FILE",
+                   type=_report_path(".pftrace", ".json", ".otf2"),
+                   help="write the run itself as a trace, a track per rank with its phases "
+                        "and MPI calls: FILE.pftrace (Perfetto), FILE.json (Chrome) or "
+                        "FILE.otf2 (Vampir)")
 
 
 def _add_reader_option(p: argparse.ArgumentParser) -> None:
@@ -121,6 +130,23 @@ def _size(text: str) -> int:
     if value < 1 << 20:
         raise argparse.ArgumentTypeError(f"{text!r}: the budget must be at least 1M")
     return value
+
+
+def _report_path(*suffixes: str):
+    """An argparse type: a path ending in one of ``suffixes`` whose folder exists."""
+    def check(text: str) -> str:
+        import os
+        if not text.endswith(suffixes):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a name ending in "
+                                             f"{' or '.join(suffixes)}")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(text))):
+            raise argparse.ArgumentTypeError(f"{text!r}: no such folder")
+        if text.endswith(".otf2"):
+            from .output.self_trace_otf2 import refusal
+            if refusal(text):
+                raise argparse.ArgumentTypeError(refusal(text))
+        return text
+    return check
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -231,7 +257,9 @@ def _add_clocks_command(sub) -> None:
                  "communicator meets the k-th such receive) and show, per pair of processes, "
                  "the messages each way, those whose receive ends before the send starts, the "
                  "largest such violation, the least delay each way and the clock offset they "
-                 "imply (half the difference of the least delays, within half their sum).")
+                 "imply (half the difference of the least delays, within half their sum); "
+                 "collective calls are checked as the many-to-many messages they are. "
+                 "See docs/clocks.md.")
     _add_input(p)
     p.add_argument("--by", choices=["process", "location"], default="process",
                    help="pairs of processes (threads share their process's clock; default) or "
@@ -394,6 +422,7 @@ def cmd_run(comm, args) -> int:
     finally:    # also when the plan fails, before the run's own cleanup
         progress.done()
     counted = sync.violations(comm)
+    lines = _report_accounts(comm, args)
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
     events = comm.allreduce_sum(stats.rows_written.get("events", 0))
     nbytes = comm.allreduce_sum(stats.bytes_read)
@@ -411,7 +440,29 @@ def cmd_run(comm, args) -> int:
               f"from {_amount(nbytes)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
               f"peak memory {peak / 2**20:,.0f} MiB per rank", file=sys.stderr)
-    return 0
+        print(*lines or [], sep="\n", file=sys.stderr)
+    return 0 if lines is not None else 2
+
+
+def _report_accounts(comm, args) -> list[str] | None:
+    """Collective: every rank's account met on rank 0, which writes --stats and
+    --self-trace; the summary's lines (on rank 0), None if a report could not be written
+    (said in one line; the output, published by now, stays)."""
+    from .engine import account_report
+    reports = account_report.gather(comm)
+    if reports is None:
+        return []
+    try:
+        if args.stats:
+            account_report.write_stats(args.stats, reports)
+        if args.self_trace:
+            from .output.self_trace import write_self_trace
+            write_self_trace(args.self_trace, reports)
+    except OSError as exc:
+        from .errors import one_line
+        print(f"partrace: error: {one_line(exc)}", file=sys.stderr)
+        return None
+    return [account_report.summary_line(reports)]
 
 
 def _amount(nbytes: int) -> str:
@@ -494,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     _one_line_warnings()
     comm = world()
     stop.begin(comm)
+    if args.func is cmd_run:    # every rank's time accounted, from its start (engine/accounts)
+        from .engine import accounts
+        accounts.begin(comm.rank, keep_slices=bool(args.self_trace))
     try:
         if args.func in DECODING:   # a small input runs its kernels as Python: no numba
             from .formats import jit

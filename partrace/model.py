@@ -5,8 +5,8 @@ columns (:class:`Table`). Every table that is merged in time carries three key
 columns:
 
 * ``time``     int64, nanoseconds (formats convert their own clock),
-* ``location`` int32, the place the record happened (OTF process token,
-  DUMPI rank, ovni thread, ROSS PE/KP/LP ...),
+* ``location`` a 32-bit id (:data:`ID`, :data:`UID`), the place the record happened
+  (OTF process token, DUMPI rank, ovni thread, ROSS PE/KP/LP ...),
 * ``seq``      int64, the record's position among the records of the same
   location in the same table, counted from 0 in source order.
 
@@ -22,7 +22,7 @@ means "not applicable" in the common integer columns, as in OTF.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from enum import IntEnum
 from typing import Any, Iterable, Mapping
@@ -155,11 +155,15 @@ def with_legacy_measures(schema: "Schema") -> "Schema":
 KIND_ENUM = {k.name: int(k) for k in Kind}
 
 # Ids of things a trace defines (locations, regions, communicators, ...) are
-# 32-bit: every format's own ids fit (OTF and DUMPI write them as 32-bit
-# integers; ovni and ROSS ids are partrace's own counts), and each id column
-# costs 4 bytes per row instead of 8 in every window, spill, exchange and
-# output.  An id that does not fit is refused (:func:`conform`), never wrapped.
+# 32-bit, so each id column costs 4 bytes per row instead of 8 in every window,
+# spill, exchange and output.  Signed (ID) where the ids are DUMPI's int32 ranks
+# and handles or partrace's own counts (ovni, ROSS); unsigned (UID) where the
+# format's ids are uint32 and producers use the whole range (OTF tokens, OTF2
+# refs: :func:`unsigned_ids`).  A location ref wider than 32 bits (OTF2's are
+# 64-bit) is mapped to a dense id by its format, the ref kept in a definitions
+# table.  An id that does not fit is refused (:func:`conform`), never wrapped.
 ID = "int32"
+UID = "uint32"
 
 # Columns with one meaning across formats.  Formats use the subset they need.
 COMMON_COLUMNS: dict[str, Column] = {c.name: c for c in [
@@ -261,6 +265,13 @@ class Table:
 
 
 Schema = dict[str, list[Column]]   # table name -> columns, in order
+
+
+def unsigned_ids(schema: Schema) -> Schema:
+    """``schema`` with its id columns (:data:`ID`) as unsigned 32-bit numbers: for formats whose
+    ids are (OTF tokens, OTF2 refs), so that every id the format can write is kept."""
+    return {t: [replace(c, dtype=UID) if c.dtype == ID else c for c in cols]
+            for t, cols in schema.items()}
 
 
 def take(values: np.ndarray, index) -> np.ndarray:
@@ -404,6 +415,36 @@ REGION_COLUMNS = [
     _c("group", "int64", "region group id; 0 = none"),
 ]
 
+# A counter's value type (counters/value_type): how the raw 64 bits of events/value read.
+# float32: the low 32 bits hold a single-precision float (OTF's OTF_Float2Counter).
+COUNTER_VALUE_TYPES = ("uint64", "int64", "float64", "float32")
+# What a counter value measures (counters/mode): OTF's and OTF2's shared vocabulary of a
+# kind (accumulated since a start, absolute, relative to the previous value) and the span it
+# covers (since the start of the measurement, at the point, since the last sample, until the
+# next one).  Viewers draw the value as the source gives it; no writer turns one into another.
+COUNTER_MODES = tuple(f"{k}_{s}" for k in ("accumulated", "absolute", "relative")
+                      for s in ("start", "point", "last", "next"))
+
+
+def counter_value_types(counters: "Table") -> list[str]:
+    """Each counter's value type (counters table rows), uint64 where the table says none."""
+    n = len(counters)
+    types = counters["value_type"] if "value_type" in counters else [""] * n
+    return [str(t) if str(t) in COUNTER_VALUE_TYPES else "uint64" for t in types]
+
+
+def counter_values(bits: np.ndarray, value_type: str) -> np.ndarray:
+    """Raw 64-bit counter values as the numbers their type says (uint64, int64, float64)."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint64)
+    if value_type == "int64":
+        return bits.view(np.int64)
+    if value_type == "float64":
+        return bits.view(np.float64)
+    if value_type == "float32":
+        return (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32).astype(np.float64)
+    return bits
+
+
 # Optional definition tables with one meaning across formats.  A format fills
 # those it has; writers (OTF) use them to emit groups, communicators,
 # collective operations and counters.  Ids are the values found in the
@@ -413,13 +454,17 @@ DEFINITION_TABLES: dict[str, list[Column]] = {
                       _c("name", STR, "group name")],
     "communicators": [_c("id", "int64", "communicator / process group id (events/comm)"),
                       _c("name", STR, "communicator name")],
-    "communicator_members": [_c("comm", ID, "communicator id"),
-                             _c("location", ID, "member location id, in rank order")],
+    "communicator_members": [_c("comm", "int64", "communicator id"),
+                             _c("location", "int64", "member location id, in rank order")],
     "collectives": [_c("id", "int64", "collective operation id (events/collop)"),
                     _c("name", STR, "operation name"),
                     _c("type", "int64", "0 unknown, 1 barrier, 2 one-to-all, 3 all-to-one, "
                                         "4 all-to-all")],
     "counters": [_c("id", "int64", "counter id (events/counter)"), _c("name", STR, "counter name"),
-                 _c("unit", STR, "unit"), _c("group", "int64", "counter group id; 0 = none")],
+                 _c("unit", STR, "unit"), _c("group", "int64", "counter group id; 0 = none"),
+                 _c("value_type", STR, "how the 64 bits of events/value read: " + ", ".join(
+                     COUNTER_VALUE_TYPES) + "; absent or empty = uint64"),
+                 _c("mode", STR, "what a value measures: " + ", ".join(COUNTER_MODES)
+                    + "; absent or empty = absolute_point")],
     "files": [_c("id", "int64", "file id (events/file)"), _c("name", STR, "file name")],
 }

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import bench_ctools
+import bench_results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -159,7 +160,13 @@ def main(argv=None) -> int:
     ap.add_argument("--ctools-repeat", type=int, default=3,
                     help="interleaved rounds for the CPU/memory table (0: skip it)")
     bench_ctools.add_tool_options(ap)
+    bench_results.add_option(ap, "bench")
     args = ap.parse_args(argv)
+    with bench_results.recorded("bench", argv, args.results):
+        return measure(args)
+
+
+def measure(args) -> int:
     ranks = [int(x) for x in args.ranks.split(",")]
 
     _, _, reader = decode_all(args.trace, args.format)        # warm up: cache, numba JIT

@@ -43,6 +43,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import bench_results
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ("otfprint", "otfmerge", "otfinfo", "dumpi2ascii", "ovnidump")
 MERGE_STREAMS = 2          # otfmerge -n 2, and the same stream count for partrace
@@ -52,7 +54,7 @@ MERGE_STREAMS = 2          # otfmerge -n 2, and the same stream count for partra
 GNU_TIME = next((t for t in ("/usr/bin/time", shutil.which("time")) if t and os.access(t, os.X_OK)),
                 None)
 
-# The targets of partrace issue 13, as printed beside the ratios.
+# The targets partrace is held to, as printed beside the ratios.
 TARGETS = {"decode": 0.5, "merge->h5": 1.0, "merge->otf": 1.5}
 PEAK_TARGET_MIB, PEAK_TARGET_INPUT = 600, 200e6
 
@@ -269,13 +271,15 @@ def main(argv=None) -> int:
     ap.add_argument("--tmpdir", help="where the outputs go (default: system temp)")
     ap.add_argument("--decode-only", action="store_true", help=argparse.SUPPRESS)
     add_tool_options(ap)
+    bench_results.add_option(ap, "bench_ctools")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     if args.decode_only:
         decode_only(args.trace, args.format)
         return 0
     tools = {t: getattr(args, t) for t in TOOLS}
-    print("\n".join(compare(args.trace, args.format, tools, args.repeat, args.tmpdir)))
+    with bench_results.recorded("bench_ctools", argv, args.results):
+        print("\n".join(compare(args.trace, args.format, tools, args.repeat, args.tmpdir)))
     return 0
 
 

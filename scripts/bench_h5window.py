@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+import bench_results
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -45,22 +47,24 @@ def main(argv=None) -> int:
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--rows", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=7)
+    bench_results.add_option(ap, "bench_h5window")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import h5py
 
     import partrace
-    print("| file | chunk rows | window rows | all columns ms | time,location,kind ms |")
-    print("|---|---|---|---|---|")
-    for path in args.files:
-        t0, t1 = window(path, args.rows)
-        with h5py.File(path, "r") as f:
-            chunk = f["events/time"].chunks[0]
-        n = len(partrace.open(path).to_pandas(time=(t0, t1)))
-        full = best(lambda: partrace.open(path).to_pandas(time=(t0, t1)), args.repeat)
-        few = best(lambda: partrace.open(path).to_pandas(
-            columns=["time", "location", "kind"], time=(t0, t1)), args.repeat)
-        print(f"| {path} | {chunk} | {n} | {full * 1e3:.1f} | {few * 1e3:.1f} |", flush=True)
+    with bench_results.recorded("bench_h5window", argv, args.results):
+        print("| file | chunk rows | window rows | all columns ms | time,location,kind ms |")
+        print("|---|---|---|---|---|")
+        for path in args.files:
+            t0, t1 = window(path, args.rows)
+            with h5py.File(path, "r") as f:
+                chunk = f["events/time"].chunks[0]
+            n = len(partrace.open(path).to_pandas(time=(t0, t1)))
+            full = best(lambda: partrace.open(path).to_pandas(time=(t0, t1)), args.repeat)
+            few = best(lambda: partrace.open(path).to_pandas(
+                columns=["time", "location", "kind"], time=(t0, t1)), args.repeat)
+            print(f"| {path} | {chunk} | {n} | {full * 1e3:.1f} | {few * 1e3:.1f} |", flush=True)
     return 0
 
 

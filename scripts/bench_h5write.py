@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bench_results
+
 ROOT = Path(__file__).resolve().parent.parent
 GNU_TIME = "/usr/bin/time"
 SUITE = {"otf": "otf/*.otf", "dumpi": "dumpi/*.meta", "ovni": "ovni/ovni", "ross": "ross"}
@@ -150,6 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default="1,2")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--scratch", type=Path, help="where the runs' folders go (default: temp)")
+    bench_results.add_option(ap, "bench_h5write")
     args = ap.parse_args(argv)
     if not os.access(GNU_TIME, os.X_OK):
         raise SystemExit(f"needs GNU time at {GNU_TIME}")
@@ -165,6 +168,11 @@ def main(argv=None) -> int:
         ap.error("no trace: give TRACE ... or --suite")
     scratch = args.scratch or Path(tempfile.gettempdir())
     scratch.mkdir(parents=True, exist_ok=True)
+    with bench_results.recorded("bench_h5write", argv, args.results):
+        return measure(args, trees, traces, scratch)
+
+
+def measure(args, trees, traces, scratch) -> int:
     print(f"trees: " + ", ".join(f"{k}={v}" for k, v in trees.items())
           + f"; {os.cpu_count()} cpus; GNU time -v")
     for trace in traces:

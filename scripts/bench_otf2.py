@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bench_results
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -74,6 +76,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=400_000)
     ap.add_argument("--locations", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
+    bench_results.add_option(ap, "bench_otf2")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,9 +90,10 @@ def main() -> None:
             n, secs = best(fn, anchor, args.repeat)
             unit = "bytes" if fn is raw_read else "events"
             rows.append((name, f"{n:,} {unit}", secs, n_events / secs / 1e6))
-    print(f"{'reader':32s} {'read':>22s} {'seconds':>9s} {'M events/s':>11s}")
-    for name, n, secs, rate in rows:
-        print(f"{name:32s} {n:>22s} {secs:9.3f} {rate:11.2f}")
+    with bench_results.recorded("bench_otf2", None, args.results):
+        print(f"{'reader':32s} {'read':>22s} {'seconds':>9s} {'M events/s':>11s}")
+        for name, n, secs, rate in rows:
+            print(f"{name:32s} {n:>22s} {secs:9.3f} {rate:11.2f}")
 
 
 if __name__ == "__main__":

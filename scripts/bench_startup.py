@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bench_results
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 SAMPLES = {     # format -> a small trace of it (a few KB to 150 KB)
@@ -107,6 +109,7 @@ def main() -> int:
     ap.add_argument("--info-only", action="store_true", help="no merge cases (a shorter run)")
     ap.add_argument("--against", metavar="NAME=TREE",
                     help="also run every partrace case with TREE's partrace, paired")
+    bench_results.add_option(ap, "bench_startup")
     args = ap.parse_args()
     py = args.python
     trees = {"here": ROOT}
@@ -134,7 +137,8 @@ def main() -> int:
                 got = measure(cmd, {**envs[t], **extra.get(name, {})}, tmp_name)
                 if round_ >= args.warmup:
                     times[name, t].append(got)
-    print("\n".join(report(times, sizes, trees, args.repeat, py)))
+    with bench_results.recorded("bench_startup", None, args.results):
+        print("\n".join(report(times, sizes, trees, args.repeat, py)))
     return 0
 
 

@@ -25,6 +25,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import bench_results
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 
@@ -99,14 +101,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("traces", nargs="*", type=Path)
     ap.add_argument("--tables", action="store_true", help="datasets and bytes per table")
+    bench_results.add_option(ap, "h5_overhead")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     traces = [t.resolve() for t in args.traces] or fixtures()
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(t, Path(tmp)) for t in traces]
-    print("\n".join(table(rows, args.tables)))
-    over = [r for r in rows if r["n_out"] / r["n_in"] > target(r)]
-    print(f"\n{len(rows) - len(over)} of {len(rows)} traces within target")
+    with bench_results.recorded("h5_overhead", argv, args.results):
+        print("\n".join(table(rows, args.tables)))
+        over = [r for r in rows if r["n_out"] / r["n_in"] > target(r)]
+        print(f"\n{len(rows) - len(over)} of {len(rows)} traces within target")
     return 0
 
 

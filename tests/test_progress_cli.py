@@ -20,7 +20,7 @@ def test_two_ranks_log_every_phase_in_order_with_rising_percent_and_eta(synth_tr
     lines = [line for line in r.stderr.splitlines() if line.startswith("partrace: ")]
     phases = [re.match(r"partrace: (\S+)", line)[1] for line in lines]
     order = [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
-    assert order == ["plan", "decode", "merge+write", "wrote"], order
+    assert order == ["plan", "decode", "merge+write", "wrote", "per"], order    # "per rank:"
     assert lines[phases.index("decode") - 1].startswith("partrace: plan done in ")
 
     decode = [re.fullmatch(r"partrace: decode (\d+)% \S+ \S+/\S+ \S+.*\(2 ranks\)", line)
@@ -50,4 +50,5 @@ def test_quiet_and_none_say_nothing_but_errors(synth_trace, tmp_path):
                 env=FAST)
     assert r.returncode == 0
     lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"partrace: wrote {tmp_path / 'n.h5'}: ")
+    assert len(lines) == 2 and lines[0].startswith(f"partrace: wrote {tmp_path / 'n.h5'}: ")
+    assert lines[1].startswith("partrace: per rank: busy ")       # the ranks' accounts

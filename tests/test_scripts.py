@@ -1,4 +1,5 @@
 """The shipped scripts parse, and the Slurm scripts launch partrace through srun."""
+import os
 import subprocess
 import sys
 
@@ -23,8 +24,61 @@ def test_sbatch_runs_partrace_under_srun(name, command):
     assert any(line.startswith("srun ") and command in line for line in text.splitlines())
 
 
-@pytest.mark.parametrize("gen", ["gen_otf", "gen_dumpi", "gen_ovni", "gen_ross", "bench", "bench_ctools"])
+@pytest.mark.parametrize("gen", ["gen_otf", "gen_dumpi", "gen_ovni", "gen_ross", "bench",
+                                 "bench_ctools", "bench_h5write", "bench_h5window",
+                                 "bench_startup", "bench_otf2", "h5_overhead", "gen_cli_docs"])
 def test_python_scripts_answer_help(gen):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{gen}.py"), "--help"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "usage" in r.stdout
+    assert gen.startswith("gen_") or "--results FILE" in r.stdout     # every benchmark records
+
+
+def _bench_results():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench_results
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return bench_results
+
+
+def test_bench_record_appends_with_machine_commit_and_command(tmp_path, capsys):
+    results = _bench_results()
+    path = tmp_path / "results" / "bench_x.md"
+    for n in (1, 2):
+        with results.recorded("bench_x", ["TRACE", "--repeat", str(n)], str(path)):
+            print(f"| table | {n} |")
+    assert "| table | 2 |" in capsys.readouterr().out      # still printed as before
+    text = path.read_text()
+    assert text.startswith("<!-- Written by scripts/bench_x.py")
+    assert text.count("do not edit by hand") == 1           # the header once, records appended
+    assert text.count("\n## ") == 2 and text.index("| table | 1 |") < text.index("| table | 2 |")
+    assert "- command: `python scripts/bench_x.py TRACE --repeat 2`" in text
+    assert "CPUs" in text and "- commit: " in text
+
+
+def test_bench_record_none_and_failed_runs_write_nothing(tmp_path):
+    results = _bench_results()
+    with results.recorded("bench_x", [], "none"):
+        print("not kept")
+    path = tmp_path / "bench_x.md"
+    with pytest.raises(RuntimeError):
+        with results.recorded("bench_x", [], str(path)):
+            raise RuntimeError("the run failed")
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_bench_ctools_run_appends_its_table_to_the_results_file(tmp_path):
+    env = {**os.environ, "PARTRACE_BENCH_RESULTS": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    trace = "tests/data/dumpi/p2p-4rank"
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "scripts/bench_ctools.py", trace, "--repeat", "1",
+                            "--tmpdir", str(tmp_path / "scratch")], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+    text = (tmp_path / "bench_ctools.md").read_text()
+    assert text.count("\n## ") == 2
+    assert f"- command: `python scripts/bench_ctools.py {trace} --repeat 1" in text
+    assert text.count("| merge->h5 |") == 2 and r.stdout.strip() in text

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from . import stop
+from .accounts import (allgather_traffic, alltoall_traffic, bcast_traffic, bulk, estimate,
+                       gather_traffic, metered, scatter_traffic)
 
 # Environment variables that MPI launchers (Hydra, Open MPI, PMIx, Slurm's
 # srun with PMI) set in every process they start.
@@ -61,31 +63,39 @@ class Comm:
         return self._c
 
     # --- object collectives (small data: plans, counts, samples, messages) ---
+    @metered(bcast_traffic)
     def bcast(self, obj, root: int = 0):
         return obj if self._c is None else self._c.bcast(obj, root=root)
 
+    @metered(allgather_traffic)
     def allgather(self, obj) -> list:
         return [obj] if self._c is None else self._c.allgather(obj)
 
+    @metered(scatter_traffic)
     def scatter(self, objs: list | None, root: int = 0):
         """Rank r gets objs[r] (``objs`` given on ``root``, ignored elsewhere)."""
         return objs[0] if self._c is None else self._c.scatter(objs, root=root)
 
+    @metered(gather_traffic)
     def gather(self, obj, root: int = 0):
         return [obj] if self._c is None else self._c.gather(obj, root=root)
 
+    @metered(alltoall_traffic)
     def alltoall(self, objs: list) -> list:
         return list(objs) if self._c is None else self._c.alltoall(objs)
 
+    @metered()
     def allreduce_sum(self, value):
         return value if self._c is None else self._c.allreduce(value)
 
+    @metered()
     def allreduce_max(self, value):
         if self._c is None:
             return value
         from mpi4py import MPI
         return self._c.allreduce(value, op=MPI.MAX)
 
+    @metered()
     def reduce(self, obj, op, root: int = 0):
         """``op``-combination of every rank's ``obj`` on ``root`` (None elsewhere).
         ``op`` must be associative and commutative; None is its identity."""
@@ -93,17 +103,20 @@ class Comm:
             return obj
         return self._c.reduce(obj, op=_skip_none(op), root=root)
 
+    @metered()
     def exscan(self, obj, op):
         """``op``-combination of the ``obj`` of all lower ranks (None on rank 0)."""
         if self._c is None:
             return None
         return self._c.exscan(obj, op=_skip_none(op))
 
+    @metered()
     def barrier(self) -> None:
         if self._c is not None:
             self._c.Barrier()
 
     # --- bulk data ---
+    @metered()
     def alltoallv(self, send: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Send ``send[...]`` rows in contiguous blocks of ``counts[r]`` rows to rank r.
 
@@ -117,6 +130,7 @@ class Comm:
             bounds = np.concatenate([[0], np.cumsum(counts)])
             parts = [send[bounds[r]:bounds[r + 1]] for r in range(self.size)]
             got = self._c.alltoall(parts)
+            bulk([estimate(p) for p in parts], [estimate(g) for g in got], self.rank)
             return np.concatenate(got) if got else send[:0]
         from mpi4py import MPI
         row = int(np.prod(send.shape[1:], dtype=np.int64)) * send.dtype.itemsize
@@ -126,6 +140,7 @@ class Comm:
         rbytes = recv_counts * row
         sdispl = np.concatenate([[0], np.cumsum(sbytes)[:-1]])
         rdispl = np.concatenate([[0], np.cumsum(rbytes)[:-1]])
+        bulk(sbytes, rbytes, self.rank)
         out = np.empty((int(recv_counts.sum()),) + send.shape[1:], dtype=send.dtype)
         sbuf = np.ascontiguousarray(send).view(np.uint8).reshape(-1)
         rbuf = out.view(np.uint8).reshape(-1)
@@ -224,6 +239,7 @@ class Comm:
             if e is not None:
                 raise RankFailed(e, r)
 
+    @metered()
     def wait_for_all(self, pause: float = 0.0005) -> None:
         """Wait at a non-blocking barrier, sleeping between tests.
 

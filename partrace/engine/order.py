@@ -38,11 +38,17 @@ def merge_order(table: Table, starts: np.ndarray | None = None) -> np.ndarray | 
     if len(starts) <= 2:
         return None
     t, seq = (np.ascontiguousarray(a, np.int64) for a in (t, seq))
-    # an int32 location is compared as it is: a wide copy would add to a window's peak
-    loc = np.ascontiguousarray(loc, np.int32 if loc.dtype == np.int32 else np.int64)
+    loc = _compared(loc)
     if len(starts) - 1 > HEAP_MAX_RUNS:
         return time_order(t, loc, seq)
     return merge_runs(t, loc, seq, starts)
+
+
+def _compared(loc: np.ndarray) -> np.ndarray:
+    """The location column as the kernels compare it: a 32-bit one as it is (an int64 copy
+    would cost a pass and add to a window's peak), any other as int64."""
+    return np.ascontiguousarray(loc, loc.dtype if loc.dtype in (np.int32, np.uint32)
+                                else np.int64)
 
 
 def time_order(t, loc, seq) -> np.ndarray:
@@ -180,8 +186,7 @@ def run_starts(t, loc, seq) -> np.ndarray:
     n = len(t)
     if n < 2:
         return np.array([0, n], np.int64)
-    # an int32 location is compared as it is: an int64 copy per decoded chunk costs a pass
-    loc = np.ascontiguousarray(loc, np.int32 if loc.dtype == np.int32 else np.int64)
+    loc = _compared(loc)
     return _run_starts(np.ascontiguousarray(t, np.int64), loc, np.ascontiguousarray(seq, np.int64))
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..formats import jit
 from ..formats.base import TraceReader
 from ..model import Definitions, Schema, Table
-from . import inputs
+from . import accounts, inputs
 from .mpi import Comm, RankFailed
 from .plan import share_of
 from .progress import Progress
@@ -192,6 +192,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     stats = RunStats()
     progress = progress or Progress(comm, enabled=False)
     progress.phase("plan")
+    accounts.phase("plan")
     reader = open_on_all_ranks(comm, path, format, reader_options)
     units, mine, defs = read_plan(comm, reader, progress)
     if comm.rank == 0:      # the output must never be written over one of these
@@ -211,6 +212,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     # 1 rank, peak: OTF 679 -> 516 MiB, DUMPI 823 -> 688, ovni 612 -> 562, same CPU)
     reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // (40 * share))))
     progress.phase("decode", sum(u.size for u in units))
+    accounts.phase("decode")
     store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}", run_id=run_id,
                      keep_fraction=COLUMNWISE_KEEP if lean else KEEP,
                      resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
@@ -219,6 +221,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         sink.prepare(comm, defs, schema)
         decode_share(comm, reader, mine, defs, schema, progress, stats, store,
                      select=sink.select, retime=retime)
+        accounts.phase("cuts")      # the windows' count and cut keys, chosen together
         # a row-wise sink (OTF text) holds about 2.5x a window's row bytes while it formats
         # it: windows of 1/16 of the budget, not 1/10 (merge->otf of the 200 MB traces at
         # 1 rank, peak: DUMPI 699 -> 634 MiB, ovni 674 -> 593, ROSS 631 -> 573; CPU, paired:
@@ -242,6 +245,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                 sink.next_keys = next_window_keys(cuts, w, windows, pieces // windows)
             merged = {}
             for name in schema:
+                accounts.phase("exchange", w)
                 if sink.mode == "time":
                     merged[name] = time_window(comm, store.runs[name], cuts[name], w, schema[name])
                 else:
@@ -253,10 +257,12 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                     merged[name] = by_destination(comm, rows, dest, schema[name])
                 written[name] += len(merged[name])
             comm.poll()     # notices of a stop are read between windows too
+            accounts.phase("write", w)
             sink.write(comm, merged)
             del merged
             progress.advance(1)
         stats.rows_written = written
+        accounts.phase("commit")
         sink.commit(comm)
     except RankFailed:
         sink.discard(comm)

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..model import KEY_COLUMNS, Column, Table
+from . import accounts
 from .exchange import exchange_spans
 from .gather import merged_column, ordered_column, run_of, span_of
 from .merged import MergedTable, ordered
@@ -209,6 +210,7 @@ def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
     else:
         spans = spans_to[0]
     # the order from the keys alone; every column is taken in it when read
+    accounts.phase_in_window("merge")
     return _merged_spans(spans, schema)
 
 
@@ -234,7 +236,9 @@ def by_destination(comm: Comm, rows: Table, dest: np.ndarray, schema: list[Colum
             send = lambda name: np.take(mine[name], perm, axis=0)  # noqa: E731
         rows = exchange_columns(comm, lambda c: send(c.name), counts, schema)
     elif spans is not None:
+        accounts.phase_in_window("merge")
         return _merged_spans(spans, schema)
+    accounts.phase_in_window("merge")
     return _sorted_lazily(rows, schema)
 
 

@@ -6,8 +6,11 @@ What is written (decided from the definitions and the schema, never the source f
   has one (a thread's process, a ROSS LP's KP), else itself (pid = its id); metadata
   events name every process and thread;
 - ENTER/LEAVE as B/E events named by the region (by the kind where the region is not
-  defined); every other event as an instant ("i", thread scope) named by its region or
-  its kind; a message's instant carries peer, tag and size as args;
+  defined); a COUNTER event of a defined counter as a counter event ("C") named by the
+  counter, id the location, its one series named by the counter's unit ("value" where it
+  has none) holding the value as the counters table's value_type reads it; every other
+  event as an instant ("i", thread scope) named by its region or its kind; a message's
+  instant carries peer, tag and size as args;
 - a message as a flow ("s" at its SEND, "f" binding to the enclosing slice at its RECV):
   the k-th SEND from S to R with tag T and the k-th RECV on R from S with tag T (MPI's
   non-overtaking order, as the Perfetto output pairs them) share the flow id;
@@ -34,7 +37,8 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError
-from ..model import Definitions, Kind, Schema, Table
+from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, counter_value_types,
+                     counter_values)
 from .parts import count_within, place_parts
 from .perfetto_sink import counter_columns
 from .staging import Staging
@@ -79,6 +83,21 @@ class ChromeSink(Sink):
         names = [str(regs["name"][i]) for i in rorder]
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
         self.names = C.literals(names)          # regions in id order, then one per kind
+        # defined counters in id order: their names, series (unit) and value types
+        cnt = defs.tables.get("counters")
+        cnt = cnt if cnt is not None and len(cnt) else None
+        corder = np.argsort(np.asarray(cnt["id"], dtype=np.int64), kind="stable") \
+            if cnt is not None else np.zeros(0, np.int64)
+        self.cnt_ids = np.asarray(cnt["id"], dtype=np.int64)[corder] if cnt is not None \
+            else np.zeros(0, np.int64)
+        self.cnt_names = C.literals([str(cnt["name"][i]) for i in corder])
+        self.cnt_series = C.literals([str(cnt["unit"][i]) if "unit" in cnt and str(cnt["unit"][i])
+                                      else "value" for i in corder])
+        # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
+        # per row without Python objects)
+        self.cnt_types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in
+                                     counter_value_types(cnt)], np.int64)[corder] \
+            if cnt is not None else np.zeros(0, np.int64)
         self.sent = (np.zeros(0, np.uint64), np.zeros(0, np.int64))    # message key -> count
         self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self.pieces: list[np.ndarray] = []
@@ -149,6 +168,7 @@ class ChromeSink(Sink):
                                                           b'i","s":"t"'))
         flow_out, flow_in, message = self._flows(ev, g, kind)
         peer, tag, size = col("peer"), col("tag"), col("size")
+        counted, cnt_line = self._counters(ev, g, kind)
         for a, b in C.chunks(n):
             at = self.where[li[a:b]]
             ts = C.micros(tm[a:b])
@@ -165,8 +185,40 @@ class ChromeSink(Sink):
                                             b',"ts":', ts, b'}'), flow)
             lines = C.join(b',\n{"ph":"', ph[a:b], at, b',"ts":', ts, b',"name":',
                            self.names[iid[a:b]], args, b'}', flow)
+            c = counted[a:b]
+            if c.any():         # a counter's value instead of an instant
+                lines = np.where(c, C.join(b',\n{"ph":"C"', at, b',"ts":', ts, cnt_line[a:b]),
+                                 lines)
             buf, ends = C.text(lines)
             self._append(li[a:b] * self.per_loc, buf, ends)
+
+    def _counters(self, ev: Table, g: np.ndarray, kind: np.ndarray):
+        """Which rows are COUNTER events of a defined counter, and for those the rest of
+        their counter event (name, id, series and value; b"" elsewhere)."""
+        from ..formats.chrome import encode as C
+        n = len(g)
+        counted = np.zeros(n, bool)
+        rest = np.full(n, b"", dtype="S1")
+        rows = np.flatnonzero(kind == Kind.COUNTER)
+        if not len(rows) or not len(self.cnt_ids) or "counter" not in ev:
+            return counted, rest
+        c = np.asarray(ev["counter"], dtype=np.int64)[g[rows]]
+        ci = np.minimum(np.searchsorted(self.cnt_ids, c), len(self.cnt_ids) - 1)
+        ok = self.cnt_ids[ci] == c
+        rows, ci = rows[ok], ci[ok]
+        counted[rows] = True
+        bits = np.asarray(ev["value"])[g[rows]].astype(np.uint64) if "value" in ev \
+            else np.zeros(len(rows), np.uint64)
+        value = np.zeros(len(rows), "S32")
+        types = self.cnt_types[ci]
+        for t in np.unique(types).tolist():         # a few value types
+            of = types == t
+            value[of] = C.numbers(counter_values(bits[of], COUNTER_VALUE_TYPES[t]))
+        loc = np.asarray(ev["location"], dtype=np.int64)[g[rows]]
+        rest = rest.astype(object)
+        rest[rows] = C.join(b',"name":', self.cnt_names[ci], b',"id":', C.quoted(loc),
+                            b',"args":{', self.cnt_series[ci], b':', value, b'}}')
+        return counted, rest.astype("S")
 
     def _flows(self, ev: Table, g: np.ndarray, kind: np.ndarray):
         """Flow ids leaving each SEND and ending at each RECV (0: none), and which rows are

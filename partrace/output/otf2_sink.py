@@ -8,11 +8,16 @@ What is written (formats/otf2/definitions.py says how definitions map):
 - COLLECTIVE_BEGIN/END as MpiCollectiveBegin/End, a COLLECTIVE record as both at its
   time (operation, communicator, root's rank, bytes sent and received);
 - COUNTER events of a defined counter, and every row of a sample table (ROSS
-  engine and model samples), as Metric records.
+  engine and model samples), as Metric records: the counters of a group sampled at one
+  time on one location as one record of the group's class (definitions.py); at one time
+  on a location, Metric records come before the other records (Score-P's order: a
+  synchronous metric before the event it goes with); those that do not stand before a
+  record of their time, or are not of the synchronous class, go to the location's metric
+  location.
 Every other row (other event kinds, OTF's snapshots, statistics, markers,
 key-values and comments, DUMPI's argument tables, ovni's raw events and jumbo
 payloads) is not written: OTF2 has no record for most of them, or this sink does
-not map them yet (README, "OTF2 output").
+not map them yet (docs/outputs.md, "OTF2").
 
 Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order).  The library holds an event chunk (256 KiB)
@@ -40,7 +45,7 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
-from ..model import Definitions, Kind, Schema, Table
+from ..model import Definitions, Kind, Schema, Table, counter_values
 from .perfetto_sink import counter_columns
 from .staging import Staging
 
@@ -100,7 +105,6 @@ class OTF2Sink(Sink):
         self.tables = {t for t, _, _ in L.sample_tables}
         if self.replay is not None:     # hook: its side tables go with their events
             self.tables |= self.replay.tables
-        self.counts = np.zeros(len(self.mine), np.int64)
         # spilled records: per location the bytes of its records and values (all windows)
         self.loc_bytes = np.zeros(len(self.mine), np.int64)
         self.spilled: list[tuple] = []      # per window: (rows at, values at, locations, ends)
@@ -108,8 +112,17 @@ class OTF2Sink(Sink):
         # metric value types, 256 bytes a class (OTF2_Type codes)
         self.types = np.zeros((max(len(L.metrics), 1), 256), np.uint8)
         for m, members in enumerate(L.metrics):
-            self.types[m, :len(members)] = [typ for _, _, typ in members]
+            self.types[m, :len(members)] = [typ for _, _, typ, _ in members]
+        # event files per location: its own and (metrics) its metric location's
+        self.stride = 1 if self.replay is not None else L.stride
+        self.counts = np.zeros(len(self.mine) * self.stride, np.int64)
         self.nvalues = np.asarray([len(m) for m in L.metrics] or [0], np.uint8)
+        # per class: the group class a class of one member joins (-1: none), at which place
+        self.join_group = np.full(max(len(L.metrics), 1), -1, np.int64)
+        self.join_place = np.zeros(max(len(L.metrics), 1), np.int64)
+        multi = L.counter_single != L.counter_class
+        self.join_group[L.counter_single[multi]] = L.counter_class[multi]
+        self.join_place[L.counter_single[multi]] = L.counter_member[multi]
         self.width = max([len(m) for m in L.metrics] or [1])
         run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
         self.staging = Staging(self.final, run_id)
@@ -127,7 +140,7 @@ class OTF2Sink(Sink):
             self.archive = EventArchive(folder)
             # its locations' local definition files, made at close (their event writers are
             # opened and closed by the commit's loop, one location at a time)
-            self.archive.locations = L.loc_ids[self.mine].tolist()
+            self.archive.locations = self._writer_ids().tolist()
             if self.replay is not None:     # hook: the replay writes window by window, through
                 # writers held open for the run (the library keeps a chunk per location)
                 self.archive.locations = []
@@ -221,21 +234,89 @@ class OTF2Sink(Sink):
             rank[rows] = np.where(coll, root, prank)
             ci, cok = L.lookup(L.coll_ids, col_at("collop", rows))
             collop[rows] = np.where(cok & coll, L.coll_ops[ci] if len(L.coll_ops) else 0, 0)
-        # counters: a metric of one uint64 value
-        values = np.zeros((n, 1), np.uint64)
-        rows = np.flatnonzero(kind == Kind.COUNTER)
-        if len(rows):
-            m, mok = L.lookup(L.counter_ids, col_at("counter", rows))
-            op[rows[mok]] = E.METRIC
-            ref[rows[mok]] = m[mok]
-            if "value" in ev:
-                values[rows, 0] = np.asarray(ev["value"])[rows].astype(np.uint64)
+        values = self._counters(ev, kind, li, op, ref)
         return dict(loc=li, time=np.asarray(ev["time"], dtype=np.int64), seq=col("seq"),
                     table=np.zeros(n, np.int64), op=op, ref=ref, rank=rank,
                     tag=col("tag") & 0xFFFFFFFF, size=np.asarray(ev["size"]).astype(np.uint64)
                     if "size" in ev else np.zeros(n, np.uint64),
                     received=np.asarray(ev["received"]).astype(np.uint64) if "received" in ev
                     else np.zeros(n, np.uint64), collop=collop, values=values)
+
+    def _counters(self, ev: Table, kind, li, op, ref) -> np.ndarray:
+        """COUNTER events of defined counters as Metric records of their counter's class of
+        one member (``op``, ``ref`` set in place); the drain joins a group's sample into one
+        record (``_joined``).  Returns the records' values."""
+        from ..formats.otf2 import events as E
+        L = self.layout
+        values = np.zeros((len(kind), 1), np.uint64)
+        rows = np.flatnonzero(kind == Kind.COUNTER)
+        if not len(rows) or not len(L.counter_ids) or "counter" not in ev:
+            return values
+        ci, ok = L.lookup(L.counter_ids, np.asarray(ev["counter"])[rows].astype(np.int64))
+        rows, ci = rows[ok], ci[ok]
+        bits = np.asarray(ev["value"])[rows].astype(np.uint64) if "value" in ev \
+            else np.zeros(len(rows), np.uint64)
+        f32 = L.counter_float32[ci]         # OTF2 has no float: as doubles
+        bits[f32] = counter_values(bits[f32], "float32").view(np.uint64)
+        op[rows] = E.METRIC
+        ref[rows] = L.counter_single[ci]
+        values[rows, 0] = bits
+        return values
+
+    def _joined(self, rec, vals, loc, order):
+        """The records with each whole sample of a counter group (its members' records of
+        one member, at one time on one location, each member once) joined into one record
+        of the group's class at its first member's place; the others' op set to NONE and
+        left out of ``order``.  Done on read-back, where a location's records of one time
+        are together whatever the windows were."""
+        from ..formats.otf2 import events as E
+        group, place = self.join_group, self.join_place
+        op, ref = rec["op"], rec["ref"].astype(np.int64)
+        nv = self._nvalues(rec)
+        cand = np.flatnonzero(op == E.METRIC)
+        cand = cand[group[ref[cand]] >= 0]
+        if not len(cand):
+            return rec, vals, order
+        at = np.empty(len(rec), np.int64)
+        at[order] = np.arange(len(order))               # each row's place in the stream
+        g, p = group[ref[cand]], place[ref[cand]]
+        o = np.lexsort((at[cand], p, g, rec["time"][cand], loc[cand]))
+        cand, g, p = cand[o], g[o], p[o]
+        key = np.stack([loc[cand], rec["time"][cand], g])
+        start = np.r_[0, np.flatnonzero((key[:, 1:] != key[:, :-1]).any(axis=0)) + 1]
+        length = np.diff(np.r_[start, len(cand)])
+        run = np.repeat(np.arange(len(start)), length)
+        whole = (length == self.nvalues[g[start]]) & np.logical_and.reduceat(
+            p == np.arange(len(cand)) - start[run], start)
+        if not whole.any():
+            return rec, vals, order
+        w = whole[run]
+        # a whole run's record: the member first in the stream
+        head_at = np.minimum.reduceat(at[cand], start)[whole]
+        head = order[head_at]
+        old_off = np.cumsum(nv) - nv
+        member_vals = vals[old_off[cand[w]]]
+        rec = rec.copy()
+        rec["op"][cand[w]] = E.NONE
+        rec["op"][head] = E.METRIC
+        rec["ref"][head] = g[start[whole]]
+        new_nv = self._nvalues(rec)
+        new_off = np.cumsum(new_nv) - new_nv
+        out = np.zeros(int(new_nv.sum()), np.uint64)
+        kept = np.flatnonzero((rec["op"] != E.NONE) & ~np.isin(np.arange(len(rec)), head))
+        k = np.repeat(kept, nv[kept])
+        j = np.arange(len(k)) - np.repeat(np.cumsum(nv[kept]) - nv[kept], nv[kept])
+        out[new_off[k] + j] = vals[old_off[k] + j]
+        out[np.repeat(new_off[head], length[whole]) + p[w]] = member_vals
+        return rec, out, order[rec["op"][order] != E.NONE]
+
+    def _writer_ids(self) -> np.ndarray:
+        """The OTF2 location of each event file this rank writes: each of its locations',
+        then (metrics) its metric location's."""
+        ids = self.layout.loc_ids[self.mine].astype(np.int64)
+        if self.stride == 1:
+            return ids
+        return np.stack([ids, self.layout.metric_ids[self.mine]], axis=1).reshape(-1)
 
     def _samples(self, t: Table, name: str, cols: list, ref: int, table: int) -> dict:
         """Every row of a sample table: one Metric record of all its measured columns."""
@@ -315,7 +396,7 @@ class OTF2Sink(Sink):
         locations, or a busy location's runs cut by window and by rows)."""
         budget = max((self.memory or DEFAULT_MEMORY) // PIECE_SHARE, MIN_PIECE)
         self.state = np.array([-1, 0], np.int64)     # no location's writer open yet
-        self.my_ids = self.layout.loc_ids[self.mine].astype(np.int64)
+        self.my_ids = self._writer_ids()
         n = len(self.mine)
         total = np.cumsum(self.loc_bytes)
         a = 0
@@ -328,7 +409,7 @@ class OTF2Sink(Sink):
                 self._drain_one(a, budget)
             a = b
         self._emit(np.empty(0, SPILLED), np.empty(0, np.uint64), np.empty(0, np.int64),
-                   np.empty(0, np.int64), n)
+                   np.empty(0, np.int64), n * self.stride)
 
     def _bounds(self, w: int, a: int, b: int):
         """(first row, first value), (end row, end value) of locations [a, b) in window w's
@@ -355,11 +436,25 @@ class OTF2Sink(Sink):
             vat += v1 - v0
         # windows one after another, each by location: a stable sort gives each location's
         # records of every window in window order
-        self._emit(rec, vals, loc, np.argsort(loc, kind="stable"), b - 1)
+        self._emit(rec, vals, loc, np.argsort(loc, kind="stable"), (b - 1) * self.stride)
 
     def _drain_one(self, a: int, budget: int) -> None:
-        """A location bigger than a piece: its runs window by window, in slices of rows."""
+        """A location bigger than a piece: its runs of every window as one stream, in
+        slices of rows that end where its time changes (so that a time's records are read
+        together, whatever the windows: only a single time of more records than a slice is
+        cut), its own records first, then (metrics) its metric location's in a second
+        pass over the same slices."""
         step = max(1, budget // (SPILLED.itemsize + 8 * self.width))
+        for side in range(self.stride):
+            for rec, vals in self._slices(a, step):
+                self._emit(rec, vals, np.full(len(rec), a, np.int64), np.arange(len(rec)),
+                           a * self.stride + (side if self.stride == 2 else 0),
+                           bool(side) if self.stride == 2 else None)
+
+    def _slices(self, a: int, step: int):
+        """(records, values) of location ``a``, window after window, in slices of about
+        ``step`` records cut where the time changes."""
+        held = (np.empty(0, SPILLED), np.empty(0, np.uint64))
         for w, (rows_at, values_at, _, _) in enumerate(self.spilled):
             (r0, v0), (r1, _), _, _ = self._bounds(w, a, a + 1)
             v0 = int(v0)
@@ -369,7 +464,14 @@ class OTF2Sink(Sink):
                 vals = np.empty(int(self._nvalues(rec).sum()), np.uint64)
                 _read_into(self.spill_values, values_at + v0 * 8, vals)
                 v0 += len(vals)
-                self._emit(rec, vals, np.full(len(rec), a, np.int64), np.arange(len(rec)), a)
+                rec, vals = np.concatenate([held[0], rec]), np.concatenate([held[1], vals])
+                # the last time's records wait for the next slice (unless they are all)
+                cut = int(np.searchsorted(rec["time"], rec["time"][-1])) or len(rec)
+                vcut = int(self._nvalues(rec[:cut]).sum())
+                held = (rec[cut:], vals[vcut:])
+                yield rec[:cut], vals[:vcut]
+        if len(held[0]):
+            yield held
 
     def _nvalues(self, rec: np.ndarray) -> np.ndarray:
         """How many values each record carries (a metric's, else none)."""
@@ -379,25 +481,55 @@ class OTF2Sink(Sink):
         nv[metric] = self.nvalues[rec["ref"][metric]]
         return nv
 
-    def _emit(self, rec, vals, loc, order, end: int) -> None:
-        """Records (grouped by location in ``order``) through the library's writers."""
+    def _placed(self, rec, loc, order):
+        """``order`` with the Metric records of a time before that time's other records of
+        their location, and each record's event file (location index * stride, + 1: the
+        metric location, for every Metric record but one of the synchronous class that
+        stands before a record of its time; no reader takes it as that record's metrics)."""
+        from ..formats.otf2 import events as E
+        metric = rec["op"] == E.METRIC
+        # at one time: the other classes' records, the synchronous class's, then the rest
+        rank = np.where(metric, (rec["ref"] == self.layout.sync_class).astype(np.int64), 2)
+        lo, tm = loc[order], rec["time"][order]
+        order = order[np.lexsort((np.arange(len(order)), rank[order], tm, lo))]
+        lo, tm, m = loc[order], rec["time"][order], metric[order]
+        where = loc * self.stride
+        if self.stride == 1:
+            return order, where, np.zeros(len(rec), bool)
+        before = np.r_[(lo[1:] == lo[:-1]) & (tm[1:] == tm[:-1]) & ~m[1:], False]
+        aside = m & ~(before & (rec["ref"][order] == self.layout.sync_class))
+        side = np.zeros(len(rec), bool)
+        side[order[aside]] = True
+        where = where + side
+        return order[np.argsort(where[order], kind="stable")], where, side
+
+    def _emit(self, rec, vals, loc, order, end: int, side=None) -> None:
+        """Records (grouped by location in ``order``) through the library's writers, into
+        the event files before ``end`` (``side``: only those of the locations themselves,
+        False, or of their metric locations, True)."""
         from ..formats.otf2 import events as E
         from ..formats.otf2.library import error_name
+        rec, vals, order = self._joined(rec, np.ascontiguousarray(vals, np.uint64), loc, order)
         nv = self._nvalues(rec)
         voff = np.cumsum(nv) - nv
         vals = np.ascontiguousarray(vals, np.uint64)
+        order, loc, aside = self._placed(rec, loc, order)
+        if side is not None:
+            order = order[aside[order] == side]
         rc, row = E.write_locations(
             np.uint64(self.archive.handle), self.my_ids, self.state, end,
             order, loc, rec["time"], rec["op"], rec["ref"], rec["rank"], rec["tag"], rec["size"],
             rec["received"], rec["collop"], vals.ctypes.data, voff, self.nvalues,
             self.types.ctypes.data, self.counts)
         if rc == E.NO_WRITER or (rc and row < 0):
-            lid = int(self.layout.loc_ids[self.first_mine + min(int(self.state[0]), len(self.mine) - 1)])
+            at = min(int(self.state[0]) // self.stride, len(self.mine) - 1)
+            lid = int(self.layout.loc_ids[self.first_mine + at])
             raise PartraceError(f"location {lid}: the OTF2 library could not "
                                 f"{'open' if rc == E.NO_WRITER else 'close'} its event writer"
                                 + ("" if rc == E.NO_WRITER else f" ({error_name(rc)})"))
         if rc:
-            raise PartraceError(f"location {int(self.layout.loc_ids[self.first_mine + loc[row]])}, "
+            at = self.first_mine + int(loc[row]) // self.stride
+            raise PartraceError(f"location {int(self.layout.loc_ids[at])}, "
                                 f"time {int(rec['time'][row])} ns: the OTF2 library refused "
                                 f"the record ({error_name(rc)})")
 
@@ -433,9 +565,14 @@ class OTF2Sink(Sink):
         comm.barrier()
         with comm.guard():      # every rank moves its own locations' files into the archive
             events = self.staging.path(f"rank-{comm.rank}") / "events"
-            for lid in self.layout.loc_ids[self.mine].tolist():
+            for k, lid in enumerate(self._writer_ids().tolist()):
+                # a metric location without records is not defined: its files go
+                keep = k % self.stride == 0 or self.counts[k] > 0
                 for suffix in (".evt", ".def"):
-                    os.replace(events / f"{lid}{suffix}", folder / f"{lid}{suffix}")
+                    if keep:
+                        os.replace(events / f"{lid}{suffix}", folder / f"{lid}{suffix}")
+                    else:
+                        os.unlink(events / f"{lid}{suffix}")
         comm.check()
         comm.barrier()
         with comm.guard():

@@ -3,7 +3,10 @@
 What a Perfetto user expects to see:
 - one track per location (uuid = location id, named as the location, under its
   parent location's track), all TrackDescriptors first;
-- ENTER/LEAVE as SLICE_BEGIN/SLICE_END named by the region; every other event as an
+- ENTER/LEAVE as SLICE_BEGIN/SLICE_END named by the region; a COUNTER event of a defined
+  counter as a COUNTER value on the counter's track of its location (a track per location and
+  counter that has values, named by the counter, with its unit; the value as the counters
+  table's value_type reads it, see ``counter_bits``); every other event as an
   INSTANT named by its region, or by its kind where it has none;
 - a message as a flow from its SEND to its RECV: the k-th SEND from S to R with tag
   T and the k-th RECV on R from S with tag T (MPI's non-overtaking order, as
@@ -38,7 +41,8 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
-from ..model import KEY_COLUMNS, Definitions, Kind, Role, Schema, Table, tables_of_role
+from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
+                     counter_value_types, counter_values, tables_of_role)
 from .parts import count_within, place_parts
 from .staging import Staging
 
@@ -57,6 +61,23 @@ def named_spots(schema: Schema, defs: Definitions) -> tuple[str, str, str] | Non
             if named is not None and "name" in named and "id" in named:
                 return name, c.name, c.refers
     return None
+
+
+def counter_bits(bits: np.ndarray, value_type: str) -> tuple[np.ndarray, np.ndarray]:
+    """Raw 64-bit counter values of one value type as (kind, bits) of TrackEvent values:
+    integers as int64 (counter_value), floats as doubles; a uint64 beyond int64 as a double
+    (the trace processor keeps every counter value as a double anyway)."""
+    from ..formats.perfetto import encode as E
+    v = counter_values(bits, value_type)
+    kind = np.full(len(v), E.VALUE_DOUBLE if v.dtype.kind == "f" else E.VALUE_INT, np.uint8)
+    if v.dtype.kind == "f":
+        return kind, v.astype(np.float64).view(np.uint64)
+    out = v.view(np.uint64).copy()
+    if v.dtype.kind == "u":
+        big = v >= np.uint64(1 << 63)
+        kind[big] = E.VALUE_DOUBLE
+        out[big] = v[big].astype(np.float64).view(np.uint64)
+    return kind, out
 
 
 def counter_columns(schema: Schema) -> list[tuple[str, list]]:
@@ -113,6 +134,22 @@ class PerfettoSink(Sink):
         grid = np.repeat(self.loc_ids, ncol), np.tile(np.arange(ncol, dtype=np.int64), n)
         self.counter_uuid = (hash_of(*grid) | np.uint64(1 << 63)).reshape(n, ncol) if ncol \
             else np.zeros((n, 0), np.uint64)
+        # defined counters (COUNTER events), in id order; a track per (location, counter) that
+        # has values, whose uuid hashes (location, counter id, 1): never a sampled column's
+        cnt = defs.tables.get("counters")
+        cnt = cnt if cnt is not None and len(cnt) else None
+        corder = np.argsort(np.asarray(cnt["id"], dtype=np.int64), kind="stable") \
+            if cnt is not None else np.zeros(0, np.int64)
+        self.cnt_ids = np.asarray(cnt["id"], dtype=np.int64)[corder] if cnt is not None \
+            else np.zeros(0, np.int64)
+        self.cnt_names = [str(cnt["name"][i]) for i in corder]
+        self.cnt_units = [str(cnt["unit"][i]) if "unit" in cnt else "" for i in corder]
+        # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
+        # per row without Python objects)
+        self.cnt_types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in
+                                     counter_value_types(cnt)], np.int64)[corder] \
+            if cnt is not None else np.zeros(0, np.int64)
+        self.cnt_used: list[np.ndarray] = []        # location index * counters + counter index
         # interned names: iid 1.. for regions (in id order), then one per kind
         regs = defs.tables["regions"]
         rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
@@ -204,6 +241,7 @@ class PerfettoSink(Sink):
         known = (region != 0) & (self.reg_ids[r] == region) if len(self.reg_ids) else region != 0
         iid = np.where(known, r + 1, len(self.reg_ids) + 1 + np.minimum(kind, MAX_KIND - 1))
         iid[etype == E.SLICE_END] = 0                 # an end needs no name
+        uuid, vkind, vbits = self._counter_values(ev, g, li, kind, etype, iid)
         flow_out, flow_in = self._flows(ev, g, loc, kind)
         # a message carries its peer, tag and size as debug annotations (the args pane)
         message = ((kind == Kind.SEND) | (kind == Kind.RECV)) & (flow_out | flow_in != 0)
@@ -211,10 +249,43 @@ class PerfettoSink(Sink):
         peer, tag, size = (np.asarray(ev[c])[g] if c in ev else zeros
                            for c in ("peer", "tag", "size"))
         args = np.where(message, 1 | (2 if "tag" in ev else 0) | (4 if "size" in ev else 0), 0)
-        self._write_points(li * self.per_loc, np.asarray(ev["time"], dtype=np.int64)[g], loc,
+        self._write_points(li * self.per_loc, np.asarray(ev["time"], dtype=np.int64)[g], uuid,
                            etype, iid, flow_out, flow_in,
                            (args.astype(np.uint8), peer.astype(np.int64), tag.astype(np.int64),
-                            size.astype(np.uint64)))
+                            size.astype(np.uint64)), (vkind, vbits))
+
+    def _counter_values(self, ev: Table, g, li, kind, etype, iid):
+        """Each row's track (its location's, or its counter's there) and counter value: a
+        COUNTER row of a defined counter becomes a value on that counter's track (etype and
+        iid changed in place)."""
+        from ..formats.perfetto import encode as E
+        uuid = self.loc_ids[li].view(np.uint64).copy()
+        vkind = np.zeros(len(g), np.uint8)
+        vbits = np.zeros(len(g), np.uint64)
+        rows = np.flatnonzero(kind == Kind.COUNTER)
+        if not len(rows) or not len(self.cnt_ids) or "counter" not in ev:
+            return uuid, vkind, vbits
+        c = np.asarray(ev["counter"], dtype=np.int64)[g[rows]]
+        ci = np.minimum(np.searchsorted(self.cnt_ids, c), len(self.cnt_ids) - 1)
+        ok = self.cnt_ids[ci] == c
+        rows, ci = rows[ok], ci[ok]
+        etype[rows] = E.COUNTER
+        iid[rows] = 0
+        uuid[rows] = self._counter_track(li[rows], ci)
+        bits = np.asarray(ev["value"])[g[rows]].astype(np.uint64) if "value" in ev \
+            else np.zeros(len(rows), np.uint64)
+        types = self.cnt_types[ci]
+        for t in np.unique(types).tolist():         # a few value types
+            of = types == t
+            vkind[rows[of]], vbits[rows[of]] = counter_bits(bits[of], COUNTER_VALUE_TYPES[t])
+        self.cnt_used.append(np.unique(li[rows] * len(self.cnt_ids) + ci))
+        return uuid, vkind, vbits
+
+    def _counter_track(self, li: np.ndarray, ci: np.ndarray) -> np.ndarray:
+        """The uuid of counter ``ci``'s track on location ``li`` (indices)."""
+        from ..formats.perfetto.encode import hash_of
+        return hash_of(self.loc_ids[li], self.cnt_ids[ci], np.ones(len(li), np.int64)) \
+            | np.uint64(1 << 63)
 
     def _write_markers(self, mk: Table) -> None:
         """Marker spots: instants named by their marker's definition."""
@@ -239,9 +310,11 @@ class PerfettoSink(Sink):
         return (np.zeros(n, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64),
                 np.zeros(n, np.uint64))
 
-    def _write_points(self, key, tm, loc, etype, iid, flow_out, flow_in, args=None) -> None:
-        """Rows grouped by sequence ``key`` (in key order within) as track events on their
-        location's track (args: per row, which of peer, tag, size to annotate, and those)."""
+    def _write_points(self, key, tm, track, etype, iid, flow_out, flow_in, args=None,
+                      values=None) -> None:
+        """Rows grouped by sequence ``key`` (in key order within) as track events on
+        ``track`` (args: per row, which of peer, tag, size to annotate, and those; values:
+        per row, the kind and bits of a counter value)."""
         from ..formats.perfetto import encode as E
         # a name's first packet on its sequence carries it
         pair = key * self.niids + iid
@@ -257,16 +330,18 @@ class PerfettoSink(Sink):
         flags[starts[fresh]] = E.STATE_CLEARED
         self.started = np.union1d(self.started, key[starts])
         args = args if args is not None else self._no_args(len(key))
-        # at most 96 bytes a packet, 64 more with annotations, and 32 more with a name
-        # (whose bytes come on top)
+        vkind, vbits = values if values is not None else (np.zeros(len(key), np.uint8),
+                                                          np.zeros(len(key), np.uint64))
+        # at most 112 bytes a packet (a counter value included), 64 more with annotations,
+        # and 32 more with a name (whose bytes come on top)
         named = iid[intern]
-        size = len(key) * 96 + int((self.name_off[named + 1] - self.name_off[named]).sum()) \
+        size = len(key) * 112 + int((self.name_off[named + 1] - self.name_off[named]).sum()) \
             + 32 * len(named) + 64 * int((args[0] != 0).sum())
         buf = np.empty(size, np.uint8)
         ends = np.empty(len(key), np.int64)
-        E.encode_events(tm, etype, loc.view(np.uint64), iid.astype(np.uint64), flow_out, flow_in,
-                        intern, flags, (1 + key).astype(np.uint32), self.names, self.name_off,
-                        *args, buf, ends)
+        E.encode_events(tm, etype, track.view(np.uint64), iid.astype(np.uint64), flow_out,
+                        flow_in, intern, flags, (1 + key).astype(np.uint32), self.names,
+                        self.name_off, *args, vkind, vbits, buf, ends)
         self._append(key, buf, ends)
 
     def _flows(self, ev: Table, g: np.ndarray, loc: np.ndarray, kind: np.ndarray):
@@ -316,25 +391,41 @@ class PerfettoSink(Sink):
             self._append(keys, buf, ends)
 
     # -- end ------------------------------------------------------------------
-    def _header(self) -> bytes:
+    def _header(self, used: np.ndarray) -> bytes:
         """The TrackDescriptors: every location's track (under its parent's, where the
-        parent is a location), then each location's counter tracks."""
+        parent is a location), then each location's tracks of sampled columns, then the
+        tracks of counters with values (``used``: location index * counters + counter
+        index, sorted), each with its unit."""
         from ..formats.perfetto import encode as E
         n = len(self.loc_ids)
         columns = [f"{t}.{c.name}" for t, cols in self.counters for c in cols]
-        ncol = len(columns)
+        col_units = [c.unit or "" for _, cols in self.counters for c in cols]
+        ncol, ncnt = len(columns), len(self.cnt_ids)
+        cl, ci = used // max(ncnt, 1), used % max(ncnt, 1)
         known = np.isin(self.loc_parents, self.loc_ids)
-        uuid = np.concatenate([self.loc_ids.view(np.uint64), self.counter_uuid.reshape(-1)])
+        uuid = np.concatenate([self.loc_ids.view(np.uint64), self.counter_uuid.reshape(-1),
+                               self._counter_track(cl, ci)])
         parent = np.concatenate([np.where(known, self.loc_parents, 0),
-                                 np.repeat(self.loc_ids, ncol)])
-        name = np.concatenate([np.arange(n), n + np.tile(np.arange(ncol), n)]).astype(np.int64)
-        is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol, bool)]
-        names, off = E.string_table(self.loc_names + columns)
-        # framing and ids take at most 64 bytes a track; names: each location's once, the
-        # column names once per location
-        out = np.empty(len(uuid) * 64 + int(off[n]) + n * int(off[-1] - off[n]), np.uint8)
-        used = E.encode_tracks(uuid, parent.astype(np.int64), name, is_counter, names, off, out)
-        return out[:used].tobytes()
+                                 np.repeat(self.loc_ids, ncol), self.loc_ids[cl]])
+        # names: locations', sampled columns', counters', then the units (-1: none)
+        units = sorted(set(col_units + self.cnt_units) - {""})
+        unit_at = {u: n + ncol + ncnt + k for k, u in enumerate(units)}
+        name = np.concatenate([np.arange(n), n + np.tile(np.arange(ncol), n),
+                               n + ncol + ci]).astype(np.int64)
+        unit = np.concatenate([np.full(n, -1), np.tile([unit_at.get(u, -1) for u in col_units]
+                                                       or np.zeros(0, np.int64), n),
+                               np.asarray([unit_at.get(u, -1) for u in self.cnt_units]
+                                          or [-1], np.int64)[ci]]).astype(np.int64)
+        is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol + len(used), bool)]
+        names, off = E.string_table(self.loc_names + columns + self.cnt_names + units)
+        # framing and ids take at most 64 bytes a track, then its name and unit
+        lengths = np.diff(off)
+        out = np.empty(len(uuid) * 64 + int(lengths[name].sum())
+                       + int(np.where(unit >= 0, lengths[np.maximum(unit, 0)], 0).sum()),
+                       np.uint8)
+        used_bytes = E.encode_tracks(uuid, parent.astype(np.int64), name, is_counter, unit,
+                                     names, off, out)
+        return out[:used_bytes].tobytes()
 
     def commit(self, comm: Comm) -> None:
         with comm.guard():
@@ -344,13 +435,18 @@ class PerfettoSink(Sink):
             pieces = pieces[np.argsort(pieces[:, 0], kind="stable")]
             keys, first = np.unique(pieces[:, 0], return_index=True)
             totals = np.add.reduceat(pieces[:, 2], first) if len(keys) else np.zeros(0, np.int64)
-            header = self._header() if comm.rank == 0 else b""
+            used = np.unique(np.concatenate(self.cnt_used)) if self.cnt_used \
+                else np.zeros(0, np.int64)
         comm.check()
-        everything = comm.allgather((keys, totals))
+        everything = comm.allgather((keys, totals, used))
+        with comm.guard():
+            header = self._header(np.unique(np.concatenate([u for *_, u in everything])))  \
+                if comm.rank == 0 else b""
+        comm.check()
         header_size = comm.bcast(len(header))
         with comm.guard():
-            all_keys = np.concatenate([k for k, _ in everything])
-            all_totals = np.concatenate([t for _, t in everything])
+            all_keys = np.concatenate([k for k, _, _ in everything])
+            all_totals = np.concatenate([t for _, t, _ in everything])
             o = np.argsort(all_keys, kind="stable")
             offsets = np.empty(len(o), np.int64)
             offsets[o] = header_size + np.r_[0, np.cumsum(all_totals[o])[:-1]]

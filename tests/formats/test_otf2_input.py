@@ -73,13 +73,14 @@ def partrace_events(anchor: Path) -> dict[int, list]:
                                                    m.metric_class.members)]
                  for m in trace.definitions.metrics}
     out = {}
-    shift = defs.attrs["ref_shift"]["location"]
+    locs = defs.tables["otf2_locations"]
+    ref_of = dict(zip(locs["id"].tolist(), locs["ref"].tolist()))
     units = decode_units(reader, every_table=True).values()
     every = {n: Table.concat([u[n] for u in units], schema) for n, schema in
              reader.schema(defs).items()}
     for lid in np.unique(every["events"]["location"]).tolist():
         tables = {n: t.take(np.flatnonzero(t["location"] == lid)) for n, t in every.items()}
-        ref = lid - shift
+        ref = ref_of[lid]
         ev, vals, attrs = tables["events"], tables["values"], tables["attributes"]
         rows = []
         for i in range(len(ev)):
@@ -99,7 +100,7 @@ def partrace_events(anchor: Path) -> dict[int, list]:
             kv = sorted((int(r), _bits(int(x), int(t), strings)) for r, x, t in
                         zip(attrs["attribute"][a], attrs["value"][a], attrs["type"][a]))
             rows.append((int(ev["ticks"][i]), name, args, values, kv))
-        assert (ev["location"] == ref + defs.attrs["ref_shift"]["location"]).all()
+        assert (ev["location"] == lid).all()
         assert (ev["seq"] == np.arange(len(ev))).all()
         out[ref] = rows
     return out

@@ -41,6 +41,7 @@ WARNING_LINE = re.compile(r"^(?:partrace: warning: |(?P<src>\S+\.py):\d+: \w*War
 SUMMARY_LINE = re.compile(r"^partrace: wrote .*: [\d,]+ events \((?P<rows>[\d,]+) rows in all tables\) "
                           r"from .* peak memory "
                           r"(?P<mib>[\d,]+) MiB per rank$")
+ACCOUNTS_LINE = re.compile(r"^partrace: per rank: busy .* slowest rank \d+: .*$")
 
 
 @dataclass
@@ -308,7 +309,8 @@ def _check_rows(case: Case, o: Outcome, out_dir: Path, lines: list[str], root: P
     if problems:
         return problems
     warned = [x for x in lines if WARNING_LINE.match(x) and _is_warning(x, root)]
-    others = [x for x in lines if not _is_warning(x, root) and not SUMMARY_LINE.match(x)]
+    others = [x for x in lines if not _is_warning(x, root) and not SUMMARY_LINE.match(x)
+              and not ACCOUNTS_LINE.match(x)]
     if others:
         problems.append(f"unexpected stderr: {others[0][:120]}")
     try:

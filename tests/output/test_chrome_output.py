@@ -16,6 +16,7 @@ from partrace.analysis.timeline import _messages
 from partrace.formats.hdf5.layout import read_table
 from partrace.model import Kind, Table
 from tests.conftest import DATA, run_cli
+from tests.support.counters import counter_defs, counter_rows
 from tests.formats.test_contract import FIXTURES, _label
 
 pytestmark = pytest.mark.mpi        # each case merges on 3 ranks too
@@ -51,9 +52,17 @@ def _ns(ts) -> int:
     return int(ns)
 
 
+class Merged(dict):
+    """The HDF5 merge's tables, and where the merge is."""
+    path = None
+
+
 def _h5(path):
     with h5py.File(path, "r") as f:
-        return {n: read_table(f[n]) for n in json.loads(f.attrs["tables"]) + ["locations", "regions"]}
+        tables = Merged({n: read_table(f[n]) for n in json.loads(f.attrs["tables"])
+                         + ["locations", "regions"]})
+    tables.path = path
+    return tables
 
 
 @pytest.fixture(scope="module", params=CASES)
@@ -90,7 +99,8 @@ def _threads(tables):
 
 def test_processes_threads_slices_and_instants(outputs):
     """Each location is a named thread of a named process, and holds its events in key order:
-    ENTER/LEAVE as B/E named by the region, every other event an instant."""
+    ENTER/LEAVE as B/E named by the region, a COUNTER event of a defined counter a counter
+    event (test_counter_events), every other event an instant."""
     tables, (out, *_) = outputs
     events = _load(out)
     threads = _threads(tables)
@@ -112,14 +122,43 @@ def test_processes_threads_slices_and_instants(outputs):
     ev = tables["events"]
     kind = np.asarray(ev["kind"]).astype(np.int64)
     loc, t, region = (np.asarray(ev[c]).astype(np.int64) for c in ("location", "time", "region"))
+    _, counted = counter_rows(tables.path)
     want = defaultdict(list)
-    for r in range(len(kind)):          # the expected events, one by one (small fixtures)
+    for r in np.flatnonzero(~counted):      # the expected events, one by one (small fixtures)
         k = int(kind[r])
         ph = "B" if k == Kind.ENTER else "E" if k == Kind.LEAVE else "i"
         want[threads[int(loc[r])]].append((int(t[r]), ph, regions.get(int(region[r]))
                                            or Kind(k).name))
     assert got == want
-    assert sum(len(v) for v in got.values()) == len(kind)
+    assert sum(len(v) for v in got.values()) == len(kind) - int(counted.sum())
+
+
+def test_trace_event_format_rules(outputs):
+    """What chrome://tracing requires: on each thread an E closes the innermost open B, at
+    or after its time (a B left open at the end is drawn to the end); a flow's start and
+    end are one "s" and one "f" each; every event has the fields of its phase."""
+    _, (out, *_) = outputs
+    events = _load(out)
+    open_slices = defaultdict(list)
+    flows = defaultdict(list)
+    for e in events:
+        assert {"ph", "pid"} <= set(e), e
+        if e["ph"] in "BEiCsf":
+            assert "ts" in e and "tid" in e, e
+        if e["ph"] in "BiC":
+            assert isinstance(e["name"], str), e
+        if e["ph"] == "B":
+            open_slices[(e["pid"], e["tid"])].append(_ns(e["ts"]))
+        elif e["ph"] == "E":
+            stack = open_slices[(e["pid"], e["tid"])]
+            assert stack, f"an E with no open B on thread {e['tid']}"
+            assert _ns(e["ts"]) >= stack.pop(), e
+        elif e["ph"] in "sf":
+            flows[e["id"]].append(e["ph"])
+        elif e["ph"] == "C":
+            assert e["args"] and all(isinstance(v, (int, Decimal)) or v is None
+                                     for v in e["args"].values()), e
+    assert all(sorted(p) in (["s"], ["f"], ["f", "s"]) for p in flows.values())
 
 
 def test_flows_join_each_message(outputs):
@@ -169,15 +208,37 @@ def _value(v):
     return None if v is None else int(v)
 
 
+def test_counter_events(outputs):
+    """Each COUNTER event of a defined counter: a counter event named by the counter on its
+    location's thread, id the location, one series named by its unit holding the value as
+    the counter's value type reads it."""
+    tables, (out, *_) = outputs
+    events = _load(out)
+    threads = _threads(tables)
+    defs = counter_defs(tables.path) or {}
+    by_name = {name: c for c, (name, _, _) in defs.items()}
+    got = defaultdict(list)
+    for e in events:
+        if e["ph"] == "C" and e["name"] in by_name:
+            loc, c = int(e["id"]), by_name[e["name"]]
+            assert (e["pid"], e["tid"]) == threads[loc]
+            (series, value), = e["args"].items()
+            assert series == (defs[c][1] or "value")
+            got[(loc, c)].append((_ns(e["ts"]), _value(value)))
+    want, _ = counter_rows(tables.path)
+    assert got == {k: [(t, _value(v)) for t, v in rows] for k, rows in want.items()}
+
+
 def test_counters(outputs):
     """Each row of a sample table: a counter event named by the table, id its location,
     one series per measured column, with the row's values."""
     tables, (out, *_) = outputs
     events = _load(out)
     threads = _threads(tables)
+    defined = {name for name, _, _ in (counter_defs(tables.path) or {}).values()}
     got = defaultdict(list)
     for e in events:
-        if e["ph"] == "C":
+        if e["ph"] == "C" and e["name"] not in defined:
             loc = int(e["id"])
             assert (e["pid"], e["tid"]) == threads[loc]
             got[(e["name"], loc)].append((_ns(e["ts"]), {k: _value(v) for k, v in e["args"].items()}))

@@ -85,7 +85,7 @@ def test_text_at_any_rank_count(tmp_path):
         g = f["text/text"]
         assert g.attrs["encoding"] == "bytes" and g.attrs["dtype"] == "str"
         assert f["markers/text"].attrs["encoding"] == "utf-8"
-        # the README's plain-h5py recipe
+        # the plain-h5py recipe of docs/hdf5-layout.md
         data, ends = g["data"][:], g["ends"][:]
         plain = [b.tobytes().decode("utf-8", "surrogateescape") for b in np.split(data, ends[:-1])]
         assert plain == texts

@@ -15,6 +15,7 @@ import pytest
 import partrace
 from partrace.model import Kind
 from tests.conftest import ROOT, run_cli
+from tests.support.counters import as_number
 from tests.formats.test_contract import FIXTURES, _label
 
 # the test's own rule for which tables are samples: none of these columns (rows of records
@@ -66,8 +67,12 @@ def test_same_bytes_on_1_and_3_ranks(outputs):
     h5, (one, *three) = outputs
     a = _files(one)
     n = len(partrace.open(h5).definitions.tables["locations"])
-    # the anchor, the global definitions, and an event and a local definition file per location
-    assert len(a) == 2 + 2 * n
+    with otf2.reader.open(str(one)) as r:
+        kinds = [str(loc.type).split(".")[-1] for loc in r.definitions.locations]
+    assert kinds.count("CPU_THREAD") == n and set(kinds) <= {"CPU_THREAD", "METRIC"}
+    # the anchor, the global definitions, and an event and a local definition file per
+    # location (and metric location)
+    assert len(a) == 2 + 2 * len(kinds)
     if not three:
         pytest.skip("3 ranks: each format's last fixture only (ON_3_RANKS)")
     b = _files(three[0])
@@ -92,7 +97,10 @@ def _expected(h5):
     defs = t.definitions.tables
     regions = {int(i): str(n) for i, n in zip(defs["regions"]["id"], defs["regions"]["name"])}
     locs = set(int(i) for i in defs["locations"]["id"])
-    counters = {int(i): str(n) for i, n in zip(defs["counters"]["id"], defs["counters"]["name"])} \
+    counters = {int(i): (str(n), str(t) if "value_type" in defs["counters"] else "uint64")
+                for i, n, t in zip(defs["counters"]["id"], defs["counters"]["name"],
+                                   defs["counters"]["value_type"] if "value_type" in
+                                   defs["counters"] else defs["counters"]["name"])} \
         if "counters" in defs else {}
     comms = {}
     if "communicators" in defs and "communicator_members" in defs:
@@ -107,7 +115,7 @@ def _expected(h5):
     ev = t.columns("events")
     n = len(ev["time"])
     get = lambda c: ev[c] if c in ev else np.zeros(n, np.int64)  # noqa: E731
-    events = defaultdict(list)
+    events, samples = defaultdict(list), defaultdict(list)
     for i in range(n):
         loc, tm, k = int(ev["location"][i]), int(ev["time"][i]), int(ev["kind"][i])
         comm = int(get("comm")[i])
@@ -131,9 +139,8 @@ def _expected(h5):
                 events[loc].append(("End", tm, op if op in OP_NAMES else None, cname, root,
                                     int(get("size")[i]), int(get("received")[i])))
         elif k == Kind.COUNTER and int(get("counter")[i]) in counters:
-            events[loc].append(("Metric", tm, (counters[int(get("counter")[i])],),
-                                (_value(np.uint64(get("value")[i])),)))
-    samples = defaultdict(list)
+            name, typ = counters[int(get("counter")[i])]
+            samples[(loc, name)].append((tm, _value(as_number(int(get("value")[i]), typ))))
     names = set()
     for name in t.tables:
         if name == "events":
@@ -148,22 +155,49 @@ def _expected(h5):
             continue
         names |= {f"{name}.{c}" for c in cols}
         for i in range(len(tab["time"])):
-            samples[(int(tab["location"][i]), name)].append(
-                ("Metric", int(tab["time"][i]), tuple(f"{name}.{c}" for c in cols),
-                 tuple(_value(tab[c][i]) for c in cols)))
+            for c in cols:
+                samples[(int(tab["location"][i]), f"{name}.{c}")].append(
+                    (int(tab["time"][i]), _value(tab[c][i])))
     return events, samples, names
 
 
-def _read(archive, sample_names):
-    """Per location: the records from events (in file order), per (location, table) the
-    sample Metric records, and each location's record count as defined."""
+def _metric_locations(defs) -> dict[int, int]:
+    """Each metric location's location: their ids follow the largest location id, in
+    location id order."""
+    threads = sorted(loc._ref for loc in defs.locations if str(loc.type).endswith("CPU_THREAD"))
+    return {loc._ref: threads[loc._ref - threads[-1] - 1] for loc in defs.locations
+            if str(loc.type).endswith("METRIC")}
+
+
+def _read(archive):
+    """Per location: the records from events but Metric records (in file order); per
+    (location, metric member) the (time, value) of each Metric record's member, from the
+    location and its metric location; each location's record count as defined.  Checks
+    Score-P's shape: a metric location holds Metric records only; a Metric record of the
+    first class on a thread stands before a record of its time (Pipit takes its values as
+    that record's)."""
     events, samples, counts = defaultdict(list), defaultdict(list), {}
+    records = defaultdict(int)
     with otf2.reader.open(str(archive)) as r:
         for loc in r.definitions.locations:
             counts[loc._ref] = loc.number_of_events
+            records[loc._ref] = 0
+        first = min((c._ref for c in r.definitions.metric_classes), default=None)
+        thread_of = _metric_locations(r.definitions)
+        pending = {}
         for loc, ev in r.events:
             lid = loc._ref
+            records[lid] += 1
             kind = type(ev).__name__
+            on_metric_location = str(loc.type).endswith("METRIC")
+            assert kind == "Metric" or not on_metric_location, (lid, kind)
+            if lid in pending:
+                assert kind != "Metric" and ev.time == pending.pop(lid), lid
+            if kind == "Metric" and not on_metric_location:
+                assert ev.metric._ref == first, lid
+                pending[lid] = ev.time
+            if on_metric_location:
+                lid = thread_of[lid]
             if kind in ("Enter", "Leave"):
                 events[lid].append((kind, ev.time, ev.region.name))
             elif kind in ("MpiSend", "MpiRecv"):
@@ -177,14 +211,13 @@ def _read(archive, sample_names):
                 events[lid].append(("End", ev.time, str(ev.collective_op).split(".")[-1], ev.communicator.name,
                                     root, ev.size_sent, ev.size_received))
             elif kind == "Metric":
-                members = tuple(m.name for m in ev.metric.members)
-                rec = ("Metric", ev.time, members, tuple(_value(v) for v in ev.values))
-                if set(members) <= sample_names:
-                    samples[(lid, members[0].split(".")[0])].append(rec)
-                else:
-                    events[lid].append(rec)
+                assert len(ev.values) == len(ev.metric.members)
+                for m, v in zip(ev.metric.members, ev.values):
+                    samples[(lid, m.name)].append((ev.time, _value(v)))
             else:
                 raise AssertionError(f"unexpected record {kind} on location {lid}")
+        assert not pending, pending
+    assert records == counts
     return events, samples, counts
 
 
@@ -194,9 +227,9 @@ def test_every_record_equals_the_hdf5_merge(outputs, capfd):
         pytest.skip("OTF2 input is written back as it is, not mapped from the common columns "
                     "(formats/otf2/replay.py): tests/formats/test_otf2_input.py's round trip "
                     "tests check it")
-    want_events, want_samples, names = _expected(h5)
+    want_events, want_samples, _ = _expected(h5)
     for archive in archives:
-        events, samples, counts = _read(archive, names)
+        events, samples, counts = _read(archive)
         # the library reports what it finds wrong on stderr (a missing file, a bad chunk)
         assert "[OTF2]" not in capfd.readouterr().err
         assert set(events) == set(want_events)
@@ -207,12 +240,11 @@ def test_every_record_equals_the_hdf5_merge(outputs, capfd):
             got = [g[:2] + (None,) + g[3:] if g[0] == "End" and w[2] is None else g
                    for g, w in zip(got, want)]
             assert got == want, loc
+        # every sample of every member (on the location or its metric location: the reader
+        # merges them by time, equal times in either order)
         assert samples.keys() == want_samples.keys()
         for key, want in want_samples.items():
-            assert samples[key] == want, key
-        for loc, n in counts.items():
-            assert n == len(events.get(loc, ())) + sum(len(v) for (l, _), v in samples.items()
-                                                         if l == loc), loc
+            assert sorted(samples[key]) == sorted(want), key
     assert sum(len(v) for v in want_events.values()) + sum(len(v) for v in want_samples.values())
 
 
@@ -235,11 +267,18 @@ def test_definitions(outputs):
     with otf2.reader.open(str(one)) as r:
         d = r.definitions
         got = {loc._ref: (loc.name, loc.group.name) for loc in d.locations}
-        assert got == {i: (n, name[parent[i]] if parent[i] in name else n)
-                       for i, n in name.items()}
+        want = {i: (n, name[parent[i]] if parent[i] in name else n) for i, n in name.items()}
+        # a location's metric location (where it has Metric records off the thread): in its
+        # location group, named after it
+        thread_of = _metric_locations(d)
+        assert {thread_of[i]: v for i, v in got.items() if i in thread_of} == \
+            {i: (f"{n} metrics", g) for i, (n, g) in want.items() if i in thread_of.values()}
+        assert {i: v for i, v in got.items() if i not in thread_of} == want
         # a group under the node of its location's parent, else under the root
         group_of = {i: parent[i] if parent[i] in name else i for i in name}
         for loc in d.locations:
+            if loc._ref in thread_of:
+                continue
             g = group_of[loc._ref]
             node = loc.group.system_tree_parent
             up = parent[g]
@@ -413,8 +452,16 @@ def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
     run(serial(), DATA / trace, sink)
     want = _write_windows(sink.defs, sink.schema, sink.tables, tmp_path / "one" / "x.otf2", 1)
     assert sum(len(v) for k, v in want.items() if k.endswith(".evt")) > 10000
-    # some location's event file alone exceeds a piece (its spilled records are larger still)
-    assert max(len(v) for k, v in want.items() if k.endswith(".evt")) > 4096
+    # some location's event files (its own and its metric location's) alone exceed a piece
+    # (its spilled records are larger still)
+    with otf2.reader.open(str(tmp_path / "one" / "x.otf2")) as r:
+        thread_of = _metric_locations(r.definitions)
+    size = defaultdict(int)
+    for k, v in want.items():
+        if k.endswith(".evt"):
+            lid = int(k[1:-4])
+            size[thread_of.get(lid, lid)] += len(v)
+    assert max(size.values()) > 4096
     for windows in (3, 17):
         if windows == 17:
             monkeypatch.setattr(otf2_sink, "MIN_PIECE", 4096)
@@ -437,6 +484,8 @@ def test_many_locations_on_one_rank_under_a_small_budget(tmp_path):
         outs.append(_files(out))
     assert outs[0] == outs[1]
     with otf2.reader.open(str(tmp_path / "nNone" / "x.otf2")) as rd:
-        assert len(rd.definitions.locations) == 26
+        # 26 locations and their metric locations (the samples)
+        kinds = [str(loc.type).split(".")[-1] for loc in rd.definitions.locations]
+        assert kinds.count("CPU_THREAD") == 26 and len(kinds) <= 52
         counted = sum(loc.number_of_events for loc in rd.definitions.locations)
         assert sum(1 for _ in rd.events) == counted > 300

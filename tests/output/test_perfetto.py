@@ -14,6 +14,7 @@ from partrace.analysis.timeline import _messages
 from partrace.model import Kind, Table
 from partrace.formats.hdf5.layout import read_table
 from tests.conftest import run_cli
+from tests.support.counters import counter_defs, counter_rows
 from tests.formats.test_contract import FIXTURES, _label
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -51,11 +52,18 @@ def test_field_numbers_are_perfettos():
     assert E.STATE_CLEARED == CLEARED
 
 
+class Merged(dict):
+    """The HDF5 merge's tables, and where the merge is."""
+    path = None
+
+
 def _h5(path):
     with h5py.File(path, "r") as f:
-        tables = {n: read_table(f[n]) for n in json.loads(f.attrs["tables"]) + ["locations", "regions"]}
+        tables = Merged({n: read_table(f[n]) for n in json.loads(f.attrs["tables"])
+                         + ["locations", "regions"]})
         if "marker_defs" in f["definitions"]:
             tables["marker_defs"] = read_table(f["definitions"]["marker_defs"])
+    tables.path = path
     return tables
 
 
@@ -164,8 +172,9 @@ def test_tracks_slices_and_instants(outputs):
     ev = tables["events"]
     kind = np.asarray(ev["kind"]).astype(np.int64)
     loc, t, region = (np.asarray(ev[c]).astype(np.int64) for c in ("location", "time", "region"))
+    _, counted = counter_rows(tables.path)       # values on counter tracks (test_counters)
     for i in ids:
-        rows = np.flatnonzero(loc == i)
+        rows = np.flatnonzero((loc == i) & ~counted)
         want = []
         for r in rows:      # the expected events of the location, one by one (small fixtures)
             k = int(kind[r])
@@ -182,7 +191,7 @@ def test_tracks_slices_and_instants(outputs):
         got = sorted(sequences.get(i, {}).items())
         assert [rows for _, rows in got] == wanted, i
     assert sum(len(rows) for s in sequences.values() for rows in s.values()) \
-        >= len(ev["time"])
+        >= len(ev["time"]) - int(counted.sum())
 
 
 def test_flows_join_each_message(outputs):
@@ -228,10 +237,39 @@ def test_flows_join_each_message(outputs):
 NOT_SAMPLE_COLUMNS = {"kind", "ref_table", "ref_seq", "event_seq", "call", "marker"}
 
 
+def _units(path):
+    """Per counter track, the unit its CounterDescriptor names."""
+    trace = pb.Trace()
+    trace.ParseFromString(path.read_bytes())
+    return {p.track_descriptor.uuid: p.track_descriptor.counter.unit_name for p in trace.packet
+            if p.HasField("track_descriptor") and p.track_descriptor.HasField("counter")}
+
+
+def test_counter_events(outputs):
+    """Each COUNTER event of a defined counter: a value on its location's track of that
+    counter (named by the counter, with its unit), as the counter's value type reads it."""
+    tables, (out, *_) = outputs
+    tracks, events = _read(out)
+    units = _units(out)
+    defs = counter_defs(tables.path) or {}
+    want, _ = counter_rows(tables.path)
+    by_name = {(parent, name): uuid for uuid, (name, parent, is_counter) in tracks.items()
+               if is_counter}
+    for (loc, c), rows in want.items():
+        name, unit, _ = defs[c]
+        uuid = by_name[(loc, name)]
+        assert units[uuid] == unit
+        assert [(ts, typ, v) for ts, typ, _, _, _, v in events[uuid]] == \
+            [(ts, COUNTER, v) for ts, v in rows], (loc, name)
+    names = {name for name, _, _ in defs.values()}
+    assert len([1 for _, name in by_name if name in names]) == len(want)
+
+
 def test_counters(outputs):
     tables, (out, *_) = outputs
     tracks, events = _read(out)
-    counters = {u: v for u, v in tracks.items() if v[2]}
+    defined = {name for name, _, _ in (counter_defs(tables.path) or {}).values()}
+    counters = {u: v for u, v in tracks.items() if v[2] and v[0] not in defined}
     samples = [n for n, t in tables.items() if n not in ("events", "locations", "regions", "marker_defs")
                and not set(t.names) & NOT_SAMPLE_COLUMNS]
     # every sample table becomes counter tracks (the ROSS fixtures have them)

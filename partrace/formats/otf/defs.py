@@ -74,6 +74,26 @@ TABLE_SPECS = {
 }
 
 
+# DefCounter properties (OTF_Definitions.h): bits 0-1 the type (accumulated / absolute), bits
+# 2-3 the scope, bits 5-8 the value type; signed values of any width are stored as int64
+# (OTF_Signed2Counter), a float in the low 32 bits (OTF_Float2Counter)
+_COUNTER_KIND = {0: "accumulated", 1: "absolute"}
+_COUNTER_SCOPE = {0: "start", 4: "point", 8: "last", 12: "next"}
+_COUNTER_VARTYPE = {0: "uint64", 32: "int64", 64: "uint64", 96: "int64", 128: "uint64",
+                    160: "int64", 256: "float32", 288: "float64"}
+
+
+def with_counter_meaning(counters: Table) -> Table:
+    """The counters table with the model's value_type and mode, read from the properties."""
+    props = np.asarray(counters["properties"], dtype=np.int64)
+    cols = dict(counters.columns)
+    cols["value_type"] = np.asarray([_COUNTER_VARTYPE.get(p & 480, "uint64")
+                                     for p in props.tolist()], dtype=object)
+    cols["mode"] = np.asarray([f"{_COUNTER_KIND.get(p & 3, 'absolute')}_{_COUNTER_SCOPE[p & 12]}"
+                               for p in props.tolist()], dtype=object)
+    return Table(cols)
+
+
 def _ranges() -> dict[str, list[tuple[str, np.dtype]]]:
     """record type -> [(field, dtype of the column it fills)] for the numeric columns."""
     out = {"DefProcess": [("token", np.dtype("int64")), ("parent", np.dtype("int64"))],
@@ -149,6 +169,7 @@ def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -
     for name, (rtype, spec) in TABLE_SPECS.items():
         tables[name] = _table(_cols(*[(n, t) for n, t, _ in spec]),
                               [tuple(f[k] for _, _, k in spec) for f in by_type.get(rtype, [])])
+    tables["counters"] = with_counter_meaning(tables["counters"])
     ver = one("DefVersion", "version")
     attrs = {
         "ticks_per_second": int(tps),

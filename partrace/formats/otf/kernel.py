@@ -153,7 +153,8 @@ K_TIME, K_SEQ, K_TICKS, K_ORDER, K_LOC, K_KIND = range(6)
 # decode_lines' status; what a record's first undefined reference is (else its field position)
 DONE, FULL, BAD = 0, 1, 2
 BAD_PROCESS, BAD_KV_TYPE, NO_REF = -1, -2, -3
-ID_MAX = np.uint64(2147483647)
+# OTF tokens are unsigned 32-bit numbers (OTF_Definitions.h: uint32_t everywhere)
+ID_MAX = np.uint64(4294967295)
 
 
 @njit(cache=True, inline="always")
@@ -200,7 +201,7 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     record code (0..2, -1 key-value), kind of each code, is a comment, colmap (code, field)
     -> wide row >= 0 / narrow row -r - 2 / -1, keyrow (table, K_*), row capacity of each
     table, side capacity, time numerator and denominator (0: time left to the caller)).
-    `out`: (wide (rows x capacity uint64) per table, narrow (int32) per table, kind per
+    `out`: (wide (rows x capacity uint64) per table, narrow (uint32) per table, kind per
     table, per-location seq counts (table, process index), side matrix).
 
     A record's row: time (ns), seq (per location and table), ticks, src_order (base + its

@@ -7,7 +7,8 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import BYTES, ROW_TABLE, STR, Column, Definitions, Schema, Table, column, conform
+from ...model import (BYTES, ROW_TABLE, STR, Column, Definitions, Schema, Table, column, conform,
+                      unsigned_ids)
 from ..base import TraceReader, Unit
 from . import grammar as G
 from .files import file_size, master_lines, parse_master, stream_file, stub_of
@@ -56,6 +57,10 @@ SCHEMA: Schema = {
                     _own("ref_seq", "int64", "seq of the record in that table", refers=ROW_TABLE),
                     _own("text", STR, "comment text")],
 }
+# OTF tokens (processes, functions, groups, counters, ...) are unsigned 32-bit numbers, and
+# producers use the whole range (VampirTrace numbers threads 0x80000001, 0x80010001, ...): the
+# id columns keep that width.
+SCHEMA = unsigned_ids(SCHEMA)
 KIND_OF = np.array([int(r.kind) for r in G.STREAM_RECORDS], np.uint8)
 
 

@@ -3,9 +3,10 @@
 kernel.decode_lines writes each record straight into the columns of its table
 (events, snapshots or statistics), laid out here: the 8-byte columns are the rows
 of one (columns x capacity) uint64 matrix per table, the 32-bit ids and the
-location the rows of one int32 matrix, and a table's columns are views of those
-rows.  Only the columns the reader's selection asks for get a row; every record
-is parsed and checked all the same, so errors do not depend on the selection.
+location the rows of one uint32 matrix (OTF tokens are unsigned 32-bit numbers), and a
+table's columns are views of those rows.  Only the columns the reader's selection asks for
+get a row; every record is parsed and checked all the same, so errors do not depend on the
+selection.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import Table, byte_rows, cast, column, conform
+from ...model import Table, byte_rows, cast, conform
 from . import grammar as G
 from . import kernel as K
 from .files import read_blocks
@@ -29,7 +30,8 @@ _TAB_OF = np.array([ROW_TABLES.index(r.table) if r.table in ROW_TABLES else -1
                     for r in G.STREAM_RECORDS], np.int64)
 _IS_TEXT = np.array([bool(r.fields) and r.fields[0].ftype == G.STRING for r in G.STREAM_RECORDS], np.bool_)
 _UNBOUNDED = 1 << 62      # capacity of a table nobody asked for (its rows are counted, not kept)
-_ID_ERROR = "an id above 2**31-1 (partrace keeps ids in 32 bits)"
+_ID_ERROR = "an id above 2**32-1 (OTF tokens are unsigned 32-bit numbers)"
+LOCATION = next(c for c in SCHEMA["events"] if c.name == "location")
 SAMPLE_BYTES = 1 << 16    # a chunk's records are counted in 3 samples this long (_records_about)
 
 
@@ -72,7 +74,7 @@ class Layout:
                     self.keyrow[T, K.K_LOC] = len(narrow)
                     src.append((name, "narrow", len(narrow)))
                     narrow.append(name)
-                elif TYPES[t][name] == np.int32:
+                elif TYPES[t][name] == np.uint32:
                     src.append((name, "narrow", len(narrow)))
                     narrow.append(name)
                 else:
@@ -94,7 +96,7 @@ class Layout:
                         self.colmap[r, j] = wide.index(f.col)
                     elif f.col in narrow:
                         self.colmap[r, j] = -narrow.index(f.col) - 2
-                    elif TYPES[t][f.col] == np.int32:
+                    elif TYPES[t][f.col] == np.uint32:
                         self.colmap[r, j] = -unkept - 2
             self.sources.append(src if want is not None else None)
             self.n_wide.append(len(wide))
@@ -112,7 +114,7 @@ class Layout:
         return caps, bufs, np.zeros((0, K.NSD), np.uint64)
 
     def _table(self, T: int, cap: int):
-        return (np.zeros((self.n_wide[T], cap), np.uint64), np.zeros((self.n_narrow[T], cap), np.int32),
+        return (np.zeros((self.n_wide[T], cap), np.uint64), np.zeros((self.n_narrow[T], cap), np.uint32),
                 np.zeros(cap if self.keyrow[T, K.K_KIND] >= 0 else 0, np.uint8))
 
     def grow(self, which: int, caps, bufs, side, rows: int, room: int):
@@ -233,7 +235,7 @@ def _deferred_errors(path, st, tp, refs, final: bool):
         refs.raise_undefined(path, int(st[K.S_REF_LINE]), int(st[K.S_REF_REC]), int(st[K.S_REF_WHAT]),
                              int(tp[K.T_REF_P]), int(tp[K.T_REF_V]))
     if tp[K.T_MAXP] > K.ID_MAX:
-        cast(tp[K.T_MAXP:K.T_MAXP + 1], column("location"))      # raises, naming the value
+        cast(tp[K.T_MAXP:K.T_MAXP + 1], LOCATION)      # raises, naming the value
     for T in range(len(ROW_TABLES)):
         if st[K.S_BIG + T]:
             raise TraceError.at_line(path, int(st[K.S_BIG + T]), _ID_ERROR)
@@ -269,7 +271,7 @@ def _chunk_tables(layout: Layout, bufs, side, st, data: bytes, seqs) -> dict[str
         kv = side[rec == G.KV_CODE]
         owner = np.arange(len(kv))
         time = ticks_to_ns(kv[:, K.SD_TICKS], layout.tps)
-        loc = cast(kv[:, K.SD_LOC], column("location"))
+        loc = cast(kv[:, K.SD_LOC], LOCATION)
         kvt = _kv_table(owner, kv[:, K.SD_KEY], kv[:, K.SD_TYPE], data, kv[:, K.SD_SOFF].astype(np.int64),
                         kv[:, K.SD_SLEN].astype(np.int64), kv[:, K.SD_LEN], time, loc,
                         kv[:, K.SD_SEQ].astype(np.int64), 0, seqs["keyvalues"])
@@ -281,7 +283,7 @@ def _chunk_tables(layout: Layout, bufs, side, st, data: bytes, seqs) -> dict[str
 def _text_table(rows: np.ndarray, data: bytes, tps: int, seqc) -> Table:
     """Comments: the one string field of their record, str (bytes that are not UTF-8 kept as
     lone surrogates: s.encode("utf-8", "surrogateescape") gives them back)."""
-    loc = cast(rows[:, K.SD_LOC], column("location"))
+    loc = cast(rows[:, K.SD_LOC], LOCATION)
     starts = rows[:, K.SD_SOFF].astype(np.int64)
     ends = starts + rows[:, K.SD_SLEN].astype(np.int64)
     texts = byte_rows(data, starts, ends, decode=True)

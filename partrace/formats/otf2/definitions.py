@@ -14,9 +14,23 @@ the library's bindings.
   communicator of the ``communicators`` table whose members
   ``communicator_members`` lists, ranks in member order.  A message on any other
   communicator is written on ref 0.
-- Metrics: one class per counter of the ``counters`` table (COUNTER events, one
-  uint64 value), then one class per sample table (the numeric measure columns the
-  Perfetto output also draws), each column a member.
+- Metrics, in Score-P's shape: the counters sampled together in one class.  One class per
+  counter group of the ``counters`` table (its counters in id order; a counter of group 0
+  a class of its own): the COUNTER events of a group at one time on one location are one
+  Metric record of its class when every member is there; a sample missing members is
+  written member by member through a class of one member each (defined after the group
+  classes, for the counters of groups of several).  Each member keeps its counter's unit,
+  value type (float32 values as doubles) and mode (the counters table's value_type and
+  mode).  Then one class per sample table (the numeric measure columns the Perfetto output
+  also draws), each column a member.
+- Metric locations: the Metric records that Score-P would not record on the thread go to a
+  location of type METRIC of the location's group, named "<location> metrics" (ids after
+  the largest location id, in location id order, so that they stay 32-bit where the
+  locations' do; defined only where it has records): every record but
+  those of class 0 directly followed by another record of the same time on the location
+  (a synchronous metric, written before the event it goes with, as Score-P does).
+  Readers that take the metrics of a thread from its records (Pipit: the first metric
+  class's members as columns of the event that follows) read such an archive whole.
 """
 from __future__ import annotations
 
@@ -33,6 +47,9 @@ WORLD = "all locations"
 OMP_NAMES = {"omp", "openmp"}
 # OTF2_Type codes of the values a metric member can hold
 TYPE_UINT64, TYPE_INT64, TYPE_DOUBLE = 4, 8, 10
+VALUE_TYPES = {"uint64": TYPE_UINT64, "int64": TYPE_INT64, "float64": TYPE_DOUBLE,
+               "float32": TYPE_DOUBLE}
+SYNC_CLASS = 0          # the class whose records may stand on the thread, before their event
 UNDEFINED_U32 = 0xFFFFFFFF
 # OTF2_CollectiveOp by the operation's name (MPI_Bcast -> BCAST); else by the collectives
 # table's type: barrier, one-to-all, all-to-one, all-to-all
@@ -72,9 +89,31 @@ class Layout:
     rank_values: np.ndarray          # ... the rank it has there
     coll_ids: np.ndarray
     coll_ops: np.ndarray
-    counter_ids: np.ndarray          # COUNTER events' metric classes: ref = index
-    metrics: list                    # per metric class: [(member name, unit, OTF2 type)]
+    counter_ids: np.ndarray          # defined counters, sorted
+    counter_class: np.ndarray        # per counter: its group's class
+    counter_member: np.ndarray       # per counter: its place among the class's members
+    counter_single: np.ndarray       # per counter: its class of one member
+    counter_float32: np.ndarray      # per counter: its values are floats in the low 32 bits
+    metrics: list                    # per metric class: [(member name, unit, OTF2 type, mode)]
     sample_tables: list = field(default_factory=list)   # [(table, [columns], first metric ref)]
+
+    @property
+    def metric_ids(self) -> np.ndarray:
+        """Each location's metric location id: after the largest location id."""
+        n = len(self.loc_ids)
+        return (int(self.loc_ids.max()) + 1 + np.arange(n, dtype=np.int64)) if n \
+            else np.zeros(0, np.int64)
+
+    @property
+    def stride(self) -> int:
+        """Event files per location: its own, and its metric location's where there are
+        metrics (the sink's location index * stride + 1)."""
+        return 2 if self.metrics else 1
+
+    @property
+    def sync_class(self) -> int:
+        """The class whose records may stand on the thread (a counter group's; -1: none)."""
+        return SYNC_CLASS if len(self.counter_ids) else -1
 
     # -- lookups, vectorized ------------------------------------------------------------
     def location_index(self, locations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -169,23 +208,49 @@ def plan(defs: Definitions, schema: Schema, sample_tables: list) -> Layout:
             ops.append(COLLECTIVE_OPS.get(nm, OP_BY_TYPE.get(typ, 0)))
         coll_ops = np.asarray(ops, dtype=np.uint8)
 
-    counter_ids = np.zeros(0, np.int64)
-    metrics = []
-    if "counters" in defs.tables:
-        c = defs.tables["counters"]
-        counter_ids, corder = _sorted(c)
-        for i in corder.tolist():
-            unit = str(c["unit"][i]) if "unit" in c else ""
-            metrics.append([(str(c["name"][i]), unit, TYPE_UINT64)])
+    counters, metrics = _counter_classes(defs)
     samples = []
     for table, cols in sample_tables:
         samples.append((table, [col.name for col in cols], len(metrics)))
-        metrics.append([(f"{table}.{col.name}", col.unit or "", _type_of(col.numpy_dtype()))
-                        for col in cols])
+        metrics.append([(f"{table}.{col.name}", col.unit or "", _type_of(col.numpy_dtype()),
+                         "absolute_point") for col in cols])
     return Layout(loc_ids, names, loc_group, group_locs, group_node, node_locs, nparent,
                   reg_ids, [str(regs["name"][i]) for i in rorder], paradigm,
                   np.asarray(comm_ids, np.int64), comm_names, comm_members, k[first], v[first],
-                  coll_ids, coll_ops, counter_ids, metrics, samples)
+                  coll_ids, coll_ops, *counters, metrics, samples)
+
+
+def _counter_classes(defs: Definitions) -> tuple[tuple, list]:
+    """(counter ids, their group class, member place, one-member class, float32 flag) and
+    the metric classes: a class per counter group, then one per counter of a larger group."""
+    from ...model import counter_value_types
+    c = defs.tables.get("counters")
+    if c is None or not len(c):
+        empty = np.zeros(0, np.int64)
+        return (empty, empty, empty, empty, np.zeros(0, bool)), []
+    ids, order = _sorted(c)
+    n = len(ids)
+    group = np.asarray(c["group"], dtype=np.int64)[order] if "group" in c else np.zeros(n, np.int64)
+    # a counter of no group is a group of its own (keys below every group id)
+    key = np.where(group != 0, group, -1 - np.arange(n))
+    types = np.asarray(counter_value_types(c), object)[order]
+    modes = [str(c["mode"][i]) if "mode" in c and str(c["mode"][i]) else "absolute_point"
+             for i in order]
+    member = [(str(c["name"][i]), str(c["unit"][i]) if "unit" in c else "",
+               VALUE_TYPES[t], m) for i, t, m in zip(order.tolist(), types.tolist(), modes)]
+    keys, cls = np.unique(key, return_inverse=True)
+    place = np.zeros(n, np.int64)
+    metrics = []
+    for k in range(len(keys)):      # a class per group (few): its counters in id order
+        rows = np.flatnonzero(cls == k)
+        place[rows] = np.arange(len(rows))
+        metrics.append([member[r] for r in rows])
+    single = cls.copy()
+    for r in np.flatnonzero(np.bincount(cls)[cls] > 1).tolist():
+        single[r] = len(metrics)
+        metrics.append([member[r]])
+    return (ids, cls.astype(np.int64), place, single.astype(np.int64), types == "float32"), \
+        metrics
 
 
 def write_global(folder, name: str, layout: Layout, events: np.ndarray, first: int,
@@ -212,9 +277,15 @@ def write_global(folder, name: str, layout: Layout, events: np.ndarray, first: i
             o.GlobalDefWriter_WriteLocationGroup(w, g, s(layout.loc_names[li]),
                                                  o.LOCATION_GROUP_TYPE_PROCESS, node,
                                                  o.UNDEFINED_LOCATION_GROUP)
+        stride, metric_ids = layout.stride, layout.metric_ids.tolist()
         for i, (lid, g) in enumerate(zip(layout.loc_ids.tolist(), layout.loc_group.tolist())):
             o.GlobalDefWriter_WriteLocation(w, lid, s(layout.loc_names[i]),
-                                            o.LOCATION_TYPE_CPU_THREAD, int(events[i]), g)
+                                            o.LOCATION_TYPE_CPU_THREAD, int(events[i * stride]),
+                                            g)
+            if stride == 2 and events[i * 2 + 1]:       # its metric location, where it has records
+                o.GlobalDefWriter_WriteLocation(w, metric_ids[i],
+                                                s(f"{layout.loc_names[i]} metrics"),
+                                                o.LOCATION_TYPE_METRIC, int(events[i * 2 + 1]), g)
         paradigms = {"mpi": o.PARADIGM_MPI, "openmp": o.PARADIGM_OPENMP, "user": o.PARADIGM_USER}
         empty = s("")
         for r, (nm, par) in enumerate(zip(layout.reg_names, layout.reg_paradigm)):
@@ -235,14 +306,19 @@ def write_global(folder, name: str, layout: Layout, events: np.ndarray, first: i
         member = 0
         for m, values in enumerate(layout.metrics):
             refs = []
-            for nm, unit, typ in values:
+            for nm, unit, typ, mode in values:
                 o.GlobalDefWriter_WriteMetricMember(w, member, s(nm), empty, o.METRIC_TYPE_OTHER,
-                                                    o.METRIC_ABSOLUTE_POINT, types[typ],
-                                                    o.BASE_DECIMAL, 0, s(unit))
+                                                    # OTF2 has no absolute/relative_start
+                                                    getattr(o, f"METRIC_{mode.upper()}",
+                                                            o.METRIC_ABSOLUTE_POINT),
+                                                    types[typ], o.BASE_DECIMAL, 0, s(unit))
                 refs.append(member)
                 member += 1
-            o.GlobalDefWriter_WriteMetricClass(w, m, refs, o.METRIC_SYNCHRONOUS_STRICT,
-                                               o.RECORDER_KIND_ABSTRACT)
+            # the synchronous class's records stand before the events they go with; the others
+            # are samples of their own (on metric locations)
+            o.GlobalDefWriter_WriteMetricClass(w, m, refs, o.METRIC_SYNCHRONOUS
+                                               if m == layout.sync_class else
+                                               o.METRIC_ASYNCHRONOUS, o.RECORDER_KIND_ABSTRACT)
 
 
 @contextmanager

@@ -1,11 +1,13 @@
 """An OTF2 archive's global definitions, read once through the otf2 package's own reader
 (definitions are few), as partrace's definitions tables plus the complete source form.
 
-Ids: partrace location, region and metric ids are OTF2 refs + 1 where the archive uses
-ref 0 (0 means "none" in partrace's common columns), else the refs themselves
-(``attrs["ref_shift"]`` per kind), so an archive written by partrace reads back with its
-own refs.  Communicators are OTF2 comm ref + 1 and collective operations OTF2_CollectiveOp
-+ 1 (both always have a 0).
+Ids: a location's partrace id is its position in ref order, from 1 (0 means "none" in
+partrace's common columns); its ref, any 64-bit number (Score-P numbers a process's threads
+and GPU streams ``k * 2**32 + rank``), is ``otf2_locations/ref``.  Region and metric ids are
+OTF2 refs + 1 where the archive uses ref 0, else the refs themselves (``attrs["ref_shift"]``
+per kind).  So an archive written by partrace (refs 0..n-1) reads back with its own ids.
+Communicators are OTF2 comm ref + 1 and collective operations OTF2_CollectiveOp + 1 (both
+always have a 0).
 """
 from __future__ import annotations
 
@@ -58,6 +60,10 @@ def source_form(registry) -> dict:
     return out
 
 
+# a metric value is an OTF2_MetricValue: int64, uint64 or double
+METRIC_VALUE_TYPES = {"INT64": "int64", "UINT64": "uint64", "DOUBLE": "float64"}
+
+
 def _shift(refs) -> int:
     return 1 if 0 in refs else 0
 
@@ -80,7 +86,7 @@ def read_global(anchor: str, errors) -> Definitions:
             clock = reg.clock_properties
     except Exception as exc:        # the library's errors carry no type of their own
         raise errors(exc) from None
-    lshift = _shift([loc._ref for loc in locations])
+    dense = {ref: i + 1 for i, ref in enumerate(sorted(loc._ref for loc in locations))}
     rshift = _shift([r._ref for r in regions])
     mshift = _shift([m._ref for m in metrics])
     # a location stands for its process: the first location (lowest ref) of its group is the
@@ -88,8 +94,8 @@ def read_global(anchor: str, errors) -> Definitions:
     first = {}
     for loc in sorted(locations, key=lambda x: x._ref):
         first.setdefault(loc.group._ref, loc._ref)
-    loc_ids = np.asarray([x._ref + lshift for x in locations], np.int64)
-    parent = np.asarray([0 if first[x.group._ref] == x._ref else first[x.group._ref] + lshift
+    loc_ids = np.asarray([dense[x._ref] for x in locations], np.int64)
+    parent = np.asarray([0 if first[x.group._ref] == x._ref else dense[first[x.group._ref]]
                          for x in locations], np.int64)
     tables = {
         "locations": Table({"id": loc_ids, "name": np.asarray([x.name for x in locations], object),
@@ -105,7 +111,8 @@ def read_global(anchor: str, errors) -> Definitions:
                                      "name": np.asarray([_paradigm_name(n) for _, n in paradigms],
                                                         object)})
     tables["otf2_locations"] = Table({
-        "id": loc_ids, "type": np.asarray([x.type.value for x in locations], np.int64),
+        "id": loc_ids, "ref": np.asarray([x._ref for x in locations], np.uint64),
+        "type": np.asarray([x.type.value for x in locations], np.int64),
         "events": np.asarray([x.number_of_events for x in locations], np.int64),
         "group": np.asarray([x.group._ref for x in locations], np.int64)})
     tables["otf2_location_groups"] = Table({
@@ -134,32 +141,39 @@ def read_global(anchor: str, errors) -> Definitions:
         for m in members:
             if hasattr(m, "group") and hasattr(m, "number_of_events"):     # a Location
                 mcomm.append(c._ref + 1)
-                mloc.append(m._ref + lshift)
+                mloc.append(dense[m._ref])
     tables["communicators"] = Table({"id": np.asarray(cids, np.int64),
                                      "name": np.asarray(cnames, object)})
-    tables["communicator_members"] = Table({"comm": np.asarray(mcomm, np.int32),
-                                            "location": np.asarray(mloc, np.int32)})
+    tables["communicator_members"] = Table({"comm": np.asarray(mcomm, np.int64),
+                                            "location": np.asarray(mloc, np.int64)})
     tables["collectives"] = Table({
         "id": np.arange(1, len(COLLECTIVE_NAMES) + 1, dtype=np.int64),
         "name": np.asarray(COLLECTIVE_NAMES, object),
         "type": np.asarray([COLLECTIVE_TYPES.get(n, 4 if n.startswith("ALL") else 0)
                             for n in COLLECTIVE_NAMES], np.int64)})
-    names, units = [], []
+    names, units, types, modes = [], [], [], []
     for m in metrics:
         cls = m if hasattr(m, "members") else m.metric_class
         names.append(", ".join(x.name for x in cls.members))
         units.append(", ".join(x.unit for x in cls.members))
+        # events/value holds a Metric record's first value: its member says how it reads
+        first = cls.members[0] if len(cls.members) else None
+        types.append(METRIC_VALUE_TYPES.get(str(first.value_type).split(".")[-1], "uint64")
+                     if first else "")
+        modes.append(str(first.metric_mode).split(".")[-1].lower() if first else "")
     tables["counters"] = Table({"id": np.asarray([m._ref + mshift for m in metrics], np.int64),
                                 "name": np.asarray(names, object),
                                 "unit": np.asarray(units, object),
-                                "group": np.zeros(len(metrics), np.int64)})
+                                "group": np.zeros(len(metrics), np.int64),
+                                "value_type": np.asarray(types, object),
+                                "mode": np.asarray(modes, object)})
     tables["otf2_attributes"] = Table({
         "id": np.asarray([a._ref for a in attributes], np.int64),
         "name": np.asarray([a.name for a in attributes], object),
         "type": np.asarray([a.type.value for a in attributes], np.int64)})
     attrs = {"ticks_per_second": int(clock.timer_resolution),
              "global_offset": int(clock.global_offset), "trace_length": int(clock.trace_length),
-             "ref_shift": {"location": lshift, "region": rshift, "metric": mshift}}
+             "ref_shift": {"region": rshift, "metric": mshift}}
     return Definitions("otf2", tables, attrs, source)
 
 

@@ -21,12 +21,12 @@ from typing import Iterator
 import numpy as np
 
 from ...errors import TraceError
-from ...model import Column, Definitions, Kind, Schema, Table, column, conform
+from ...model import UID, Column, Definitions, Kind, Schema, Table, column, conform, unsigned_ids
 from ..base import TraceReader, Unit, regular_file, repeated
 from . import records as R
 
 KEY = ["time", "location", "seq"]
-LOCATION = column("location")      # a batch is one location's: one value, held as a view
+LOCATION = column("location", dtype=UID)    # a batch is one location's: one value, a view
 # bytes of an OTF2_Type's value (the union's other bytes are whatever the library left)
 TYPE_BYTES = np.asarray([0, 1, 2, 4, 8, 1, 2, 4, 8, 4, 8] + [4] * 15, np.int64)
 TYPE_BYTES[13] = 8          # OTF2_TYPE_LOCATION
@@ -94,14 +94,13 @@ class OTF2Reader(TraceReader):
 
     def units(self) -> list[Unit]:
         defs = self.read_definitions()
-        shift = defs.attrs["ref_shift"]["location"]
         out = []
         locs = defs.tables["otf2_locations"]
         # local definitions (mapping tables, clock offsets) are optional in OTF2, but where
         # the archive has them, a location's missing one would leave its refs unmapped
         local_defs = self.folder.is_dir() and any(p.suffix == ".def" for p in self.folder.iterdir())
-        for lid, count in sorted(zip(locs["id"].tolist(), locs["events"].tolist())):
-            ref = lid - shift
+        for lid, ref, count in sorted(zip(locs["id"].tolist(), locs["ref"].tolist(),
+                                          locs["events"].tolist())):
             evt = self.folder / f"{ref}.evt"
             size = regular_file(evt, f"event file of location {ref} (named by the anchor file)")
             if local_defs:
@@ -126,7 +125,8 @@ class OTF2Reader(TraceReader):
                     Column("args", ("u8", R.MAX_ARGS), "the record's scalar arguments in the "
                            "library's order (signed ones as two's complement)")]
         seq = Column("event_seq", "int64", "seq of the event the row belongs to", refers="events")
-        return {"events": ev,
+        return unsigned_ids({
+                "events": ev,
                 "values": key + [seq, Column("index", "uint32", "position in the record's array"),
                                  Column("type", "uint8", "OTF2_Type of the value"),
                                  Column("value", "uint64", "the value's bits (a double's, an "
@@ -134,7 +134,7 @@ class OTF2Reader(TraceReader):
                 "attributes": key + [seq, Column("attribute", "uint32", "attribute ref "
                                                  "(otf2_attributes/id)"),
                                      Column("type", "uint8", "OTF2_Type of the value"),
-                                     Column("value", "uint64", "the value's bits")]}
+                                     Column("value", "uint64", "the value's bits")]})
 
     def decode(self, unit: Unit, defs: Definitions) -> Iterator[dict[str, Table]]:
         schema = self.schema(defs)
@@ -328,7 +328,7 @@ class _Mapper:
         args = ev[:, 2:] & MASK[code]
         a = args.view(np.int64)         # refs and sizes; sizes beyond 2**63 keep their bits
         ticks = ev[:, 0].copy()        # the arena is refilled by the next batch
-        ids = lambda: np.zeros(n, np.int32)  # noqa: E731
+        ids = lambda: np.zeros(n, np.uint32)  # noqa: E731   (OTF2 refs are 32-bit)
         kind = np.full(n, int(Kind.EVENT), np.uint8)
         region, peer, comm, root, collop, counter = ids(), ids(), ids(), ids(), ids(), ids()
         tag = np.zeros(n, np.int64)

@@ -36,11 +36,22 @@ _clear = types.ExternalFunction("OTF2_AttributeList_RemoveAllAttributes", _rc(_u
 
 class SourceLayout(Layout):
     """The planned layout with locations as the source's OTF2 refs (event writers and file
-    names); rows still name partrace locations (ref + shift)."""
-    shift: int = 0
+    names); rows still name partrace locations (``ids``, in the order of the refs)."""
+    ids: np.ndarray = None
 
     def location_index(self, locations):
-        return super().location_index(np.asarray(locations, np.int64) - self.shift)
+        return Layout.lookup(self, self.ids, np.asarray(locations))
+
+
+def location_refs(defs) -> dict[int, int]:
+    """{partrace location id: its OTF2 ref}.  (HDF5 files of earlier versions have no ``ref``
+    column: their ids were the refs plus ``ref_shift["location"]``.)"""
+    locs = defs.tables["otf2_locations"]
+    ids = locs["id"].tolist()
+    if "ref" in locs.names:
+        return dict(zip(ids, locs["ref"].tolist()))
+    shift = int(defs.attrs["ref_shift"].get("location", 0))
+    return {i: i - shift for i in ids}
 
 
 def replay_of(defs, layout: Layout) -> Replay | None:
@@ -55,10 +66,10 @@ class Replay:
 
     def __init__(self, defs, layout: Layout):
         self.source = defs.source
-        self.shift = int(defs.attrs["ref_shift"]["location"])
         self.layout = SourceLayout(**vars(layout))
-        self.layout.loc_ids = layout.loc_ids - self.shift
-        self.layout.shift = self.shift
+        ref_of = location_refs(defs)
+        self.layout.ids = layout.loc_ids
+        self.layout.loc_ids = np.asarray([ref_of[i] for i in layout.loc_ids.tolist()], np.uint64)
         self.held = None
 
     # -- events ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Field numbers (protos/perfetto/trace/trace_packet.proto, track_event/*.proto):
                interned_data 12, sequence_flags 13, track_descriptor 60
   TrackEvent:  debug_annotations 4, type 9, name_iid 10, track_uuid 11, counter_value 30,
                double_counter_value 44, flow_ids 47 (fixed64), terminating_flow_ids 48 (fixed64)
-  TrackDescriptor: uuid 1, name 2, parent_uuid 5, counter 8
+  TrackDescriptor: uuid 1, name 2, parent_uuid 5, counter 8;  CounterDescriptor: unit_name 6
   InternedData: event_names 2;  EventName: iid 1, name 2
   DebugAnnotation: uint_value 3, int_value 4, name 10
 Fields are written in field-number order, as protobuf's own serializers do.
@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4          # TrackEvent.Type
+VALUE_NONE, VALUE_INT, VALUE_DOUBLE = 0, 1, 2                   # a row's counter value
 STATE_CLEARED, NEEDS_STATE = 1, 2                               # TracePacket.SequenceFlags
 
 # tags (field number << 3 | wire type), as varint bytes
@@ -81,10 +82,12 @@ _NAME_SIZE = np.frombuffer(b"size", np.uint8)
 
 @njit(cache=True)
 def encode_events(time, etype, uuid, iid, flow_out, flow_in, intern, flags, seqid,
-                  names, name_off, args, peer, tag, nbytes, out, ends):
+                  names, name_off, args, peer, tag, nbytes, vkind, vbits, out, ends):
     """One packet per row: a TrackEvent of ``etype`` on track ``uuid`` named by ``iid``
     (0: no name), with a flow leaving (``flow_out``) or arriving (``flow_in``, 0: none),
     and debug annotations peer, tag, size (``nbytes``) where bits 1, 2, 4 of ``args`` say so;
+    a counter value ``vbits`` where ``vkind`` is VALUE_INT (an int64's two's complement) or
+    VALUE_DOUBLE (a double's bits);
     where ``intern`` is set the packet also carries InternedData.event_names {iid,
     names[name_off[iid]:name_off[iid+1]]}.  Writes into ``out`` (large enough), the end
     offset of each row's packet into ``ends``; returns the bytes used."""
@@ -103,6 +106,11 @@ def encode_events(time, etype, uuid, iid, flow_out, flow_in, intern, flags, seqi
             te += _arg_len(np.uint64(nbytes[i]), 4)
         if n != 0:
             te += 1 + _vlen(n)
+        v = np.uint64(vbits[i])
+        if vkind[i] == VALUE_INT:
+            te += 2 + _vlen(v)
+        elif vkind[i] == VALUE_DOUBLE:
+            te += 2 + 8
         if flow_out[i] != 0:
             te += 2 + 8
         if flow_in[i] != 0:
@@ -139,6 +147,14 @@ def encode_events(time, etype, uuid, iid, flow_out, flow_in, intern, flags, seqi
             pos = _put(out, pos + 1, n)
         out[pos] = 0x58                                  # track_uuid
         pos = _put(out, pos + 1, u)
+        if vkind[i] == VALUE_INT:
+            out[pos] = 0xF0                              # counter_value (30, varint)
+            out[pos + 1] = 0x01
+            pos = _put(out, pos + 2, v)
+        elif vkind[i] == VALUE_DOUBLE:
+            out[pos] = 0xE1                              # double_counter_value (44, fixed64)
+            out[pos + 1] = 0x02
+            pos = _fixed64(out, pos + 2, v)
         if flow_out[i] != 0:
             out[pos] = 0xF9                              # flow_ids (47, fixed64)
             out[pos + 1] = 0x02
@@ -204,10 +220,11 @@ def encode_counters(time, uuid, bits, is_double, seqid, out, ends):
 
 
 @njit(cache=True)
-def encode_tracks(uuid, parent, name, is_counter, names, name_off, out):
+def encode_tracks(uuid, parent, name, is_counter, unit, names, name_off, out):
     """One packet per track: a TrackDescriptor {uuid, name = names[name_off[name[i]]:...],
-    parent_uuid (0: none), an empty CounterDescriptor where ``is_counter``}.  (A ROSS run
-    has a track per LP and per LP and sampled column: too many for Python.)"""
+    parent_uuid (0: none), a CounterDescriptor where ``is_counter``, with unit_name
+    names[...unit[i]...] where ``unit[i]`` >= 0}.  (A ROSS run has a track per LP and per
+    LP and sampled column: too many for Python.)"""
     pos = 0
     for i in range(len(uuid)):
         u = np.uint64(uuid[i])
@@ -217,8 +234,13 @@ def encode_tracks(uuid, parent, name, is_counter, names, name_off, out):
         body = 1 + _vlen(u) + 1 + _vlen(np.uint64(nl)) + nl
         if p != 0:
             body += 1 + _vlen(p)
+        ul = 0
+        cd = 0
+        if is_counter[i] and unit[i] >= 0:
+            ul = name_off[unit[i] + 1] - name_off[unit[i]]
+            cd = 1 + _vlen(np.uint64(ul)) + ul
         if is_counter[i]:
-            body += 2
+            body += 1 + _vlen(np.uint64(cd)) + cd
         size = 2 + _vlen(np.uint64(body)) + body
         out[pos] = _PACKET
         pos = _put(out, pos + 1, np.uint64(size))
@@ -236,9 +258,15 @@ def encode_tracks(uuid, parent, name, is_counter, names, name_off, out):
             out[pos] = 0x28                              # parent_uuid
             pos = _put(out, pos + 1, p)
         if is_counter[i]:
-            out[pos] = 0x42                              # counter: empty CounterDescriptor
-            out[pos + 1] = 0
-            pos += 2
+            out[pos] = 0x42                              # counter: CounterDescriptor
+            pos = _put(out, pos + 1, np.uint64(cd))
+            if unit[i] >= 0:
+                out[pos] = 0x32                          # unit_name (6)
+                pos = _put(out, pos + 1, np.uint64(ul))
+                b = name_off[unit[i]]
+                for j in range(ul):
+                    out[pos + j] = names[b + j]
+                pos += ul
     return pos
 
 

@@ -21,7 +21,7 @@ from otf2.enums import (CollectiveOp, GroupType, LocationGroupType, LocationType
 HERE = Path(__file__).resolve().parent
 
 
-def _fresh(name: str) -> str:
+def _fresh(name: str | Path) -> str:
     folder = HERE / name
     if folder.exists():
         shutil.rmtree(folder)
@@ -29,8 +29,10 @@ def _fresh(name: str) -> str:
     return str(folder)
 
 
-def mpi3() -> None:
-    with otf2.writer.open(_fresh("mpi3"), timer_resolution=1_000_000_000) as trace:
+def mpi3(folder: str | Path = "mpi3", thread_ref: int | None = None) -> None:
+    """``thread_ref``: the OpenMP threads' location refs start there (Score-P numbers a
+    process's threads ``k * 2**32 + rank``), else they follow the ranks' 0, 1, 2."""
+    with otf2.writer.open(_fresh(folder), timer_resolution=1_000_000_000) as trace:
         d = trace.definitions
         root = d.system_tree_node("cluster", class_name="machine")
         nodes = [d.system_tree_node(f"node{i}", class_name="node", parent=root) for i in range(2)]
@@ -38,6 +40,8 @@ def mpi3() -> None:
                                    system_tree_parent=nodes[r // 2]) for r in range(3)]
         ranks = [d.location(f"Master thread {r}", type=LocationType.CPU_THREAD, group=groups[r])
                  for r in range(3)]
+        if thread_ref is not None:
+            d._locations._ref = thread_ref - 1      # the library's registry counts on from it
         omp = [d.location(f"OMP thread {t}", type=LocationType.CPU_THREAD, group=groups[0])
                for t in (1, 2)]
         main = d.region("main", region_role=RegionRole.FUNCTION, paradigm=Paradigm.USER)
