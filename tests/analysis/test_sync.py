@@ -274,3 +274,16 @@ def test_logical_clock_waits_for_collectives_by_hand(jit_mode):
     rooted[:, 5] = 2
     assert [a.tolist() for a in steps(serial(), none, rooted, {7: CC.ONE_TO_ALL})] == \
         [[1], [110], [4], [90]]
+
+
+def test_python_api_merges_and_checks_as_the_cli(tmp_path, skewed):
+    pytest.importorskip("pandas")
+    import partrace
+    _, _, trace = skewed
+    partrace.merge(trace, tmp_path / "api.h5", sync="offsets")
+    merge(trace, tmp_path / "cli.h5", "--sync", "offsets")
+    assert_same_content(tmp_path / "api.h5", tmp_path / "cli.h5")
+    before, after = partrace.open(trace).clocks(), partrace.open(tmp_path / "api.h5").clocks()
+    assert len(before) == len(after) == 10
+    assert before.attrs["violations"] > 0 == after.attrs["violations"]
+    assert (before["messages_ab"] + before["messages_ba"]).sum() == 600
