@@ -9,8 +9,9 @@ row) moves whole.
 
 Each row's time becomes ``t + shift``, where a location's shift is a step function: it
 rises only at a receive that needs it, to ``send time + shift of the send + LATENCY -
-receive time`` (or at a collective's end, as above), and never falls (a forward controlled logical clock, as Rabenseifner's
-and Scalasca's, without their amortisation of the jump over the events before it).  The
+receive time`` (or at a collective's end, as above), and never falls (a forward
+controlled logical clock, as Rabenseifner's and Scalasca's, without their amortisation
+of the jump over the events before it).  The
 shifts depend on each other across locations (a moved receive moves the sends after
 it), so they are found as the least fixpoint of these rules, in rounds, in parallel:
 

@@ -217,7 +217,7 @@ def pair_figures(msgs: np.ndarray, groups: Groups) -> dict[str, np.ndarray]:
                            ("late", ts >= last[run] - tenth)):
             ab, ba = part & ~back, part & back
             ends[name] = (_least(delay, starts, ab), _least(delay, starts, ba),
-                            _at_least(delay, ts, starts, ab), _at_least(delay, ts, starts, ba))
+                          _at_least(delay, ts, starts, ab), _at_least(delay, ts, starts, ba))
         out.update(_drift(ends))
     else:
         out.update({k: np.zeros(0, np.int64) for k in ("drift_t0", "drift_t1")})
@@ -240,8 +240,8 @@ def _at_least(delay, ts, starts, chosen) -> np.ndarray:
 
 
 def _drift(ends: dict) -> dict[str, np.ndarray]:
-    """The offset implied by each end of the span at its time (the mean send time of its two least
-    delayed messages); NaN where an end lacks a direction."""
+    """The offset (and its bound) each end of the span implies, at its time (``drift_t``:
+    the mean send time of its two least delayed messages); NaN where it lacks a direction."""
     out = {}
     for i, name in enumerate(("early", "late")):
         ab, ba, t_ab, t_ba = ends[name]
@@ -264,10 +264,10 @@ def check(path: str | os.PathLike, *, comm: Comm | None = None, format: str | No
     see :func:`report`; ``with_defs``: (that dict, the definitions) on rank 0."""
     from ..engine.fold import fold
     from . import _reader
+    from . import clock_collectives as CC
     if by not in ("location", "process"):
         raise ValueError(f"by must be 'location' or 'process', not {by!r}")
     comm = comm or serial()
-    from . import clock_collectives as CC
     reader = _reader(comm, path, format, reader_options, {"events": COLUMNS})
     defs, acc, _ = fold(comm, path, tables={"events"}, start=start, step=step_all, combine=None,
                         format=format, progress=progress, reduce=False, reader=reader)
