@@ -95,6 +95,8 @@ def profile_text(result: dict, top: int | None) -> str:
 
 def _offset_text(r: dict) -> str:
     """b's clock minus a's: the estimate and its bound, or the one-sided limit."""
+    if r["offset_ns"] is not None and r["offset_bound_ns"] < 0:     # no constant offset fits
+        return f"~{r['offset_ns']:,.1f} (drifting)"
     if r["offset_ns"] is not None:
         return f"{r['offset_ns']:,.1f} ± {r['offset_bound_ns']:,.1f}"
     if r["offset_max_ns"] is not None:
@@ -133,8 +135,11 @@ def clocks_text(result: dict, top: int | None) -> str:
     if shown:
         def delay(d):
             return "-" if d is None else d
+        def drift(r):       # where the trace shows one (beyond its bound)
+            d, bound = r["drift_ppm"], r["drift_bound_ppm"]
+            return f"{d:,.1f} ± {bound:,.1f}" if d is not None and 0 <= bound < abs(d) else "-"
         recs = [{**r, "ab": delay(r["least_delay_ab_ns"]), "ba": delay(r["least_delay_ba_ns"]),
-                 "offset": _offset_text(r)} for r in shown]
+                 "offset": _offset_text(r), "drift": drift(r)} for r in shown]
         lines += ["", f"pairs of {result['groups']}es (offset: b's clock minus a's, ns):"
                   if result["groups"] == "process" else
                   f"pairs of {result['groups']}s (offset: b's clock minus a's, ns):",
@@ -142,7 +147,7 @@ def clocks_text(result: dict, top: int | None) -> str:
                                  ("messages_ba", "b->a"), ("violations", "violations"),
                                  ("largest_violation_ns", "largest ns"),
                                  ("ab", "least delay a->b ns"), ("ba", "least delay b->a ns"),
-                                 ("offset", "offset")])]
+                                 ("offset", "offset"), ("drift", "drift ppm")])]
         if len(shown) < len(pairs):
             lines.append(f"({len(pairs) - len(shown):,} more pairs: --top 0 for all)")
     return "\n".join(lines)
