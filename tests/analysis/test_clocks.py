@@ -228,3 +228,23 @@ def test_drift_within_its_bound(tmp_path):
     slack = (e0["bound_ns"] + e1["bound_ns"] + 2 * within) / (e1["time_ns"] - e0["time_ns"]) * 1e6
     assert abs(p["drift_ppm"] - rho * 1e6) <= slack
     assert 0 < p["drift_bound_ppm"] < abs(p["drift_ppm"])     # the trace shows it
+
+
+def test_text_names_the_totals_and_the_worst_pair_first(tmp_path):
+    sched = skew.schedule(3, 300, seed=4)
+    clocks = skew.Clocks(np.array([0, 50_000, -9_000]), np.zeros(3))
+    path = skew.write_dumpi(tmp_path / "d", sched, clocks)
+    r = run_cli(["clocks", str(path), "--top", "1"])
+    assert r.returncode == 0, r.stderr
+    sent, received = skew.observed(sched, clocks)
+    late = sent - received
+    lines = r.stdout.splitlines()
+    assert lines[0] == (f"messages: 300 matched, {int((late > 0).sum())} of them received "
+                        f"before they were sent (by the trace's clocks)")
+    # ranks 1 and 2 are 59 us apart: the worst pair, shown first, the only one shown
+    worst = int(late.max())
+    assert lines[1] == f"largest violation: {worst:,} ns (rank 1 - rank 2)"
+    row = next(i for i, x in enumerate(lines) if x.startswith("------")) + 1
+    assert lines[row].split()[:2] == ["rank", "1"] and lines[row].split()[2:4] == ["rank", "2"]
+    assert f"{worst:,}" in lines[row]
+    assert lines[row + 1] == "(2 more pairs: --top 0 for all)"
