@@ -433,9 +433,11 @@ def cmd_run(comm, args) -> int:
         extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
         if counted is None:
             extra += ", messages beyond --memory/10: not checked against the clocks"
-        elif counted[0]:
+        elif counted[0] or counted[2]:
             extra += (f", {counted[1]:,} of {counted[0]:,} messages received before they were "
-                      f"sent (--sync {args.sync})")
+                      f"sent" + (f" and {counted[3]:,} of {counted[2]:,} collectives that a "
+                                 f"member left before another entered" if counted[2] else "") +
+                      f" (--sync {args.sync})")
         print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
               f"from {_amount(nbytes)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "

@@ -273,13 +273,15 @@ def check(path: str | os.PathLike, *, comm: Comm | None = None, format: str | No
                         format=format, progress=progress, reduce=False, reader=reader)
     groups = Groups(defs, by)
     figures = unmatched = colls = None
+    # the exchanges run outside comm.guard (a rank failing before one would leave the others
+    # waiting in it): an error there reaches the CLI, which ends the whole job
+    mine = route(comm, acc.array(), groups)
     with comm.guard():
-        mine = route(comm, acc.array(), groups)
         msgs, lost_sends, lost_recvs = match(mine)
         figures = pair_figures(msgs, groups) if len(msgs) else {}
         unmatched = (lost_sends, lost_recvs)
-        colls = CC.check(comm, acc.collectives(), defs, reader.schema(defs))
     comm.check()
+    colls = CC.check(comm, acc.collectives(), defs, reader.schema(defs))
     everyone = comm.gather((figures, unmatched, colls))
     if comm.rank != 0:
         return None

@@ -121,6 +121,7 @@ class ClockSync:
         """The schema with ``time_original`` after ``time`` in every timed table (when the
         times move); the definitions say which correction ran."""
         self.groups = C.Groups(defs, "process")
+        self.defs, self.schema = defs, schema
         if not self.shifts:
             return schema
         defs.attrs["clock_sync"] = self.method
@@ -130,9 +131,10 @@ class ClockSync:
         if self.shifts and "time" in table.names and "location" in table.names:
             table = self._moved(table)
         if name == "events" and self.held <= self.budget:
-            had = len(self.records.parts)
-            C.step(self.records, {"events": table})
-            self.held += sum(p.nbytes for p in self.records.parts[had:])
+            had = len(self.records.parts), len(self.records.collective_rows)
+            C.step_all(self.records, {"events": table})
+            self.held += sum(p.nbytes for p in self.records.parts[had[0]:]) + \
+                sum(p.nbytes for p in self.records.collective_rows[had[1]:])
             if self.held > self.budget:
                 self.records = C.MessageRecords()
         return table
@@ -160,23 +162,28 @@ class ClockSync:
                 cols[c] = table[c]
         return Table(cols)
 
-    def violations(self, comm: Comm) -> tuple[int, int] | None:
-        """(messages, messages received before they were sent) in the output, or None when
-        a rank had more records than its budget: collective."""
+    def violations(self, comm: Comm) -> tuple[int, int, int, int] | None:
+        """(messages, those received before they were sent, collective instances checked,
+        those a member left before the data it waits for was entered) in the output, or
+        None when a rank had more records than its budget: collective."""
+        from . import clock_collectives as CC
         if comm.allreduce_max(int(self.held > self.budget)):
             self.records = C.MessageRecords()
             return None
+        records, self.records = self.records, C.MessageRecords()
+        rec = records.array()
+        records.parts = []      # no second copy held while they are matched
+        mine = C.route(comm, rec, self.groups)
+        del rec
         counts = (0, 0)
         with comm.guard():
-            rec = self.records.array()
-            self.records = C.MessageRecords()       # its parts: no second copy held
-            msgs, _, _ = C.match(C.route(comm, rec, self.groups))
-            del rec
+            msgs, _, _ = C.match(mine)
             late = msgs[:, C.M_RECV_TIME] < msgs[:, C.M_SEND_TIME]
             counts = (len(msgs), int(late.sum()))
         comm.check()
-        self.records = C.MessageRecords()
-        return tuple(comm.allreduce_sum(np.array(counts, np.int64)).tolist())
+        colls, _ = CC.check(comm, records.collectives(), self.defs, self.schema)
+        return tuple(comm.allreduce_sum(np.array(
+            [*counts, colls["checked"], colls["violations"]], np.int64)).tolist())
 
 
 def _with_original(cols: list[Column]) -> list[Column]:
@@ -236,9 +243,10 @@ def _with_logical_clock(comm: Comm, offsets: ClockSync, path, format, reader_opt
     reader = _reader(comm, path, format, reader_options, {"events": C.COLUMNS})
     defs, _, _ = fold(comm, path, tables={"events"}, start=start, step=step, combine=None,
                       format=format, reduce=False, reader=reader)
+    mine = C.route(comm, offsets.records.array(), offsets.groups)     # outside any guard
     msgs = rows = None
     with comm.guard():
-        msgs, _, _ = C.match(C.route(comm, offsets.records.array(), offsets.groups))
+        msgs, _, _ = C.match(mine)
         rows = np.concatenate(collective_rows) if collective_rows else np.zeros((0, 8), np.int64)
         rows[:, CC.DUR] = np.rint(rows[:, CC.DUR] * CC.ns_per_duration(
             defs, reader.schema(defs))).astype(np.int64)

@@ -41,9 +41,18 @@ def late_messages(h5) -> tuple[int, int]:
 
 
 def summary(stderr: str) -> tuple[int, int, str]:
-    m = re.search(r"([\d,]+) of ([\d,]+) messages received before they were sent \(--sync (\w+)\)",
-                  stderr)
+    """(messages, received before sent, --sync) from the summary line."""
+    m = re.search(r"([\d,]+) of ([\d,]+) messages received before they were sent"
+                  r"(?: and [\d,]+ of [\d,]+ collectives that a member left before another "
+                  r"entered)? \(--sync (\w+)\)", stderr)
     return int(m[2].replace(",", "")), int(m[1].replace(",", "")), m[3]
+
+
+def collectives_summary(stderr: str) -> tuple[int, int]:
+    """(collectives checked, left by a member before another entered) from the summary."""
+    m = re.search(r"and ([\d,]+) of ([\d,]+) collectives that a member left before another "
+                  r"entered", stderr)
+    return int(m[2].replace(",", "")), int(m[1].replace(",", ""))
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +195,10 @@ def test_clc_removes_what_offsets_cannot(tmp_path):
                                   10_000_000) / "ring8.otf"
     said = merge(trace, tmp_path / "offsets.h5", "--sync", "offsets")
     assert summary(said) == (320, 40, "offsets")
+    checked = json.loads(run_cli(["clocks", str(trace), "--json"]).stdout)["collectives"]
+    assert collectives_summary(said) == (18, checked["violations"]) and checked["violations"]
     said = merge(trace, tmp_path / "clc.h5", "--sync", "clc")
+    assert collectives_summary(said) == (18, 0)
     merge(trace, tmp_path / "clc3.h5", "--sync", "clc", nranks=3)
     assert_same_content(tmp_path / "clc.h5", tmp_path / "clc3.h5")
     assert summary(said) == (320, 0, "clc") and late_messages(tmp_path / "clc.h5") == (320, 0)
