@@ -11,11 +11,14 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 
+from .errors import PartraceError, UsageError
 from .model import Definitions, Kind, Table
 
 
@@ -34,9 +37,9 @@ class TraceData:
     """Tables of a trace (decoded on first use) or of a partrace HDF5 file (read lazily)."""
 
     def __init__(self, path, format: str | None = None, **options):
-        from .formats import detect, get
+        from .formats import canonical, detect, get
         self.path = Path(path)
-        self.format = format or detect(path)
+        self.format = canonical(format) if format else detect(path)
         self.options = options
         get(self.format).open(self.path, **options)     # refuses unknown options now, not later
         self._tables: dict[str, Table] | None = None
@@ -52,7 +55,8 @@ class TraceData:
         from .engine.pipeline import run
         from .output.memory import MemorySink
         sink = MemorySink()
-        run(serial(), self.path, sink, format=self.format, reader_options=self.options)
+        with public_errors():
+            run(serial(), self.path, sink, format=self.format, reader_options=self.options)
         self._tables, self._defs, self._schema = sink.tables, sink.defs, sink.schema
 
     @property
@@ -135,8 +139,9 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import profile
-        res = profile(self.path, format=self.format, per_location=per_location,
-                      reader_options=self.options)
+        with public_errors():
+            res = profile(self.path, format=self.format, per_location=per_location,
+                          reader_options=self.options)
         columns = (["location", "location_id"] if per_location else []) + \
             ["region", "region_id", "calls", "inclusive_ns", "exclusive_ns"] + \
             ([] if per_location else ["locations", "inclusive_min_ns", "inclusive_mean_ns",
@@ -149,8 +154,9 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import communication
-        pairs = communication(self.path, format=self.format, by=by,
-                              reader_options=self.options)["pairs"]
+        with public_errors():
+            pairs = communication(self.path, format=self.format, by=by,
+                                  reader_options=self.options)["pairs"]
         return pd.DataFrame(pairs.columns, columns=["sender_id", "receiver_id", "sender",
                                                     "receiver", "messages", "bytes"])
 
@@ -159,16 +165,19 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import communication
-        return pd.DataFrame(communication(self.path, format=self.format, reader_options=self.options)["histogram"],
-                            columns=["low", "high", "messages", "bytes"])
+        with public_errors():
+            res = communication(self.path, format=self.format, reader_options=self.options)
+        return pd.DataFrame(res["histogram"], columns=["low", "high", "messages", "bytes"])
 
     def collectives(self):
         """Calls and bytes of each collective operation."""
         pd = _pandas()
 
         from .analysis import communication
-        return pd.DataFrame(communication(self.path, format=self.format, reader_options=self.options)["collectives"],
-                            columns=["collective", "calls", "bytes_sent", "bytes_received", "locations"])
+        with public_errors():
+            res = communication(self.path, format=self.format, reader_options=self.options)
+        return pd.DataFrame(res["collectives"], columns=["collective", "calls", "bytes_sent",
+                                                         "bytes_received", "locations"])
 
     def clocks(self, by: str = "process"):
         """The clock condition per pair of processes (``by="location"``: of locations): the
@@ -178,7 +187,8 @@ class TraceData:
         pd = _pandas()
 
         from .analysis.clocks import check
-        res = check(self.path, format=self.format, by=by, reader_options=self.options)
+        with public_errors():
+            res = check(self.path, format=self.format, by=by, reader_options=self.options)
         df = pd.DataFrame(res.pop("pairs"), columns=CLOCK_COLUMNS)
         df.attrs.update(res)
         return df
@@ -256,13 +266,59 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
     from .engine.mpi import world
     from .engine.pipeline import run
     from .output import make_sink
-    sink = make_sink(output, to=to, source=str(trace), overwrite=overwrite, streams=streams,
-                     compression=compression, layout=layout)
-    if isinstance(memory, str):
-        from .cli import _size
-        memory = _size(memory)
-    comm = comm or world()
-    retime = None if sync == "none" else clock_sync(
-        comm, sync, trace, format=format, reader_options=reader_options, budget=-1)
-    return run(comm, trace, sink, format=format, memory=memory, spill_dir=tmpdir,
-               reader_options=reader_options, retime=retime)
+    with public_errors():
+        sink = make_sink(output, to=to, source=str(trace), overwrite=overwrite, streams=streams,
+                         compression=compression, layout=layout)
+        if isinstance(memory, str):
+            memory = _budget(memory)
+        comm = comm or world()
+        retime = None if sync == "none" else clock_sync(
+            comm, sync, trace, format=format, reader_options=reader_options, budget=-1)
+        return run(comm, trace, sink, format=format, memory=memory, spill_dir=tmpdir,
+                   reader_options=reader_options, retime=retime)
+
+
+@contextlib.contextmanager
+def public_errors():
+    """The engine's failure protocol (RankFailed) is not the caller's business: what reaches
+    the caller is the error itself, as :func:`_api_error` words it."""
+    from .engine.mpi import RankFailed
+    try:
+        yield
+    except RankFailed as exc:
+        raise _api_error(exc.original if exc.original is not None
+                         else PartraceError(f"rank {exc.rank}: {exc.message}")) from None
+    except PartraceError as exc:
+        raise _api_error(exc) from None
+
+
+# The command line's options, as the keywords of merge() that say the same
+_KEYWORDS = {"--overwrite": "overwrite=True", "--to": "to=", "--streams": "streams=",
+             "--compress": "compression=", "--layout": "layout=", "--memory": "memory=",
+             "--tmpdir": "tmpdir=", "--format": "format=", "--reader-option": "reader_options="}
+_OPTION = re.compile(r"--[a-z][a-z-]*")
+
+
+def _api_error(exc: BaseException) -> BaseException:
+    """``exc`` as the API raises it: partrace's errors keep their class and name the
+    keyword where the command line would name an option; others (OSError, bugs) as they are."""
+    if not isinstance(exc, PartraceError):
+        return exc
+    text = _OPTION.sub(lambda m: _KEYWORDS.get(m.group(0), m.group(0)), str(exc))
+    if text == str(exc):
+        return exc
+    worded = type(exc).__new__(type(exc))   # its own class and fields (TraceError's path ...)
+    worded.__dict__.update(vars(exc))       # without its __init__, whose arguments differ
+    worded.args = (text,)
+    return worded
+
+
+def _budget(text: str) -> int:
+    """'512M' -> bytes, as --memory takes it; a bad size is a UsageError."""
+    import argparse
+
+    from .cli import _size
+    try:
+        return _size(text)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"memory: {exc}") from None

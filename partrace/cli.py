@@ -180,17 +180,20 @@ def build_parser() -> argparse.ArgumentParser:
                  "say where they are cached",
                  description="Run every command on small sample traces of each format "
                  "(tests/data of the source checkout) and on the TRACEs named, in one "
-                 "process, so that every compiled kernel is in numba's cache before a "
+                 "process and then on 2 ranks under mpiexec (the kernels only a parallel "
+                 "run uses), so that every compiled kernel is in numba's cache before a "
                  "job starts; print the cache folder and the time taken. A run on 8 "
                  "ranks or more whose cache is cold does this on rank 0 while the other "
                  "ranks wait (PARTRACE_WARM=1: at any rank count, 0: never).")
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="traces to warm on besides the samples (with TRACEs and no --format, "
                         "only those)")
-    p.add_argument("--format", dest="formats", action="append",
-                   choices=["otf", "dumpi", "ovni", "ross", "hdf5"],
+    from .warm import SAMPLES      # the registry of samples alone: nothing is compiled
+    p.add_argument("--format", dest="formats", action="append", type=str.lower,
+                   choices=[*SAMPLES, "hdf5"],
                    help="the samples of this format only (repeatable; default: all)")
     p.add_argument("-q", "--quiet", action="store_true", help="only the summary lines")
+    p.add_argument("--parallel-only", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -206,7 +209,7 @@ def _add_analysis_commands(sub) -> None:
     p.add_argument("--top", type=int, default=30, metavar="N",
                    help="show the first N regions (0: all; default 30; CSV/JSON give all)")
     p.add_argument("--per-location", action="store_true",
-                   help="one row per location and region (CSV/JSON)")
+                   help="one row per location and region")
     p.add_argument("--plot", metavar="FILE", help="also draw the profile as bars (.png, .svg, .pdf; "
                    "needs matplotlib)")
     _add_table_options(p)
@@ -228,12 +231,14 @@ def _add_analysis_commands(sub) -> None:
     _add_table_options(p)
     p = _command(sub, "dump", cmd_dump,
                  help="events as text in global time order, with names",
-                 description="One line per event in (time, location, seq) order: time (ns), "
-                 "location, kind, region and the non-zero columns, names instead of ids. "
+                 description="One line per event in (time, location, seq) order: time (ns, "
+                 "or the trace's own unit), location, kind, region and the non-zero "
+                 "columns, names instead of ids. "
                  "Filters apply while decoding; output streams (| head ends the run).")
     _add_input(p)
-    p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (ns; "
-                   "either side may be empty)")
+    p.add_argument("--time", metavar="T0:T1", help="only events with T0 <= time < T1 (in the "
+                   "trace's time unit, as info shows it: ns, or ROSS's virtual time; either "
+                   "side may be empty)")
     p.add_argument("--location", metavar="L,...", help="only these locations (names or ids)")
     p.add_argument("--kind", metavar="K,...", help="only these kinds (enter, leave, send, ...)")
     p.add_argument("--region", metavar="R,...", help="only these regions (names or ids)")
@@ -245,7 +250,8 @@ def _add_analysis_commands(sub) -> None:
                  "messages as lines from send to receive. Needs matplotlib.")
     _add_input(p, then=[(("--plot",), dict(metavar="FILE", required=True,
                                            help="the picture (.png, .svg, .pdf)"))])
-    p.add_argument("--time", metavar="T0:T1", help="the window (ns; default: the whole trace, "
+    p.add_argument("--time", metavar="T0:T1", help="the window (in the trace's time unit, as "
+                   "info shows it: ns, or ROSS's virtual time; default: the whole trace, "
                    "at most 2,000,000 events)")
     _add_memory_options(p)
 
@@ -287,6 +293,17 @@ def _add_table_options(p) -> None:
     _add_memory_options(p)
 
 
+def check_options(comm, args) -> None:
+    """Refuse what the options alone show to be wrong, before any work: on rank 0, so that
+    under mpiexec it is said once (the caller runs this in a guard, then checks)."""
+    if comm.rank != 0:
+        return
+    _time_range(getattr(args, "time", None))
+    if getattr(args, "plot", None) is not None:     # not after the work, as an internal error
+        from .analysis.plot import check_target
+        check_target(args.plot)
+
+
 def cmd_profile(comm, args) -> int:
     from .analysis import profile
     from .analysis import render as R
@@ -306,6 +323,8 @@ def cmd_profile(comm, args) -> int:
                                               "calls", "inclusive_ns", "exclusive_ns"]))
         else:
             print(R.as_csv(res["regions"]))
+    elif args.per_location:
+        print(R.per_location_text(res, args.top or None))
     else:
         print(R.profile_text(res, args.top or None))
     if args.plot:
@@ -316,7 +335,7 @@ def cmd_profile(comm, args) -> int:
 
 def cmd_timeline(comm, args) -> int:
     from .analysis.timeline import timeline_data
-    data = timeline_data(comm, args.trace, format=args.format, time=_time_range(args.time),
+    data = timeline_data(comm, args.trace, format=args.format, shown_time=_time_range(args.time),
                          reader_options=reader_options(args),
                          memory=args.memory, tmpdir=args.tmpdir)
     if comm.rank == 0:
@@ -326,16 +345,33 @@ def cmd_timeline(comm, args) -> int:
 
 
 def _time_range(text: str | None):
+    """--time T0:T1 as (T0, T1) in the trace's own time unit (ns of a wall clock, ROSS's
+    virtual time, as ``info`` shows it), None for an empty side."""
     if text is None:
         return None
+    from .errors import UsageError
     lo, sep, hi = text.partition(":")
     try:
         if not sep:
             raise ValueError
-        return (int(lo) if lo else -(1 << 63), int(hi) if hi else (1 << 63) - 1)
+        t0, t1 = (_number(lo) if lo.strip() else None, _number(hi) if hi.strip() else None)
     except ValueError:
-        from .errors import UsageError
-        raise UsageError(f"--time {text}: expected T0:T1 in ns (e.g. 1000:2000, 5000:)") from None
+        raise UsageError(f"--time {text}: expected T0:T1 in the trace's time unit, as info "
+                         f"shows it (ns: 1000:2000, 5000:; ROSS virtual time: 5:6)") from None
+    if t0 is not None and t1 is not None and t0 >= t1:
+        raise UsageError(f"--time {text}: an empty window (T0 must be below T1)")
+    return t0, t1
+
+
+def _number(text: str):
+    """An integer as one (ns stay exact), else a float (virtual time: 5.5)."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        if value != value:
+            raise ValueError(text) from None
+        return value
 
 
 def cmd_dump(comm, args) -> int:
@@ -344,7 +380,7 @@ def cmd_dump(comm, args) -> int:
 
     def split(text):
         return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
-    sink = DumpSink(time=_time_range(args.time), locations=split(args.location),
+    sink = DumpSink(shown_time=_time_range(args.time), locations=split(args.location),
                     kinds=split(args.kind), regions=split(args.region))
     try:
         run(comm, args.trace, sink, format=args.format, memory=args.memory, spill_dir=args.tmpdir,
@@ -378,6 +414,8 @@ def cmd_comm(comm, args) -> int:
         pairs = res["pairs"].columns
         print(f"messages: {int(pairs['messages'].sum()):,} in {len(res['pairs']):,} "
               f"sender/receiver pairs, {int(pairs['bytes'].sum()):,} bytes")
+        if not res["pairs"]:
+            print(f"({R.NO_MESSAGES})")
         if res["pairs"]:
             shown = R.heaviest_pairs(res["pairs"], args.top or None)
             print(R.as_text(shown, [("sender", "sender"), ("receiver", "receiver"),
@@ -425,12 +463,14 @@ def cmd_run(comm, args) -> int:
     lines = _report_accounts(comm, args)
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
     events = comm.allreduce_sum(stats.rows_written.get("events", 0))
-    nbytes = comm.allreduce_sum(stats.bytes_read)
     spilled = comm.allreduce_sum(stats.spilled_bytes)
     peak = comm.allreduce_max(_peak_rss())
     if comm.rank == 0 and not args.quiet:
         dt = time.perf_counter() - t0
         extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
+        if args.memory < SMALL_BUDGET:      # said where the time it cost is seen
+            extra += (f" (--memory {args.memory / 2**20:g}M: under {SMALL_BUDGET >> 20}M most "
+                      f"rows spill and windows are many; the default 2G is many times faster)")
         if counted is None:
             extra += ", messages beyond --memory/10: not checked against the clocks"
         elif counted[0] or counted[2]:
@@ -439,7 +479,7 @@ def cmd_run(comm, args) -> int:
                                  f"member left before another entered" if counted[2] else "") +
                       f" (--sync {args.sync})")
         print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
-              f"from {_amount(nbytes)} "
+              f"from {_amount(stats.source_bytes)} in {_files(stats.source_files)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
               f"peak memory {peak / 2**20:,.0f} MiB per rank", file=sys.stderr)
         print(*lines or [], sep="\n", file=sys.stderr)
@@ -467,9 +507,18 @@ def _report_accounts(comm, args) -> list[str] | None:
     return [account_report.summary_line(reports)]
 
 
+# A budget below this makes a run spill and window so much that it is many times slower
+# (ring8: 0.5 s at 2G, 12 s at 1M): accepted, and the summary says so
+SMALL_BUDGET = 64 << 20
+
+
 def _amount(nbytes: int) -> str:
     """Bytes as a reader counts them: exact below a megabyte (a small trace is not '0.0 MB')."""
     return f"{nbytes:,} bytes" if nbytes < 1_000_000 else f"{nbytes / 1e6:,.1f} MB"
+
+
+def _files(n: int) -> str:
+    return f"{n:,} file" if n == 1 else f"{n:,} files"
 
 
 def _peak_rss() -> int:
@@ -488,10 +537,13 @@ def cmd_info(comm, args) -> int:
 
 def cmd_warm(comm, args) -> int:
     from . import warm
-    with comm.guard():      # under mpiexec: rank 0 compiles, the others wait
-        if comm.rank == 0:
-            warm.main(args)
-    comm.check()
+    if not args.parallel_only:
+        with comm.guard():      # under mpiexec: rank 0 compiles, the others wait
+            if comm.rank == 0:  # (already on many ranks: no second mpiexec from a rank)
+                warm.main(args, rehearse=not comm.parallel)
+        comm.check()
+    if comm.parallel:           # then all ranks together, each run failing on all ranks
+        warm.main(args, comm)   # alike: the kernels only a parallel run uses
     return 0
 
 
@@ -551,6 +603,9 @@ def main(argv: list[str] | None = None) -> int:
         from .engine import accounts
         accounts.begin(comm.rank, keep_slices=bool(args.self_trace))
     try:
+        with comm.guard():
+            check_options(comm, args)
+        comm.check()
         if args.func in DECODING:   # a small input runs its kernels as Python: no numba
             from .formats import jit
             jit.choose(jit.input_bytes(args.trace))

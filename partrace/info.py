@@ -15,6 +15,7 @@ from .engine.mpi import Comm
 from .engine.pipeline import open_on_all_ranks
 from .formats.reduce import min_max
 from .model import Kind
+from .timeunit import described
 
 # how the text names each input format
 FORMAT_NAMES = {"otf": "OTF", "otf2": "OTF2", "dumpi": "DUMPI", "ovni": "ovni", "ross": "ROSS",
@@ -169,6 +170,7 @@ def gather_info(comm: Comm, path, format: str | None = None,
         "rows": rows,
         "time_span_ns": {n: {"first": a, "last": b, "duration": b - a} for n, (a, b) in span.items()},
         "time_span": _spans_in_own_units(span, defs.attrs),
+        "time_unit": described(defs.attrs),
         "events_per_kind": by_kind,
         "events_per_region_group": _per_group(per_region, defs),
         "regions": _regions(per_region, enters, defs),
@@ -254,18 +256,18 @@ def _event_types(mcv: dict[int, int], defs) -> dict[str, dict[str, dict]]:
 
 
 def _spans_in_own_units(span: dict[str, tuple[int, int]], attrs: dict) -> dict[str, dict]:
-    """Time spans in the trace's own units where its clock is not a wall clock in ns:
-    ROSS's ``time`` is virtual time (or real seconds) times ``time_ns_per_unit``."""
-    per_unit = attrs.get("time_ns_per_unit")
-    if not per_unit:
+    """Time spans in the trace's own units where its clock is not a wall clock in ns
+    (see partrace.timeunit); an infinite time (ROSS's last GVT) as inf."""
+    from .timeunit import of
+    if of(attrs).wall_ns:
         return {}
     meaning = attrs.get("time_meaning", {})
     out = {}
     for name, (a, b) in span.items():
+        unit = of(attrs, name)
         family = name if name in meaning else name.split("_")[0]
-        what = str(meaning.get(family, ""))
-        unit = "s (real time)" if what.startswith("real_time") else "virtual time"
-        out[name] = {"first": a / per_unit, "last": b / per_unit, "unit": unit, "meaning": what}
+        out[name] = {"first": unit.shown(a), "last": unit.shown(b), "unit": unit.name,
+                     "meaning": str(meaning.get(family, ""))}
     return out
 
 
@@ -278,10 +280,12 @@ def render(report: dict, as_json: bool = False) -> str:
     lines = [
         f"trace:      {report['path']}",
         f"format:     {fmt}",
-        f"size:       {report['size_bytes']:,} bytes in {report['files']} files, "
-        f"{report['units']} work units",
+        f"size:       {report['size_bytes']:,} bytes in {report['files']:,} "
+        f"file{'' if report['files'] == 1 else 's'}, {report['units']:,} work "
+        f"unit{'' if report['units'] == 1 else 's'}",
         f"locations:  {report['locations']}",
         "definitions: " + ", ".join(f"{n} {c}" for n, c in report["definitions"].items()),
+        f"time unit:  {report['time_unit']}",
     ]
     own = report["time_span"]
     ev = report["time_span_ns"].get("events")

@@ -4,9 +4,10 @@ The first run after an install (or after a kernel's source changed) compiles
 the kernels it uses; numba keeps them in its cache (``__pycache__`` beside
 each module, or ``$XDG_CACHE_HOME/partrace/numba`` when the package folder is
 read-only: see ``partrace/__init__.py``) and later runs only load them.
-``warm`` runs every command (info, clocks, merge to HDF5, OTF and Perfetto, profile,
-comm, timeline) on small sample traces of each format, in one process, so
-every kernel those paths use is compiled, and says where the cache is.
+``warm`` runs every command (info, clocks, merge to every output, profile, comm,
+dump, timeline) on small sample traces of each format (every input, partrace's HDF5
+and OTF2 included), in one process, so every kernel those paths use is
+compiled, and says where the cache is.
 
 A parallel run of 8 ranks or more whose cache is cold for its input's format
 lets rank 0 do this while the other ranks wait (:func:`before_parallel_run`):
@@ -123,12 +124,14 @@ def _merge(comm, trace: Path, fmt: str, target: Path) -> None:
 
 
 def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[str, object]]:
-    """(name, thunk) of every command warm runs on one trace."""
+    """(name, thunk) of every command warm runs on one trace: each output of the registry
+    (so a new output is warmed with no change here), and every command that decodes."""
     from .analysis import communication, profile
     from .info import gather_info
+    from .output import OUTPUTS
 
-    def merge(to: str):
-        return lambda: _merge(comm, trace, fmt, out / f"{tag}.{to}")
+    def merge(suffix: str):
+        return lambda: _merge(comm, trace, fmt, out / f"{tag}{suffix}")
 
     def timeline():
         try:
@@ -151,13 +154,40 @@ def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[st
         found = steps(comm, np.array([[1, 2, 100, 50, 0, 0], [2, 1, 60, 105, 1, 1]], np.int64))
         last_step(*found[:3], *(np.ones(1, np.int64),) * 3)
 
-    return [("info", lambda: gather_info(comm, trace, fmt)),
-            ("clocks", clocks),
-            ("merge -> h5", merge("h5")), ("merge -> otf", merge("otf")),
-            ("merge -> pftrace", merge("pftrace")),
+    def dump():
+        from .analysis.dump import DumpSink
+        from .engine.pipeline import run
+        with open(os.devnull, "wb") as null:
+            run(comm, trace, DumpSink(null), format=fmt)
+
+    merges = [(f"merge -> {o.suffixes[0][1:]}", merge(o.suffixes[0])) for o in OUTPUTS.values()]
+    return [("info", lambda: gather_info(comm, trace, fmt)), ("clocks", clocks), *merges,
             ("profile", lambda: profile(trace, comm=comm, format=fmt)),
             ("comm", lambda: communication(trace, comm=comm, format=fmt, with_names=True)),
-            ("timeline", timeline)]
+            ("dump", dump), ("timeline", timeline)]
+
+
+def _word_kernels() -> None:
+    """The engine's kernels that move rows as words (engine/gather.py), for every word width,
+    layout and span-index type: which of them a run meets depends on how its rows fall
+    into spans and ranks (a column constant in every span of one window, 3 ranks rather
+    than 2), not on the format, so no sample run is sure to meet them all."""
+    from numba import types as T
+
+    from .engine import gather
+    words = [T.uint8, T.uint16, T.uint32, T.uint64]
+    # gather.run_of's index types, but int64 (beyond 65,536 spans in one window): a run
+    # that meets it is long enough for a compile not to matter
+    spans = [T.uint8, T.uint16]
+    rows = T.Array(T.int64, 1, "C")
+    for w in words:
+        flat = T.Array(w, 1, "C")
+        for out in (flat, T.Array(w, 1, "A")):  # "A": one word column of a sub-array
+            gather._take.compiled().compile((out, rows, flat))
+            for s in spans:
+                source = T.Array(s, 1, "C")
+                gather._lookup.compiled().compile((out, source, flat))
+                gather._gather.compiled().compile((out, source, rows, flat))
 
 
 def _dispatchers() -> list:
@@ -175,42 +205,102 @@ def _dispatchers() -> list:
     return list(found.values())
 
 
-def warm(formats=None, traces=(), log=None) -> dict:
+def warm(formats=None, traces=(), log=None, comm=None) -> dict:
     """Run every command on the samples of ``formats`` (default all) and on ``traces``,
-    in this process; {"compiled", "loaded", "seconds", "traces", "cache"} (compiled and
-    loaded: kernel signatures)."""
+    in this process (``comm``: on all its ranks together); {"compiled", "loaded",
+    "seconds", "traces", "cache"} (compiled and loaded: kernel signatures)."""
     from .formats import jit
     small = jit.is_small()
     jit.set_small(False)    # compile every kernel, whatever the samples' size
     try:
-        return _warm(formats, traces, log or (lambda line: None))
+        return _warm(formats, traces, log or (lambda line: None), comm)
     finally:
         jit.set_small(small)
 
 
-def _warm(formats, traces, log) -> dict:
+@contextlib.contextmanager
+def _shared_folder(comm):
+    """A temporary folder made by rank 0, known to every rank, removed once all are done."""
+    folder = None
+    if comm.rank == 0:
+        folder = tempfile.mkdtemp(prefix="partrace-warm-")
+    folder = Path(comm.bcast(folder))
+    try:
+        yield folder
+    finally:
+        comm.barrier()
+        if comm.rank == 0:
+            import shutil
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# Ranks of the rehearsal that compiles what only a parallel run uses (rows exchanged
+# between ranks and taken in their order: engine/gather's _take kernels, the writers'
+# kernels on exchanged columns): two are enough to take every such path.
+PARALLEL_RANKS = 2
+
+
+def _launcher() -> str | None:
+    """mpiexec beside this Python (the venv's MPICH), else on the PATH."""
+    import shutil
+    here = Path(sys.executable).parent / "mpiexec"
+    return str(here) if here.exists() else shutil.which("mpiexec")
+
+
+def _rehearse_in_parallel(args, log) -> str:
+    """Run the commands again on PARALLEL_RANKS ranks (``partrace warm --parallel-only``
+    under mpiexec); one line saying how it went."""
+    import subprocess
+    launcher = _launcher()
+    if launcher is None:
+        return ("parallel paths not warmed: no mpiexec here; run `mpiexec -n 2 partrace "
+                "warm` once where a job can start")
+    cmd = [launcher, "-n", str(PARALLEL_RANKS), sys.executable, "-m", "partrace", "warm",
+           "--parallel-only", *map(str, args.traces)]
+    for fmt in args.formats or []:
+        cmd += ["--format", fmt]
+    if args.quiet:
+        cmd.append("-q")
+    env = {**os.environ, "PARTRACE_WARM": "0"}
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if log else subprocess.PIPE,
+                       text=True, env=env)
+    if r.returncode != 0:
+        why = (r.stderr or "").strip().splitlines()
+        return (f"parallel paths not warmed: mpiexec -n {PARALLEL_RANKS} failed "
+                f"({why[-1] if why else f'exit {r.returncode}'}); run `mpiexec -n 2 partrace "
+                f"warm` once where a job can start")
+    return r.stdout.strip()
+
+
+def _warm(formats, traces, log, comm=None) -> dict:
+    """The commands on the samples and ``traces`` with ``comm`` (default: this process
+    alone), every rank of it together; outputs go to a folder rank 0 makes and removes."""
     from .engine.mpi import serial
     from .formats import detect
     formats = list(SAMPLES) + ["hdf5"] if formats is None else list(formats)
     t0 = time.perf_counter()
-    comm = serial()
+    comm = comm or serial()
     work = [(fmt, p) for fmt in formats if fmt != "hdf5" for p in samples(fmt)]
     work += [(detect(p), Path(p)) for p in traces]
     done = []
-    with tempfile.TemporaryDirectory(prefix="partrace-warm-") as tmp, \
-            open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
-        out = Path(tmp)
+    with _shared_folder(comm) as out, open(os.devnull, "w") as null, \
+            contextlib.redirect_stdout(null):
         if "hdf5" in formats:   # partrace HDF5 as input: from the first OTF sample
             made = [p for f, p in work if f == HDF5_FROM][:1] or samples(HDF5_FROM)[:1]
             for i, p in enumerate(made):
                 _merge(comm, p, HDF5_FROM, out / f"h5src{i}.h5")
                 work.append(("hdf5", out / f"h5src{i}.h5"))
+        ranks = f" ({comm.size} ranks)" if comm.parallel else ""
         for i, (fmt, trace) in enumerate(work):
             for name, go in _commands(comm, trace, fmt, out, f"t{i}"):
                 s = time.perf_counter()
                 go()
-                log(f"  {fmt:<6} {name:<17} {time.perf_counter() - s:6.2f} s  {trace}")
+                log(f"  {fmt:<6} {name + ranks:<27} {time.perf_counter() - s:6.2f} s  {trace}")
             done.append(str(trace))
+    if comm.rank == 0:
+        s = time.perf_counter()
+        _word_kernels()
+        log(f"  {'engine':<6} {'gather, every width':<27} {time.perf_counter() - s:6.2f} s")
     # numba counts per kernel and signature what it loaded and what it compiled (a
     # kernel compiled for a caller is counted too; one loaded whole needs no callee)
     kernels = _dispatchers()
@@ -264,16 +354,26 @@ def _warm_for_run(trace, fmt: str | None) -> None:
     print(f"partrace: kernels ready in {report['seconds']:.1f} s", file=sys.stderr, flush=True)
 
 
-def main(args) -> int:
-    """``partrace warm [TRACE ...] [--format F ...]``"""
+def main(args, comm=None, rehearse: bool = True) -> int:
+    """``partrace warm [TRACE ...] [--format F ...]``: the commands in this process, then
+    on PARALLEL_RANKS ranks under mpiexec (``comm``: a parallel run of warm itself, whose
+    rank 0 did the first part: all its ranks do the second)."""
     formats = args.formats or (None if not args.traces else [])
     if not args.traces and sample_folder() is None:
         from .errors import UsageError
         raise UsageError("no sample traces here (tests/data of a source checkout): "
                          "name traces to warm on, `partrace warm TRACE ...`")
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    if comm is not None:
+        r = warm(formats, args.traces, log if comm.rank == 0 else None, comm)
+        if comm.rank == 0:
+            print(f"partrace warm: parallel paths ready in {r['seconds']:.1f} s on "
+                  f"{comm.size} ranks: {r['compiled']} compiled, {r['loaded']} loaded")
+        return 0
     r = warm(formats, args.traces, log)
     print(f"partrace warm: kernels ready in {r['seconds']:.1f} s on {len(r['traces'])} "
           f"traces: {r['compiled']} compiled, {r['loaded']} loaded from the cache")
+    if rehearse and not getattr(args, "parallel_only", False):
+        print(_rehearse_in_parallel(args, log))
     print(f"cache: {r['cache']}")
     return 0

@@ -3,8 +3,9 @@
     cli, api, info                      (top: may use everything below)
     output/   parallel sinks, staging   -> engine (Comm), formats (codecs), model
     engine/   plan, order, exchange     -> model, errors, formats.base (the interface only)
-    formats/  one package per format    -> model, errors, formats.base; never engine or output
-    model, errors                       -> nothing of partrace
+    formats/  one package per format    -> model, errors, timeunit, formats.base; never engine
+                                           or output
+    model, errors, timeunit             -> nothing of partrace
 
 A format is one package: it may not import another format's package (shared
 helpers live in formats/base.py or a module of formats/ that is no format).
@@ -62,9 +63,12 @@ def _room(module: str) -> str:
 ALLOWED = {
     "model": {"errors"},
     "errors": set(),
+    "timeunit": set(),      # what the time column counts, read from a trace's definitions
     "engine": {"model", "errors", "formats"},       # formats: base.py and the registry only
-    "formats": {"model", "errors", "formats"},      # formats/ itself: base, registry, shared helpers
-    "output": {"model", "errors", "engine", "formats", *(f"formats.{f}" for f in FORMATS)},
+    "formats": {"model", "errors", "timeunit", "formats"},  # formats/ itself: base, registry,
+    # shared helpers
+    "output": {"model", "errors", "timeunit", "engine", "formats",
+               *(f"formats.{f}" for f in FORMATS)},
 }
 
 

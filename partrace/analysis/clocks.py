@@ -291,6 +291,10 @@ def check(path: str | os.PathLike, *, comm: Comm | None = None, format: str | No
         pairs = {k: v[order] for k, v in pairs.items()}
     lost = np.sum([u for _, u, _ in everyone], axis=0)
     result = report(defs, by, pairs, int(lost[0]), int(lost[1]))
+    from ..timeunit import of
+    # the figures are time-column values: ns of a wall clock but where the trace says not
+    result["time_unit"] = "ns" if of(defs.attrs).wall_ns else \
+        f"time column ({of(defs.attrs).name} x {of(defs.attrs).per_unit:g})"
     result["collectives"] = _collectives_record(
         defs, groups, CC.combine([c for _, _, (c, _) in everyone]),
         sum(u for _, _, (_, u) in everyone))

@@ -19,6 +19,7 @@ from ..engine.sink import Sink
 from ..display import READABLE, register
 from ..errors import UsageError
 from ..model import Definitions, Kind, Schema, Table
+from ..timeunit import END_OF_TIME
 
 BLOCK = 1 << 15            # rows formatted at once (fixed-width strings: bounded memory)
 KEY = ("time", "location", "seq", "kind", "region")
@@ -35,10 +36,13 @@ class DumpSink(Sink):
     mode = "time"
     windows = True
 
-    def __init__(self, out=None, *, time=None, locations=None, kinds=None, regions=None):
+    def __init__(self, out=None, *, time=None, locations=None, kinds=None, regions=None,
+                 shown_time=None):
         self.out = out
+        self.shown_time = shown_time    # the window in the trace's own unit: keys at prepare
         self.time, self.loc_filter, self.kind_filter, self.region_filter = time, locations, kinds, regions
         self.rows = 0
+        self.unit = None
 
     # -- what the engine decodes -------------------------------------------------------
     needs = {"events": None}
@@ -63,6 +67,20 @@ class DumpSink(Sink):
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         register()
         self.defs, self.schema = defs, schema
+        from ..timeunit import of
+        self.unit = of(defs.attrs)
+        if self.shown_time is not None:
+            self.time = self.unit.keys(self.shown_time)
+        with comm.guard():  # the same refusal on every rank: said once, by rank 0
+            self._resolve_filters(defs)
+        comm.check()
+        self.loc_names = _lookup(defs.tables["locations"])
+        self.reg_names = _lookup(defs.tables["regions"])
+        self.extra = [c for c in schema["events"] if c.name not in KEY and not c.is_object
+                      and not np.dtype(c.dtype).subdtype]
+
+    def _resolve_filters(self, defs: Definitions) -> None:
+        """Names and ids of the filters as ids; an unknown one is refused, by name or id."""
         self.loc_filter = _ids(self.loc_filter, defs.tables["locations"], "location")
         self.region_filter = _ids(self.region_filter, defs.tables["regions"], "region")
         if self.kind_filter is not None:
@@ -71,10 +89,6 @@ class DumpSink(Sink):
                 raise UsageError(f"--kind: no kind {unknown[0]!r} (kinds: "
                                  f"{', '.join(k.name.lower() for k in Kind)})")
             self.kind_filter = [int(Kind[k.upper()]) for k in self.kind_filter]
-        self.loc_names = _lookup(defs.tables["locations"])
-        self.reg_names = _lookup(defs.tables["regions"])
-        self.extra = [c for c in schema["events"] if c.name not in KEY and not c.is_object
-                      and not np.dtype(c.dtype).subdtype]
 
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
         text = b""
@@ -104,7 +118,12 @@ class DumpSink(Sink):
         return b"".join(parts)
 
     def _lines(self, ev: Table, lo: int, hi: int) -> bytes:
-        time = np.asarray(ev["time"][lo:hi]).astype("U20")
+        time = np.asarray(ev["time"][lo:hi])
+        if self.unit.wall_ns:
+            time = time.astype("U20")
+        else:           # the trace's own unit (ROSS: virtual time), the end of time as inf
+            shown = np.where(time >= END_OF_TIME, np.inf, time / self.unit.per_unit)
+            time = np.char.mod("%.9g", shown)
         line = np.char.add(np.char.rjust(time, 15), "  ")
         line = np.char.add(line, np.char.ljust(self.loc_names(ev["location"][lo:hi]), 12))
         line = np.char.add(line, "  ")
@@ -142,18 +161,33 @@ def _lookup(table: Table):
 
 
 def _ids(wanted, table: Table, what: str):
-    """Ids of the names or numbers in ``wanted`` (None: no filter)."""
+    """Ids of the names or ids in ``wanted`` (None: no filter); one the definitions do not
+    hold is refused, whether named or numbered (an unknown id would select nothing)."""
     if wanted is None:
         return None
     by_name = {}
-    for i, n in zip(np.asarray(table["id"]).tolist(), np.asarray(table["name"], dtype=object)):
+    ids = np.asarray(table["id"]).tolist()
+    for i, n in zip(ids, np.asarray(table["name"], dtype=object)):
         by_name.setdefault(str(n), []).append(i)
+    known = set(ids)
     out = []
     for w in wanted:
         if w in by_name:
             out.extend(by_name[w])
-        elif w.lstrip("-").isdigit():
+        elif w.lstrip("-").isdigit() and int(w) in known:
             out.append(int(w))
+        elif w.lstrip("-").isdigit():
+            raise UsageError(f"--{what}: no {what} with id {w} (ids {_span(ids)})")
         else:
             raise UsageError(f"--{what}: no {what} named {w!r}")
     return np.array(out, np.int64)
+
+
+def _span(ids: list[int]) -> str:
+    """The ids a table holds, short: '1..8' when they are consecutive."""
+    if not ids:
+        return "none"
+    lo, hi = min(ids), max(ids)
+    if hi - lo + 1 == len(set(ids)):
+        return f"{lo}..{hi}"
+    return ", ".join(map(str, sorted(ids)[:8])) + (", ..." if len(ids) > 8 else "")

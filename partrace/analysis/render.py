@@ -74,8 +74,14 @@ PROFILE_SORTS = {"exclusive": "exclusive_ns", "inclusive": "inclusive_ns", "call
                  "name": "region", "imbalance": "imbalance"}
 
 
+NO_REGIONS = "no region visits: this trace records no enter/leave events"
+NO_MESSAGES = "no messages: this trace records no send/receive events"
+
+
 def profile_text(result: dict, top: int | None) -> str:
     regions = result["regions"]
+    if not regions:
+        return f"({NO_REGIONS})"
     total = sum(r["exclusive_ns"] for r in regions) or 1
     recs = [{**r, "incl": ms(r["inclusive_ns"]), "excl": ms(r["exclusive_ns"]),
              "excl_pct": 100.0 * r["exclusive_ns"] / total, "mean": ms(r["inclusive_mean_ns"]),
@@ -110,6 +116,8 @@ def clocks_text(result: dict, top: int | None) -> str:
     """Totals, then the pairs with the largest violations (then the most messages)."""
     lines = [f"messages: {result['messages']:,} matched, {result['violations']:,} of them "
              f"received before they were sent (by the trace's clocks)"]
+    if result.get("time_unit", "ns") != "ns":      # ROSS: virtual time, no clock
+        lines.append(f"(times below are {result['time_unit']}, not ns)")
     lost = result["unmatched_sends"], result["unmatched_receives"]
     if any(lost):
         lines.append(f"unmatched: {lost[0]:,} send(s), {lost[1]:,} receive(s)")
@@ -151,3 +159,16 @@ def clocks_text(result: dict, top: int | None) -> str:
         if len(shown) < len(pairs):
             lines.append(f"({len(pairs) - len(shown):,} more pairs: --top 0 for all)")
     return "\n".join(lines)
+def per_location_text(result: dict, top: int | None) -> str:
+    """One row per location and region, the most exclusive time first."""
+    rows = sorted(result["locations"] or [], key=lambda r: (-r["exclusive_ns"], r["location_id"],
+                                                          r["region"]))
+    if not rows:
+        return f"({NO_REGIONS})"
+    recs = [{**r, "incl": ms(r["inclusive_ns"]), "excl": ms(r["exclusive_ns"])}
+            for r in rows[:top]]
+    text = as_text(recs, [("location", "location"), ("region", "region"), ("calls", "calls"),
+                          ("excl", "excl ms"), ("incl", "incl ms")])
+    if top is not None and len(rows) > top:
+        text += f"\n({len(rows) - top:,} more rows: --top 0 for all)"
+    return text

@@ -203,6 +203,7 @@ def clock_sync(comm: Comm, method: str, path, *, format=None, reader_options=Non
         raise ValueError(f"--sync must be one of {', '.join(METHODS)}, not {method!r}")
     if method == "none":
         return ClockSync(method, budget=budget)
+    _refuse_logical_time(comm, path, format, reader_options)
     res = C.check(path, comm=comm, format=format, reader_options=reader_options,
                   with_defs=True)
     table = None
@@ -218,6 +219,17 @@ def clock_sync(comm: Comm, method: str, path, *, format=None, reader_options=Non
         return ClockSync(method, loc, at0, slope, budget=budget)
     return _with_logical_clock(comm, ClockSync("offsets", loc, at0, slope), path, format,
                                reader_options, budget)
+
+
+def _refuse_logical_time(comm: Comm, path, format, reader_options) -> None:
+    """A trace whose time is no clock (ROSS's virtual time) has no clock to correct."""
+    from ..engine.pipeline import open_on_all_ranks, read_plan
+    from ..errors import UsageError
+    from ..timeunit import of
+    defs = read_plan(comm, open_on_all_ranks(comm, path, format, reader_options))[2]
+    unit = of(defs.attrs)
+    if not unit.wall_ns:
+        raise UsageError(f"{path}: --sync corrects clocks; this trace's time is {unit.name}")
 
 
 def _with_logical_clock(comm: Comm, offsets: ClockSync, path, format, reader_options,

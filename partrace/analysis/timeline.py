@@ -90,7 +90,9 @@ class CollectSink(Sink):
     mode = "destination"
     windows = True
 
-    def __init__(self, time=None):
+    def __init__(self, time=None, shown_time=None):
+        # shown_time: the window in the trace's own time unit, made keys once it is known
+        self.shown_time = shown_time
         self.t0, self.t1 = time if time is not None else (-(1 << 63), (1 << 63) - 1)
         self.parts: list[Table] = []
         self.rows = 0
@@ -105,6 +107,9 @@ class CollectSink(Sink):
 
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
+        if self.shown_time is not None:
+            from ..timeunit import of
+            self.t0, self.t1 = of(defs.attrs).keys(self.shown_time)
         self.loc_ids = np.sort(np.asarray(defs.tables["locations"]["id"], np.int64))
         self.my_locs = self.loc_ids[comm.rank::comm.size]
         n = len(self.my_locs)
@@ -160,9 +165,11 @@ class CollectSink(Sink):
 
 
 def timeline_data(comm: Comm, path, *, format=None, time=None, memory=None, tmpdir=None,
-                  reader_options: dict | None = None) -> dict | None:
+                  reader_options: dict | None = None, shown_time=None) -> dict | None:
+    """The window ``time`` (time-column values) or ``shown_time`` (in the trace's own unit,
+    as ``info`` shows it; None for an open end) on rank 0: visits, messages, names."""
     from ..engine.pipeline import DEFAULT_MEMORY, run
-    sink = CollectSink(time)
+    sink = CollectSink(time, shown_time)
     run(comm, path, sink, format=format, memory=memory or DEFAULT_MEMORY, spill_dir=tmpdir,
         reader_options=reader_options)
     if comm.rank != 0:
@@ -171,6 +178,8 @@ def timeline_data(comm: Comm, path, *, format=None, time=None, memory=None, tmpd
     ev = Table.concat(sink.parts, sink.schema["events"])
     if not len(ev):
         raise UsageError("no events in this window")
+    if shown_time is not None:
+        time = (sink.t0, sink.t1)
     return assemble(ev, defs, time)
 
 
@@ -192,7 +201,9 @@ def assemble(ev: Table, defs: Definitions, time=None) -> dict:
     names = {int(i): str(n) for i, n in zip(locs["id"], locs["name"])}
     regs = defs.tables["regions"]
     used = np.unique(np.concatenate([np.asarray(ev["location"]), messages["sender"], messages["receiver"]]))
+    from ..timeunit import of
     return {"t0": t0, "t1": max(t1, t0 + 1), "intervals": intervals, "messages": messages,
+            "time_unit": of(defs.attrs),
             "location_ids": used[np.isin(used, loc_ids)], "location_names": names,
             "region_names": {int(i): str(n) for i, n in zip(regs["id"], regs["name"])}}
 

@@ -47,6 +47,7 @@ class Comm:
         self.rank = mpi_comm.Get_rank() if mpi_comm is not None else 0
         self.size = mpi_comm.Get_size() if mpi_comm is not None else 1
         self._error: str | None = None
+        self._exception: BaseException | None = None    # the error behind _error, if ours
         self._guard_depth = 0
         self._notices: list = []        # our stop notices to the other ranks, not yet matched
         self._notified = False          # this rank sent its stop notices (once, ever)
@@ -180,6 +181,7 @@ class Comm:
             self._error = STOPPED
         except Exception as exc:  # noqa: BLE001 - reported at check()
             self._error = _one_line(exc)
+            self._exception = exc
             if os.environ.get("PARTRACE_DEBUG"):
                 traceback.print_exc()
         finally:
@@ -237,7 +239,11 @@ class Comm:
             raise Terminated(*signalled[0])
         for r, (e, _, _) in enumerate(states):
             if e is not None:
-                raise RankFailed(e, r)
+                # every rank has learnt of it: a later run on this communicator (the
+                # Python API's world) starts clean instead of meeting this error again
+                original = self._exception if r == self.rank else None
+                self._error = self._exception = None
+                raise RankFailed(e, r, original)
 
     @metered()
     def wait_for_all(self, pause: float = 0.0005) -> None:
@@ -259,7 +265,16 @@ class Comm:
             time.sleep(pause)
 
     def abort(self, code: int = 1) -> None:
+        """End the whole job with ``code``.  The caller has said why in one line: MPICH's
+        own "Abort(2) on node ... MPI_Abort(...)" line would only repeat it, so stderr
+        goes to /dev/null first."""
         if self._c is not None and self.size > 1:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):   # a closed pipe: nothing more to say there
+                    pass
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
             self._c.Abort(code)
         sys.exit(code)
 
@@ -271,12 +286,15 @@ def _skip_none(op):
 
 
 class RankFailed(Exception):
-    """An error on one rank, known to all ranks after Comm.check()."""
+    """An error on one rank, known to all ranks after Comm.check().
 
-    def __init__(self, message: str, rank: int):
+    ``original``: the exception itself on the rank it was raised on (None elsewhere)."""
+
+    def __init__(self, message: str, rank: int, original: BaseException | None = None):
         super().__init__(message)
         self.message = message
         self.rank = rank
+        self.original = original
 
 
 class Terminated(RankFailed):

@@ -40,7 +40,9 @@ class RunStats:
     """What a run did, for reports and benchmarks (rank-local unless noted)."""
 
     units: int = 0
-    bytes_read: int = 0
+    bytes_read: int = 0         # of the units decoded (a reader's measure: HDF5 rows in bytes)
+    source_bytes: int = 0       # rank 0: the bytes of the input's files, as ``info`` counts them
+    source_files: int = 0       # rank 0: how many files, ditto
     windows: int = 1
     spilled_bytes: int = 0
     rows_decoded: dict[str, int] = field(default_factory=dict)
@@ -50,11 +52,11 @@ class RunStats:
 def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None,
                       options: dict | None = None):
     """Rank 0 detects the format; every rank opens the trace with it (cheap)."""
-    from ..formats import detect, get
+    from ..formats import canonical, detect, get
     name = None
     with comm.guard():
         if comm.rank == 0:
-            name = format or detect(path)
+            name = canonical(format) if format else detect(path)
     comm.check()
     name = comm.bcast(name)
     reader = None
@@ -197,6 +199,9 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     units, mine, defs = read_plan(comm, reader, progress)
     if comm.rank == 0:      # the output must never be written over one of these
         inputs.protect(path, units)
+        files = reader.source_files()
+        stats.source_bytes = sum(f.stat().st_size for f in files)
+        stats.source_files = len(files)
     # names every rank's spill folder, so that a rank forced to leave first can remove all it sees
     run_id = comm.bcast(f"{os.getpid():x}{time.time_ns():x}" if comm.rank == 0 else None)
     schema = _wanted(reader.schema(defs), sink.needs)

@@ -34,6 +34,7 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 signum: int | None = None       # the first stop signal this process received
 _comm = None                    # the communicator of a parallel run, once started
+_begun = False                  # begin() was called: MPI (if any) is up
 _raised = False                 # StopRequested was raised once already
 _shield = 0                     # > 0: in a step that must not be cut (publishing the output)
 _cleanups: list = []            # (callable, hard): what removes this process's files
@@ -105,8 +106,10 @@ def install() -> None:
 
 
 def begin(comm) -> None:
-    """From now on a parallel run stops cooperatively (see the module's doc)."""
-    global _comm
+    """From now on a parallel run stops cooperatively (see the module's doc).  A signal
+    noted before this call is said by the first ``Comm.check``, on every rank."""
+    global _comm, _begun
+    _begun = True
     if comm.parallel and _installed():
         _comm = comm
         _start_watchdog(comm.rank)
@@ -138,17 +141,37 @@ def _handler(sig, frame):
     if _shield:
         return
     comm = _comm
+    if comm is None and not _begun and _launcher_rank() is not None:
+        # started by a launcher, MPI not up yet: the other ranks may be waiting for this
+        # one inside MPI_Init, and would wait forever if it left now.  Noted only: the
+        # first Comm.check, right after start-up, stops every rank together.
+        return
     if comm is None:        # serial, or not started: nothing can be waiting for us
         cleanup(hard=False)
-        if _published:      # too late to undo, and undoing would lose a whole output
-            say(f"partrace: {signal_name(sig)} after the output was written; it is kept")
-        else:
-            say(f"partrace: terminated ({signal_name(sig)}): spill files and unfinished "
-                f"output removed")
+        if not _launcher_rank():    # a launcher signals every rank: the first one speaks
+            if _published:  # too late to undo, and undoing would lose a whole output
+                say(f"partrace: {signal_name(sig)} after the output was written; it is kept")
+            else:
+                say(f"partrace: terminated ({signal_name(sig)}): spill files and unfinished "
+                    f"output removed")
         os._exit(exit_code(sig))
     if not _raised and comm.in_guard():
         _raised = True
         raise StopRequested(sig)
+
+
+# The rank an MPI launcher gives a process, in its environment (MPICH's Hydra, Open MPI,
+# PMIx, Slurm): known before MPI is started, as a signal may come first.
+_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PALS_RANKID")
+
+
+def _launcher_rank() -> int | None:
+    """This process's rank as its launcher set it (None when not launched by one)."""
+    for var in _RANK_VARS:
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return None
 
 
 def _start_watchdog(rank: int) -> None:

@@ -59,8 +59,20 @@ def available() -> dict[str, str]:
     return found
 
 
+def canonical(name: str) -> str:
+    """The registered name of format ``name`` given in any case ("OTF", as ``info`` prints
+    it, is "otf"); an unknown name as it is."""
+    if name in _loaded:
+        return name
+    targets = _builtins()
+    if name not in targets:
+        targets = available()
+    return name if name in targets else {n.lower(): n for n in targets}.get(name.lower(), name)
+
+
 def get(name: str):
-    """The Format class registered under ``name``."""
+    """The Format class registered under ``name`` (in any case)."""
+    name = canonical(name)
     if name not in _loaded:
         targets = _builtins()
         if name not in targets:

@@ -97,6 +97,11 @@ class OTFSink(Sink):
         self.defs, self.schema = defs, schema
         self.local_markers = writer.local_markers(defs)     # marker spots in their stream's marker file
         self.map = self._stream_map(defs)
+        if comm.rank == 0 and self.streams_wanted and self.streams_wanted > len(self.map):
+            import warnings     # a stream holds one process at least: say so, not in silence
+            warnings.warn(f"{self.final}: --streams {self.streams_wanted}: the trace has "
+                          f"{len(self.map)} processes, so {len(self.map)} streams "
+                          f"(one per process)")
         self.used, self.hold = [], []
         with comm.guard():
             self.used, self.hold = writer.written_tables(defs, schema)

@@ -466,3 +466,19 @@ def test_keyvalue_decoding_makes_no_python_call_per_keyvalue(tmp_path):
     (n1, c1), (n10, c10) = calls
     assert n10 > 9 * n1 > 90000
     assert c10 == c1, calls
+
+
+def test_an_empty_member_list_is_read_as_the_library_reads_it():
+    """OTF writes a group without members as 'M' and then the next field's tag at once
+    (each member is written with its ','); the library's reader reads 'MNM' as the two tags
+    together, an empty list (OTF_Reader_readDefProcessGroup); 'MN' it rejects."""
+    from partrace.formats.otf.textline import keyword_index, parse_line
+    index = keyword_index(G.DEF_RECORDS)
+    for line, members in ((b'DPG3MNM"MPI_COMM_SELF"', []), (b'DPG4M1,2,NM"pair"', [1, 2]),
+                          (b'DEFPROCESSGROUP 3 MEMBERS NAME "none"', [])):
+        rec, vals = parse_line(line, index, Path("x.0.def"), 1)
+        assert rec.name == "DefProcessGroup" and vals["members"] == members
+    rec, vals = parse_line(b'DPG3MNM"MPI_COMM_SELF"', index, Path("x.0.def"), 1)
+    assert (vals["token"], vals["name"]) == (3, "MPI_COMM_SELF")
+    with pytest.raises(TraceError, match="line 1: expected field tag 'M'"):
+        parse_line(b'DPG3MN"x"', index, Path("x.0.def"), 1)

@@ -3,7 +3,8 @@
 ::
 
     /                      attrs: layout, layout_version, source_format, source,
-                                  created_by, time_unit, order
+                                  created_by, time_unit (+ time_per_unit where the
+                                  time column is not ns: ROSS's virtual time x 1e9), order
     /events/<column>       one row per event, in global (time, location, seq) order
     /<table>/<column>      every other table the format decodes (snapshots, ...)
     /<table>/<text>/{data,ends}   a text column: bytes, and where each row's end
@@ -70,6 +71,7 @@ import numpy as np
 from ... import __version__
 from ...errors import UsageError
 from ...model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
+from ...timeunit import of as time_unit_of
 from . import chunks as hdf5_chunks
 from . import text as hdf5_text
 
@@ -382,7 +384,10 @@ def write_header(f: h5py.File, defs: Definitions, source: str, tables: Iterable[
     f.attrs["source_format"] = defs.format
     f.attrs["source"] = source
     f.attrs["created_by"] = f"partrace {__version__}"
-    f.attrs["time_unit"] = "ns"
+    unit = time_unit_of(defs.attrs)     # what the time column counts, as the input says
+    f.attrs["time_unit"] = unit.name
+    if not unit.wall_ns:
+        f.attrs["time_per_unit"] = unit.per_unit
     f.attrs["order"] = "time, location, seq"
     f.attrs[TABLES_ATTR] = json.dumps(list(tables))
     f.attrs["kind_enum"] = json.dumps(KIND_ENUM)

@@ -48,7 +48,16 @@ def parse_line(line: bytes, index: dict[bytes, Rec], path: Path, no: int) -> tup
         i = _skip(line, i)
         if k:
             j = _run(line, i, _UP)
-            if line[i:j].decode() not in (f.short,) + f.long or i == j:
+            tags = (f.short,) + f.long
+            if f.ftype == MEMBERS and k + 1 < len(rec.fields):
+                # an empty member list puts the next field's tag right after this one
+                # ('DPG3MNM"..."'): the library reads the two tags together then
+                # (OTF_Reader_readDefProcessGroup), so does this
+                nxt = rec.fields[k + 1]
+                run = line[i:j].decode()
+                pairs = [(f.short, nxt.short), *zip(f.long, nxt.long)]
+                j = next((i + len(a) for a, b in pairs if run == a + b), j)
+            if line[i:j].decode() not in tags or i == j:
                 if f.opt != REQ:
                     vals[f.col] = "" if f.ftype == STRING else 0
                     continue

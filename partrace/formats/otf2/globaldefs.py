@@ -52,6 +52,10 @@ def source_form(registry) -> dict:
                 row["ref"] = d._ref
             for f in d._fields:
                 row[f.name] = _json(getattr(d, f.name))
+            if attr == "_io_paradigms":
+                # an I/O paradigm's properties are no fields of it: [property, type, value]
+                row["properties"] = [[_json(p), _json(v.type_id), _json(v.value)]
+                                     for p, v in d._properties.items()]
             rows.append(row)
         if rows:
             out[attr.lstrip("_")] = rows
@@ -174,6 +178,12 @@ def read_global(anchor: str, errors) -> Definitions:
     attrs = {"ticks_per_second": int(clock.timer_resolution),
              "global_offset": int(clock.global_offset), "trace_length": int(clock.trace_length),
              "ref_shift": {"region": rshift, "metric": mshift}}
+    # communicators of a COMM_SELF group: rank 0 in them is the event's own location (the
+    # group lists no members); Score-P 2 gives some communicators of its own one
+    self_comms = sorted(c._ref + 1 for c in comms
+                        if getattr(c.group, "group_type", None) == E.GroupType.COMM_SELF)
+    if self_comms:
+        attrs["self_comms"] = self_comms
     return Definitions("otf2", tables, attrs, source)
 
 

@@ -297,8 +297,9 @@ class _Mapper:
         loc = np.asarray(m["location"], np.int64)
         # rank r of communicator c (partrace id) -> location: members in rank order
         self.members = {int(c): loc[comm == c] for c in np.unique(comm)}
+        self.self_comms = np.asarray(defs.attrs.get("self_comms", []), np.int64)
 
-    def _location(self, comm: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    def _location(self, comm: np.ndarray, rank: np.ndarray, lid: int) -> np.ndarray:
         out = np.zeros(len(rank), np.int64)
         rank = rank.astype(np.int64)
         for c in np.unique(comm):           # few communicators
@@ -308,6 +309,8 @@ class _Mapper:
             rows = np.flatnonzero(comm == c)
             ok = rank[rows] < len(members)
             out[rows[ok]] = members[rank[rows[ok]]]
+        if len(self.self_comms):
+            out[np.isin(comm, self.self_comms) & (rank == 0)] = lid
         return out
 
     def nanoseconds(self, ticks: np.ndarray) -> np.ndarray:
@@ -346,7 +349,7 @@ class _Mapper:
                 continue
             kind[r] = k
             comm[r] = a[r, 1] + 1
-            peer[r] = self._location(comm[r], a[r, 0])
+            peer[r] = self._location(comm[r], a[r, 0], lid)
             tag[r] = a[r, 2]
             size[r] = args[r, 3]
             if name.startswith("MpiI"):
@@ -358,7 +361,8 @@ class _Mapper:
             collop[r] = a[r, 0] + 1
             comm[r] = a[r, 1] + 1
             has_root = a[r, 2] != UNDEFINED_U32
-            root[r] = np.where(has_root, self._location(comm[r], np.where(has_root, a[r, 2], 0)), 0)
+            root[r] = np.where(has_root, self._location(comm[r], np.where(has_root, a[r, 2], 0),
+                                                    lid), 0)
             size[r] = args[r, 3]
             received[r] = args[r, 4]
         r = rows.get(CODE["Metric"])

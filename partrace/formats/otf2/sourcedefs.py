@@ -24,7 +24,14 @@ ORDER = ["strings", "paradigms", "attributes", "system_tree_nodes",
          "io_pre_created_handle_states"]
 # kinds whose definitions have a field named "type" (the source form's row "type" is that
 # field's value there, not the class name)
-CLASS_OF_KIND = {"attributes": "Attribute", "locations": "Location"}
+CLASS_OF_KIND = {"attributes": "Attribute", "locations": "Location",
+                 "system_tree_node_properties": "SystemTreeNodeProperty",
+                 "location_group_properties": "LocationGroupProperty",
+                 "location_properties": "LocationProperty",
+                 "calling_context_properties": "CallingContextProperty",
+                 "paradigm_properties": "ParadigmProperty", "io_file_properties": "IoFileProperty",
+                 "callpath_parameters": "CallpathParameter"}
+FIRST_REF_TYPE = 12          # OTF2_TYPE_ATTRIBUTE: types from here on hold a definition's ref
 GROUP_TYPE_METRIC = 3        # OTF2_GROUP_TYPE_METRIC
 
 
@@ -60,6 +67,33 @@ def _class(kind: str, row: dict):
     return cls
 
 
+class _Ref:
+    """A definition as the library's attribute_value.make sees it: its ref only."""
+    def __init__(self, ref: int):
+        self._ref = ref
+
+
+class _Strings:
+    """The string registry as attribute_value.make asks it: the ref of a text."""
+    def __init__(self, refs: dict):
+        self.refs = refs
+
+    def get_ref(self, text: str, writer=None) -> int:
+        return self.refs[text]
+
+
+def _attribute_value(value, type_id: int, strings: dict):
+    """A property's value (the source form: a number, a string's text or a definition's ref)
+    as the OTF2_AttributeValue union the library's writer takes."""
+    from types import SimpleNamespace
+
+    from otf2.attribute_value import make
+    from otf2.enums import Type
+    if type_id >= FIRST_REF_TYPE:
+        value = _Ref(value)
+    return make(SimpleNamespace(strings=_Strings(strings)), value, Type(type_id))
+
+
 def write_source_global(folder, name: str, source: dict, refs: np.ndarray, events: np.ndarray,
                         creator: str) -> None:
     """NAME.otf2 and NAME.def in ``folder``: ``source``'s definitions; location ``refs[i]``
@@ -89,6 +123,12 @@ def write_source_global(folder, name: str, source: dict, refs: np.ndarray, event
                     v = f.type.undefined_ref
                 elif f.type is D.String and kind != "strings":
                     v = strings[v]
+                elif getattr(f.type, "__name__", "") == "AttributeValue":
+                    v = _attribute_value(v, row["type"], strings)
                 args.append(v)
+            if kind == "io_paradigms":
+                props = row.get("properties", [])
+                args += [[p for p, _, _ in props], [t for _, t, _ in props],
+                         [_attribute_value(v, t, strings) for _, t, v in props]]
             write = getattr(o, f"GlobalDefWriter_Write{cls.__name__}")
             write(w, *([row["ref"]] if "ref" in row else []), *args)
