@@ -108,7 +108,7 @@ class Instances:
     whether its start lets the others leave (gives) and whether it waits (waits), and the
     earliest end each instance allows, from the members' starts and their shifts."""
 
-    def __init__(self, calls: np.ndarray, types: dict):
+    def __init__(self, calls: np.ndarray, types: dict, sizes: dict):
         from . import clock_collectives as CC
         c = calls[np.lexsort((calls[:, CC.C_LOC], calls[:, CC.C_K], calls[:, CC.C_COMM]))]
         self.comm, self.k, self.loc = c[:, CC.C_COMM], c[:, CC.C_K], c[:, CC.C_LOC]
@@ -118,7 +118,10 @@ class Instances:
                                                | (self.k[1:] != self.k[:-1])]) if len(c) else \
             np.zeros(0, np.int64)
         run = np.repeat(np.arange(len(self.run_starts)), np.diff(np.r_[self.run_starts, len(c)]))
-        kind = CC.type_of(c[self.run_starts, CC.C_OP], types)[run] if len(c) else run
+        whole = CC.complete(c[self.run_starts, CC.C_COMM],
+                            np.diff(np.r_[self.run_starts, len(c)]), sizes)
+        kind = np.where(whole, CC.type_of(c[self.run_starts, CC.C_OP], types), 0)[run] \
+            if len(c) else run
         is_root = self.loc == c[:, CC.C_ROOT][self.run_starts][run] if len(c) else run == 0
         everyone = (kind == CC.BARRIER) | (kind == CC.ALL_TO_ALL)
         self.gives = everyone | (kind == CC.ALL_TO_ONE) | ((kind == CC.ONE_TO_ALL) & is_root)
@@ -178,16 +181,17 @@ def _events(comm: Comm, msgs: np.ndarray, calls: np.ndarray) -> np.ndarray:
 
 
 def steps(comm: Comm, msgs: np.ndarray, rows: np.ndarray | None = None,
-          types: dict | None = None) -> tuple[np.ndarray, ...]:
+          types: dict | None = None, sizes: dict | None = None) -> tuple[np.ndarray, ...]:
     """(location, time, seq, shift) of every step, sorted, on every rank (collective);
     ``msgs``: this rank's matched messages (clocks.match), ``rows``: its collective rows
     (clock_collectives.rows, durations in ns), in the times to correct; ``types``: each
-    collective operation's type."""
+    collective operation's type; ``sizes``: each communicator's member count, where known."""
     from . import clock_collectives as CC
     rows = np.zeros((0, 8), np.int64) if rows is None else rows
     calls, _ = CC.calls(_to_owner(comm, rows, rows[:, CC.LOC]))
     ev = _events(comm, msgs, calls)
-    owned = Instances(_to_owner(comm, calls, _instance_owner(comm, calls)), types or {})
+    owned = Instances(_to_owner(comm, calls, _instance_owner(comm, calls)), types or {},
+                      sizes or {})
     first = np.r_[True, ev[1:, E_LOC] != ev[:-1, E_LOC]] if len(ev) else np.zeros(0, bool)
     role = ev[:, E_ROLE]
     recv, end = role == RECV, role == END

@@ -7,8 +7,10 @@ requires every member to call a communicator's collectives in one order):
   entered: ``max(start) - min(end)`` > 0 is a violation of that size;
 * one-to-all (2): every member leaves after the root entered: ``root start - min(end)``;
 * all-to-one (3): the root leaves after every member entered: ``max(start) - root end``;
-* unknown types (0), scans (each rank waits for the lower ranks alone) and instances
-  whose root did not call are not checked.
+* unknown types (0), scans (each rank waits for the lower ranks alone), instances
+  whose root did not call and instances with other callers than their communicator's
+  members are not checked (where the definitions list members, a communicator they do
+  not list is not checked either: see :func:`complete`).
 
 A call is a COLLECTIVE row (its time the start, ``duration`` after it the end, in the
 column's unit) or a COLLECTIVE_BEGIN row and the COLLECTIVE_END row after it on its
@@ -108,9 +110,34 @@ def calls(recs: np.ndarray) -> tuple[np.ndarray, int]:
     return out, unpaired
 
 
-def instances(calls: np.ndarray, types: dict[int, int]) -> dict:
+def complete(comm_ids: np.ndarray, callers: np.ndarray, sizes: dict[int, int]) -> np.ndarray:
+    """Per instance: as many callers as its communicator has members.  Where the definitions
+    list members for some communicators, one they do not list is not trusted either: its
+    id may name a group of its own on every rank (OTF2's self-like communicators, as
+    SST/macro writes them), whose calls the (comm, k) rule would mix.  A format that lists
+    none (OTF) is trusted whole."""
+    if not sizes:
+        return np.ones(len(comm_ids), bool)
+    ids = np.array(sorted(sizes), np.int64)
+    n = np.array([sizes[i] for i in ids.tolist()], np.int64)
+    at = np.minimum(np.searchsorted(ids, comm_ids), len(ids) - 1)
+    return (ids[at] == comm_ids) & (n[at] == callers)
+
+
+def sizes_of(defs: Definitions) -> dict[int, int]:
+    """Each communicator's member count, where the definitions list its members."""
+    t = defs.tables.get("communicator_members")
+    if t is None or not len(t):
+        return {}
+    comms, counts = np.unique(np.asarray(t["comm"], np.int64), return_counts=True)
+    return dict(zip(comms.tolist(), counts.tolist()))
+
+
+def instances(calls: np.ndarray, types: dict[int, int], sizes: dict[int, int]) -> dict:
     """Per instance (comm, k) of the calls (every member's call on this rank): the
-    violation, as the module says; totals and the largest (amount, comm, k, from, to)."""
+    violation, as the module says; totals and the largest (amount, comm, k, from, to).
+    Instances with fewer or more callers than their communicator's listed members are not
+    checked."""
     c = calls[np.lexsort((calls[:, C_LOC], calls[:, C_K], calls[:, C_COMM]))]
     out = {"instances": 0, "checked": 0, "violations": 0, "largest": None}
     if not len(c):
@@ -118,7 +145,8 @@ def instances(calls: np.ndarray, types: dict[int, int]) -> dict:
     key = c[:, [C_COMM, C_K]]
     starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]).any(axis=1)])
     run = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(c)]))
-    ctype = type_of(c[starts, C_OP], types)
+    whole = complete(c[starts, C_COMM], np.diff(np.r_[starts, len(c)]), sizes)
+    ctype = np.where(whole, type_of(c[starts, C_OP], types), 0)
     big = np.iinfo(np.int64).max
     latest = np.maximum.reduceat(c[:, C_START], starts)
     earliest_end = np.minimum.reduceat(c[:, C_END], starts)
@@ -157,7 +185,7 @@ def check(comm: Comm, recs: np.ndarray, defs: Definitions, schema) -> tuple[dict
     mine, unpaired = calls(recs)
     if comm.size > 1:
         mine = _send(comm, mine, _hashed([mine[:, C_COMM], mine[:, C_K]], comm.size))
-    return instances(mine, types_of(defs)), unpaired
+    return instances(mine, types_of(defs), sizes_of(defs)), unpaired
 
 
 def types_of(defs: Definitions) -> dict[int, int]:

@@ -308,8 +308,7 @@ def report(defs: Definitions, by: str, pairs: dict, unmatched_sends: int,
     (None: no message that way), the offset of b's clock from a's with its bound, and,
     where the first and last tenth of the pair's time span carried messages both ways,
     its drift."""
-    from . import _names
-    names = _names(defs, "locations")
+    names = distinct_names(defs)
     records = []
     cols = {k: v.tolist() for k, v in pairs.items()}
     for i in range(len(cols.get("a", ()))):
@@ -365,8 +364,7 @@ def _collectives_record(defs: Definitions, groups: Groups, totals: dict, unpaire
     """The collective instances as plain values; the worst violation's communicator, k and
     the two processes (or locations) it runs between: who entered last (or the root it
     waited for) and who left first."""
-    from . import _names
-    names = _names(defs, "locations")
+    names = distinct_names(defs)
     out = {"instances": totals["instances"], "checked": totals["checked"],
            "violations": totals["violations"], "unpaired_rows": unpaired,
            "largest_violation_ns": 0, "largest_violation": None}
@@ -378,3 +376,14 @@ def _collectives_record(defs: Definitions, groups: Groups, totals: dict, unpaire
                                     "entered_last": names.get(a, str(a)),
                                     "left_first": names.get(b, str(b))}
     return out
+
+
+def distinct_names(defs: Definitions) -> dict[int, str]:
+    """Each location's name, with its id where another location has the same name (every
+    OTF2 process's "Master thread")."""
+    from collections import Counter
+
+    from . import _names
+    names = _names(defs, "locations")
+    shared = Counter(names.values())
+    return {i: f"{n} ({i})" if shared[n] > 1 else n for i, n in names.items()}

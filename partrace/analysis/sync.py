@@ -263,6 +263,6 @@ def _with_logical_clock(comm: Comm, offsets: ClockSync, path, format, reader_opt
         rows[:, CC.DUR] = np.rint(rows[:, CC.DUR] * CC.ns_per_duration(
             defs, reader.schema(defs))).astype(np.int64)
     comm.check()
-    found = steps(comm, msgs, rows, CC.types_of(defs))
+    found = steps(comm, msgs, rows, CC.types_of(defs), CC.sizes_of(defs))
     return ClockSync("clc", offsets.locations, offsets.at0, offsets.slope, budget=budget,
                      steps=found)
