@@ -162,6 +162,8 @@ def gather_info(comm: Comm, path, format: str | None = None,
         "files": len(files),
         "units": len(units),
         "locations": len(defs.tables["locations"]),
+        # parts nothing in the trace lists (a lost one is seen only here)
+        "holds": reader.holdings(defs),
         "definitions": {n: len(t) for n, t in defs.tables.items()},
         "facts": defs.attrs,
         "outputs": _outputs(),
@@ -284,6 +286,8 @@ def render(report: dict, as_json: bool = False) -> str:
         f"file{'' if report['files'] == 1 else 's'}, {report['units']:,} work "
         f"unit{'' if report['units'] == 1 else 's'}",
         f"locations:  {report['locations']}",
+        *[f"{what}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+          for what, counts in report.get("holds", {}).items()],
         "definitions: " + ", ".join(f"{n} {c}" for n, c in report["definitions"].items()),
         f"time unit:  {report['time_unit']}",
     ]

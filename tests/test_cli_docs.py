@@ -1,4 +1,5 @@
 """docs/cli.md is what scripts/gen_cli_docs.py makes from the parsers now."""
+import argparse
 import importlib.util
 import os
 import subprocess
@@ -30,6 +31,8 @@ def test_reference_lists_every_command_and_option():
     for name, (sub, _) in commands.items():
         section = text.split(f"\n## partrace {name}\n", 1)[1].split("\n## ", 1)[0]
         for action in sub._actions:
+            if action.help == argparse.SUPPRESS:      # hidden: for partrace's own use
+                continue
             for opt in action.option_strings:
                 if opt not in ("-h", "--help"):
                     assert opt in section, (name, opt)

@@ -361,7 +361,7 @@ def test_full_spill_disk_names_the_spill_file(synth_trace, tmp_path, full_disk, 
 
 
 @pytest.mark.parametrize("nranks", [None, 2])
-@pytest.mark.parametrize("suffix", ["h5", "otf"])
+@pytest.mark.parametrize("suffix", ["h5", "otf", "otf2"])
 def test_full_output_disk_names_the_output(synth_trace, full_disk, nranks, suffix):
     trace = synth_trace(locations=6, events=20000, units=6)
     out = full_disk / f"out.{suffix}"
@@ -378,16 +378,25 @@ def test_hdf5_error_is_one_line_naming_the_published_path(tmp_path):
     """A real h5py error on a staged file (two lines, the staging path) -> one line, the output."""
     import h5py
 
-    import partrace.output.staging  # noqa: F401 - registers how staged paths are shown
     from partrace.errors import one_line
-    staging = tmp_path / ".out.h5.partrace-123-456"                # the folder is missing
-    for inside, shown in [("out.h5", "out.h5"), ("out.h5.parts/rank-00001.h5",
-                                                  "out.h5.parts/rank-00001.h5"),
-                          ("parts/rank-00001.h5", "out.h5")]:   # a part that never leaves it
+    from partrace.output.staging import Staging   # registers how staged paths are shown
+    ours = Staging(tmp_path / "out.h5", "123-456")      # this process's; the folder is missing
+    staging = ours.dir
+    try:
+        for inside, shown in [("out.h5", "out.h5"), ("out.h5.parts/rank-00001.h5",
+                                                      "out.h5.parts/rank-00001.h5"),
+                              ("parts/rank-00001.h5", "out.h5")]:   # a part that stays in it
+            with pytest.raises(OSError) as info:
+                h5py.File(staging / inside, "w")
+            assert ".partrace-123-456" in str(info.value)
+            assert one_line(info.value) == f"{tmp_path}/{shown}: no such file or directory"
+        # another run's staging folder (a killed run's, named in a warning) is shown as it is
+        other = tmp_path / ".out.h5.partrace-789-1"
         with pytest.raises(OSError) as info:
-            h5py.File(staging / inside, "w")
-        assert ".partrace-123-456" in str(info.value)
-        assert one_line(info.value) == f"{tmp_path}/{shown}: no such file or directory"
+            h5py.File(other / "out.h5", "w")
+        assert one_line(info.value) == f"{other}/out.h5: no such file or directory"
+    finally:
+        ours.discard()
 
 
 def test_warnings_are_one_line_naming_the_file(tmp_path):

@@ -88,7 +88,12 @@ def _bench_startup():
     spec = importlib.util.spec_from_file_location("bench_startup",
                                                   ROOT / "scripts" / "bench_startup.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # the script imports its neighbour bench_results, as it does when run from scripts/
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
     return module
 
 

@@ -8,7 +8,6 @@ as :class:`~partrace.engine.mpi.RankFailed` on every rank.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from ..formats import jit
 from ..formats.base import TraceReader
 from ..model import Definitions, Schema, Table
 from . import accounts, inputs
+from .leftovers import owner_token, run_name
 from .mpi import Comm, RankFailed
 from .plan import share_of
 from .progress import Progress
@@ -203,7 +203,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         stats.source_bytes = sum(f.stat().st_size for f in files)
         stats.source_files = len(files)
     # names every rank's spill folder, so that a rank forced to leave first can remove all it sees
-    run_id = comm.bcast(f"{os.getpid():x}{time.time_ns():x}" if comm.rank == 0 else None)
+    # (and carries rank 0's owner token, each folder its maker's: leftovers.py)
+    run_id = comm.bcast(run_name() if comm.rank == 0 else None)
     schema = _wanted(reader.schema(defs), sink.needs)
     if retime is not None:
         schema = retime.prepare(defs, schema)
@@ -218,7 +219,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     reader.chunk_bytes = int(min(64 << 20, max(1 << 20, memory // (40 * share))))
     progress.phase("decode", sum(u.size for u in units))
     accounts.phase("decode")
-    store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}", run_id=run_id,
+    store = RunStore(schema, memory, spill_dir, tag=f"r{comm.rank}-{owner_token()}",
+                     run_id=run_id,
                      keep_fraction=COLUMNWISE_KEEP if lean else KEEP,
                      resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
     try:

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import WriteFailed
 from ..model import Column, Table
 from . import stop
+from .leftovers import remove_dead
 from .narrow import (Constant, Offsets, Shifted, Stairs, Steps, Words, narrowed_columns, piece,
                      put, widen_into)
 from .order import lower_bound, sort_by_key
@@ -272,6 +273,7 @@ class RunStore:
         if run_id:      # every rank's spill folder of this run: partrace-spill-<run_id>-*
             root = Path(spill_root if spill_root is not None else tempfile.gettempdir())
             _run_spills.add((root, f"partrace-spill-{run_id}-"))
+            remove_dead(root, "partrace-spill-")    # a killed run's, of this host
         self.spill_dir: Path | None = None
         self.runs: dict[str, list[Run]] = {name: [] for name in schema}
         self.rows: dict[str, int] = {name: 0 for name in schema}

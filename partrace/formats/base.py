@@ -153,6 +153,12 @@ class TraceReader(ABC):
         wanted = self.selection[table]
         return list(columns) if wanted is None else [c for c in columns if c in wanted]
 
+    def holdings(self, defs: Definitions) -> dict[str, dict[str, int]]:
+        """What the trace consists of where nothing in it lists the parts, so that a user
+        can see one missing (ROSS files per kind, ovni threads per process): ``{what:
+        {name: count}}`` for ``info``; {} where the trace lists all its parts."""
+        return {}
+
     def source_files(self) -> list[Path]:
         """Every file the trace consists of (for ``info`` and size figures)."""
         return [self.path] if self.path.is_file() else sorted(

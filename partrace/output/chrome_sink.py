@@ -28,8 +28,6 @@ after the metadata events rank 0 writes.  No byte depends on windows or ranks.
 """
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +39,7 @@ from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, coun
                      counter_values)
 from .parts import count_within, place_parts
 from .perfetto_sink import counter_columns
+from ..engine.leftovers import run_name
 from .staging import Staging
 
 EVENTS = "events"
@@ -102,7 +101,7 @@ class ChromeSink(Sink):
         self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self.pieces: list[np.ndarray] = []
         self.part_size = 0
-        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
         with comm.guard():
             if comm.rank == 0:

@@ -43,6 +43,7 @@ from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
 from .chunk_owners import OwnedWriter
+from ..engine.leftovers import run_name
 from .staging import Staging
 
 LAYOUTS = ("single", "parts")
@@ -108,7 +109,7 @@ class HDF5Sink(Sink):
             name for name, cols in schema.items() if not any(c.is_object for c in cols)}
         self._steps: dict[str, int] = {}       # their rows per chunk
         self._owner = OwnedWriter(self._put_owned)
-        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
         with comm.guard():
             if comm.rank == 0:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +46,7 @@ from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Kind, Schema, Table, counter_values
 from .perfetto_sink import counter_columns
+from ..engine.leftovers import run_name
 from .staging import Staging
 
 EVENTS = "events"
@@ -124,7 +124,7 @@ class OTF2Sink(Sink):
         self.join_group[L.counter_single[multi]] = L.counter_class[multi]
         self.join_place[L.counter_single[multi]] = L.counter_member[multi]
         self.width = max([len(m) for m in L.metrics] or [1])
-        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
         with comm.guard():
             if comm.rank == 0:

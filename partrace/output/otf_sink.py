@@ -29,9 +29,7 @@ events file of one time and one process line (writer.StreamWriter.close).
 """
 from __future__ import annotations
 
-import os
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +40,7 @@ from ..model import Definitions, Schema, Table, take
 from ..engine.merged import MergedTable
 from ..engine.sink import Sink
 from ..formats.otf.grammar import MARKER_TABLE     # keyvalues.ref_table of a marker's key-values
+from ..engine.leftovers import run_name
 from .staging import Staging
 
 MARKERS, KEYVALUES = "markers", "keyvalues"
@@ -130,7 +129,7 @@ class OTFSink(Sink):
         if len(self._locs) and int(self._locs[-1]) - int(self._locs[0]) < 8 * len(self._locs) + 4096:
             self._dense = np.full(int(self._locs[-1]) - int(self._locs[0]) + 1, -1, np.int64)
             self._dense[self._locs - self._locs[0]] = np.arange(len(self._locs))
-        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
         with comm.guard():
             if comm.rank == 0:

@@ -32,8 +32,6 @@ which rank wrote it.
 """
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +42,7 @@ from ..errors import PartraceError, UsageError
 from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
                      counter_value_types, counter_values, tables_of_role)
 from .parts import count_within, place_parts
+from ..engine.leftovers import run_name
 from .staging import Staging
 
 EVENTS = "events"
@@ -172,7 +171,7 @@ class PerfettoSink(Sink):
         self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self.pieces: list[np.ndarray] = []          # (key, offset in part, length) per window
         self.part_size = 0
-        run_id = comm.bcast(f"{os.getpid()}-{int(time.time())}")
+        run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
         with comm.guard():
             if comm.rank == 0:

@@ -3,7 +3,10 @@
 A failed or killed run leaves at most the hidden ``.NAME.partrace-<id>``
 folder, never anything under the output's own name; existing files are never
 touched unless the user asked to overwrite them, and even then an input of the
-run, or a folder that is not a partrace output, is never replaced.
+run, or a folder that is not a partrace output, is never replaced.  Without
+overwrite, an output that appeared while the run wrote (a second run to the same
+name that finished first) is not replaced either: publishing moves each name only
+if it is still free (noreplace.py), and takes back what it moved if one is not.
 """
 from __future__ import annotations
 
@@ -13,13 +16,15 @@ import shutil
 from pathlib import Path
 
 from ..engine import inputs, stop
+from ..engine.leftovers import remove_dead
 from ..errors import UsageError, register_output_paths
 
 _live: set[Path] = set()    # staging folders this process made and has not yet published
 _known: set[Path] = set()   # staging folders of this process's runs, whichever rank made them
+_ours: set[str] = set()     # names of every staging folder of this process's runs, ever
 
 # a path inside a staging folder, as error messages print it: ".NAME.partrace-ID/" or its end
-_STAGED = re.compile(r"""(?:^|(?<=[/'"\s(=]))\.([^/'"\s]+)\.partrace-[\w-]+?"""
+_STAGED = re.compile(r"""(?:^|(?<=[/'"\s(=]))\.([^/'"\s]+)\.partrace-([\w-]+?)"""
                      r"""(?:/([^'"\s,;:)]+)|(?=['"\s,;:)]|$))""")
 # the shard files the HDF5 sink writes in NAME.parts
 _SHARD = re.compile(r"rank-[0-9]+\.h5$")
@@ -47,14 +52,16 @@ stop.on_stop(discard_known, hard_only=True)
 
 
 def public_paths(text: str) -> str:
-    """``text`` with staging paths shown as the output paths they are published as.
+    """``text`` with this process's staging paths shown as the output paths they become.
 
     A file of the output set (NAME..., or NAME's stem and a dot: OTF) keeps its
     name; the staging folder itself and the files that never leave it (the
     HDF5 sink's per-rank parts, the OTF marker body) stand for the output.
     """
     def shown(m: re.Match) -> str:
-        final, inner = m.group(1), m.group(2)
+        final, run, inner = m.group(1), m.group(2), m.group(3)
+        if f".{final}.partrace-{run}" not in _ours:     # another run's (a killed one's)
+            return m.group(0)
         stem = final.rsplit(".", 1)[0]
         if inner and (inner.startswith(final) or inner.startswith(stem + ".")):
             return inner
@@ -91,7 +98,9 @@ class Staging:
     def __init__(self, final: Path, run_id: str):
         self.final = Path(final)
         self.dir = self.final.parent / f".{self.final.name}.partrace-{run_id}"
+        self.overwrite = False      # as check_free was told (on the rank that publishes)
         _known.add(self.dir)
+        _ours.add(self.dir.name)
 
     def check_free(self, names: list[Path], overwrite: bool) -> None:
         """Refuse (or, with overwrite, plan to replace) existing outputs.
@@ -99,8 +108,11 @@ class Staging:
         Never replaced, whatever ``overwrite`` says: an input of the run (or a
         folder holding one), and a folder that is not a partrace output.
         """
+        self.overwrite = overwrite
         if not self.final.parent.is_dir():
             raise UsageError(f"{self.final.parent}: output folder does not exist")
+        # what a killed run to this output left (leftovers.py): removed, with a warning
+        remove_dead(self.final.parent, f".{self.final.name}.partrace-")
         for p in [self.final, *names]:
             hit = inputs.conflict(p)
             if hit is not None:
@@ -130,6 +142,9 @@ class Staging:
         self.discard()
 
     def _move(self, names: list[str]) -> None:
+        if not self.overwrite:
+            self._move_to_free(names)
+            return
         for name in names:
             src, dst = self.dir / name, self.final.parent / name
             if inputs.conflict(dst) is not None:     # check_free said so; never reached
@@ -142,6 +157,25 @@ class Staging:
             elif dst.exists() or dst.is_symlink():
                 dst.unlink()
             os.replace(src, dst)
+
+    def _move_to_free(self, names: list[str]) -> None:
+        """Move every name, each only if still free; if one is taken, move back those moved
+        (they are this run's) and refuse.  Every run moves its names in the same order, so
+        of two runs to one output the one that takes the first name publishes whole: the
+        output's own name goes first (the one name every run of it has)."""
+        from .noreplace import move_no_replace
+        moved = []
+        for name in sorted(names, key=lambda n: n != self.final.name):
+            src, dst = self.dir / name, self.final.parent / name
+            try:
+                move_no_replace(src, dst)
+            except FileExistsError:
+                for back in reversed(moved):
+                    os.rename(self.final.parent / back, self.dir / back)
+                raise UsageError(f"{dst}: output appeared while this run was writing it "
+                                 f"(another run to the same output?); not replacing it "
+                                 f"(use --overwrite to replace it)") from None
+            moved.append(name)
 
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -206,6 +206,49 @@ def test_missing_rank_file(tmp_path):
     assert e.value.path == str(victim)
 
 
+def _same_tables(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for unit in a:
+        assert a[unit].keys() == b[unit].keys(), unit
+        for name, table in a[unit].items():
+            for col, values in table.columns.items():
+                assert np.array_equal(values, b[unit][name].columns[col]), (unit, name, col)
+
+
+def test_folder_without_metafile_reads_as_with_it(tmp_path):
+    """Traces are often published without their .meta (MPINET's, in the corpus): a folder
+    of one run's rank files reads as the run, with every rank file's calls."""
+    from tests.support.damage import decode_units
+    d = _copy(tmp_path)
+    want = decode_units(DUMPI.open(d))
+    (meta,) = d.glob("*.meta")
+    meta.unlink()
+    assert DUMPI.sniff(d)
+    reader = DUMPI.open(d)
+    assert sorted(reader.files) == [0, 1, 2, 3] and reader.source_files() == sorted(
+        d.glob("*.bin"))
+    _same_tables(decode_units(reader), want)
+    assert reader.read_definitions().attrs["metafile"] == {}
+
+
+def test_folder_without_metafile_needs_every_rank_of_one_run(tmp_path):
+    d = _copy(tmp_path)
+    next(d.glob("*.meta")).unlink()
+    first = next(d.glob("*-0000.bin"))
+    shutil.copy(first, d / "other-run-0000.bin")
+    with pytest.raises(TraceError, match="rank files of 2 runs"):
+        DUMPI.open(d)
+    (d / "other-run-0000.bin").unlink()
+    victim = next(d.glob("*-0001.bin"))
+    victim.unlink()
+    with pytest.raises(TraceError, match=r"no \.meta file and rank 1 file .*-0001\.bin\) is "
+                                         r"missing: 3 rank files up to rank 3"):
+        DUMPI.open(d)
+    for f in d.glob("*.bin"):
+        f.unlink()
+    assert not DUMPI.sniff(d)
+
+
 def test_wrong_magic(tmp_path):
     d = _copy(tmp_path)
     f = next(d.glob("*-0001.bin"))

@@ -40,10 +40,18 @@ class Fixture:
     folder: str         # under tests/data; copied whole (minus reference files)
     trace: str          # the trace argument, relative to the copied folder ("" = the folder)
     keep: tuple = ()    # suffixes of the files that belong to the trace ("" = every file)
+    offsets: bool = True    # errors give a line or byte (False: the format's library names none)
+
+    def root(self) -> Path:
+        """Where the fixture's files are: tests/data, or (partrace HDF5) made per session."""
+        if self.format == "hdf5":
+            from .hdf5_damage import fixture_parent
+            return fixture_parent() / self.folder
+        return DATA / self.folder
 
     def files(self) -> list[str]:
         """Relative paths of the trace's files, sorted."""
-        root = DATA / self.folder
+        root = self.root()
         out = []
         for p in sorted(root.rglob("*")):
             if p.is_file() and (not self.keep or p.name.endswith(self.keep)):
@@ -65,6 +73,9 @@ FIXTURES = [
     Fixture("ross-phold", "ross", "ross/phold-np2-opt-gvt-pekplp/stats", ""),
     Fixture("ross-pi1", "ross", "ross/pi-np1-seq-allmodes/stats", ""),
     Fixture("ross-pi2", "ross", "ross/pi-np2-opt-evtrace-full-model-gvt/stats", ""),
+    Fixture("h5-ring8", "hdf5", "hdf5-ring8", "ring8.h5"),     # made by partrace merge
+    # the OTF2 library reports no byte offset of what it cannot read
+    Fixture("otf2-mpi3", "otf2", "otf2/mpi3", "traces.otf2", offsets=False),
 ]
 BY_NAME = {f.name: f for f in FIXTURES}
 
@@ -76,7 +87,8 @@ class Damage:
     op: ``flip`` (bit ``b`` of byte ``a``), ``splice`` (bytes ``a``..``a+b`` replaced by
     ``data``), ``truncate`` (to ``a`` bytes), ``append`` (``data``), ``delete``,
     ``swap`` (contents with ``file2``), ``dir`` / ``fifo`` (the file replaced by an
-    empty folder / a named pipe).
+    empty folder / a named pipe), ``h5edit`` (edit ``label`` of hdf5_damage.EDITS on the
+    object named by ``data``, ``a`` its parameter).
     """
     label: str          # the damage class, as reported (e.g. "flip", "meta-numprocs-small")
     file: str           # relative to the copied folder
@@ -88,6 +100,8 @@ class Damage:
     rows: str = "same"  # "same" or "fewer": what an exit 0 may show (module docstring)
 
     def describe(self) -> str:
+        if self.op == "h5edit":
+            return f"{self.label} {self.file}:{self.data.decode()}"
         where = {"flip": f"@{self.a}.bit{self.b}", "splice": f"@{self.a}+{self.b}",
                  "truncate": f"@{self.a}", "append": f"+{len(self.data)}",
                  "swap": f"<->{self.file2}"}.get(self.op, "")
@@ -110,6 +124,9 @@ class Damage:
         elif self.op == "fifo":
             path.unlink()
             os.mkfifo(path)
+        elif self.op == "h5edit":
+            from .hdf5_damage import apply_edit
+            apply_edit(path, self.label, self.data.decode(), self.a)
         else:
             raw = bytearray(path.read_bytes())
             if self.op == "flip":
@@ -135,9 +152,10 @@ class Case:
     def argv(self, trace: Path, out_dir: Path, spill: Path) -> list[str]:
         if self.command == "info":
             return ["info", str(trace), "--json"]
+        verb = "convert" if self.fixture.format == "hdf5" else "merge"
         # --progress none: a run slowed by a loaded machine would log progress lines,
         # which the checks would take for unexpected stderr
-        return ["merge", str(trace), "-o", str(out_dir / f"x.{self.command}"),
+        return [verb, str(trace), "-o", str(out_dir / f"x.{self.command}"),
                 "--tmpdir", str(spill), "--progress", "none"]
 
 
@@ -146,7 +164,7 @@ def copy_fixture(fx: Fixture, dest: Path) -> Path:
     root = dest / Path(fx.folder).name
     for rel in fx.files():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(DATA / fx.folder / rel, root / rel)
+        shutil.copyfile(fx.root() / rel, root / rel)
     return root / fx.trace if fx.trace else root
 
 
@@ -485,8 +503,21 @@ def ross_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
     return out
 
 
+def otf2_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
+    """Single-bit flips of the global definitions (traces.def), read through the otf2
+    package, whose definition callbacks raise on what a flip makes of a reference."""
+    raw = (fx.root() / "traces.def").read_bytes()
+    return [Damage("flip", "traces.def", "flip", rng.randrange(len(raw)), rng.randrange(8))
+            for _ in range(40)]
+
+
+def hdf5_damages(fx: Fixture, rng: random.Random) -> list[Damage]:
+    from .hdf5_damage import damages
+    return damages(fx, rng, Damage)
+
+
 GENERATORS = {"otf": otf_damages, "dumpi": dumpi_damages, "ovni": ovni_damages,
-              "ross": ross_damages}
+              "ross": ross_damages, "hdf5": hdf5_damages, "otf2": otf2_damages}
 # damages of strings and names: run through every command (HDF5 and OTF writers differ)
 EVERY_COMMAND = {"def-non-utf8-name", "non-utf8-byte", "meta-non-utf8", "json-non-utf8"}
 # one named pipe per format in place of a file (a hang costs the whole time limit)
@@ -530,7 +561,7 @@ def fast_cases() -> list[Case]:
     """A few cases per format for the quick (unmarked) test: the first of some classes."""
     want = {"flip", "truncate-mid-record", "truncate-mid-line", "meta-numprocs-small",
             "deleted-stream-file", "deleted-rank-file", "event-flags", "json-truncated",
-            "index-offset-huge", "def-token-0"}
+            "index-offset-huge", "def-token-0", "h5-rows-huge", "h5-location-unknown"}
     seen, out = set(), []
     for c in cases():
         key = (c.fixture.format, c.damage.label)

@@ -4,7 +4,9 @@ The cases (tests/fuzz/damage.py) are generated from a fixed seed: bit flips,
 byte changes at headers, size and id fields and record starts, truncations,
 zeroed ranges, appended garbage, deleted, swapped and replaced files (a
 folder or a named pipe in place of a file), broken metadata (OTF master and
-.def lines, DUMPI .meta, ovni JSON).  Each case runs on one rank (a child
+.def lines, DUMPI .meta, ovni JSON); partrace's own HDF5 output read back, edited with
+h5py to claim a layout it does not hold (tests/fuzz/hdf5_damage.py); bit flips of an
+OTF2 archive's global definitions.  Each case runs on one rank (a child
 forked from this process, tests/fuzz/driver.py) and a spread of them on two
 ranks (``mpiexec -n 2``).  Run one case with ``-k c123``.
 
@@ -22,9 +24,10 @@ The rule asserted for every case:
   ``.x.*.partrace-*`` staging folder beside the output;
 * exit 2: no output at all, and stderr is exactly one line (Python warnings
   that name a file of the trace, with their source line, are not counted)
-  ``partrace: error: PATH[:line N|:byte N]: MESSAGE`` where PATH is the trace
-  argument, the trace folder, or a path inside it.  The line or byte offset
-  is required when PATH is an existing regular file; a missing file, a folder
+  ``partrace: error: PATH[:line N|:byte N|:object /NAME]: MESSAGE`` where PATH is the
+  trace argument, the trace folder, or a path inside it.  The line or byte offset (in
+  partrace's own HDF5, the object: HDF5 names no offset) is required when PATH is an
+  existing regular file; a missing file, a folder
   or a named pipe has no offset to give, so its name alone is accepted;
 * exit 0 ("every row accounted for"): the expected output exists (x.h5, or
   x.otf and its x.* files), stderr holds only the summary line and warnings

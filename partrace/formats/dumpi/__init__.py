@@ -1,4 +1,5 @@
-"""DUMPI (sst-dumpi binary MPI traces): one ``.bin`` per rank plus a ``.meta`` file.
+"""DUMPI (sst-dumpi binary MPI traces): one ``.bin`` per rank plus a ``.meta`` file
+(a folder of rank files without their metafile is read too).
 
 Light on purpose: sniffing reads names and 8 bytes; the function table and
 numba kernel load in :mod:`.decode` when a unit is decoded.
@@ -6,12 +7,14 @@ numba kernel load in :mod:`.decode` when a unit is decoded.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 from ..base import Format, TraceReader, check_options
 
 MAGIC = bytes.fromhex("ffaadd44554d5049")
+_RANK = re.compile(r"-(\d+)\.bin$")         # <fileprefix>-<rank>.bin
 
 
 def _regular(path: Path) -> bool:
@@ -40,7 +43,11 @@ class DUMPI(Format):
     def sniff(cls, path: Path) -> bool:
         path = Path(path)
         if path.is_dir():
-            return any(path.glob("*.meta"))
+            if any(path.glob("*.meta")):
+                return True
+            # a folder of rank files published without their metafile
+            rank = next((p for p in sorted(path.glob("*.bin")) if _RANK.search(p.name)), None)
+            return rank is not None and _has_magic(rank)
         if path.suffix == ".meta":
             if not _regular(path):
                 return True                 # the reader reports it as not a regular file

@@ -35,13 +35,19 @@ class DumpiReader(TraceReader):
     def __init__(self, path: str | os.PathLike):
         super().__init__(path)
         p = self.path
+        self.meta: dict[str, str] = {}
         if p.is_dir():
             metas = sorted(p.glob("*.meta"))
-            if len(metas) != 1:
+            if len(metas) > 1:
                 raise TraceError(p, None, f"expected one .meta file in the folder, found "
                                  f"{len(metas)}")
+            if not metas:                            # rank files published without it
+                self.files = _rank_files_without_meta(p)
+                for r, f in self.files.items():
+                    regular_file(f, f"rank {r} file")
+                self.metafile = p
+                return
             p = metas[0]
-        self.meta: dict[str, str] = {}
         if p.suffix == ".bin":                       # a single rank file
             m = _RANK.search(p.name)
             self.files = {int(m[1]) if m else 0: p}
@@ -155,6 +161,29 @@ def _rank_files(meta: Path, facts: dict[str, str]) -> dict[int, Path]:
         raise TraceError.at_line(meta, line, f"numprocs={numprocs} but {len(extra)} more rank "
                                  f"file(s) of prefix {prefix!r} lie beside it: {names}")
     return files
+
+
+def _rank_files_without_meta(folder: Path) -> dict[int, Path]:
+    """A folder of ``<fileprefix>-<rank>.bin`` files and no metafile (as traces are often
+    published): one prefix, ranks 0..n-1 all present (as the metafile would require)."""
+    runs: dict[str, dict[int, Path]] = {}
+    for f in sorted(folder.glob("*.bin")):
+        if m := _RANK.search(f.name):
+            runs.setdefault(f.name[:m.start()], {})[int(m[1])] = f
+    if not runs:
+        raise TraceError(folder, None, "no .meta file and no DUMPI rank file "
+                         "(<prefix>-<rank>.bin) in the folder")
+    if len(runs) > 1:
+        raise TraceError(folder, None, f"no .meta file and rank files of {len(runs)} runs "
+                         f"(prefixes {', '.join(sorted(runs))}): open one run's metafile "
+                         f"or put each run in its own folder")
+    (prefix, files), = runs.items()
+    missing = sorted(set(range(max(files) + 1)) - set(files))
+    if missing:
+        raise TraceError(folder, None, f"no .meta file and rank {missing[0]} file "
+                         f"({prefix}-{missing[0]:04d}.bin) is missing: "
+                         f"{len(files)} rank files up to rank {max(files)}")
+    return dict(sorted(files.items()))
 
 
 def _mpi_tables() -> dict[str, Table]:

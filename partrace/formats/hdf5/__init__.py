@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import TraceError
-from ...model import BYTES, STR, Column, Definitions, Schema, with_legacy_measures, with_legacy_refers
+from ...model import (BYTES, STR, Column, Definitions, Schema, Table, with_legacy_measures,
+                      with_legacy_refers)
 from ..base import Format, TraceReader, Unit, check_options
 from .files import open_checked
+from .validate import cannot_open
 
 MAGIC = b"\x89HDF\r\n\x1a\n"
 ROWS_PER_UNIT = 1 << 20
@@ -29,8 +30,8 @@ class HDF5Reader(TraceReader):
             try:
                 return h5py.File(self.path, "r")
             except OSError as exc:
-                raise TraceError(self.path, None, f"cannot open as HDF5: {exc}") from None
-        f = open_checked(self.path)     # once per reader: virtual sources all there
+                raise cannot_open(self.path, exc) from None
+        f = open_checked(self.path)     # once per reader: virtual sources and layout checked
         self._checked, self._parts = True, f.partrace_parts
         return f
 
@@ -41,12 +42,15 @@ class HDF5Reader(TraceReader):
         return [self.path, *self._parts]
 
     def units(self) -> list[Unit]:
+        from .validate import hdf5_errors
         out = []
         with self._open() as f:
             for name in json.loads(f.attrs["tables"]):
-                group = f[name]
-                rows = int(group.attrs["rows"])
-                row_bytes = sum(_row_bytes(group[c], rows) for c in json.loads(group.attrs["columns"]))
+                with hdf5_errors(self.path, f"/{name}"):
+                    group = f[name]
+                    rows = int(group.attrs["rows"])
+                    row_bytes = sum(_row_bytes(group[c], rows)
+                                    for c in json.loads(group.attrs["columns"]))
                 for start in range(0, rows, ROWS_PER_UNIT):
                     stop = min(rows, start + ROWS_PER_UNIT)
                     out.append(Unit(f"{name}:{start:015d}", (stop - start) * row_bytes,
@@ -55,7 +59,8 @@ class HDF5Reader(TraceReader):
 
     def read_definitions(self, survey=None) -> Definitions:
         from .layout import read_table
-        with self._open() as f:
+        from .validate import hdf5_errors
+        with self._open() as f, hdf5_errors(self.path, "/definitions"):
             d = f["definitions"]
             tables = {n: read_table(f[n]) for n in ("locations", "regions")}
             for n in d:
@@ -67,30 +72,14 @@ class HDF5Reader(TraceReader):
                                attrs=json.loads(d.attrs["attrs"]), source=source)
 
     def schema(self, defs: Definitions) -> Schema:
-        import h5py
-
-        from . import text      # h5py: only once an HDF5 file is read
-        from .layout import read_enum
+        from .validate import hdf5_errors
         out: Schema = {}
         with self._open() as f:
             for name in json.loads(f.attrs["tables"]):
                 cols = []
                 for c in json.loads(f[name].attrs["columns"]):
-                    ds = f[name][c]
-                    if text.is_pair(ds):     # text data/ends pair
-                        dtype = STR if ds.attrs.get("dtype") == STR else BYTES
-                    elif h5py.check_string_dtype(ds.dtype) is not None:
-                        dtype = STR
-                    elif h5py.check_vlen_dtype(ds.dtype) is not None:
-                        dtype = BYTES
-                    elif ds.ndim > 1:   # fixed-width sub-array column
-                        dtype = np.dtype((ds.dtype.str, ds.shape[1:]))
-                    else:
-                        dtype = np.dtype(ds.dtype.str)
-                    cols.append(Column(c, dtype, ds.attrs.get("description", ""),
-                                       ds.attrs.get("unit"), read_enum(ds),
-                                       ds.attrs.get("refers"),
-                                       bool(ds.attrs.get("measure", True))))
+                    with hdf5_errors(self.path, f"/{name}/{c}"):
+                        cols.append(_stored_column(f[name][c], c))
                 out[name] = cols
         if not any(c.refers for cols in out.values() for c in cols):
             out = with_legacy_refers(out)      # a file written before Column.refers (or with none)
@@ -99,10 +88,45 @@ class HDF5Reader(TraceReader):
         return out
 
     def decode(self, unit: Unit, defs: Definitions):
-        from .layout import read_table
+        from .layout import read_column
+        from .validate import hdf5_errors
         name, start, stop = unit.info
         with self._open() as f:
-            yield {name: read_table(f[name], start, stop)}
+            group, out = f[name], {}
+            for c in json.loads(group.attrs["columns"]):
+                with hdf5_errors(self.path, f"/{name}/{c}"):
+                    out[c] = read_column(group[c], start, stop)
+            self._location_check(defs)(name, out["location"], start)
+            yield {name: Table(out)}
+
+    def _location_check(self, defs: Definitions):
+        """Rows naming a location the file does not define are refused as they are read:
+        every writer needs its locations (a sink would otherwise refuse it, or not)."""
+        from .validate import LocationCheck
+        check = getattr(self, "_locations", None)
+        if check is None:
+            check = self._locations = LocationCheck(self.path, defs.tables["locations"]["id"])
+        return check
+
+
+def _stored_column(ds, name: str) -> Column:
+    """The model's Column of one stored column (a dataset or a text data/ends pair)."""
+    import h5py
+
+    from . import text      # h5py: only once an HDF5 file is read
+    from .layout import read_enum
+    if text.is_pair(ds):
+        dtype = STR if ds.attrs.get("dtype") == STR else BYTES
+    elif h5py.check_string_dtype(ds.dtype) is not None:
+        dtype = STR
+    elif h5py.check_vlen_dtype(ds.dtype) is not None:
+        dtype = BYTES
+    elif ds.ndim > 1:   # fixed-width sub-array column
+        dtype = np.dtype((ds.dtype.str, ds.shape[1:]))
+    else:
+        dtype = np.dtype(ds.dtype.str)
+    return Column(name, dtype, ds.attrs.get("description", ""), ds.attrs.get("unit"),
+                  read_enum(ds), ds.attrs.get("refers"), bool(ds.attrs.get("measure", True)))
 
 
 def _row_bytes(obj, rows: int) -> int:
@@ -125,7 +149,9 @@ class HDF5(Format):
             if fh.read(8) != MAGIC:
                 return False
         from .layout import is_partrace_file
-        return is_partrace_file(path)
+        # an HDF5 file that HDF5 cannot open (cut short, its superblock damaged) is taken as
+        # one: opening it says why, instead of "not a trace of any known format"
+        return is_partrace_file(path) is not False
 
     @classmethod
     def open(cls, path, **options) -> HDF5Reader:

@@ -14,14 +14,18 @@ from ...errors import TraceError
 
 
 def open_checked(path):
-    """``h5py.File(path, "r")``, after checking every virtual dataset's sources."""
+    """``h5py.File(path, "r")``, after checking every virtual dataset's sources and the
+    layout the file claims (validate.py)."""
     import h5py
+    from .validate import cannot_open, check_file, hdf5_errors
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
-        raise TraceError(path, None, f"cannot open as HDF5: {exc}") from None
+        raise cannot_open(path, exc) from None
     try:
-        f.partrace_parts = check_virtual_sources(f, Path(path))
+        with hdf5_errors(path, "/"):
+            f.partrace_parts = check_virtual_sources(f, Path(path))
+        check_file(f, path)
     except BaseException:
         f.close()
         raise
@@ -44,6 +48,8 @@ def check_virtual_sources(f, path: Path) -> list[Path]:
     """The files virtual datasets read from; TraceError naming the first virtual
     source file or dataset that is missing."""
     import h5py
+
+    from .validate import cannot_open
     virtual = []
     f.visititems(lambda name, obj: virtual.append(obj)
                  if isinstance(obj, h5py.Dataset) and obj.is_virtual else None)
@@ -68,8 +74,7 @@ def check_virtual_sources(f, path: Path) -> list[Path]:
                     try:
                         opened[src.file_name] = h5py.File(found, "r")
                     except OSError as exc:
-                        raise TraceError(found, None, f"part of {path}: cannot open as "
-                                                      f"HDF5: {exc}") from None
+                        raise cannot_open(found, exc, f"part of {path}: ") from None
                 part = opened[src.file_name]
                 if src.dset_name not in part:
                     raise TraceError(part.filename, None, f"part of {path}: has no dataset "

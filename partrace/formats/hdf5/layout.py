@@ -420,12 +420,13 @@ def _json_default(o):
 
 # --- reading --------------------------------------------------------------
 
-def is_partrace_file(path) -> bool:
+def is_partrace_file(path) -> bool | None:
+    """True or False; None if HDF5 cannot open the file (or read its root attributes)."""
     try:
         with h5py.File(path, "r") as f:
             return f.attrs.get("layout") == LAYOUT
-    except OSError:
-        return False
+    except (OSError, RuntimeError):
+        return None
 
 
 def _decode_text(values: np.ndarray) -> np.ndarray:

@@ -157,6 +157,8 @@ def read(g: h5py.Group, start: int = 0, stop: int | None = None) -> np.ndarray:
     lo = int(ends[0]) if start else 0
     if start:
         ends = ends[1:]
+    from .validate import check_ends     # a damaged file: never a row cut short in silence
+    check_ends(g.file.filename, g, ends, lo, g[DATA].shape[0])
     raw = g[DATA][lo:int(ends[-1])].tobytes()
     cuts = ends - lo
     return byte_rows(raw, np.concatenate([[0], cuts[:-1]]), cuts,

@@ -75,8 +75,11 @@ def master_entries(path: Path, data: bytes | None = None) -> tuple[dict[int, lis
 def read_blocks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
     """The uncompressed bytes of a plain or .z file, in blocks of about `chunk`.
 
-    OTF's zlib streams are never finished (no end-of-stream block): the
-    decompressor's output is taken as is and a missing end is not an error.
+    OTF's zlib streams are never finished (no end-of-stream block): the writer
+    flushes (a sync flush: the stream ends with the empty stored block ``00 00 ff ff``),
+    so a missing end is not an error.  A stream that ends neither finished nor at a
+    flush was cut inside a compressed block: what it holds is read, as OTF's reader
+    does, and a warning says the rest is lost.
     """
     require_regular(path)
     if path.suffix != ".z":
@@ -113,6 +116,21 @@ def read_blocks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
             rest = b""
         if rest:
             yield rest
+        if not d.eof and not _ends_at_flush(f):
+            import warnings
+            warnings.warn(f"{path}: byte {at}: zlib stream cut short (it ends inside a "
+                          f"compressed block, not at a flush as OTF's writer ends it); "
+                          f"the records after its last whole line are lost", stacklevel=3)
+
+
+_SYNC_FLUSH = b"\x00\x00\xff\xff"     # the empty stored block a zlib sync flush ends with
+
+
+def _ends_at_flush(f) -> bool:
+    size = os.fstat(f.fileno()).st_size
+    if size < len(_SYNC_FLUSH):
+        return False
+    return os.pread(f.fileno(), len(_SYNC_FLUSH), size - len(_SYNC_FLUSH)) == _SYNC_FLUSH
 
 
 def read_all(path: Path) -> bytes:

@@ -145,6 +145,7 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
     tp = np.zeros(K.NTP, np.uint64)
     st[K.S_KV_SIDE] = -1
     carry = b""
+    at = 0                  # offset in the (uncompressed) text of data[0]
     blocks = read_blocks(path, chunk)
     done = False
     while not done:
@@ -157,7 +158,9 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
             carry = data
             continue
         if done and not data.endswith(b"\n"):
-            data += b"\n"           # the kernel reads lines that end with a newline
+            data = carry = _without_cut_line(path, data, at)
+            if not data:
+                break
         limit = len(data) if done else data.rfind(b"\n") + 1
         buf = np.frombuffer(data, np.uint8)
         caps, bufs, side = layout.buffers(kind, _records_about(buf, limit))
@@ -178,12 +181,29 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
             _syntax_error(path, data, err, eline, erec, efield, epos)
         _deferred_errors(path, st, tp, refs, done)
         carry = data[int(st[K.S_POS]):]
+        at += int(st[K.S_POS])
         n = int(st[K.S_N])
         if n:
             yield _chunk_tables(layout, bufs, side[:int(st[K.S_NSIDE])], st, data, seqs)
             st[K.S_BASE] += n
     if carry.strip():
         raise TraceError(path, "end of file", "expected a complete record line")
+
+
+def _without_cut_line(path, data: bytes, at: int) -> bytes:
+    """``data`` (the end of a stream) without its last line, which has no newline: OTF's
+    reader takes only lines that end with one (OTF_RBuffer_guaranteeRecord: no newline, no
+    record) and drops such a tail in silence; a writer cut short leaves one.  Dropped here
+    too, and said (a tail of blanks is not a record and goes unsaid)."""
+    import warnings
+    cut = data.rfind(b"\n") + 1
+    tail = data[cut:]
+    if tail.strip():
+        where = f"byte {at + cut}" if path.suffix != ".z" else f"byte {at + cut} of its text"
+        warnings.warn(f"{path}: {where}: last line has no newline (the file was cut short?); "
+                      f"its {len(tail)} bytes are not a record, as OTF's reader takes them: "
+                      f"dropped", stacklevel=3)
+    return data[:cut]
 
 
 def _records_about(buf: np.ndarray, limit: int) -> int:

@@ -11,7 +11,10 @@ always have a 0).
 """
 from __future__ import annotations
 
+import contextlib
 import enum
+import io
+import sys
 
 import numpy as np
 
@@ -72,12 +75,28 @@ def _shift(refs) -> int:
     return 1 if 0 in refs else 0
 
 
+def _with_callback_error(exc: Exception, printed: str) -> str:
+    """The library's error, with the exception a definition callback of the otf2 package
+    raised (the last line of the traceback it printed), if one did."""
+    lines = [ln.strip() for ln in printed.splitlines() if ln.strip()]
+    if not lines or "Traceback" not in printed:
+        return str(exc)
+    last = lines[-1]
+    if last.startswith("KeyError: "):
+        last = f"a definition refers to ref {last.removeprefix('KeyError: ')}, which is not defined"
+    return f"{exc} ({last})"
+
+
 def read_global(anchor: str, errors) -> Definitions:
     """The definitions of the archive whose anchor file is ``anchor``; ``errors``: a function
     turning the library's failure into a TraceError."""
     import otf2
+    said = io.StringIO()
     try:
-        with otf2.reader.open(anchor) as trace:
+        # the otf2 package prints a traceback to sys.stderr when one of its definition
+        # callbacks raises (a flipped byte: a reference to a definition that is not there)
+        # and makes the library stop: kept here and folded into the one error line
+        with contextlib.redirect_stderr(said), otf2.reader.open(anchor) as trace:
             reg = trace.definitions
             locations = list(reg.locations)
             regions = list(reg.regions)
@@ -89,7 +108,9 @@ def read_global(anchor: str, errors) -> Definitions:
             source = source_form(reg)
             clock = reg.clock_properties
     except Exception as exc:        # the library's errors carry no type of their own
-        raise errors(exc) from None
+        raise errors(_with_callback_error(exc, said.getvalue())) from None
+    if said.getvalue():             # not ours to hide: printed as the package printed it
+        sys.stderr.write(said.getvalue())
     dense = {ref: i + 1 for i, ref in enumerate(sorted(loc._ref for loc in locations))}
     rshift = _shift([r._ref for r in regions])
     mshift = _shift([m._ref for m in metrics])

@@ -85,7 +85,11 @@ class EventArchive:
     NAME = "events"
 
     def __init__(self, folder):
+        from .readlib import quiet_errors
         _, self.lib = load()
+        # the library's messages (four "[OTF2] src/...: error:" lines per rank on a full
+        # disk) go to a buffer, not stderr: _check folds the last into the one error line
+        quiet_errors()
         self.folder = folder
         self.handle = self.lib.OTF2_Archive_Open(str(folder).encode(), self.NAME.encode(),
                                                  FILEMODE_WRITE, EVENT_CHUNK, DEF_CHUNK,
@@ -103,7 +107,10 @@ class EventArchive:
 
     def _check(self, code: int) -> None:
         if code:
-            raise OSError(f"{self.folder}: OTF2 library: {error_name(code)}")
+            from .readlib import last_error
+            said = last_error()
+            raise OSError(f"{self.folder}: OTF2 library: {error_name(code)}"
+                          + (f" ({said.strip()})" if said.strip() else ""))
 
     def writer(self, location: int) -> int:
         w = self.lib.OTF2_Archive_GetEvtWriter(self.handle, location)

@@ -82,6 +82,16 @@ class OvniReader(TraceReader):
                                  "expected thread streams in loom.*/proc.* folders")
         return self._streams
 
+    def holdings(self, defs: Definitions) -> dict[str, dict[str, int]]:
+        """Threads per process: layout v1 lists no thread (a deleted stream is not seen)."""
+        names = dict(zip(defs.tables["locations"]["id"].tolist(),
+                         defs.tables["locations"]["name"].tolist()))
+        threads = defs.tables["threads"]["process"].tolist()
+        out: dict[str, int] = {}
+        for proc in threads:
+            out[str(names.get(proc, proc))] = out.get(str(names.get(proc, proc)), 0) + 1
+        return {"threads per process": out}
+
     def source_files(self) -> list[Path]:
         """The streams, their metadata and clock-offsets.txt: not what else lies in
         the folder (ovniemu's Paraver output, dumps), which is not part of the trace."""
@@ -209,7 +219,7 @@ class OvniReader(TraceReader):
         info = unit.info
         path = info["path"]
         buf, big = scan.open_stream(Path(path))
-        count, end, status = scan.check(buf, big)
+        count, end, status, last = scan.check(buf, big)
         if status in (scan.BAD_FLAGS, scan.BAD_JUMBO, scan.BAD_MCV):
             what = {scan.BAD_JUMBO: "jumbo flag with a payload size code other than 3",
                     scan.BAD_MCV: f"model/category/value bytes {bytes(buf[end + 1:end + 4]).hex(' ')} "
@@ -218,9 +228,12 @@ class OvniReader(TraceReader):
             raise TraceError.at_byte(path, end, f"expected an event header, found {what} "
                                      f"(first byte {buf[end]:#04x}) after {count} events")
         if status == scan.TRUNCATED:
-            warnings.warn(f"{path}: byte {end}: stream ends inside an event (half-written, as "
-                          f"left by a crashed program); dropped its {len(buf) - end} bytes, "
-                          f"kept the {count} whole events before it", stacklevel=2)
+            _check_cut(path, buf, end, last, big, count, _finished(info, defs))
+        elif count == 0:
+            # ovni's emulator warns of the same ("stream has zero events"): a thread that
+            # traced nothing, or a stream cut right after its header
+            warnings.warn(f"{path}: byte {end}: no events after the stream's header (cut "
+                          f"short, or a thread that traced nothing)", stacklevel=2)
 
         known = _known_mcvs()
         offset = int(defs.attrs.get("clock_offsets", {}).get(info["loom"], 0))
@@ -271,6 +284,34 @@ class OvniReader(TraceReader):
                                        [c for c in JUMBO_COLUMNS if c.name in jumbo_cols])
                 jseq += len(j)
             yield out
+
+
+def _finished(info: dict, defs: Definitions) -> bool:
+    """The stream's own metadata says its writer closed it (``"finished": 1``, v2 and v3)."""
+    docs = (defs.source or {}).get("metadata", {})
+    for p in info["metadata"]:
+        doc = docs.get(layout.relpath(Path(p)))
+        o = doc.get("ovni") if isinstance(doc, dict) else None
+        if isinstance(o, dict) and o.get("finished") == 1:
+            return True
+    return False
+
+
+def _check_cut(path, buf, end: int, last: int, big: bool, count: int, finished: bool) -> None:
+    """A stream that ends inside an event: what a crashed writer leaves (ovni's emulator
+    refuses it; kept here up to the last whole event, with a warning), unless the tail is
+    no plausible start of an event or the writer said it closed the stream: damage."""
+    from . import scan
+    why = scan.implausible_cut(buf, end, last, big)
+    if why is None and finished:
+        why = "its metadata says the writer closed it (finished), so no crash cut it"
+    if why is not None:
+        raise TraceError.at_byte(path, end, f"the last {len(buf) - end} bytes claim an event "
+                                            f"longer than the stream, and {why}: damaged "
+                                            f"after {count} whole events")
+    warnings.warn(f"{path}: byte {end}: stream ends inside an event (half-written, as "
+                  f"left by a crashed program); dropped its {len(buf) - end} bytes, "
+                  f"kept the {count} whole events before it", stacklevel=3)
 
 
 @lru_cache(maxsize=1)

@@ -50,47 +50,81 @@ def _size(buf, pos, big):
 
 @numba.njit(cache=True, nogil=True)
 def _walk(buf, start, big):
-    """Checks the events from ``start`` on; returns (count, end, status): ``end`` is the
-    offset after the last whole event; on a bad event it is the offset of that event.
-    Writes nothing: the fill kernels walk the checked events again by their sizes."""
+    """Checks the events from ``start`` on; returns (count, end, status, last): ``end`` is
+    the offset after the last whole event; on a bad event it is the offset of that event;
+    ``last``: the offset of the last whole event (-1: none).  Writes nothing: the fill
+    kernels walk the checked events again by their sizes."""
     n = buf.shape[0]
     pos = start
     count = 0
+    last = -1
     while pos < n:
         if pos + EV_HEADER > n:
-            return count, pos, TRUNCATED
+            return count, pos, TRUNCATED, last
         b = buf[pos]
         flags = b & 0xF0
         code = b & 0x0F
         size = EV_HEADER + (code + 1 if code else 0)
         if flags == JUMBO:
             if code != 3:
-                return count, pos, BAD_JUMBO
+                return count, pos, BAD_JUMBO, last
             if pos + 16 > n:
-                return count, pos, TRUNCATED
+                return count, pos, TRUNCATED, last
             size = 16 + np.int64(_uint(buf, pos + 12, 4, big))
         elif flags != 0:
-            return count, pos, BAD_FLAGS
+            return count, pos, BAD_FLAGS, last
         # model, category, value: printable characters (libovni takes them from C strings
         # such as "OHx"); zeroed or random bytes here are damage, not an event
         for k in range(1, 4):
             c = buf[pos + k]
             if c <= 32 or c >= 127:
-                return count, pos, BAD_MCV
+                return count, pos, BAD_MCV, last
         if pos + size > n:
-            return count, pos, TRUNCATED
+            return count, pos, TRUNCATED, last
         count += 1
+        last = pos
         pos += size
-    return count, pos, OK
+    return count, pos, OK, last
 
 
-def check(buf: np.ndarray, big: bool) -> tuple[int, int, int]:
-    """(number of whole events after the header, their end offset, a status).  No
-    offsets are kept (an array of them would cost 8 bytes an event, written and read
-    once): the events up to ``end`` are well formed, so a fill kernel steps through
-    them by their sizes."""
-    count, end, status = _walk(buf, HEADER, big)
-    return int(count), int(end), int(status)
+def check(buf: np.ndarray, big: bool) -> tuple[int, int, int, int]:
+    """(number of whole events after the header, their end offset, a status, the offset of
+    the last whole event or -1).  No offsets are kept (an array of them would cost 8 bytes
+    an event, written and read once): the events up to ``end`` are well formed, so a fill
+    kernel steps through them by their sizes."""
+    count, end, status, last = _walk(buf, HEADER, big)
+    return int(count), int(end), int(status), int(last)
+
+
+# libovni's OVNI_MAX_EV_BUF: the buffer every event, jumbo ones too, is written into
+MAX_EVENT_BYTES = 2 << 20
+
+
+def implausible_cut(buf: np.ndarray, end: int, last: int, big: bool) -> str | None:
+    """Why the bytes from ``end`` to the end of the stream (shorter than the event they
+    start claims) cannot be the start of an event a crashed writer left half-written, or
+    None if they can: a first byte, model/category/value no event has (what _walk does
+    not look at in so few bytes), a clock before the last whole event's (clocks of a
+    stream never decrease), a jumbo event longer than libovni's event buffer."""
+    tail = len(buf) - end
+    b = int(buf[end])
+    flags, code = b & 0xF0, b & 0x0F
+    if flags not in (0, JUMBO) or (flags == JUMBO and code != 3):
+        return f"first byte {b:#04x} starts no event"
+    mcv = bytes(buf[end + 1:end + min(4, tail)])
+    if any(c <= 32 or c >= 127 for c in mcv):
+        return f"model/category/value bytes {mcv.hex(' ')} that are not printable characters"
+    order = "big" if big else "little"
+    if tail >= EV_HEADER and last >= 0:
+        clock = int.from_bytes(bytes(buf[end + 4:end + 12]), order)
+        before = int.from_bytes(bytes(buf[last + 4:last + 12]), order)
+        if clock < before:
+            return f"clock {clock} before the last whole event's ({before})"
+    if flags == JUMBO and tail >= 16:
+        size = 16 + int.from_bytes(bytes(buf[end + 12:end + 16]), order)
+        if size > MAX_EVENT_BYTES:
+            return f"a jumbo event of {size} bytes (libovni writes none over {MAX_EVENT_BYTES})"
+    return None
 
 
 def open_stream(path: Path) -> tuple[np.ndarray, bool]:

@@ -102,6 +102,14 @@ class ROSSReader(TraceReader):
     def source_files(self) -> list[Path]:
         return list(self.files)
 
+    def holdings(self, defs: Definitions) -> dict[str, dict[str, int]]:
+        """Files per kind: nothing in a ROSS run lists them (a deleted one is not seen)."""
+        out: dict[str, int] = {}
+        for p in self.files:
+            kind = kind_of(Path(p))
+            out[kind] = out.get(kind, 0) + 1
+        return {"files per kind": dict(sorted(out.items()))}
+
     def units(self) -> list[Unit]:
         """The regions, from one hop over each file; each region's hop is kept (up to
         HOP_CACHE bytes) for its survey and decode here, which then need not hop again:
