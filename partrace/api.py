@@ -179,8 +179,28 @@ class TraceData:
         return pd.DataFrame(res["collectives"], columns=["collective", "calls", "bytes_sent",
                                                          "bytes_received", "locations"])
 
+    def clocks(self, by: str = "process"):
+        """The clock condition per pair of processes (``by="location"``: of locations): the
+        messages each way, those received before they were sent, the least delays and the
+        offset and drift they imply (docs/clocks.md); the totals and the collectives' check
+        in ``.attrs``."""
+        pd = _pandas()
+
+        from .analysis.clocks import check
+        with public_errors():
+            res = check(self.path, format=self.format, by=by, reader_options=self.options)
+        df = pd.DataFrame(res.pop("pairs"), columns=CLOCK_COLUMNS)
+        df.attrs.update(res)
+        return df
+
     def __repr__(self) -> str:
         return f"<partrace.TraceData {self.format} {self.path}>"
+
+
+CLOCK_COLUMNS = ["a", "b", "a_id", "b_id", "messages_ab", "messages_ba", "violations",
+                 "largest_violation_ns", "least_delay_ab_ns", "least_delay_ba_ns", "offset_ns",
+                 "offset_bound_ns", "offset_min_ns", "offset_max_ns", "drift_ppm",
+                 "drift_bound_ppm", "drift_from"]
 
 
 def _named(ids: np.ndarray, defs_table: Table):
@@ -227,7 +247,7 @@ def open(path: str | os.PathLike, format: str | None = None, **options) -> Trace
 def merge(trace, output, *, streams: int | None = None, to: str | None = None,
           format: str | None = None, overwrite: bool = False, compression: str | None = None,
           layout: str | None = None, memory: int | str = "2G", tmpdir=None,
-          reader_options: dict | None = None, comm=None):
+          reader_options: dict | None = None, comm=None, sync: str = "none"):
     """Merge ``trace`` into ``output`` (.h5 or .otf), as ``partrace merge`` does.
 
     ``compression``: "gzip" or "lzf" for HDF5 columns, "zlib" for OTF files.
@@ -238,8 +258,11 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
     ``memory``: the budget per rank (bytes, or "512M", "4G" as ``--memory``); ``tmpdir``:
     where rows beyond it are spilled; ``reader_options``: the input format's own options.
 
+    ``sync``: the clock correction, "none", "offsets" or "clc" (docs/clocks.md).
+
     ``comm`` defaults to the world communicator when launched under MPI.
     """
+    from .analysis.sync import clock_sync
     from .engine.mpi import world
     from .engine.pipeline import run
     from .output import make_sink
@@ -248,8 +271,11 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
                          compression=compression, layout=layout)
         if isinstance(memory, str):
             memory = _budget(memory)
-        return run(comm or world(), trace, sink, format=format, memory=memory, spill_dir=tmpdir,
-                   reader_options=reader_options)
+        comm = comm or world()
+        retime = None if sync == "none" else clock_sync(
+            comm, sync, trace, format=format, reader_options=reader_options, budget=-1)
+        return run(comm, trace, sink, format=format, memory=memory, spill_dir=tmpdir,
+                   reader_options=reader_options, retime=retime)
 
 
 @contextlib.contextmanager

@@ -72,6 +72,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=["single", "parts"],
                    help="HDF5 output: one self-contained file (single, the default) or per-rank "
                         "files in OUT.h5.parts/ joined by virtual datasets in OUT.h5 (parts)")
+    p.add_argument("--sync", choices=["none", "offsets", "clc"], default="none",
+                   help="clock correction before the global order: none (the summary says how "
+                        "many messages the output shows received before they were sent); "
+                        "offsets: each process's clock moved by the offset (and drift) its "
+                        "messages imply, the decoded time kept in the column time_original; "
+                        "clc: offsets, then receives still before their sends moved forward "
+                        "with the rest of their location (see docs/clocks.md)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     p.add_argument("--progress", choices=["auto", "bar", "log", "none"], default="auto",
@@ -167,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _add_analysis_commands(sub)
+    _add_clocks_command(sub)
     p = _command(sub, "warm", cmd_warm,
                  help="compile the numba kernels once (after install); "
                  "say where they are cached",
@@ -246,6 +254,36 @@ def _add_analysis_commands(sub) -> None:
                    "info shows it: ns, or ROSS's virtual time; default: the whole trace, "
                    "at most 2,000,000 events)")
     _add_memory_options(p)
+
+
+def _add_clocks_command(sub) -> None:
+    p = _command(sub, "clocks", cmd_clocks,
+                 help="check the clock condition: receives that end before their send starts",
+                 description="Match every message (the k-th send from S to R with a tag on a "
+                 "communicator meets the k-th such receive) and show, per pair of processes, "
+                 "the messages each way, those whose receive ends before the send starts, the "
+                 "largest such violation, the least delay each way and the clock offset they "
+                 "imply (half the difference of the least delays, within half their sum); "
+                 "collective calls are checked as the many-to-many messages they are. "
+                 "See docs/clocks.md.")
+    _add_input(p)
+    p.add_argument("--by", choices=["process", "location"], default="process",
+                   help="pairs of processes (threads share their process's clock; default) or "
+                        "of locations")
+    p.add_argument("--top", type=int, default=30, metavar="N",
+                   help="show the N pairs with the largest violations, then the most messages "
+                        "(0: all; default 30; JSON gives all)")
+    p.add_argument("--json", action="store_true", help="JSON: totals and one record per pair")
+
+
+def cmd_clocks(comm, args) -> int:
+    from .analysis import render as R
+    from .analysis.clocks import check
+    res = check(args.trace, comm=comm, format=args.format, by=args.by,
+                reader_options=reader_options(args))
+    if comm.rank == 0:
+        print(R.as_json(res) if args.json else R.clocks_text(res, args.top or None))
+    return 0
 
 
 def _add_table_options(p) -> None:
@@ -411,12 +449,17 @@ def cmd_run(comm, args) -> int:
     comm.check()
     progress = Progress(comm, mode="none" if args.quiet else args.progress)
     t0 = time.perf_counter()
+    from .analysis.sync import clock_sync
+    sync = clock_sync(comm, args.sync, args.trace, format=args.format,
+                      reader_options=reader_options(args),
+                      budget=-1 if args.quiet else args.memory // 10)    # -1: no count
     try:
         stats = run(comm, args.trace, sink, format=args.format, progress=progress,
                     reader_options=reader_options(args),
-                    memory=args.memory, spill_dir=args.tmpdir)
+                    memory=args.memory, spill_dir=args.tmpdir, retime=sync)
     finally:    # also when the plan fails, before the run's own cleanup
         progress.done()
+    counted = sync.violations(comm)
     lines = _report_accounts(comm, args)
     rows = comm.allreduce_sum(sum(stats.rows_written.values()))
     events = comm.allreduce_sum(stats.rows_written.get("events", 0))
@@ -428,6 +471,13 @@ def cmd_run(comm, args) -> int:
         if args.memory < SMALL_BUDGET:      # said where the time it cost is seen
             extra += (f" (--memory {args.memory / 2**20:g}M: under {SMALL_BUDGET >> 20}M most "
                       f"rows spill and windows are many; the default 2G is many times faster)")
+        if counted is None:
+            extra += ", messages beyond --memory/10: not checked against the clocks"
+        elif counted[0] or counted[2]:
+            extra += (f", {counted[1]:,} of {counted[0]:,} messages received before they were "
+                      f"sent" + (f" and {counted[3]:,} of {counted[2]:,} collectives that a "
+                                 f"member left before another entered" if counted[2] else "") +
+                      f" (--sync {args.sync})")
         print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
               f"from {_amount(stats.source_bytes)} in {_files(stats.source_files)} "
               f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
@@ -498,7 +548,7 @@ def cmd_warm(comm, args) -> int:
 
 
 # commands that decode a trace: a parallel run of one warms a cold cache on rank 0 first
-DECODING = {cmd_run, cmd_info, cmd_profile, cmd_comm, cmd_dump, cmd_timeline}
+DECODING = {cmd_run, cmd_info, cmd_profile, cmd_comm, cmd_dump, cmd_timeline, cmd_clocks}
 
 
 def _one_line_warnings() -> None:

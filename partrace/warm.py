@@ -4,8 +4,8 @@ The first run after an install (or after a kernel's source changed) compiles
 the kernels it uses; numba keeps them in its cache (``__pycache__`` beside
 each module, or ``$XDG_CACHE_HOME/partrace/numba`` when the package folder is
 read-only: see ``partrace/__init__.py``) and later runs only load them.
-``warm`` runs every command (info, merge to every output, profile, comm, dump,
-timeline) on small sample traces of each format (every input, partrace's HDF5
+``warm`` runs every command (info, clocks, merge to every output, profile, comm,
+dump, timeline) on small sample traces of each format (every input, partrace's HDF5
 and OTF2 included), in one process, so every kernel those paths use is
 compiled, and says where the cache is.
 
@@ -144,6 +144,16 @@ def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[st
         except UsageError:      # a trace with no events (ROSS GVT samples): nothing to draw
             pass
 
+    def clocks():
+        import numpy as np
+
+        from .analysis.clc import last_step, steps
+        from .analysis.clocks import check
+        check(trace, comm=comm, format=fmt)
+        # the logical clock's kernels, on two messages (they run on merge --sync clc alone)
+        found = steps(comm, np.array([[1, 2, 100, 50, 0, 0], [2, 1, 60, 105, 1, 1]], np.int64))
+        last_step(*found[:3], *(np.ones(1, np.int64),) * 3)
+
     def dump():
         from .analysis.dump import DumpSink
         from .engine.pipeline import run
@@ -151,7 +161,7 @@ def _commands(comm, trace: Path, fmt: str, out: Path, tag: str) -> list[tuple[st
             run(comm, trace, DumpSink(null), format=fmt)
 
     merges = [(f"merge -> {o.suffixes[0][1:]}", merge(o.suffixes[0])) for o in OUTPUTS.values()]
-    return [("info", lambda: gather_info(comm, trace, fmt)), *merges,
+    return [("info", lambda: gather_info(comm, trace, fmt)), ("clocks", clocks), *merges,
             ("profile", lambda: profile(trace, comm=comm, format=fmt)),
             ("comm", lambda: communication(trace, comm=comm, format=fmt, with_names=True)),
             ("dump", dump), ("timeline", timeline)]

@@ -1,12 +1,12 @@
 """The options every decoding command shares come from one place and parse alike."""
 import pytest
 
-from partrace.cli import build_parser, cmd_comm, cmd_dump, cmd_info, cmd_profile, cmd_run, \
-    cmd_timeline, cmd_warm
+from partrace.cli import build_parser, cmd_clocks, cmd_comm, cmd_dump, cmd_info, cmd_profile, \
+    cmd_run, cmd_timeline, cmd_warm
 
 EXTRA = {"merge": ["-o", "o.h5"], "convert": ["-o", "o.otf"], "timeline": ["--plot", "t.png"]}
 FUNCS = {"merge": cmd_run, "convert": cmd_run, "info": cmd_info, "profile": cmd_profile,
-         "comm": cmd_comm, "dump": cmd_dump, "timeline": cmd_timeline}
+         "comm": cmd_comm, "dump": cmd_dump, "timeline": cmd_timeline, "clocks": cmd_clocks}
 BUDGETED = ("merge", "convert", "profile", "comm", "dump", "timeline")
 
 

@@ -99,6 +99,66 @@ def profile_text(result: dict, top: int | None) -> str:
     return text
 
 
+def _offset_text(r: dict) -> str:
+    """b's clock minus a's: the estimate and its bound, or the one-sided limit."""
+    if r["offset_ns"] is not None and r["offset_bound_ns"] < 0:     # no constant offset fits
+        return f"~{r['offset_ns']:,.1f} (drifting)"
+    if r["offset_ns"] is not None:
+        return f"{r['offset_ns']:,.1f} ± {r['offset_bound_ns']:,.1f}"
+    if r["offset_max_ns"] is not None:
+        return f"<= {r['offset_max_ns']:,}"
+    if r["offset_min_ns"] is not None:
+        return f">= {r['offset_min_ns']:,}"
+    return "-"
+
+
+def clocks_text(result: dict, top: int | None) -> str:
+    """Totals, then the pairs with the largest violations (then the most messages)."""
+    lines = [f"messages: {result['messages']:,} matched, {result['violations']:,} of them "
+             f"received before they were sent (by the trace's clocks)"]
+    if result.get("time_unit", "ns") != "ns":      # ROSS: virtual time, no clock
+        lines.append(f"(times below are {result['time_unit']}, not ns)")
+    lost = result["unmatched_sends"], result["unmatched_receives"]
+    if any(lost):
+        lines.append(f"unmatched: {lost[0]:,} send(s), {lost[1]:,} receive(s)")
+    if result["violations"]:
+        a, b = result["largest_violation_pair"]
+        lines.append(f"largest violation: {result['largest_violation_ns']:,} ns ({a} - {b})")
+    c = result.get("collectives")
+    if c and c["instances"]:
+        lines.append(f"collectives: {c['instances']:,} instances, {c['checked']:,} checked, "
+                     f"{c['violations']:,} with a member that left before the data it waits "
+                     f"for was entered")
+        if c["largest_violation"]:
+            w = c["largest_violation"]
+            lines.append(f"largest: {c['largest_violation_ns']:,} ns (communicator "
+                         f"{w['communicator']}, call {w['call']}: {w['entered_last']} entered "
+                         f"after {w['left_first']} left)")
+        if c["unpaired_rows"]:
+            lines.append(f"({c['unpaired_rows']:,} collective begin/end rows without their pair)")
+    pairs = sorted(result["pairs"], key=lambda r: (-r["largest_violation_ns"], -r["violations"],
+                                                   -(r["messages_ab"] + r["messages_ba"]),
+                                                   r["a_id"], r["b_id"]))
+    shown = pairs[:top]
+    if shown:
+        def delay(d):
+            return "-" if d is None else d
+        def drift(r):       # where the trace shows one (beyond its bound)
+            d, bound = r["drift_ppm"], r["drift_bound_ppm"]
+            return f"{d:,.1f} ± {bound:,.1f}" if d is not None and 0 <= bound < abs(d) else "-"
+        recs = [{**r, "ab": delay(r["least_delay_ab_ns"]), "ba": delay(r["least_delay_ba_ns"]),
+                 "offset": _offset_text(r), "drift": drift(r)} for r in shown]
+        lines += ["", f"pairs of {result['groups']}es (offset: b's clock minus a's, ns):"
+                  if result["groups"] == "process" else
+                  f"pairs of {result['groups']}s (offset: b's clock minus a's, ns):",
+                  as_text(recs, [("a", "a"), ("b", "b"), ("messages_ab", "a->b"),
+                                 ("messages_ba", "b->a"), ("violations", "violations"),
+                                 ("largest_violation_ns", "largest ns"),
+                                 ("ab", "least delay a->b ns"), ("ba", "least delay b->a ns"),
+                                 ("offset", "offset"), ("drift", "drift ppm")])]
+        if len(shown) < len(pairs):
+            lines.append(f"({len(pairs) - len(shown):,} more pairs: --top 0 for all)")
+    return "\n".join(lines)
 def per_location_text(result: dict, top: int | None) -> str:
     """One row per location and region, the most exclusive time first."""
     rows = sorted(result["locations"] or [], key=lambda r: (-r["exclusive_ns"], r["location_id"],

@@ -25,8 +25,11 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
          combine: Callable[[Any, Any], Any],
          end_unit: Callable[[Any, int], Any] | None = None,
          format: str | None = None, progress: Progress | None = None,
-         reader=None, reader_options: dict | None = None) -> tuple[Definitions, Any, list]:
+         reader=None, reader_options: dict | None = None,
+         reduce: bool = True) -> tuple[Definitions, Any, list]:
     """(definitions, the combined accumulator on rank 0 and None elsewhere, the units).
+    ``reduce=False``: each rank's own accumulator, on every rank (for folds that route
+    their records between ranks themselves, as message matching does).
 
     ``start(defs)`` makes an empty accumulator, ``step(acc, chunk)`` adds one
     decoded chunk (only the ``tables`` asked for; None: all) and returns the accumulator,
@@ -53,4 +56,4 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
             progress.advance(unit.size)
     comm.check()
     progress.done()
-    return defs, comm.reduce(acc, combine), units
+    return defs, comm.reduce(acc, combine) if reduce else acc, units

@@ -126,10 +126,10 @@ def read_plan(comm: Comm, reader, progress: Progress | None = None):
 
 def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
                  progress: Progress, stats: RunStats, store: RunStore | None = None,
-                 select=None):
+                 select=None, retime=None):
     """Decode this rank's units (in key order): into sorted runs of ``store``,
     or (no store) whole tables; ``select(name, table)``: a mask of the rows to keep
-    (None: all)."""
+    (None: all); ``retime(name, table)``: the table with its times corrected, first."""
     parts: dict[str, list[Table]] = {name: [] for name in schema}
     rows = dict.fromkeys(schema, 0)
     with comm.guard():
@@ -139,6 +139,8 @@ def decode_share(comm: Comm, reader, mine, defs: Definitions, schema: Schema,
                 for name, table in chunk.items():
                     if name not in schema:
                         continue
+                    if retime is not None:
+                        table = retime(name, table)
                     if len(table.names) != len(schema[name]):
                         table = Table({c.name: table[c.name] for c in schema[name]})
                     if select is not None:
@@ -172,13 +174,17 @@ def _wanted(schema: Schema, tables: dict | None) -> Schema:
 
 def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = None,
         progress: Progress | None = None, memory: int = DEFAULT_MEMORY,
-        spill_dir: str | os.PathLike | None = None, reader_options: dict | None = None) -> RunStats:
+        spill_dir: str | os.PathLike | None = None, reader_options: dict | None = None,
+        retime=None) -> RunStats:
     """Decode the trace at ``path`` on all ranks, merge, and write through ``sink``.
 
     ``memory`` is the budget per rank in bytes: decoded rows beyond KEEP of it
     (COLUMNWISE_KEEP for a columnwise sink) are spilled to ``spill_dir``
     (default: the system's temporary folder), and
     the merge runs in as many windows of the global order as the budget needs.
+    ``retime`` (a clock correction, as analysis.sync.ClockSync): ``retime.prepare(defs,
+    schema)`` gives the schema it writes; ``retime(name, table)`` corrects each decoded
+    table's times per location before any order is made.
     """
     # here, not at the top: these load numba's compiled merge kernels, which
     # ``info`` and the folds (open_on_all_ranks, read_plan) never use
@@ -200,6 +206,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     # (and carries rank 0's owner token, each folder its maker's: leftovers.py)
     run_id = comm.bcast(run_name() if comm.rank == 0 else None)
     schema = _wanted(reader.schema(defs), sink.needs)
+    if retime is not None:
+        schema = retime.prepare(defs, schema)
     # a columnwise sink keeps 7/10 of the budget for rows and gives decoding and
     # each window 1/8 (else 2/5 for rows, 1/10 for chunks and 1/16 for windows: the
     # OTF sink holds exchange copies and formatted text besides a window)
@@ -219,7 +227,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         sink.memory = memory
         sink.prepare(comm, defs, schema)
         decode_share(comm, reader, mine, defs, schema, progress, stats, store,
-                     select=sink.select)
+                     select=sink.select, retime=retime)
         accounts.phase("cuts")      # the windows' count and cut keys, chosen together
         # a row-wise sink (OTF text) holds about 2.5x a window's row bytes while it formats
         # it: windows of 1/16 of the budget, not 1/10 (merge->otf of the 200 MB traces at
