@@ -40,6 +40,7 @@ def register() -> None:
 
 
 def readable(text: str) -> str:
-    """``text`` with non-UTF-8 bytes as \\xNN (for JSON and file output)."""
-    register()
-    return text.encode("utf-8", READABLE).decode("utf-8")
+    """``text`` with non-UTF-8 bytes as \\xNN (for JSON and file output): the rule the
+    outputs whose strings must be UTF-8 write names by (model.utf8_name)."""
+    from .model import utf8_name
+    return utf8_name(text)

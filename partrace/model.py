@@ -22,6 +22,7 @@ means "not applicable" in the common integer columns, as in OTF.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from functools import partial
 from enum import IntEnum
@@ -322,6 +323,35 @@ def byte_rows(data, starts, ends, decode: bool = False) -> np.ndarray:
 
 
 _TEXT = partial(str, encoding="utf-8", errors="surrogateescape")   # lone bytes kept (PEP 383)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(m: "re.Match") -> str:
+    c = ord(m.group())
+    return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
+
+
+def utf8_name(text: str) -> str:
+    """``text`` as valid UTF-8 for the outputs whose strings must be (OTF2, Perfetto, Chrome
+    JSON): each source byte that was not UTF-8 (kept by the readers as a lone surrogate,
+    U+DC80..U+DCFF) as the four characters ``\\xNN``, any other lone surrogate as
+    ``\\uNNNN`` (as partrace prints them, display.py).  Names that differ stay different
+    (unless a valid name spells such an escape itself); valid text is returned as it is."""
+    return _SURROGATE.sub(_escaped, text)
+
+
+def utf8_names(names: Iterable[str]) -> tuple[list[str], int]:
+    """Each of ``names`` as :func:`utf8_name` (per definition, never per row), and how many
+    of them were not valid UTF-8."""
+    names = [str(n) for n in names]
+    out = [utf8_name(n) for n in names]
+    return out, sum(a != b for a, b in zip(out, names))
+
+
+def not_utf8_warning(count: int) -> str:
+    """What an output whose strings must be UTF-8 says of the names it wrote escaped."""
+    return (f"{count} name(s) not valid UTF-8 (bytes of another character set) written with "
+            "each such byte as \\xNN")
 
 
 def cast(values, col: Column) -> np.ndarray:

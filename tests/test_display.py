@@ -39,3 +39,22 @@ def test_hdf5_keeps_the_bytes(latin1_trace, tmp_path):
     raw = [n.encode("utf-8", "surrogateescape") for n in names]
     assert "m\xe9in".encode("latin-1") in raw and "\xd0\xd2\xcf\xc2\xc1".encode("latin-1") in raw
     assert names == list(partrace.open(latin1_trace).definitions.tables["regions"]["name"])
+
+
+def test_utf8_name_is_what_text_commands_show():
+    """The outputs whose strings must be UTF-8 write a name as partrace prints it: a byte
+    that is not UTF-8 as \\xNN (distinct names stay distinct), valid text unchanged."""
+    from partrace.display import register, READABLE
+    from partrace.model import utf8_name, utf8_names
+    register()
+    koi = b"\xd0\xd2\xcf\xc2\xc1".decode("utf-8", "surrogateescape")
+    latin = b"m\xe9in".decode("utf-8", "surrogateescape")
+    names = [koi, latin, "naïve \U0001f600", "m\xe9in", "\ud800 lone"]
+    got, changed = utf8_names(names)
+    assert got == [utf8_name(n) for n in names]
+    assert got == ["\\xd0\\xd2\\xcf\\xc2\\xc1", "m\\xe9in", "naïve \U0001f600", "m\xe9in",
+                   "\\ud800 lone"]
+    assert changed == 3 and len(set(got)) == len(names)
+    assert got == [n.encode("utf-8", READABLE).decode("utf-8") for n in names]
+    for g in got:
+        g.encode("utf-8")       # strict

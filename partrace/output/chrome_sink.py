@@ -17,7 +17,9 @@ What is written (decided from the definitions and the schema, never the source f
 - each row of a sample table (Role.SAMPLES in the schema; its measure columns, as the
   Perfetto output draws them) as a counter event ("C") named by the table, id the
   location, one series per column.
-Times are µs with 3 decimals (exact ns); displayTimeUnit is ns.
+Times are µs with 3 decimals (exact ns); displayTimeUnit is ns.  Strings are UTF-8 (JSON's
+rule): a name holding bytes of another character set is written with each such byte as
+``\\xNN`` (model.utf8_name, as the OTF2 and Perfetto outputs).
 
 Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order), which turns each window's rows into lines
@@ -28,6 +30,7 @@ after the metadata events rank 0 writes.  No byte depends on windows or ranks.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +39,7 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError
 from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, counter_value_types,
-                     counter_values)
+                     counter_values, not_utf8_warning, utf8_names)
 from .parts import count_within, place_parts
 from .perfetto_sink import counter_columns
 from ..engine.leftovers import run_name
@@ -65,7 +68,7 @@ class ChromeSink(Sink):
         locs = defs.tables["locations"]
         order = np.argsort(np.asarray(locs["id"], dtype=np.int64), kind="stable")
         self.loc_ids = np.asarray(locs["id"], dtype=np.int64)[order]
-        self.loc_names = [str(locs["name"][i]) for i in order]
+        self.loc_names, changed = utf8_names(locs["name"][i] for i in order)
         parents = np.asarray(locs["parent"], dtype=np.int64)[order]
         n = len(self.loc_ids)
         # a thread of its parent location's process, or a process of its own
@@ -79,7 +82,7 @@ class ChromeSink(Sink):
         regs = defs.tables["regions"]
         rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
         self.reg_ids = np.asarray(regs["id"], dtype=np.int64)[rorder]
-        names = [str(regs["name"][i]) for i in rorder]
+        names, c1 = utf8_names(regs["name"][i] for i in rorder)
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
         self.names = C.literals(names)          # regions in id order, then one per kind
         # defined counters in id order: their names, series (unit) and value types
@@ -89,9 +92,14 @@ class ChromeSink(Sink):
             if cnt is not None else np.zeros(0, np.int64)
         self.cnt_ids = np.asarray(cnt["id"], dtype=np.int64)[corder] if cnt is not None \
             else np.zeros(0, np.int64)
-        self.cnt_names = C.literals([str(cnt["name"][i]) for i in corder])
-        self.cnt_series = C.literals([str(cnt["unit"][i]) if "unit" in cnt and str(cnt["unit"][i])
-                                      else "value" for i in corder])
+        cnt_names, c2 = utf8_names(cnt["name"][i] for i in corder)
+        series, c3 = utf8_names(cnt["unit"][i] if "unit" in cnt and str(cnt["unit"][i])
+                                else "value" for i in corder)
+        self.cnt_names, self.cnt_series = C.literals(cnt_names), C.literals(series)
+        changed += c1 + c2 + c3
+        if changed and comm.rank == 0:
+            warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (JSON's strings are "
+                          "UTF-8)")
         # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
         # per row without Python objects)
         self.cnt_types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in

@@ -2,7 +2,11 @@
 definitions, NAME/<location>.evt event files), read by Vampir, Scalasca, Pipit, otf2-print.
 
 What is written (formats/otf2/definitions.py says how definitions map):
-- ENTER/LEAVE of a defined region as Enter/Leave;
+- ENTER/LEAVE of a defined region as Enter/Leave; a LEAVE that names no defined region
+  (OTF's function 0: "leave the innermost open region") as a Leave of its location's
+  innermost open region (profile's rule), from a stack of open regions per location kept
+  across windows by the rank that writes the location; with none open it is not written
+  (one warning says how many);
 - SEND/RECV with a defined peer as MpiSend/MpiRecv (peer as its rank in the
   communicator, tag as 32 bits, size);
 - COLLECTIVE_BEGIN/END as MpiCollectiveBegin/End, a COLLECTIVE record as both at its
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +49,7 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
-from ..model import Definitions, Kind, Schema, Table, counter_values
+from ..model import Definitions, Kind, Schema, Table, counter_values, not_utf8_warning
 from .perfetto_sink import counter_columns
 from ..engine.leftovers import run_name
 from .staging import Staging
@@ -60,6 +65,7 @@ PIECE_SHARE = 16            # records read back at once: at most this fraction o
 SPILL_ROWS = 1 << 20        # records copied into spill form at once
 DEFAULT_MEMORY = 2 << 30    # when no budget is given (the CLI's default)
 MIN_PIECE = 64 << 10
+STACK_DEPTH = 8             # open regions per location at first (doubled when a stack is full)
 
 
 class OTF2Sink(Sink):
@@ -77,6 +83,8 @@ class OTF2Sink(Sink):
         self.staging: Staging | None = None
         self.archive = None
         self.spill_rows = self.spill_values = None
+        self.depth = self.stack = None      # open regions per location, made on first use
+        self.lost = 0                       # LEAVE rows of no region with none open
 
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
@@ -98,6 +106,9 @@ class OTF2Sink(Sink):
             # -- end hook --
         comm.check()
         L = self.layout
+        changed = L.names_not_utf8()
+        if changed and comm.rank == 0:
+            warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (OTF2 strings are UTF-8)")
         n = len(L.loc_ids)
         self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
         self.mine = np.flatnonzero(self.owner == comm.rank)     # contiguous
@@ -204,6 +215,8 @@ class OTF2Sink(Sink):
             hit = (kind == k) & known
             op[hit] = o
             ref[hit] = r[hit]
+        if ((kind == Kind.ENTER) | (kind == Kind.LEAVE)).any():
+            self._close_innermost(li - self.first_mine, kind, r, known, op, ref)
         rank = np.zeros(n, np.int64)
         collop = np.zeros(n, np.uint8)
         col_at = lambda c, rows: np.asarray(ev[c])[rows].astype(np.int64) if c in ev \
@@ -242,6 +255,25 @@ class OTF2Sink(Sink):
                     if "size" in ev else np.zeros(n, np.uint64),
                     received=np.asarray(ev["received"]).astype(np.uint64) if "received" in ev
                     else np.zeros(n, np.uint64), collop=collop, values=values)
+
+    def _close_innermost(self, loc, kind, region, known, op, ref) -> None:
+        """LEAVE rows of no defined region as Leaves of the innermost open region of their
+        location (events.close_innermost; ``op``, ``ref`` set in place); the stacks of open
+        regions of this rank's locations carry over to the next window."""
+        from ..formats.otf2.events import close_innermost
+        if self.stack is None:
+            self.depth = np.zeros(len(self.mine), np.int64)
+            self.stack = np.zeros((len(self.mine), STACK_DEPTH), np.int32)
+        at = 0
+        while True:
+            at, lost = close_innermost(loc, kind, region, known, op, ref, self.depth,
+                                       self.stack, at)
+            self.lost += lost
+            if at == len(loc):
+                return
+            grown = np.zeros((len(self.mine), 2 * self.stack.shape[1]), np.int32)
+            grown[:, :self.stack.shape[1]] = self.stack
+            self.stack = grown
 
     def _counters(self, ev: Table, kind, li, op, ref) -> np.ndarray:
         """COUNTER events of defined counters as Metric records of their counter's class of
@@ -547,6 +579,11 @@ class OTF2Sink(Sink):
             if self.replay is not None:     # hook: nothing held back at the end
                 self.replay.finish()
         comm.check()
+        lost = sum(comm.allgather(self.lost))
+        if lost and comm.rank == 0:
+            warnings.warn(f"{self.final}: {lost} LEAVE event(s) naming no region (leave the "
+                          "innermost open one) with no region open on their location: not "
+                          "written (an OTF2 Leave names its region)")
         counts = np.concatenate(comm.allgather(self.counts))
         spans = comm.allgather(self.span)
         first = min(s[0] for s in spans)

@@ -18,6 +18,8 @@ What a Perfetto user expects to see:
   INSTANTs named by their definition;
 - sample tables (Role.SAMPLES in the schema: measures, not records nor parts of
   records; see ``counter_columns``) as counter tracks, one per (location, table.column).
+Strings are UTF-8 (protobuf's rule): a name holding bytes of another character set is
+written with each such byte as ``\\xNN`` (model.utf8_name, as the OTF2 and Chrome outputs).
 
 Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order).  Event rows of a location form one
@@ -32,6 +34,7 @@ which rank wrote it.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +43,8 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
 from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
-                     counter_value_types, counter_values, tables_of_role)
+                     counter_value_types, counter_values, not_utf8_warning, tables_of_role,
+                     utf8_names)
 from .parts import count_within, place_parts
 from ..engine.leftovers import run_name
 from .staging import Staging
@@ -108,7 +112,7 @@ class PerfettoSink(Sink):
         locs = defs.tables["locations"]
         order = np.argsort(np.asarray(locs["id"], dtype=np.int64), kind="stable")
         self.loc_ids = np.asarray(locs["id"], dtype=np.int64)[order]
-        self.loc_names = [str(locs["name"][i]) for i in order]
+        self.loc_names, changed = utf8_names(locs["name"][i] for i in order)
         self.loc_parents = np.asarray(locs["parent"], dtype=np.int64)[order]
         # each location's owner: contiguous blocks in id order
         n = len(self.loc_ids)
@@ -141,8 +145,8 @@ class PerfettoSink(Sink):
             if cnt is not None else np.zeros(0, np.int64)
         self.cnt_ids = np.asarray(cnt["id"], dtype=np.int64)[corder] if cnt is not None \
             else np.zeros(0, np.int64)
-        self.cnt_names = [str(cnt["name"][i]) for i in corder]
-        self.cnt_units = [str(cnt["unit"][i]) if "unit" in cnt else "" for i in corder]
+        self.cnt_names, c1 = utf8_names(cnt["name"][i] for i in corder)
+        self.cnt_units, c2 = utf8_names(cnt["unit"][i] if "unit" in cnt else "" for i in corder)
         # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
         # per row without Python objects)
         self.cnt_types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in
@@ -153,15 +157,21 @@ class PerfettoSink(Sink):
         regs = defs.tables["regions"]
         rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
         self.reg_ids = np.asarray(regs["id"], dtype=np.int64)[rorder]
-        names = [str(regs["name"][i]) for i in rorder]
+        names, c3 = utf8_names(regs["name"][i] for i in rorder)
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
         self.marker_ids = np.zeros(0, np.int64)
+        changed += c1 + c2 + c3
         if self.markers:        # then one per marker definition (in id order)
             mdefs = defs.tables[self.spots[2]]
             morder = np.argsort(np.asarray(mdefs["id"], dtype=np.int64), kind="stable")
             self.marker_ids = np.asarray(mdefs["id"], dtype=np.int64)[morder]
             self.first_marker_iid = len(names) + 1
-            names += [str(mdefs["name"][i]) for i in morder]
+            marks, c4 = utf8_names(mdefs["name"][i] for i in morder)
+            names += marks
+            changed += c4
+        if changed and comm.rank == 0:
+            warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (Perfetto's strings are "
+                          "UTF-8)")
         self.names, self.name_off = string_table([""] + names)      # iid 0: no name
         self.niids = len(names) + 1
         # per-location state carried across windows

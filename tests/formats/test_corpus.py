@@ -64,13 +64,6 @@ KNOWN: dict[str, dict[str, str]] = {
                                "hold a group whose members the otf2 package cannot find in "
                                "their parent group (IndexError in otf2/definitions.py, "
                                "GlobalDefReader): the archive itself reads whole"},
-    "otfvis-wrf": {"otf2": "VampirTrace 5.4 writes Leave records without a function (OTF's "
-                           "'leave the innermost open region', function 0); partrace keeps "
-                           "region 0 and the OTF2 sink writes only LEAVE rows of a defined "
-                           "region: none of the 272,357 leaves is in the OTF2 output"},
-    "otfvis-out": {"otf2": "region names in KOI8-R (not UTF-8, kept as surrogate escapes by the "
-                           "OTF reader): the otf2 package's writer encodes strings as strict "
-                           "UTF-8 (UnicodeEncodeError in formats/otf2/definitions.py)"},
 }
 
 
@@ -166,6 +159,16 @@ def test_otf2_output_reads_whole_in_the_library(name, merged, tmp_path):
             leaves += isinstance(ev, otf2.events.Leave)
     kinds = _kinds(merged(name))
     assert (enters, leaves) == (kinds.get(Kind.ENTER, 0), kinds.get(Kind.LEAVE, 0))
+
+
+@pytest.mark.parametrize("name", _cases("otf2", ["otfvis-wrf"]))
+def test_profile_of_the_otf2_output_is_the_trace_s(name, tmp_path):
+    """VampirTrace 5.4 writes every Leave without a function ("leave the innermost open
+    region"): the OTF2 output names the region each leaves, and the profile is the same."""
+    out = tmp_path / "m.otf2"
+    _ok(["merge", str(_path(name)), "-o", str(out), "-q"])
+    got = _ok(["profile", str(out)])
+    assert got.strip() and got == _ok(["profile", str(_path(name))])
 
 
 @pytest.mark.parametrize("name", _cases("pftrace"))

@@ -308,3 +308,34 @@ def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
         assert _write_windows(*args, tmp_path / f"w{windows}" / "x.json", windows) == want
     monkeypatch.setattr(encode, "CHUNK", 7)
     assert _write_windows(*args, tmp_path / "chunks" / "x.json", 3) == want
+
+
+def test_leave_of_no_region_and_names_not_utf8(tmp_path):
+    """Every LEAVE is an E (which ends the innermost B), OTF's Leave of no function ("leave
+    the innermost open region") too, named by its kind; names in KOI8-R and Latin-1 are
+    written with their bytes as \\xNN (JSON's strings are UTF-8), said in one warning; the
+    same bytes on 1 and 3 ranks."""
+    from tests.support import otf_leave
+    trace = otf_leave.write(tmp_path / "trace")
+    data = []
+    for n in (None, 3):
+        out = tmp_path / f"m{n}.json"
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n)
+        assert r.returncode == 0, r.stderr
+        warned = [ln for ln in r.stderr.splitlines() if "warning" in ln]
+        assert len(warned) == 1 and f"{otf_leave.NOT_UTF8} name(s) not valid UTF-8" in warned[0]
+        data.append(out.read_bytes())
+    assert data[0] == data[1]
+    data[0].decode("utf-8")         # strict
+    events = _load(tmp_path / "mNone.json")
+    assert {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"} == \
+        {1: "rank 0", 2: otf_leave.written(otf_leave.THREAD), 3: "deep"}
+    got, want = defaultdict(list), defaultdict(list)
+    for e in events:
+        if e["ph"] in "BE":
+            got[e["tid"]].append((_ns(e["ts"]), e["ph"], e["name"]))
+    names = {f"{i:x}": otf_leave.written(nm) for i, nm in otf_leave.NAMES.items()}
+    for t, p, rec in otf_leave.EVENTS:
+        want[p].append((t, "B", names[rec[1:]]) if rec[0] == "E" else
+                       (t, "E", names[rec[1:]] if rec[1:] else "LEAVE"))
+    assert got == want

@@ -118,13 +118,19 @@ def _expected(h5):
     n = len(ev["time"])
     get = lambda c: ev[c] if c in ev else np.zeros(n, np.int64)  # noqa: E731
     events, samples = defaultdict(list), defaultdict(list)
-    for i in range(n):
+    open_regions = defaultdict(list)    # per location (profile's rule: a LEAVE closes the
+    for i in range(n):                  # innermost open region; one of no region names it)
         loc, tm, k = int(ev["location"][i]), int(ev["time"][i]), int(ev["kind"][i])
         comm = int(get("comm")[i])
         cname, members = comms.get(comm, (WORLD, None))
-        if k in (Kind.ENTER, Kind.LEAVE) and int(get("region")[i]) in regions:
-            events[loc].append(("Enter" if k == Kind.ENTER else "Leave", tm,
-                                regions[int(get("region")[i])]))
+        region = regions.get(int(get("region")[i]))
+        if k == Kind.ENTER:
+            open_regions[loc].append(region)
+        elif k == Kind.LEAVE:
+            top = open_regions[loc].pop() if open_regions[loc] else None
+            region = region if region is not None else top
+        if k in (Kind.ENTER, Kind.LEAVE) and region is not None:
+            events[loc].append(("Enter" if k == Kind.ENTER else "Leave", tm, region))
         elif k in (Kind.SEND, Kind.RECV) and int(get("peer")[i]) in locs:
             peer = int(get("peer")[i])
             if members is not None and peer not in members:
@@ -471,6 +477,92 @@ def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
                              tmp_path / f"w{windows}" / "x.otf2", windows,
                              memory=1 << 16 if windows == 17 else None)
         assert got == want
+
+
+def _profile_table(text: str) -> list[str]:
+    """A profile's table (what it says of unmatched leaves left out)."""
+    return [ln for ln in text.splitlines() if not ln.startswith("not counted")]
+
+
+def test_leave_of_no_region_and_names_not_utf8(tmp_path):
+    """OTF's Leave of no function ("leave the innermost open region", as VampirTrace writes
+    it) is a Leave of its location's innermost open region, also 11 regions deep; one with
+    none open is not written, and one warning says how many; names in KOI8-R and Latin-1
+    are written with their bytes as \\xNN (one warning).  The same files on 1 and 3 ranks,
+    and partrace's profile of the archive is the trace's."""
+    from tests.support import otf_leave
+    trace = otf_leave.write(tmp_path / "trace")
+    outs = []
+    for n in (None, 3):
+        out = tmp_path / f"n{n}" / "x.otf2"
+        out.parent.mkdir()
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n)
+        assert r.returncode == 0, r.stderr
+        warned = [ln for ln in r.stderr.splitlines() if "warning" in ln]
+        assert len(warned) == 2, r.stderr
+        assert f"{otf_leave.LOST} LEAVE event(s) naming no region" in warned[1]
+        assert f"{otf_leave.NOT_UTF8} name(s) not valid UTF-8" in warned[0]
+        outs.append(_files(out))
+    assert outs[0] == outs[1]
+    out = tmp_path / "nNone" / "x.otf2"
+    events, samples, _ = _read(out)
+    assert not samples
+    assert events == {p: [(k, t, otf_leave.written(nm)) for k, t, nm in recs]
+                      for p, recs in otf_leave.RECORDS.items()}
+    with otf2.reader.open(str(out)) as rd:
+        names = {loc._ref: loc.name for loc in rd.definitions.locations}
+    assert names[2] == otf_leave.written(otf_leave.THREAD)
+    src, back = (run_cli(["profile", str(p)]) for p in (trace, out))
+    assert src.returncode == back.returncode == 0, src.stderr + back.stderr
+    assert _profile_table(back.stdout) == _profile_table(src.stdout)
+    assert f"{otf_leave.LOST} leave(s) with no open region" in src.stdout
+
+
+def test_leave_of_no_region_for_any_windows(tmp_path):
+    """The open regions of each location carry over from window to window (the trace cut
+    into 1, 3 or 9 windows: the same files)."""
+    from partrace.engine.mpi import serial
+    from partrace.engine.pipeline import run
+    from partrace.output.memory import MemorySink
+    from tests.support import otf_leave
+    sink = MemorySink()
+    run(serial(), otf_leave.write(tmp_path / "trace"), sink)
+    said = (f"{otf_leave.NOT_UTF8} name(s) not valid UTF-8", f"{otf_leave.LOST} LEAVE event")
+    files = {}
+    for windows in (1, 3, 9):
+        with pytest.warns(UserWarning) as warned:
+            files[windows] = _write_windows(sink.defs, sink.schema, sink.tables,
+                                            tmp_path / f"w{windows}" / "x.otf2", windows)
+        assert [any(s in str(w.message) for w in warned) for s in said] == [True, True]
+    assert files[3] == files[1] and files[9] == files[1]
+    with otf2.reader.open(str(tmp_path / "w1" / "x.otf2")) as rd:
+        leaves = sum(type(ev).__name__ == "Leave" for _, ev in rd.events)
+    assert leaves == sum(k == "Leave" for recs in otf_leave.RECORDS.values() for k, _, _ in recs)
+
+
+def test_close_innermost_kernel():
+    """The kernel's rule on rows an OTF reader cannot give: an ENTER of no defined region is
+    open too (its LEAVE of no region stays unwritten); a LEAVE naming a defined region keeps
+    it and closes the innermost; a full stack stops the walk at its row."""
+    from partrace.formats.otf2 import events as E
+    E_, L_ = int(Kind.ENTER), int(Kind.LEAVE)
+    # location 0: ENTER 5, ENTER (undefined), LEAVE (none), LEAVE (none) -> 5, LEAVE (none)
+    # location 1: ENTER 2, LEAVE 7 (defined: kept), LEAVE (none): nothing open
+    loc = np.array([0, 0, 1, 0, 1, 0, 1, 0], np.int64)
+    kind = np.array([E_, E_, E_, L_, L_, L_, L_, L_], np.int64)
+    region = np.array([5, 0, 2, 0, 7, 0, 0, 0], np.int64)
+    known = np.array([1, 0, 1, 0, 1, 0, 0, 0], bool)
+    op = np.where(known, np.where(kind == E_, E.ENTER, E.LEAVE), E.NONE).astype(np.uint8)
+    ref = np.where(known, region, 0)
+    depth, stack = np.zeros(2, np.int64), np.zeros((2, 4), np.int32)
+    done, lost = E.close_innermost(loc, kind, region, known, op, ref, depth, stack, 0)
+    assert (done, lost) == (len(loc), 2)
+    assert op.tolist() == [E.ENTER, E.NONE, E.ENTER, E.NONE, E.LEAVE, E.LEAVE, E.NONE, E.NONE]
+    assert ref[[4, 5]].tolist() == [7, 5] and depth.tolist() == [0, 0]
+    # a stack of 1: the second ENTER of a location stops the walk there, state kept
+    depth, stack = np.zeros(2, np.int64), np.zeros((2, 1), np.int32)
+    done, lost = E.close_innermost(loc, kind, region, known, op, ref, depth, stack, 0)
+    assert (done, lost) == (1, 0) and depth.tolist() == [1, 0] and stack[0, 0] == 5
 
 
 def test_many_locations_on_one_rank_under_a_small_budget(tmp_path):

@@ -396,3 +396,29 @@ def test_sample_measures_are_declared_and_survive_hdf5(tmp_path):
     old = tmp_path / "old.pftrace"
     assert run_cli(["convert", str(h5), "-o", str(old), "-q"]).returncode == 0
     assert old.read_bytes() == direct.read_bytes()
+
+
+def test_leave_of_no_region_and_names_not_utf8(tmp_path):
+    """Every LEAVE ends a slice, OTF's Leave of no function ("leave the innermost open
+    region") too (an end needs no name); names in KOI8-R and Latin-1 are written with their
+    bytes as \\xNN (strings are UTF-8), said in one warning; the same bytes on 1 and 3
+    ranks."""
+    from tests.support import otf_leave
+    trace = otf_leave.write(tmp_path / "trace")
+    data = []
+    for n in (None, 3):
+        out = tmp_path / f"m{n}.pftrace"
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n)
+        assert r.returncode == 0, r.stderr
+        warned = [ln for ln in r.stderr.splitlines() if "warning" in ln]
+        assert len(warned) == 1 and f"{otf_leave.NOT_UTF8} name(s) not valid UTF-8" in warned[0]
+        data.append(out.read_bytes())
+    assert data[0] == data[1]
+    tracks, events = _read(tmp_path / "mNone.pftrace")
+    assert {i: t[0] for i, t in tracks.items()} == \
+        {1: "rank 0", 2: otf_leave.written(otf_leave.THREAD), 3: "deep"}
+    want = defaultdict(list)
+    for t, p, rec in otf_leave.EVENTS:
+        want[p].append((t, BEGIN, otf_leave.written(otf_leave.NAMES[int(rec[1:], 16)]))
+                       if rec[0] == "E" else (t, END, None))
+    assert {p: [e[:3] for e in evs] for p, evs in events.items()} == want

@@ -10,6 +10,9 @@ the library's bindings.
   node.
 - Regions: one per partrace region (ref = rank in id order); the paradigm is MPI
   for regions of a group named "MPI", OpenMP for "OMP"/"OpenMP", else USER.
+- Strings are UTF-8 (OTF2's rule): a name holding bytes of another character set (kept by
+  the readers as lone surrogates) is written with each such byte as ``\\xNN``
+  (model.utf8_name, as the Perfetto and Chrome outputs and partrace's own printing do).
 - Communicators: ref 0 holds every location (rank = index in id order); then one per
   communicator of the ``communicators`` table whose members
   ``communicator_members`` lists, ranks in member order.  A message on any other
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...model import Definitions, Schema
+from ...model import Definitions, Schema, utf8_name, utf8_names
 
 WORLD = "all locations"
 OMP_NAMES = {"omp", "openmp"}
@@ -96,6 +99,12 @@ class Layout:
     counter_float32: np.ndarray      # per counter: its values are floats in the low 32 bits
     metrics: list                    # per metric class: [(member name, unit, OTF2 type, mode)]
     sample_tables: list = field(default_factory=list)   # [(table, [columns], first metric ref)]
+
+    def names_not_utf8(self) -> int:
+        """How many of the names written (locations, regions, communicators, metric members
+        and units) are not valid UTF-8 (written with such bytes as \\xNN)."""
+        return utf8_names(self.loc_names + self.reg_names + self.comm_names
+                          + [x for members in self.metrics for m in members for x in m[:2]])[1]
 
     @property
     def metric_ids(self) -> np.ndarray:
@@ -262,9 +271,9 @@ def write_global(folder, name: str, layout: Layout, events: np.ndarray, first: i
         strings: dict[str, int] = {}
 
         def s(text: str) -> int:
-            if text not in strings:
+            if text not in strings:     # OTF2's strings are UTF-8: a name's other bytes as \xNN
                 strings[text] = len(strings)
-                o.GlobalDefWriter_WriteString(w, strings[text], text)
+                o.GlobalDefWriter_WriteString(w, strings[text], utf8_name(text))
             return strings[text]
 
         o.GlobalDefWriter_WriteClockProperties(w, 1_000_000_000, first, last - first,

@@ -11,8 +11,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
+from ...model import Kind
+
 # what each row becomes
 NONE, ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, COLLECTIVE, METRIC = range(9)
+KIND_ENTER, KIND_LEAVE = int(Kind.ENTER), int(Kind.LEAVE)
 
 _u64, _u32, _u8, _rc = types.uint64, types.uint32, types.uint8, types.int32
 # (writer, attribute list, time, ...): OTF2_ErrorCode, 0 = success
@@ -27,6 +30,42 @@ _coll_end = types.ExternalFunction("OTF2_EvtWriter_MpiCollectiveEnd",
                                    _rc(_u64, _u64, _u64, _u8, _u32, _u32, _u64, _u64))
 # metric, number of values, OTF2_Type *, OTF2_MetricValue *
 _metric = types.ExternalFunction("OTF2_EvtWriter_Metric", _rc(_u64, _u64, _u64, _u32, _u8, _u64, _u64))
+
+
+@njit(cache=True)
+def close_innermost(loc, kind, region, known, op, ref, depth, stack, start):
+    """A Leave names the region it leaves: each LEAVE row that names no defined region (OTF's
+    function 0, "leave the innermost open region") gets the innermost open region of its
+    location, by the rule partrace's profile counts with (analysis/regions.py: a LEAVE closes
+    the innermost open region, whatever it names).  Rows from ``start``, each location's
+    (``loc``: index into ``depth``) in order; ``region``: index of a defined region where
+    ``known``; an ENTER of no defined region is open too (-1: its LEAVE stays unwritten).
+    ``op`` and ``ref`` are set in place on the LEAVE rows resolved.  ``depth`` and ``stack``
+    (per location: its open regions) carry the state to the next window.  Returns (rows done:
+    less than all when a stack is full, the caller grows it and calls again from there;
+    LEAVE rows of no region with none open, left unwritten)."""
+    cap = stack.shape[1]
+    lost = 0
+    for i in range(start, len(loc)):
+        k = kind[i]
+        if k != KIND_ENTER and k != KIND_LEAVE:
+            continue
+        l = loc[i]
+        d = depth[l]
+        if k == KIND_ENTER:
+            if d == cap:
+                return i, lost
+            stack[l, d] = region[i] if known[i] else -1
+            depth[l] = d + 1
+        elif d > 0:
+            depth[l] = d - 1
+            top = stack[l, d - 1]
+            if not known[i] and top >= 0:
+                op[i] = LEAVE
+                ref[i] = top
+        elif not known[i]:
+            lost += 1
+    return len(loc), lost
 
 
 # (archive, location id): the location's event writer (NULL: none); (archive, writer): rc
