@@ -167,21 +167,28 @@ class LocationEvents:
 MESSAGE_BYTES = 1024
 
 
+_vsnprintf = None     # numba's vsnprintf, made with the callback (numba loads only then)
+
+
+def _on_error(user, file, line, function, code, fmt, va):    # pragma: no cover - compiled
+    if user != 0 and fmt != 0:
+        _vsnprintf(user, 1024, fmt, va)
+    return code
+
+
 @functools.cache
 def quiet_errors() -> np.ndarray:
     """Route the library's error messages into a buffer instead of stderr (a damaged archive
     is one TraceError line, the message in it): the buffer, read by ``last_error``."""
+    global _vsnprintf
     from numba import cfunc, types
     _vsnprintf = types.ExternalFunction("vsnprintf", types.int32(types.uint64, types.uint64,
                                                                   types.uint64, types.uint64))
     buffer = np.zeros(MESSAGE_BYTES, np.uint8)
-
-    @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.uint64, types.int32,
-                       types.uint64, types.uint64), cache=True)
-    def on_error(user, file, line, function, code, fmt, va):
-        if user != 0 and fmt != 0:
-            _vsnprintf(user, 1024, fmt, va)
-        return code
+    # a module-level function, not a closure: numba's cache keys a closure's cells, so a
+    # closure was compiled again (and cached anew) in every process
+    on_error = cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.uint64,
+                                 types.int32, types.uint64, types.uint64), cache=True)(_on_error)
 
     lib = reading_library()
     lib.OTF2_Error_RegisterCallback.restype = ctypes.c_void_p
