@@ -612,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
             check_options(comm, args)
         comm.check()
         if args.func in DECODING:   # a small input runs its kernels as Python: no numba
-            from .formats import jit
+            from .kernels import jit
             jit.choose(jit.input_bytes(args.trace))
         if comm.parallel and args.func in DECODING:
             from .warm import before_parallel_run

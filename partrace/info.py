@@ -13,7 +13,7 @@ import numpy as np
 from .engine.fold import fold
 from .engine.mpi import Comm
 from .engine.pipeline import open_on_all_ranks
-from .formats.reduce import min_max
+from .kernels.reduce import min_max
 from .model import Kind
 from .timeunit import described
 

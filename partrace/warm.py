@@ -191,11 +191,11 @@ def _word_kernels() -> None:
 
 
 def _dispatchers() -> list:
-    """Every numba kernel of partrace loaded so far: those of partrace.formats.jit this process
+    """Every numba kernel of partrace loaded so far: those of partrace.kernels.jit this process
     compiled or loaded, and those modules make with numba itself (the OTF2 writer)."""
     from numba.core.dispatcher import Dispatcher
 
-    from .formats import jit
+    from .kernels import jit
     found = {id(k.dispatcher): k.dispatcher for k in jit.kernels() if k.dispatcher is not None}
     for name, mod in list(sys.modules.items()):
         if name.startswith("partrace") and mod is not None:
@@ -209,7 +209,7 @@ def warm(formats=None, traces=(), log=None, comm=None) -> dict:
     """Run every command on the samples of ``formats`` (default all) and on ``traces``,
     in this process (``comm``: on all its ranks together); {"compiled", "loaded",
     "seconds", "traces", "cache"} (compiled and loaded: kernel signatures)."""
-    from .formats import jit
+    from .kernels import jit
     small = jit.is_small()
     jit.set_small(False)    # compile every kernel, whatever the samples' size
     try:
@@ -327,11 +327,11 @@ def before_parallel_run(comm, trace, fmt: str | None) -> None:
     at any rank count; 0: never.  Nothing happens when there is no sample of the
     format (an installed wheel, a plugin format): the ranks compile what they use.
     An input error is the run's to report: warming is skipped."""
-    from .formats import jit
+    from .kernels import jit
     mode = os.environ.get("PARTRACE_WARM", "auto").lower()
     if mode in ("0", "no", "false", "") or (mode == "auto" and comm.size < WARM_FROM_RANKS):
         return
-    if jit.is_small():      # its kernels run as Python (formats/jit.py): none to compile
+    if jit.is_small():      # its kernels run as Python (kernels/jit.py): none to compile
         return
     with comm.guard():
         if comm.rank == 0:

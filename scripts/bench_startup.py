@@ -7,7 +7,7 @@ Runs, interleaved round by round (so a busy machine weighs on all alike):
 (the floor of any command that runs a compiled kernel), ``partrace --help``, and on a
 small sample trace of each format (and on a partrace HDF5 file made from the OTF
 one): ``info`` as it chooses (a small input runs its kernels as Python and never
-imports numba: partrace/formats/jit.py) and with compiled kernels
+imports numba: partrace/kernels/jit.py) and with compiled kernels
 (``PARTRACE_JIT=numba``), ``decode`` (the Python API decoding every unit, compiled, as
 scripts/bench_ctools.py's decode row does), ``merge -o OUT.h5`` and ``merge -o
 OUT.otf``.  On inputs this small each command is nearly all start-up.

@@ -47,7 +47,7 @@ def synth_trace(tmp_path):
 @pytest.fixture(params=[False, True], ids=["compiled", "python"])
 def jit_mode(request):
     """Runs a test with the kernels compiled, then as plain Python (the small-input mode)."""
-    from partrace.formats import jit
+    from partrace.kernels import jit
     before = jit.is_small()
     jit.set_small(request.param)
     yield

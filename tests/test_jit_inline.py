@@ -1,15 +1,15 @@
 """A kernel calling one of ``inline="always"`` gets its body, not a call.
 
 numba's inliner looks for ``inline`` in a called global's ``targetoptions``; the
-lazy kernels of formats/jit.py hold their options there too.  Without it a helper
+lazy kernels of kernels/jit.py hold their options there too.  Without it a helper
 was compiled apart and linked in, inlined by LLVM only where its cost model
 chose to (the OTF writer's formatting helpers, one call per value written)."""
 from __future__ import annotations
 
 import numpy as np
 
-from partrace.formats import jit
-from partrace.formats.jit import njit
+from partrace.kernels import jit
+from partrace.kernels.jit import njit
 
 
 @njit(inline="always")

@@ -2,9 +2,10 @@
 
     cli, api, info                      (top: may use everything below)
     output/   parallel sinks, staging   -> engine (Comm), formats (codecs), model
-    engine/   plan, order, exchange     -> model, errors, formats.base (the interface only)
-    formats/  one package per format    -> model, errors, timeunit, formats.base; never engine
+    engine/   plan, order, exchange     -> model, errors, kernels, formats.base (the interface only)
+    formats/  one package per format    -> model, errors, timeunit, kernels, formats.base; never engine
                                            or output
+    kernels/  lazy njit, reductions     -> nothing of partrace
     model, errors, timeunit             -> nothing of partrace
 
 A format is one package: it may not import another format's package (shared
@@ -64,10 +65,11 @@ ALLOWED = {
     "model": {"errors"},
     "errors": set(),
     "timeunit": set(),      # what the time column counts, read from a trace's definitions
-    "engine": {"model", "errors", "formats"},       # formats: base.py and the registry only
-    "formats": {"model", "errors", "timeunit", "formats"},  # formats/ itself: base, registry,
-    # shared helpers
-    "output": {"model", "errors", "timeunit", "engine", "formats",
+    "kernels": set(),       # the lazy njit and shared reductions: below every layer
+    "engine": {"model", "errors", "kernels", "formats"},   # formats: base.py and the registry only
+    "formats": {"model", "errors", "timeunit", "kernels", "formats"},  # formats/ itself: base,
+    # registry, shared helpers
+    "output": {"model", "errors", "timeunit", "kernels", "engine", "formats",
                *(f"formats.{f}" for f in FORMATS)},
 }
 

@@ -1,4 +1,4 @@
-"""Small inputs run their kernels as Python (partrace/formats/jit.py): the same tables, the
+"""Small inputs run their kernels as Python (partrace/kernels/jit.py): the same tables, the
 same `info`, `profile`, `comm` and timeline figures and the same errors as compiled kernels, on
 every fixture of every format in tests/data, and `info` on a small trace never
 imports numba."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partrace.formats import jit
+from partrace.kernels import jit
 from partrace.analysis import communication, profile
 from partrace.engine.mpi import serial
 from partrace.errors import TraceError
@@ -209,7 +209,7 @@ def test_mode_follows_the_input_size_unless_forced(monkeypatch):
 
 def test_the_forced_mode_holds_from_import(tmp_path):
     """PARTRACE_JIT=python holds for the API too (no command chooses there)."""
-    code = ("from partrace.formats import jit; import partrace.api, sys; "
+    code = ("from partrace.kernels import jit; import partrace.api, sys; "
             "print(jit.is_small(), 'numba' in sys.modules)")
     for mode, want in (("python", "True False"), ("numba", "False False")):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,

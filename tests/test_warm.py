@@ -117,7 +117,7 @@ def test_readonly_install_and_home_cache_in_the_temporary_folder(readonly_instal
     assert r.returncode == 0, r.stderr
     cache = work / "tmp" / f"partrace-{os.getuid()}" / "numba"
     assert r.stdout.strip() == str(cache)
-    # compiled kernels even on this small trace (else they run as Python: partrace/formats/jit.py)
+    # compiled kernels even on this small trace (else they run as Python: partrace/kernels/jit.py)
     r = _run(["-m", "partrace", "info", str(ROSS), "--json"], site, work, **env,
              PARTRACE_JIT="numba")
     assert r.returncode == 0 and json.loads(r.stdout)["events"] > 0, r.stderr

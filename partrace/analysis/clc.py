@@ -34,7 +34,7 @@ import numpy as np
 
 from ..engine.mpi import Comm
 from ..errors import UsageError
-from ..formats.jit import njit   # lazy: numba only for inputs that are not small
+from ..kernels.jit import njit   # lazy: numba only for inputs that are not small
 from . import clocks as C
 
 LATENCY = 1     # ns a receive must end after its send starts: the global order then agrees

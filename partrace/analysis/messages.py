@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..formats.jit import njit   # lazy: numba only for inputs that are not small
+from ..kernels.jit import njit   # lazy: numba only for inputs that are not small
 from ..model import Definitions, Kind, Table
 from .sparse import KeyedSums, slot_of
 

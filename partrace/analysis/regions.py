@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats.jit import njit   # lazy: numba only for inputs that are not small
+from ..kernels.jit import njit   # lazy: numba only for inputs that are not small
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..model import Definitions, Kind, Schema, Table

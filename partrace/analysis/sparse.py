@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats.jit import njit   # lazy: numba only for inputs that are not small
+from ..kernels.jit import njit   # lazy: numba only for inputs that are not small
 
 
 EMPTY = np.iinfo(np.int64).min     # first key word of a free slot (no key packs to this)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats.jit import njit
+from ..kernels.jit import njit
 from ..model import row_words as _words
 from .narrow import Constant, Offsets, Words, as_words, put
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats.jit import njit
-from ..formats.reduce import min_max
+from ..kernels.jit import njit
+from ..kernels.reduce import min_max
 from ..model import KEY_COLUMNS
 
 # unsigned types an integer column's offsets may take, narrowest first

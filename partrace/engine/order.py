@@ -6,8 +6,8 @@ a total order that no rank count, chunking or window choice can change.
 from __future__ import annotations
 
 import numpy as np
-from ..formats.jit import njit
-from ..formats.reduce import min_max
+from ..kernels.jit import njit
+from ..kernels.reduce import min_max
 
 from ..model import Table
 

@@ -27,7 +27,7 @@ class SynthReader(TraceReader):
 
     # bytes a real trace spends on an event: a unit's size stands for its events, so the
     # plan compiles kernels for a trace of many events (a JSON file of 34 bytes holding a
-    # million events would otherwise run them as Python: partrace.formats.jit.confirm)
+    # million events would otherwise run them as Python: partrace.kernels.jit.confirm)
     EVENT_BYTES = 16
 
     def units(self):

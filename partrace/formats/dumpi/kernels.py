@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit   # lazy: numba only for inputs that are not small
+from ...kernels.jit import njit   # lazy: numba only for inputs that are not small
 
 
 @njit(cache=True)

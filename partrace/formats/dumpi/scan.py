@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit   # lazy: numba only for inputs that are not small
+from ...kernels.jit import njit   # lazy: numba only for inputs that are not small
 from .functable import FUNCTIONS
 
 KINDS = ("i32", "u16", "u8", "i64", "status", "a32", "a16", "a8", "aa32",

@@ -50,7 +50,7 @@ import numpy as np
 from h5py import h5z
 
 from ...errors import UsageError
-from ..reduce import min_max
+from ...kernels.reduce import min_max
 
 try:    # zlib-ng: faster than zlib at the same level
     from zlib_ng import zlib_ng as FAST_DEFLATE

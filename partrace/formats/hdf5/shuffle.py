@@ -3,7 +3,7 @@ bit packing, each one compiled loop."""
 from __future__ import annotations
 
 import numpy as np
-from ..jit import njit
+from ...kernels.jit import njit
 
 
 @njit(cache=True, nogil=True)

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..jit import njit   # lazy: numba only for inputs that are not small
+from ...kernels.jit import njit   # lazy: numba only for inputs that are not small
 from .grammar import FILE_RECORDS, HEX, HEXSTR, REQ, STREAM_RECORDS, STRING
 
 NV = 8          # most fields of any record (BeginCollopSnapshot, FileOperationSummary)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from ..jit import njit
+from ...kernels.jit import njit
 
 from .grammar import HEX, OPT0, STREAM_RECORDS, STRING
 from .kernel import NV, TAGW, _pad

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import jit as numba   # lazy njit: numba only for inputs that are not small
+from ...kernels import jit as numba   # lazy njit: numba only for inputs that are not small
 from ...errors import TraceError
 from ...model import byte_rows
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit   # lazy: numba only for inputs that are not small
+from ...kernels.jit import njit   # lazy: numba only for inputs that are not small
 
 # Error codes returned by hop() (turned into TraceError by the caller).
 OK, TRUNCATED, OVERRUN, BAD_TYPE, BAD_SAMPLE_SIZE, BAD_STATS_TYPE, BAD_FLAG, BAD_ID = range(8)

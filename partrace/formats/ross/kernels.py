@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from ..jit import njit   # lazy: numba only for inputs that are not small
+from ...kernels.jit import njit   # lazy: numba only for inputs that are not small
 
 
 def words(buf: np.ndarray) -> np.ndarray:

@@ -196,7 +196,7 @@ def njit(*args, **options):
     if args and callable(args[0]) and not options:
         return LazyKernel(args[0], {})
     if args:
-        raise TypeError("partrace.formats.jit.njit takes keyword options only (no signatures)")
+        raise TypeError("partrace.kernels.jit.njit takes keyword options only (no signatures)")
     return lambda func: LazyKernel(func, options)
 
 
