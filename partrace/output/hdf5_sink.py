@@ -23,8 +23,10 @@ Layouts (``layout=``):
   whose datasets are HDF5 virtual datasets over the parts (relative paths: move
   ``OUT`` and ``OUT.parts`` together).  No copy at commit; ``OUT`` alone is
   unreadable (partrace says which part is missing).
-The same with any h5py, with or without MPI: a collective (mpio) writer would
-need an MPI build of HDF5, which cannot be tested here, so there is none.
+Where h5py has MPI and the job more than one rank, the ``single`` layout is written
+collectively instead: every rank writes its rows into the one file through HDF5's
+mpio driver, and nothing is joined (hdf5_collective.py; PARTRACE_H5_COLLECTIVE=0
+keeps the join).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from ..engine import accounts
 from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import UsageError
@@ -42,6 +45,7 @@ from ..model import Definitions, Schema, Table
 from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
+from . import hdf5_collective
 from .chunk_owners import OwnedWriter
 from ..engine.leftovers import run_name
 from .staging import Staging
@@ -81,15 +85,21 @@ class HDF5Sink(Sink):
         # bytes, and elements (text: bytes) of shared edge chunks copied as values
         self.join_counts = {k: dict(chunks=0, stored_bytes=0, value_items=0)
                             for k in ("text", "numbers")}
+        self.gathered_bytes = 0     # rank 0, joining: shared chunks received, as encoded
+        self.collective: hdf5_collective.CollectiveFile | None = None  # every rank writes
 
     @property
     def _split(self) -> bool:
-        return self._parallel
+        return self._parallel and self.collective is None
 
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
         self._parallel = comm.parallel
+        collective = False
+        with comm.guard():      # a bad PARTRACE_H5_COLLECTIVE fails every rank alike
+            collective = self.layout == "single" and hdf5_collective.chosen(comm)
+        comm.check()
         longest = 0
         with comm.guard():      # a bad PARTRACE_H5_CHUNK_ROWS fails every rank alike
             longest = hdf5.long_chunk_rows()
@@ -111,12 +121,15 @@ class HDF5Sink(Sink):
         self._owner = OwnedWriter(self._put_owned)
         run_id = comm.bcast(run_name())
         self.staging = Staging(self.final, run_id)
+        if collective:
+            self.collective = hdf5_collective.CollectiveFile(
+                self.staging.path(self.final.name), defs, self.source, schema, self.compression)
         with comm.guard():
             if comm.rank == 0:
                 self.staging.check_free([self.final, self.final.parent / self.parts_name],
                                         self.overwrite)
                 self.staging.create()
-                if self._split:
+                if self._parallel:  # (the collective path may still fall back to a join)
                     name = self.parts_name if self.layout == "parts" else PARTS_DIR
                     self.staging.path(name).mkdir()
         comm.check()
@@ -188,6 +201,17 @@ class HDF5Sink(Sink):
                 mine[("not utf-8",) + key] = True
         everyone = comm.allgather(mine)
         self.blocks.append(everyone)
+        if self.collective is not None and not self.collective.opened and (
+                not hdf5_collective.one_window(self.next_keys)):
+            self.collective = None      # the serial join, on every rank alike
+        if self.collective is not None:
+            if not self.collective.opened:
+                self.collective.open(comm, self._shapes(
+                    {k: sum(e.get(k, 0) for e in everyone) for k in self.rows}))
+            self.collective.write(comm, tables, encoded, everyone, self.rows)
+            for key in self.rows:
+                self.rows[key] += sum(e.get(key, 0) for e in everyone)
+            return
         owned = {}
         with comm.guard():
             if self._file is None:
@@ -384,8 +408,10 @@ class HDF5Sink(Sink):
                         ds = final[name][path]
                         if isinstance(made, np.ndarray):
                             ds[row:row + len(made)] = made
+                            self.gathered_bytes += made.nbytes
                         else:
                             hdf5_chunks.put(ds, row, made)
+                            self.gathered_bytes += len(made[0]) if made else 0
             comm.check()
         for d, _, parts, _ in jobs:
             key = "text" if "/" in datasets[d][1] else "numbers"
@@ -439,6 +465,8 @@ class HDF5Sink(Sink):
     def commit(self, comm: Comm) -> None:
         if not self.blocks:     # no window at all: still an (empty) file
             self.write(comm, {name: Table.empty(cols) for name, cols in self.schema.items()})
+        if self.collective is not None:
+            self.collective.finish(comm, self.rows)
         with comm.guard():
             self._owner.flush()     # chunks that end a table held for rows that never came
             self._close()
@@ -456,6 +484,7 @@ class HDF5Sink(Sink):
             else:
                 self._join_parts(comm)
             self.commit_seconds = time.perf_counter() - began
+        accounts.note_output(**self._write_path(comm))
         with comm.guard():
             if comm.rank == 0:
                 names = [self.final.name]
@@ -468,14 +497,38 @@ class HDF5Sink(Sink):
                 self.staging.publish(names)
         comm.check()
 
+    def _write_path(self, comm: Comm) -> dict:
+        """Which path wrote the file, for the closing summary and --stats: on rank 0
+        after a join, the bytes of other ranks' chunks it carried."""
+        if self.collective is not None:
+            return dict(path="collective", summary="HDF5 written collectively (mpio)")
+        if not self._split:
+            return dict(path="one rank", summary="HDF5 written by one rank")
+        if self.layout == "parts":
+            return dict(path="parts", summary="HDF5 parts: no join")
+        through = self.gathered_bytes + sum(c["stored_bytes"] for c in self.join_counts.values())
+        return dict(path="serial join", through_rank0_bytes=through,
+                    join_seconds=round(self.commit_seconds, 6),
+                    summary=f"HDF5 serial join: {_amount(through)} of other ranks' chunks "
+                            f"through rank 0 in {self.commit_seconds:.2f} s")
+
     def discard(self, comm: Comm) -> None:
         try:
             self._close()
         except Exception:  # noqa: BLE001 - the file is being thrown away
             self._file = None
+        if self.collective is not None:     # collective: every rank discards
+            try:
+                self.collective.close()
+            except Exception:  # noqa: BLE001 - the file is being thrown away
+                pass
         comm.barrier()
         if comm.rank == 0 and self.staging is not None:
             self.staging.discard()
+
+
+def _amount(nbytes: int) -> str:
+    return f"{nbytes / 1e6:,.1f} MB" if nbytes >= 100_000 else f"{nbytes:,} bytes"
 
 
 def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
