@@ -15,10 +15,11 @@ The steps, all ranks in the same order (HDF5's collective calls must match):
    code (formats/hdf5/layout.py): the header, the definitions, and every table's
    empty datasets with the serial path's dtypes, chunk shapes and filters; then
    every rank opens it with ``driver="mpio"`` on the job's communicator;
-2. per window, per table with rows on any rank: every dataset is grown to the
-   window's end (``resize``, collective, the same size on every rank), then
-   written collectively column by column, each rank its slice (a rank without
-   rows selects none, but still calls);
+2. per table with rows on any rank: every dataset written collectively, column
+   by column, each rank its slice (a rank without rows selects none, but still
+   calls); a dataset too short is first grown (``resize``, collective, the same
+   size on every rank), which only a merge of several windows needs, and those
+   keep the serial join (:func:`one_window`);
 3. at commit the file is closed on every rank, and rank 0 sets the attributes
    the serial path sets while writing (``rows``, a text column's ``encoding``).
 
@@ -29,7 +30,7 @@ small-range integer chunks by scale-offset alone and skips all-zero chunks).
 collective and a direct chunk write from one rank hangs the others.
 
 ``PARTRACE_H5_COLLECTIVE=0`` keeps the serial join where this path could run
-(tests compare the two); ``=1`` refuses to run without it.
+(tests compare the two); ``=1`` refuses to run without a parallel h5py.
 """
 from __future__ import annotations
 
