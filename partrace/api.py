@@ -165,7 +165,8 @@ class TraceData:
 
         from .analysis import communication
         with _job(self.path, self.format, _serial()) as job:
-            res = communication(self.path, comm=job.comm, format=self.format, reader_options=self.options)
+            res = communication(self.path, comm=job.comm, format=self.format,
+                                reader_options=self.options)
         return pd.DataFrame(res["histogram"], columns=["low", "high", "messages", "bytes"])
 
     def collectives(self):
@@ -174,7 +175,8 @@ class TraceData:
 
         from .analysis import communication
         with _job(self.path, self.format, _serial()) as job:
-            res = communication(self.path, comm=job.comm, format=self.format, reader_options=self.options)
+            res = communication(self.path, comm=job.comm, format=self.format,
+                                reader_options=self.options)
         return pd.DataFrame(res["collectives"], columns=["collective", "calls", "bytes_sent",
                                                          "bytes_received", "locations"])
 
@@ -187,7 +189,8 @@ class TraceData:
 
         from .analysis.clocks import check
         with _job(self.path, self.format, _serial()) as job:
-            res = check(self.path, comm=job.comm, format=self.format, by=by, reader_options=self.options)
+            res = check(self.path, comm=job.comm, format=self.format, by=by,
+                        reader_options=self.options)
         df = pd.DataFrame(res.pop("pairs"), columns=CLOCK_COLUMNS)
         df.attrs.update(res)
         return df

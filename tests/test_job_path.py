@@ -148,3 +148,11 @@ def test_a_failing_rank_ends_the_api_run_as_it_ends_the_cli_run(synth_trace, tmp
     want = ("partrace: error: injected on rank 1" if how == "fail-alone" else
             f"partrace: error: {trace}:unit 0005: injected failure in unit 0005")
     assert code == 2 and lines == [want]
+
+
+def test_the_api_stands_beside_the_command_line_not_on_it():
+    """The API shares the job, not the command line's module: importing it loads no argparse
+    parser, and a change to cli.py cannot change what the API does."""
+    from .test_layers import PKG, _imports
+    for name in ("api.py", "merging.py", "sizes.py", "engine/job.py"):
+        assert not {m for m in _imports(PKG / name) if m.startswith("partrace.cli")}, name
