@@ -67,10 +67,13 @@ def mpiexec() -> str:
     return str(here) if here.exists() else (shutil.which("mpiexec") or "mpiexec")
 
 
+EXTRA: list[str] = []       # options for every merge (--memory)
+
+
 def merge(trace: Path, out: Path, p: int, extra: list[str], stats: Path | None) -> float:
     """Wall seconds of one whole merge command at ``p`` ranks."""
     cmd = [mpiexec(), "-n", str(p), sys.executable, "-m", "partrace", "merge", str(trace),
-           "-o", str(out), "-q", "--overwrite", *extra]
+           "-o", str(out), "-q", "--overwrite", *EXTRA, *extra]
     if stats is not None:
         cmd += ["--stats", str(stats)]
     t0 = time.perf_counter()
@@ -205,6 +208,8 @@ def main(argv=None) -> int:
     ap.add_argument("--outputs", default="h5,otf")
     ap.add_argument("--wall-rounds", type=int, default=3,
                     help="interleaved rounds of 1 and 2 ranks for the wall time (0: skip)")
+    ap.add_argument("--memory", help="--memory of every merge (default: partrace's; smaller "
+                    "makes more windows)")
     ap.add_argument("--model-ranks", default="256,1024")
     ap.add_argument("--net-gbs", type=float, default=5.0,
                     help="GB/s one rank sends (and receives) at once (default 5)")
@@ -225,6 +230,7 @@ def main(argv=None) -> int:
 
 def measure(args) -> int:
     ranks = [int(x) for x in args.ranks.split(",")]
+    EXTRA[:] = ["--memory", args.memory] if args.memory else []
     targets = [int(x) for x in args.model_ranks.split(",")]
     rates = sm.Rates(args.net_gbs * 1e9, args.net_latency_us * 1e-6, args.fs_read_gbs * 1e9,
                      args.fs_write_gbs * 1e9, args.fs_opens, module_files())
@@ -232,7 +238,7 @@ def measure(args) -> int:
     # compiled kernels cached first, so that no run's busy time includes compiling them
     subprocess.run([sys.executable, "-m", "partrace", "warm"], check=True,
                    capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    print(f"ranks {args.ranks} on {os.cpu_count()} cpus; traces of about {args.mb:g} MB; "
+    print(f"memory {args.memory or 'default'}; ranks {args.ranks} on {os.cpu_count()} cpus; traces of about {args.mb:g} MB; "
           f"model: {args.net_gbs:g} GB/s and {args.net_latency_us:g} µs a message per rank, "
           f"rank 0 reads {args.fs_read_gbs:g} and writes {args.fs_write_gbs:g} GB/s, "
           f"{args.fs_opens:,.0f} opens/s, {rates.modules} module files a rank")
