@@ -39,6 +39,7 @@ import scaling_model as sm
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 OUTPUTS = {"h5": [], "otf": ["--streams", "4"]}
+UNITS = 64
 
 
 def generate(fmt: str, mb: float, folder: Path) -> Path:
@@ -49,13 +50,15 @@ def generate(fmt: str, mb: float, folder: Path) -> Path:
     if target.exists():
         return target
     n = max(1, int(mb * 1e6))
-    cmd = {     # sizes from the generators' bytes per record
-        "otf": [*py, SCRIPTS / "gen_otf.py", target, "--processes", "16", "--streams", "8",
-                "--events", str(n // 17)],
-        "dumpi": [*py, SCRIPTS / "gen_dumpi.py", target.parent, "--ranks", "8",
-                  "--calls", str(n // (8 * 50))],
-        "ovni": [*py, SCRIPTS / "gen_ovni.py", folder / "ovni", "--looms", "2", "--procs", "2",
-                 "--threads", "2", "--events", str(n // (8 * 20)), "--offsets"],
+    cmd = {     # UNITS units (files, streams) each, so that every rank up to 64 has some;
+        # sizes from the generators' bytes per record
+        "otf": [*py, SCRIPTS / "gen_otf.py", target, "--processes", str(UNITS), "--streams",
+                str(UNITS), "--events", str(n // 17)],
+        "dumpi": [*py, SCRIPTS / "gen_dumpi.py", target.parent, "--ranks", str(UNITS),
+                  "--calls", str(max(1, n // (UNITS * 50)))],
+        "ovni": [*py, SCRIPTS / "gen_ovni.py", folder / "ovni", "--looms", "2", "--procs", "4",
+                 "--threads", str(UNITS // 8), "--events", str(max(4, n // (UNITS * 20))),
+                 "--offsets"],
         "ross": [*py, SCRIPTS / "gen_ross.py", target, "--mb", str(max(1, round(mb / 3.3)))],
     }[fmt]
     subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
@@ -160,11 +163,13 @@ def print_case(name: str, case: dict, ranks: list[int]) -> bool:
     runs = case["runs"]
     one = runs[ranks[0]]
     print(f"\n### {name}\n")
-    print("E(P) and the busiest rank's excess over the mean busy time:\n")
+    print("E(P) and the busiest rank's excess over the mean busy time ('-': under 1 ms at "
+          "1 rank):\n")
     print("| phase | busy(1) s | " + " | ".join(f"P={p}" for p in ranks) + " |")
     print("|---|---:|" + "---:|" * len(ranks))
     for phase in sm.PHASES + [None]:
         cells = [f"{sm.efficiency(one, runs[p], phase):.2f} +{sm.excess(runs[p], phase):.0%}"
+                 if sm.busy(one, phase).sum() >= 0.001 else f"- +{sm.excess(runs[p], phase):.0%}"
                  for p in ranks]
         print(f"| {phase or 'total'} | {sm.busy(one, phase).sum():.3f} | " + " | ".join(cells)
               + " |")
@@ -195,7 +200,7 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
         print(f"| {step} | " + " | ".join(f"{s:.3f}" for s in secs) + " |")
     total = rows[-1][1]
     print("| modelled E(P) | 1.00 | " + " | ".join(
-        f"{total[0] / (p * t):.2f}" for p, t in zip(targets, total[1:])) + " |")
+        f"{total[0] / (p * t):.3g}" for p, t in zip(targets, total[1:])) + " |")
 
 
 def main(argv=None) -> int:
@@ -234,11 +239,12 @@ def measure(args) -> int:
     targets = [int(x) for x in args.model_ranks.split(",")]
     rates = sm.Rates(args.net_gbs * 1e9, args.net_latency_us * 1e-6, args.fs_read_gbs * 1e9,
                      args.fs_write_gbs * 1e9, args.fs_opens, module_files())
-    traces = args.workdir / f"traces-{args.mb:g}mb"
+    traces = args.workdir / f"traces-{args.mb:g}mb-{UNITS}u"
     # compiled kernels cached first, so that no run's busy time includes compiling them
     subprocess.run([sys.executable, "-m", "partrace", "warm"], check=True,
                    capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    print(f"memory {args.memory or 'default'}; ranks {args.ranks} on {os.cpu_count()} cpus; traces of about {args.mb:g} MB; "
+    print(f"memory {args.memory or 'default'}; ranks {args.ranks} on {os.cpu_count()} cpus; "
+          f"traces of about {args.mb:g} MB, {UNITS} units each; "
           f"model: {args.net_gbs:g} GB/s and {args.net_latency_us:g} µs a message per rank, "
           f"rank 0 reads {args.fs_read_gbs:g} and writes {args.fs_write_gbs:g} GB/s, "
           f"{args.fs_opens:,.0f} opens/s, {rates.modules} module files a rank")
