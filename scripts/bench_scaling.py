@@ -149,6 +149,20 @@ def wall_pair(trace: Path, kind: str, rounds: int, work: Path) -> tuple[float, f
     return statistics.median(t1), statistics.median(t2), statistics.median(ratio)
 
 
+def warm(formats: list[str]) -> None:
+    """The formats' kernels compiled and cached first (those not warm yet), so that no run's
+    busy time includes compiling them."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = ("import sys; from partrace.warm import is_warm; "
+            "print(' '.join(f for f in sys.argv[1:] if not is_warm(f)))")
+    cold = subprocess.run([sys.executable, "-c", code, *formats], capture_output=True,
+                          text=True, env=env, check=True).stdout.split()
+    if cold:
+        subprocess.run([sys.executable, "-m", "partrace", "warm",
+                        *[a for f in cold for a in ("--format", f)]],
+                       check=True, capture_output=True, env=env)
+
+
 def module_files() -> int:
     """Files a rank opens to import what a merge imports (the metadata server's load)."""
     code = ("import sys, partrace.cli, partrace.engine.pipeline, partrace.engine.windows, "
@@ -240,9 +254,7 @@ def measure(args) -> int:
     rates = sm.Rates(args.net_gbs * 1e9, args.net_latency_us * 1e-6, args.fs_read_gbs * 1e9,
                      args.fs_write_gbs * 1e9, args.fs_opens, module_files())
     traces = args.workdir / f"traces-{args.mb:g}mb-{UNITS}u"
-    # compiled kernels cached first, so that no run's busy time includes compiling them
-    subprocess.run([sys.executable, "-m", "partrace", "warm"], check=True,
-                   capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    warm(args.formats.split(","))
     print(f"memory {args.memory or 'default'}; ranks {args.ranks} on {os.cpu_count()} cpus; "
           f"traces of about {args.mb:g} MB, {UNITS} units each; "
           f"model: {args.net_gbs:g} GB/s and {args.net_latency_us:g} µs a message per rank, "
