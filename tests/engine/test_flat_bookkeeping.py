@@ -144,3 +144,50 @@ def test_same_output_at_1_2_3_and_8_ranks_with_many_windows(synth_trace, tmp_pat
         else:
             want = {p.name: p.read_bytes() for p in outputs[0].parent.iterdir()}
             assert {p.name: p.read_bytes() for p in out.parent.iterdir()} == want
+
+
+NOTICE_TREE = r"""
+import sys, time
+from partrace.engine import mpi, stop
+comm = mpi.world()
+sent = []
+real = comm._send_notice
+comm._send_notice = lambda dest: sent.append(dest) or real(dest)
+if comm.rank == int(sys.argv[1]):
+    stop.signum = 15            # as the handler notes a SIGTERM
+deadline = time.monotonic() + 60
+while stop.signum is None and not comm._heard and time.monotonic() < deadline:
+    comm._exchange_notices()    # what poll() does between chunks
+    time.sleep(0.001)
+heard = bool(comm._heard) or stop.signum is not None
+try:
+    comm.check()
+    said = "no stop"
+except mpi.Terminated as exc:
+    said = f"stopped {exc.rank} {heard} {len(sent)}"
+with open(f"{sys.argv[2]}/rank{comm.rank}", "w") as fh:    # one file a rank: lines of
+    fh.write(said)                                          # several ranks would interleave
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("victim", [0, 4])
+def test_a_stop_notice_reaches_every_rank_through_a_tree(tmp_path, victim):
+    """One rank signalled: every rank hears of it before the check, at most 3 messages a
+    rank (not P - 1), and all stop together naming the signalled rank."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, mpiexec
+    script = tmp_path / "tree.py"
+    script.write_text(NOTICE_TREE)
+    r = subprocess.run([mpiexec(), "-n", "7", sys.executable, str(script), str(victim),
+                        str(tmp_path)],
+                       capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    for rank in range(7):
+        line = (tmp_path / f"rank{rank}").read_text()
+        what, who, heard, sent = line.split()
+        assert (what, who, heard) == ("stopped", str(victim), "True"), line
+        assert int(sent) <= 3, line
