@@ -248,26 +248,35 @@ class Comm:
         self._sent_up = self._sent_down = True
 
     def check(self) -> None:
-        """Collective: raise the lowest failing rank's error on every rank."""
+        """Collective: raise the lowest failing rank's error on every rank (a stop first).
+
+        The ranks meet in one reduction of an int saying which rank to hear, not an
+        allgather of every rank's state (P x P objects a check); only the rank named
+        sends more: its error in a broadcast, or, on a stop, the ranks' notice flags."""
         self.wait_for_all()
-        if self._c is None:
-            states = [(self._error, stop.signum, False)]
-        else:
+        n = self.size
+        if self._c is not None:
             self._exchange_notices()
-            states = self.allgather((self._error, stop.signum,
-                                     (self._sent_up, self._sent_down)))
-        signalled = [(r, sig) for r, (_, sig, _) in enumerate(states) if sig is not None]
-        if signalled:
+        # the highest class wins (2: signalled, 1: failed), then the lowest rank
+        cls = 2 if stop.signum is not None else 1 if self._error is not None else 0
+        mine = cls * n + n - 1 - self.rank if cls else 0
+        top = mine if self._c is None else self.allreduce_max(mine)
+        if not top:
+            return
+        first = n - 1 - top % n
+        if top >= 2 * n:
+            signum = stop.signum
             if self._c is not None:
-                self._settle_notices([sent for _, _, sent in states])
-            raise Terminated(*signalled[0])
-        for r, (e, _, _) in enumerate(states):
-            if e is not None:
-                # every rank has learnt of it: a later run on this communicator (the
-                # Python API's world) starts clean instead of meeting this error again
-                original = self._exception if r == self.rank else None
-                self._error = self._exception = None
-                raise RankFailed(e, r, original)
+                states = self.allgather((stop.signum, (self._sent_up, self._sent_down)))
+                self._settle_notices([sent for _, sent in states])
+                signum = states[first][0]
+            raise Terminated(first, signum)
+        error = self._error if self._c is None else self.bcast(self._error, root=first)
+        # every rank has learnt of it: a later run on this communicator (the Python API's
+        # world) starts clean instead of meeting this error again
+        original = self._exception if first == self.rank else None
+        self._error = self._exception = None
+        raise RankFailed(error, first, original)
 
     @metered()
     def wait_for_all(self, pause: float = 0.0005) -> None:
