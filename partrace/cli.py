@@ -613,7 +613,8 @@ def main(argv: list[str] | None = None) -> int:
         comm.check()
         if args.func in DECODING:   # a small input runs its kernels as Python: no numba
             from .kernels import jit
-            jit.choose(jit.input_bytes(args.trace))
+            # rank 0 alone walks the input's files (a stat of each), the others take its sum
+            jit.choose(comm.bcast(jit.input_bytes(args.trace) if comm.rank == 0 else None))
         if comm.parallel and args.func in DECODING:
             from .warm import before_parallel_run
             before_parallel_run(comm, args.trace, args.format)

@@ -10,8 +10,10 @@ run, therefore:
 * the handler only notes the signal and, if the rank is inside local work
   (``Comm.guard``), interrupts that work with :class:`StopRequested`, which the
   guard records like an error;
-* the rank tells the others with a non-blocking message; they see it in
-  their long loops and while they wait at ``Comm.check`` (``Comm.poll``);
+* the rank tells the others with non-blocking messages through a tree (it
+  tells rank 0, which tells its two children, and so on: at most 3 messages a
+  rank, whatever the rank count); they see it in their long loops and while
+  they wait at ``Comm.check`` (``Comm.poll``), and pass it on;
 * at the next ``Comm.check`` every rank learns of it and raises
   ``Terminated``: the pipeline discards the unpublished output, every rank
   removes its own spill folder, and all exit 128+signal together;
