@@ -176,9 +176,9 @@ def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -
         raise TraceError.at_line(glob, dtr_lines[-1] if dtr_lines else glob_lines + 1,
                                  "expected a timer resolution record (DTR) with a value > 0")
     procs = by_type.get("DefProcess", [])
-    procs = procs + _undefined_listed(master, streams, procs)
     groups = by_type.get("DefFunction", [])
     _check_ranges(records, {0: glob, "marker": marker}, stub)
+    procs = procs + _undefined_listed(master, streams, procs)     # once the file is whole
     tables = {
         "locations": _table(LOCATION_COLUMNS, list(zip(
             [p["token"] for p in procs],
