@@ -183,11 +183,35 @@ def _word_kernels() -> None:
     for w in words:
         flat = T.Array(w, 1, "C")
         for out in (flat, T.Array(w, 1, "A")):  # "A": one word column of a sub-array
-            gather._take.compiled().compile((out, rows, flat))
+            _compile(gather._take, (out, rows, flat))
             for s in spans:
                 source = T.Array(s, 1, "C")
-                gather._lookup.compiled().compile((out, source, flat))
-                gather._gather.compiled().compile((out, source, rows, flat))
+                _compile(gather._lookup, (out, source, flat))
+                _compile(gather._gather, (out, source, rows, flat))
+    # a column held as a base plus narrow offsets (engine/narrow.py), taken or gathered by
+    # span: one variant per integer type, offset width and span-index type; and the
+    # narrowing passes over an integer column of each type
+    from .engine import narrow
+    steps = T.Array(T.uint8, 1, "C")
+    for kind in (T.int16, T.int32, T.int64, T.uint16, T.uint32, T.uint64, T.int8, T.uint8):
+        col = T.Array(kind, 1, "C")
+        _compile(narrow._counts_up, (col,))
+        _compile(narrow._steps_of, (col, steps))
+        for off in (T.uint8, T.uint16, T.uint32):
+            if off.bitwidth >= kind.bitwidth:
+                continue
+            for s in spans:
+                source = T.Array(s, 1, "C")
+                offsets = T.Array(off, 1, "C")
+                _compile(gather._take_offsets, (col, source, rows, col, offsets))
+                _compile(gather._gather_offsets, (col, source, rows, col, offsets))
+
+
+def _compile(kernel, signature) -> None:
+    """One signature of a kernel, a stop signal held meanwhile (as for any call into numba)."""
+    from .engine import stop
+    with stop.held():
+        kernel.compiled().compile(signature)
 
 
 def _dispatchers() -> list:

@@ -73,20 +73,25 @@ class Job:
         stop.begin(self.comm)
         if self._account:   # every rank's time accounted, from its start (engine/accounts)
             accounts.begin(self.comm.rank, keep_slices=self._keep_slices)
-        scope = jit.Scope(jit.input_bytes(self.trace) if self.decodes and self.trace is not None
-                          else None, mode=self._mode)
-        self._scope = scope.__enter__()
         try:
             if self._checks is not None:
                 with self.comm.guard():
                     self._checks(self.comm)
                 self.comm.check()
+            self._scope = jit.Scope(self._input_bytes(), mode=self._mode).__enter__()
             if self.comm.parallel and self.decodes and self._warm_up is not None:
                 self._warm_up(self.comm)
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
         return self
+
+    def _input_bytes(self) -> int | None:
+        """Collective: the input's bytes as the kernels' mode weighs them; rank 0 alone walks
+        the input's files (a stat of each), the others take its sum."""
+        if not self.decodes or self.trace is None:
+            return None
+        return self.comm.bcast(jit.input_bytes(self.trace) if self.comm.rank == 0 else None)
 
     def __exit__(self, kind, exc, tb) -> None:
         if self._scope is not None:

@@ -65,6 +65,17 @@ class _Depth(threading.local):
 
 _depth = _Depth()
 _kernels: list["LazyKernel"] = []
+_hold = _compiled = None     # engine/stop.py's held and after_compile (hold_signals)
+
+
+def hold_signals(context, compiled) -> None:
+    """Run every call into numba inside ``context()``, and call ``compiled()`` after one
+    in which numba compiled or loaded a kernel (engine/stop.py's ``held``: a stop signal
+    waits until the call returns, as numba compiles or loads in Python at the first call
+    with new types; ``after_compile``: seconds passed, another rank may have stopped).
+    Injected, so that this module imports nothing of the engine."""
+    global _hold, _compiled
+    _hold, _compiled = context, compiled
 
 
 def is_small() -> bool:
@@ -176,7 +187,15 @@ class LazyKernel:
             return self.python()(*args, **kwargs)
         if _small:
             return _as_python(self.python(), args, kwargs)
-        return (self._dispatcher or self.compiled())(*args, **kwargs)
+        if _hold is None:
+            return (self._dispatcher or self.compiled())(*args, **kwargs)
+        with _hold():
+            d = self._dispatcher or self.compiled()
+            known = len(d.overloads)
+            result = d(*args, **kwargs)
+        if len(d.overloads) != known:
+            _compiled()
+        return result
 
     def python(self):
         """The function to run as Python: the kernel's code over a copy of its module's

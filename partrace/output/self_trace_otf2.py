@@ -76,8 +76,9 @@ def _write(folder: str, name: str, reports: list[dict]) -> None:
             if host not in hosts:
                 hosts[host] = defs.system_tree_node(host or "host", parent=root)
             group = defs.location_group(f"rank {r['rank']}", system_tree_parent=hosts[host])
-            writer = trace.event_writer_from_location(
-                defs.location(f"rank {r['rank']}", group=group))
+            # the thread named as Score-P names a process's first ("Master thread"), so that
+            # readers showing "group/location" show "rank 3/main thread", not the rank twice
+            writer = trace.event_writer_from_location(defs.location("main thread", group=group))
             for t, order, label, args in _records(r.get("slices", ())):
                 where = region(label, order in (_BEGIN_CALL, _END_CALL))
                 if order in (_BEGIN_PHASE, _BEGIN_CALL):

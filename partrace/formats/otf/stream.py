@@ -188,6 +188,11 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
             st[K.S_BASE] += n
     if carry.strip():
         raise TraceError(path, "end of file", "expected a complete record line")
+    if st[K.S_DROPPED]:
+        import warnings
+        warnings.warn(f"{path}: line {int(st[K.S_DROP_LINE])}: {int(st[K.S_DROPPED])} records "
+                      f"of processes {refs.master_name} does not list (first: "
+                      f"{int(tp[K.T_DROP_P]):x}) are skipped, as the OTF library skips them")
 
 
 def _without_cut_line(path, data: bytes, at: int) -> bytes:

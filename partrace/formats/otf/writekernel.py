@@ -229,7 +229,7 @@ def format_rows(rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b, blo
                 c_ticks, c_proc, c_first, c_count, c_id, c_val, cnt):
     """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
 
-    Numeric field j of row i (record code r) is fields[i, colof[r, j]], 0 where
+    Numeric field j of row i (record code r) is fields[colof[r, j], i], 0 where
     colof[r, j] < 0 (see field_columns).
 
     Counter rows (c_*: a sample row's time, process and its c_count[k] counters
@@ -289,7 +289,7 @@ def format_rows(rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b, blo
                 o += 1
                 continue
             c = colof[r, j]
-            v = fields[i, c] if c >= 0 else np.uint64(0)
+            v = fields[c, i] if c >= 0 else np.uint64(0)
             if opt0[r, j] and v == np.uint64(0):
                 continue
             o = _put_tag(out, o, tag, r, j, tagl[r, j])

@@ -547,7 +547,13 @@ class _FileState:
         if kv_on is None:
             kv_on, kv_val = np.zeros((n, 0), bool), np.zeros((n, 0), np.uint64)
             kv_pre, kv_prel = np.zeros((1, 32), np.uint8), np.zeros(1, np.int64)
-        blob = blob if len(blob) else np.zeros(1, np.uint8)
+        # the kernel's arguments of one type whatever the caller holds (a read-only blob, a
+        # table cut in passes, a time the kernel gave back as int64): each other type is
+        # one more numba compile of this large kernel, one `partrace warm` cannot foresee.
+        # The fields go as (k, rows), C-contiguous: field_columns' own layout, no copy in
+        # one pass
+        blob = (blob if len(blob) else np.zeros(1, np.uint8)).view()
+        blob.flags.writeable = False
         kv_line = int(kv_prel.max()) + 17 if kv_on.shape[1] else 0
         c = counters if counters is not None else _NO_COUNTERS
         step = ROWS_PER_PASS if counters is None else max(n, 1)
@@ -557,12 +563,12 @@ class _FileState:
             extra += int(kv_on[lo:hi].sum()) * kv_line
             extra += len(c.ticks) * 40 + c.records * 45       # time and process lines, CNT<id>V<value>
             out = scratch("text", (hi - lo) * 400 + extra + 64)
-            o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi],
-                                                 fields[lo:hi], colof, pre_a[lo:hi],
-                                                 pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
-                                                 wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, self.t, self.p,
-                                                 kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
-                                                 c.ticks, c.proc, c.first, c.count, c.id, c.val, _COUNTER)
+            o, bad, self.t, self.p = format_rows(
+                rec[lo:hi], ticks[lo:hi], proc[lo:hi], np.ascontiguousarray(fields[lo:hi].T),
+                colof, pre_a[lo:hi], pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw,
+                wt.kwl, wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, np.uint64(self.t),
+                int(self.p), kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
+                c.ticks, c.proc, c.first, c.count, c.id, c.val, _COUNTER)
             if bad >= 0:
                 raise PartraceError(f"{self.out.path}: rows not sorted by time at row {self.rows + lo + bad}")
             self.out.write(memoryview(out)[:o])     # no copy of the text
