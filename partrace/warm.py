@@ -232,14 +232,10 @@ def _dispatchers() -> list:
 def warm(formats=None, traces=(), log=None, comm=None) -> dict:
     """Run every command on the samples of ``formats`` (default all) and on ``traces``,
     in this process (``comm``: on all its ranks together); {"compiled", "loaded",
-    "seconds", "traces", "cache"} (compiled and loaded: kernel signatures)."""
-    from .kernels import jit
-    small = jit.is_small()
-    jit.set_small(False)    # compile every kernel, whatever the samples' size
-    try:
-        return _warm(formats, traces, log or (lambda line: None), comm)
-    finally:
-        jit.set_small(small)
+    "seconds", "traces", "cache"} (compiled and loaded: kernel signatures).  Kernels
+    compile in the mode of the job this runs in: ``partrace warm``'s job compiles whatever
+    the samples' size (engine/job.py)."""
+    return _warm(formats, traces, log or (lambda line: None), comm)
 
 
 @contextlib.contextmanager

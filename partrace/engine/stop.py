@@ -117,7 +117,7 @@ def begin(comm) -> None:
     noted before this call is said by the first ``Comm.check``, on every rank."""
     global _comm, _begun
     _begun = True
-    if comm.parallel and _installed():
+    if comm.parallel and _installed() and _comm is None:    # one watchdog, however many jobs
         _comm = comm
         _start_watchdog(comm.rank)
 
