@@ -87,11 +87,16 @@ def field_columns(table: str, rec: np.ndarray, has, put) -> tuple[np.ndarray, np
     field for; has(name): whether the table has the column, put(name, out): its values into the
     uint64 row `out`.  Laid out (k, rows) and read through the transpose: each column is one
     contiguous write (a (rows, NV) matrix filled by a pass per column wrote every row's line
-    once per column: the writer's costliest pass on a large window)."""
+    once per column: the writer's costliest pass on a large window).  `columns` is valid
+    until the next call (a buffer reused by every call of the process)."""
     present = np.bincount(rec, minlength=len(STREAM_RECORDS)) > 0
     used = [(col, pos_of) for col, pos_of in field_positions(table).items()
             if has(col) and np.any(present & (pos_of >= 0))]
-    columns = np.empty((max(len(used), 1), rec.shape[0]), np.uint64)
+    # a reused buffer (scratch), valid until the next call: the writer formats these rows
+    # before it asks for the next; a fresh matrix per window cost a page fault per 4 KiB
+    # written, most of the cost of filling it
+    k, n = max(len(used), 1), rec.shape[0]
+    columns = scratch("fields", k * n * 8).view(np.uint64).reshape(k, n)
     colof = np.full((len(STREAM_RECORDS), NV), -1, np.int64)
     for c, (col, pos_of) in enumerate(used):
         put(col, columns[c])
