@@ -150,7 +150,7 @@ def _report_path(*suffixes: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .version import __version__
     parser = argparse.ArgumentParser(
         prog="partrace", description="MPI-parallel trace processing: read OTF, OTF2, DUMPI, "
         "ovni and ROSS traces, merge all events into one global time order, write HDF5, OTF, "

@@ -68,10 +68,10 @@ from typing import Iterable
 import h5py
 import numpy as np
 
-from ... import __version__
 from ...errors import UsageError
 from ...model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
 from ...timeunit import of as time_unit_of
+from ...version import __version__
 from . import chunks as hdf5_chunks
 from . import text as hdf5_text
 
