@@ -14,6 +14,7 @@ helpers live in formats/base.py or a module of formats/ that is no format).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -99,8 +100,30 @@ def test_imports_point_one_way(path):
     assert not bad, f"{me} ({room}) imports {bad}"
 
 
+def _strings(path: Path) -> list[str]:
+    """Every string in the code of ``path`` (docstrings and the pieces of f-strings too)."""
+    return [n.value for n in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _format_suffixes() -> set[str]:
+    """The file suffixes the formats and the sinks name (".otf", ".parts", ...): read from
+    their code, so that a new format's are known the day it comes."""
+    owners = [*(PKG / "formats").glob("*/*.py"), *(PKG / "output").glob("*.py")]
+    return {s for path in owners for s in _strings(path) if re.fullmatch(r"\.[a-z][a-z0-9]*", s)}
+
+
+# suffixes the engine names for files of its own, whatever a format calls its files
+ENGINE_OWN = {".bin"}       # a spilled run's columns (runs.py)
+
+
 def test_engine_knows_no_format_by_name():
+    suffixes = _format_suffixes() - ENGINE_OWN
+    assert {".otf", ".parts", ".otf2"} <= suffixes      # the scan finds them
     for path in (PKG / "engine").rglob("*.py"):
         text = path.read_text()
         for name in FORMATS:
             assert f"formats.{name}" not in text and f'"{name}"' not in text, (path, name)
+        for s in _strings(path):
+            named = [x for x in suffixes if re.search(re.escape(x) + r"(?![a-z0-9])", s)]
+            assert not named, f"{path.name} names {named} (ask the reader: source_files): {s!r}"

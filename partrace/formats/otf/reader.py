@@ -11,7 +11,7 @@ from ...model import (BYTES, ROW_TABLE, STR, Column, Definitions, Schema, Table,
                       unsigned_ids)
 from ..base import TraceReader, Unit
 from . import grammar as G
-from .files import file_size, master_lines, parse_master, stream_file, stub_of
+from .files import file_size, master_lines, parse_master, stream_file, stub_of, trace_files
 
 STREAM_KINDS = ("events", "snaps", "stats")
 MARKER_KEY = "marker"
@@ -147,7 +147,7 @@ class OTFReader(TraceReader):
         return SCHEMA
 
     def source_files(self) -> list[Path]:
-        return sorted(p for p in self.path.parent.glob(self.stub.name + ".*") if p.is_file())
+        return trace_files(self.path)
 
     def decode(self, unit: Unit, defs: Definitions, chunk: int | None = None) -> Iterator[dict[str, Table]]:
         from .checks import References
