@@ -87,10 +87,10 @@ def test_read_write_read_gives_identical_tables(tmp_path):
 
 
 def test_strings_are_sanitized_like_the_library():
-    from partrace.formats.otf.grammar import BY_NAME
-    line = W.format_record(BY_NAME["DefProcess"], {"token": 0x10001, "name": 'a "b"\nc', "parent": 1})
+    from partrace.formats.otf.grammar import BY_NAME, format_record
+    line = format_record(BY_NAME["DefProcess"], {"token": 0x10001, "name": 'a "b"\nc', "parent": 1})
     assert line == 'DP10001NM"a  b  c"PT1\n'
-    assert W.format_record(BY_NAME["DefProcess"], {"token": 1, "name": "x", "parent": 0}) == 'DP1NM"x"\n'
+    assert format_record(BY_NAME["DefProcess"], {"token": 1, "name": "x", "parent": 0}) == 'DP1NM"x"\n'
 
 
 def test_default_streams_one_per_location_up_to_the_cap(monkeypatch):
