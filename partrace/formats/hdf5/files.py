@@ -17,7 +17,8 @@ def open_checked(path):
     """``h5py.File(path, "r")``, after checking every virtual dataset's sources and the
     layout the file claims (validate.py)."""
     import h5py
-    from .validate import cannot_open, check_file, hdf5_errors
+    from .faults import cannot_open, hdf5_errors
+    from .validate import check_file
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
@@ -49,7 +50,7 @@ def check_virtual_sources(f, path: Path) -> list[Path]:
     source file or dataset that is missing."""
     import h5py
 
-    from .validate import cannot_open
+    from .faults import cannot_open
     virtual = []
     f.visititems(lambda name, obj: virtual.append(obj)
                  if isinstance(obj, h5py.Dataset) and obj.is_virtual else None)
