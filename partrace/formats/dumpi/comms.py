@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import Table, conform, DEFINITION_TABLES
+from .functable import FUNCTIONS
+from .walk import CHUNK_CALLS, Walk, slot_arrays
 
 WORLD, SELF_HANDLE, NULL_HANDLE = 2, 3, 1
 GROUP_EMPTY = 2
@@ -55,8 +57,6 @@ class Op:
 
 def rank_ops(rf) -> list[Op]:
     """One rank's calls of TRIGGER functions, in call order (walks its stream)."""
-    from .decode import Walk, CHUNK_CALLS, slot_arrays
-    from .functable import FUNCTIONS
     buf = np.memmap(rf.path, np.uint8, mode="r")
     ops, pos, base = [], rf.stream_start, 0
     while pos < rf.stream_end:
