@@ -7,6 +7,7 @@ import pytest
 from partrace.formats.otf import writer as W
 from partrace.formats.otf.files import parse_master
 from tests.formats.test_otf_helpers import DATA, decode_all, per_location
+from tests.support.otf_write import write_stream
 
 CASES = [("ring8", "merged_n3", 3), ("ring8", "merged_n1", 1), ("hybrid16", "merged_n5", 5),
          ("hybrid16", "merged_n16", 16)]
@@ -31,7 +32,7 @@ def _write(tabs, defs, stub, streams):
                 continue
             tt = tab.take(np.flatnonzero(np.isin(tab["location"], procs)))
             sub[t] = tt.take(np.lexsort((tt["seq"], tt["location"], tt["time"])))
-        W.write_stream(stub, s, sub, defs)
+        write_stream(stub, s, sub, defs)
 
 
 @pytest.mark.parametrize("name", ["ring8", "hybrid16"])

@@ -490,14 +490,6 @@ class StreamWriter:
         return out + ([self.marker.close()] if self.marker is not None else [])
 
 
-def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: Definitions,
-                 schema: Schema | None = None, compress: bool = False) -> list[Path]:
-    """NAME.<s>.events/.snaps/.stats from all rows of the stream's processes (see StreamWriter)."""
-    w = StreamWriter(stub, stream, defs, schema or {n: [] for n in tables}, compress)
-    w.append(tables)
-    return w.close()
-
-
 class _FileState:
     """One .events/.snaps/.stats file and the short format's state between appends."""
 
