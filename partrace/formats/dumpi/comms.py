@@ -110,7 +110,6 @@ class Replay:
 
     # -- one rank's local calls ------------------------------------------------
     def local(self, loc: int, op: Op) -> None:
-        from .functable import FUNCTIONS
         a, f, g = op.args, op.fid, self.gmap[loc]
         if f == FREE:
             self.cmap[loc].pop(a["comm"], None)
@@ -133,7 +132,6 @@ class Replay:
     # -- collective makers -------------------------------------------------------
     def collective(self, parent: int, waiting: dict[int, Op]) -> None:
         """The same maker call on every member of ``parent``: derive the new ids."""
-        from .functable import FUNCTIONS
         ops = list(waiting.items())
         fids = {op.fid for _l, op in ops}
         if len(fids) != 1:                       # erroneous program: members disagree

@@ -69,6 +69,8 @@ class OTFReader(TraceReader):
         return trace_files(self.path)
 
     def decode(self, unit: Unit, defs: Definitions, chunk: int | None = None) -> Iterator[dict[str, Table]]:
+        # the decoding modules (and their kernels) load with the first unit decoded, not when
+        # a trace is opened or sniffed
         from .checks import References
         from .stream import ROW_TABLES, Layout, decode_stream
         chunk = chunk or self.chunk_bytes

@@ -28,7 +28,7 @@ import numpy as np
 from ...errors import PartraceError
 from ...model import Definitions, Kind, Schema, Table
 from . import grammar as G
-from .generic import (definition_records, kv_prefix_arrays, layout, marker_spots,
+from .generic import (definition_records, kv_prefix_arrays, layout, marker_defs, marker_spots,
                       stream_rows)
 from .taken import take_rows
 
@@ -134,7 +134,6 @@ def written_tables(defs: Definitions, schema: Schema) -> tuple[list[str], list[s
     if own_source(defs):
         used = [n for n in schema if n in (*FILE_OF_TABLE, "markers", "keyvalues", "text")]
         return used, used
-    from .generic import layout
     counters = list(layout(defs, {"events": [], **schema}).counters)
     return ["events"] + counters, (["events"] + counters if counters else [])
 
@@ -202,7 +201,6 @@ class MarkerFile:
     def _head(self, regions) -> bytes:
         lines = []
         if len(regions):
-            from .generic import marker_defs
             lines.append(marker_defs(self.defs, [int(r) for r in regions]))
         for r in self.defs.source if own_source(self.defs) else []:
             if r.get("where") == "marker":
