@@ -145,7 +145,7 @@ def _report_path(*suffixes: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .version import __version__
     parser = argparse.ArgumentParser(
         prog="partrace", description="MPI-parallel trace processing: read OTF, OTF2, DUMPI, "
         "ovni and ROSS traces, merge all events into one global time order, write HDF5, OTF, "
@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                  help="compile the numba kernels once (after install); "
                  "say where they are cached",
                  description="Run every command on small sample traces of each format "
-                 "(tests/data of the source checkout) and on the TRACEs named, in one "
+                 "(bundled with the package) and on the TRACEs named, in one "
                  "process and then on 2 ranks under mpiexec (the kernels only a parallel "
                  "run uses), so that every compiled kernel is in numba's cache before a "
                  "job starts; print the cache folder and the time taken. A run on 8 "

@@ -30,13 +30,13 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 
-# format -> sample traces under tests/data of a source checkout (an editable install)
+# format -> small sample traces under partrace/samples/, package data of the wheel (in a
+# source checkout, links into tests/data, where the tests read the same traces)
 SAMPLES = {
-    "otf": ["otf/ring8/trace/ring8.otf", "otf/real-zlib/trace/ring8_z.otf",
-            "otf/real-long/trace/ring8_long.otf"],
+    "otf": ["otf/ring8/ring8.otf", "otf/real-zlib/ring8_z.otf", "otf/real-long/ring8_long.otf"],
     "dumpi": ["dumpi/p2p-4rank", "dumpi/coll-4rank"],
-    "ovni": ["ovni/v1-zoo-small/ovni", "ovni/v3-mpisim-small/ovni"],
-    "ross": ["ross/pi-np1-seq-allmodes/stats", "ross/phold-np2-opt-gvt-pekplp/stats"],
+    "ovni": ["ovni/v1-zoo-small", "ovni/v3-mpisim-small"],
+    "ross": ["ross/pi-np1-seq-allmodes", "ross/phold-np2-opt-gvt-pekplp"],
     "otf2": ["otf2/mpi3/traces.otf2", "otf2/threads2/traces.otf2"],
 }
 HDF5_FROM = "otf"       # partrace HDF5 input: made from the OTF samples by the merge
@@ -44,13 +44,13 @@ STAMP = "partrace-warm.json"
 
 
 def sample_folder() -> Path | None:
-    """tests/data of the source checkout this package runs from, if there is one."""
-    data = PACKAGE.parent / "tests" / "data"
+    """partrace/samples, if this install has it."""
+    data = PACKAGE / "samples"
     return data if data.is_dir() else None
 
 
 def samples(fmt: str) -> list[Path]:
-    """The sample traces of ``fmt`` that exist here (none: no source checkout)."""
+    """The sample traces of ``fmt`` that exist here."""
     data = sample_folder()
     if data is None:
         return []
@@ -381,7 +381,7 @@ def main(args, comm=None, rehearse: bool = True) -> int:
     formats = args.formats or (None if not args.traces else [])
     if not args.traces and sample_folder() is None:
         from .errors import UsageError
-        raise UsageError("no sample traces here (tests/data of a source checkout): "
+        raise UsageError("no sample traces here (partrace/samples of the install): "
                          "name traces to warm on, `partrace warm TRACE ...`")
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     if comm is not None:

@@ -366,7 +366,7 @@ class _StreamRows(MergedTable):
 
     def take_rows(self, sel) -> "_StreamRows":
         """Rows `sel` (index array or slice) of these, gathered when read."""
-        from ..formats.otf.writer import compose_rows
+        from ..formats.otf.taken import compose_rows
         return _StreamRows(self.pieces, compose_rows(self.idx, sel, len(self)), self.schema, self, sel)
 
     def _gather(self, name: str) -> np.ndarray:

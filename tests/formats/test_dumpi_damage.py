@@ -18,7 +18,7 @@ import pytest
 
 from partrace.errors import TraceError
 from partrace.formats.dumpi import DUMPI
-from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_rank
+from tests.support.dumpi_encode import Call, rank_path, write_meta, write_rank
 from partrace.formats.dumpi.layout import read_rank_file
 from partrace.formats.dumpi.tables import SIDE_ARG_ID
 from partrace.model import Table

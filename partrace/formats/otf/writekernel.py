@@ -108,7 +108,7 @@ def field_columns(table: str, rec: np.ndarray, has, put) -> tuple[np.ndarray, np
 @njit(cache=True)
 def kv_lines(key, typ, value, length, is_bytes, raw, rstart, rend, out, ends):
     """Key-value lines 'K<key>Y<type>V<value>' ('...V<bytes in hex>L<length>' for byte
-    arrays: raw[rstart:rend]) into out, as writer._kv_line renders one; ends[i]: end of line i."""
+    arrays: raw[rstart:rend]) into out, as grammar.kv_line renders one; ends[i]: end of line i."""
     o = 0
     for i in range(key.shape[0]):
         out[o] = 75                  # 'K'
