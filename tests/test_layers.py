@@ -107,8 +107,10 @@ ALLOWED = {
     "analysis": {"model", "errors", "timeunit", "kernels", "engine", "display"},
     "info": BELOW_TOP,
     "warm": BELOW_TOP | {"info"},     # warms what info and the folds compile
-    "cli": BELOW_TOP | {"info", "warm"},
-    "api": BELOW_TOP | {"info", "cli"},     # cli: the --memory size parser, to go below both
+    "sizes": set(),         # "4G" read alike by --memory and the API's memory=
+    "merging": BELOW_TOP,   # the one merge the command line and the API both run
+    "cli": BELOW_TOP | {"info", "warm", "sizes", "merging"},
+    "api": BELOW_TOP | {"info", "warm", "sizes", "merging"},
     "__main__": {"cli", "engine"},
     "": {"version", "api"},         # the package: its version, and the API on first use
 }
