@@ -47,14 +47,11 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.mpi import Comm
-from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Kind, Schema, Table, counter_values, not_utf8_warning
-from .perfetto_sink import counter_columns
-from ..engine.leftovers import run_name
-from .staging import Staging
+from .counters import counter_columns
+from .owned import EVENTS, LocationOwnedSink
 
-EVENTS = "events"
 SUFFIX = ".otf2"
 CREATOR = "partrace"
 MAX_MEMBERS = 255           # values one OTF2 Metric record holds
@@ -68,54 +65,56 @@ MIN_PIECE = 64 << 10
 STACK_DEPTH = 8             # open regions per location at first (doubled when a stack is full)
 
 
-class OTF2Sink(Sink):
-    mode = "destination"
+class OTF2Sink(LocationOwnedSink):
+    """OTF2 output of any input.  An OTF2 input (its definitions OTF2's own) is written
+    back as it is by OTF2ReplaySink (otf2_replay_sink.py), which this sink becomes at
+    prepare: only the definitions tell, and they come after the sink is made."""
     windows = True
     wants_next_keys = True      # OTF2 input's replay holds rows a window cut splits
-    replay = None               # OTF2 input: formats/otf2/replay.py writes it back
 
     def __init__(self, path, overwrite: bool = False):
-        self.final = Path(path)
+        super().__init__(path, overwrite)
         if self.final.suffix != SUFFIX:
             raise UsageError(f"{path}: an OTF2 anchor file is named NAME.otf2")
         self.name = self.final.stem
-        self.overwrite = overwrite
-        self.staging: Staging | None = None
         self.archive = None
         self.spill_rows = self.spill_values = None
         self.depth = self.stack = None      # open regions per location, made on first use
         self.lost = 0                       # LEAVE rows of no region with none open
 
+    def outputs(self) -> list[Path]:
+        return [self.final, self.final.with_suffix(".def"), self.final.with_suffix("")]
+
+    def location_index(self, locations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.layout.location_index(locations)
+
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
-        from ..formats.otf2.definitions import plan
+        own_source = False
         with comm.guard():
             from ..formats.otf2.library import load
+            from ..formats.otf2.sourcedefs import is_own_source
             load()          # one clear line on every rank if the otf2 package is missing
+            own_source = is_own_source(defs)
+        comm.check()
+        if own_source and type(self) is OTF2Sink:
+            from .otf2_replay_sink import OTF2ReplaySink
+            self.__class__ = OTF2ReplaySink     # the same on every rank: defs are
+        with comm.guard():
             samples = counter_columns(schema)
             wide = [t for t, cols in samples if len(cols) > MAX_MEMBERS]
             if wide:
                 raise UsageError(f"{wide[0]}: more than {MAX_MEMBERS} sampled columns, more "
                                  "than one OTF2 metric record holds")
-            self.layout = plan(defs, schema, samples)
-            # -- hook: OTF2 input written back as it is (formats/otf2/replay.py) --
-            from ..formats.otf2.replay import replay_of
-            self.replay = replay_of(defs, self.layout)
-            if self.replay is not None:
-                self.layout = self.replay.layout
-            # -- end hook --
+            self.layout = self.plan(defs, schema, samples)
         comm.check()
         L = self.layout
         changed = L.names_not_utf8()
         if changed and comm.rank == 0:
             warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (OTF2 strings are UTF-8)")
-        n = len(L.loc_ids)
-        self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
+        self.own(comm, L.loc_ids, routed=self.written_tables())
         self.mine = np.flatnonzero(self.owner == comm.rank)     # contiguous
         self.first_mine = int(self.mine[0]) if len(self.mine) else 0
-        self.tables = {t for t, _, _ in L.sample_tables}
-        if self.replay is not None:     # hook: its side tables go with their events
-            self.tables |= self.replay.tables
         # spilled records: per location the bytes of its records and values (all windows)
         self.loc_bytes = np.zeros(len(self.mine), np.int64)
         self.spilled: list[tuple] = []      # per window: (rows at, values at, locations, ends)
@@ -124,8 +123,7 @@ class OTF2Sink(Sink):
         self.types = np.zeros((max(len(L.metrics), 1), 256), np.uint8)
         for m, members in enumerate(L.metrics):
             self.types[m, :len(members)] = [typ for _, _, typ, _ in members]
-        # event files per location: its own and (metrics) its metric location's
-        self.stride = 1 if self.replay is not None else L.stride
+        self.stride = self.files_per_location()
         self.counts = np.zeros(len(self.mine) * self.stride, np.int64)
         self.nvalues = np.asarray([len(m) for m in L.metrics] or [0], np.uint8)
         # per class: the group class a class of one member joins (-1: none), at which place
@@ -135,55 +133,38 @@ class OTF2Sink(Sink):
         self.join_group[L.counter_single[multi]] = L.counter_class[multi]
         self.join_place[L.counter_single[multi]] = L.counter_member[multi]
         self.width = max([len(m) for m in L.metrics] or [1])
-        run_id = comm.bcast(run_name())
-        self.staging = Staging(self.final, run_id)
-        with comm.guard():
-            if comm.rank == 0:
-                self.staging.check_free([self.final, self.final.with_suffix(".def"),
-                                         self.final.with_suffix("")], self.overwrite)
-                self.staging.create()
-        comm.check()
-        comm.barrier()
+        self.stage(comm)
         with comm.guard():
             from ..formats.otf2.library import EventArchive
             folder = self.staging.path(f"rank-{comm.rank}")
             folder.mkdir()
             self.archive = EventArchive(folder)
-            # its locations' local definition files, made at close (their event writers are
-            # opened and closed by the commit's loop, one location at a time)
-            self.archive.locations = self._writer_ids().tolist()
-            if self.replay is not None:     # hook: the replay writes window by window, through
-                # writers held open for the run (the library keeps a chunk per location)
-                self.archive.locations = []
-                self.writers = np.asarray([self.archive.writer(int(i))
-                                           if self.replay.has_location(int(i)) else 0
-                                           for i in L.loc_ids[self.mine]], dtype=np.uint64)
-            self.spill_rows = open(folder / "records.spill", "w+b")
-            self.spill_values = open(folder / "values.spill", "w+b")
+            self.open_writers(folder)
         comm.check()
 
-    def _index(self, locations: np.ndarray, table: str) -> np.ndarray:
-        if not len(self.layout.loc_ids):
-            raise PartraceError(f"{table}: the trace defines no location to write events of")
-        i, ok = self.layout.location_index(locations)
-        if not ok.all():
-            loc = int(locations[np.flatnonzero(~ok)[0]])
-            raise PartraceError(f"{table}: location {loc} is not in the trace's locations table")
-        return i
+    def plan(self, defs: Definitions, schema: Schema, samples: list):
+        """The OTF2 definitions the rows map to (formats/otf2/definitions.py)."""
+        from ..formats.otf2.definitions import plan
+        return plan(defs, schema, samples)
 
-    def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name != EVENTS and name not in self.tables:
-            return np.full(len(table), comm.rank, dtype=np.int64)     # not written
-        return self.owner[self._index(np.asarray(table["location"]), name)]
+    def files_per_location(self) -> int:
+        """Event files per location: its own and (metrics) its metric location's."""
+        return self.layout.stride
+
+    def written_tables(self) -> set[str]:
+        """The tables written besides the events (each row to its location's owner)."""
+        return {t for t, _, _ in self.layout.sample_tables}
+
+    def open_writers(self, folder: Path) -> None:
+        """Local: the spill files of this rank's records, and the locations whose local
+        definition files the archive makes at close (their event writers are opened and
+        closed by the commit's loop, one location at a time)."""
+        self.archive.locations = self._writer_ids().tolist()
+        self.spill_rows = open(folder / "records.spill", "w+b")
+        self.spill_values = open(folder / "values.spill", "w+b")
 
     # -- windows --------------------------------------------------------------
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        if self.replay is not None:     # hook: OTF2 input (formats/otf2/replay.py)
-            with comm.guard():
-                self.replay.write(tables, self.next_keys, self.writers, self.first_mine,
-                                  self.counts)
-            comm.check()
-            return
         with comm.guard():
             parts = []
             ev = tables.get(EVENTS)
@@ -568,16 +549,8 @@ class OTF2Sink(Sink):
 
     # -- end ------------------------------------------------------------------
     def commit(self, comm: Comm) -> None:
-        from ..formats.otf2.definitions import write_global
         with comm.guard():
-            if self.replay is None:     # hook: the replay wrote its events window by window
-                self._drain()
-            for f in (self.spill_rows, self.spill_values):
-                f.close()
-                os.unlink(f.name)
-            self.archive.close()
-            if self.replay is not None:     # hook: nothing held back at the end
-                self.replay.finish()
+            self.finish_events()
         comm.check()
         lost = sum(comm.allgather(self.lost))
         if lost and comm.rank == 0:
@@ -592,20 +565,16 @@ class OTF2Sink(Sink):
             first = last = 0        # no record at all
         folder = self.staging.path(self.name)
         with comm.guard():
-            if comm.rank == 0 and self.replay is not None:     # hook: OTF2 input's own
-                self.replay.write_global(self.staging.dir, self.name, counts, CREATOR)
-            elif comm.rank == 0:
-                write_global(self.staging.dir, self.name, self.layout, counts, first, last,
-                             CREATOR)
             if comm.rank == 0:
+                self.write_global(counts, first, last)
                 folder.mkdir(exist_ok=True)
         comm.check()
         comm.barrier()
         with comm.guard():      # every rank moves its own locations' files into the archive
             events = self.staging.path(f"rank-{comm.rank}") / "events"
             for k, lid in enumerate(self._writer_ids().tolist()):
-                if self.replay is not None and not self.replay.has_location(lid):
-                    continue        # hook: a row standing for a location group, no files
+                if not self.has_files(lid):
+                    continue
                 # a metric location without records is not defined: its files go
                 keep = k % self.stride == 0 or self.counts[k] > 0
                 for suffix in (".evt", ".def"):
@@ -619,11 +588,28 @@ class OTF2Sink(Sink):
             if comm.rank == 0:
                 for r in range(comm.size):
                     shutil.rmtree(self.staging.path(f"rank-{r}"))
-                self.staging.publish([self.final.name, self.final.with_suffix(".def").name,
-                                      self.name])
         comm.check()
+        self.publish(comm, [p.name for p in self.outputs()])
 
-    def discard(self, comm: Comm) -> None:
+    def finish_events(self) -> None:
+        """Local: every spilled record through the library, then the archive closed."""
+        self._drain()
+        for f in (self.spill_rows, self.spill_values):
+            f.close()
+            os.unlink(f.name)
+        self.archive.close()
+
+    def write_global(self, counts: np.ndarray, first: int, last: int) -> None:
+        """Rank 0: the anchor file and the global definitions (each location's record
+        count, the records' time span)."""
+        from ..formats.otf2.definitions import write_global
+        write_global(self.staging.dir, self.name, self.layout, counts, first, last, CREATOR)
+
+    def has_files(self, location: int) -> bool:
+        """Whether an OTF2 location (a writer's id) has event files."""
+        return True
+
+    def release(self) -> None:
         for f in (self.spill_rows, self.spill_values):
             if f is not None:
                 f.close()
@@ -632,9 +618,6 @@ class OTF2Sink(Sink):
                 self.archive.close()
             except OSError:
                 pass            # the staging folder goes anyway
-        comm.barrier()
-        if comm.rank == 0 and self.staging is not None:
-            self.staging.discard()
 
 
 def _read_into(f, offset: int, out: np.ndarray) -> None:
