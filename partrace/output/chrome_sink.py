@@ -31,6 +31,7 @@ after the metadata events rank 0 writes.  No byte depends on windows or ranks.
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import numpy as np
 
@@ -88,16 +89,9 @@ class ChromeSink(PartFileSink):
         self.open_part(comm)
 
     # -- windows --------------------------------------------------------------
-    def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        with comm.guard():
-            ev = tables.get(EVENTS)
-            if ev is not None and len(ev):
-                self._write_events(ev)
-            for name, cols in self.counters:
-                t = tables.get(name)
-                if t is not None and len(t):
-                    self._write_counters(name, cols, t)
-        comm.check()
+    def table_writers(self) -> list:
+        return [(EVENTS, self._write_events)] + [
+            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters]
 
     def _write_events(self, ev: Table) -> None:
         from ..formats.chrome import encode as C

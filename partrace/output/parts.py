@@ -5,8 +5,9 @@ The base of the Perfetto and Chrome JSON sinks.  Each rank appends its sequences
 piece's sequence key, offset and length (``append``); at commit every rank copies its
 pieces into the output at offsets that depend only on the sequences, after the header
 rank 0 writes and before the footer, so no byte depends on windows or on which rank
-wrote it.  A sink on this base says what a sequence is (its keys), what the header
-holds (``header``) and what it needs gathered from every rank for it (``gathered``).
+wrote it.  A sink on this base says which tables it writes and how (``table_writers``),
+what a sequence is (its keys), what the header holds (``header``) and what it needs
+gathered from every rank for it (``gathered``).
 """
 from __future__ import annotations
 
@@ -79,6 +80,18 @@ class PartFileSink(LocationOwnedSink):
         self.pieces.append(np.stack([keys[last], start + self.part_size, stop - start], axis=1))
         self.part.write(buf)
         self.part_size += int(stop[-1])
+
+    def table_writers(self) -> list:
+        """[(table, the method writing a window's rows of it)], in the order they are written."""
+        raise NotImplementedError
+
+    def write(self, comm: Comm, tables: dict) -> None:
+        with comm.guard():
+            for name, write in self.table_writers():
+                t = tables.get(name)
+                if t is not None and len(t):
+                    write(t)
+        comm.check()
 
     def gathered(self):
         """What the header needs from this rank (commit gathers it from every rank)."""

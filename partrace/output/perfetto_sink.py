@@ -35,6 +35,7 @@ which rank wrote it.
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import numpy as np
 
@@ -150,19 +151,10 @@ class PerfettoSink(PartFileSink):
         self.open_part(comm)
 
     # -- windows --------------------------------------------------------------
-    def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        with comm.guard():
-            ev = tables.get(EVENTS)
-            if ev is not None and len(ev):
-                self._write_events(ev)
-            mk = tables.get(self.spots[0]) if self.markers else None
-            if mk is not None and len(mk):
-                self._write_markers(mk)
-            for name, cols in self.counters:
-                t = tables.get(name)
-                if t is not None and len(t):
-                    self._write_counters(name, cols, t)
-        comm.check()
+    def table_writers(self) -> list:
+        spots = [(self.spots[0], self._write_markers)] if self.markers else []
+        return [(EVENTS, self._write_events), *spots] + [
+            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters]
 
     def _write_events(self, ev: Table) -> None:
         from ..formats.perfetto import encode as E
