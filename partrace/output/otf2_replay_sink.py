@@ -2,11 +2,11 @@
 
 Every record goes back as its own record type with its raw arguments, arrays and
 attribute list, and the source's global definitions are written again.  The OTF2 sink
-becomes this one at prepare when the definitions are OTF2's own (otf2_sink.py); what
-differs from it: the locations are the source's refs, the value and attribute tables go
-with their events to the location's owner, and the records are written window by window
-through event writers held open for the run (the library keeps a chunk per location),
-not spilled and drained at commit.
+(otf2_sink.py) becomes this one at prepare when the definitions are OTF2's own.  What
+differs from it, on their shared base (otf2_archive.py): the locations are the source's
+refs, the value and attribute tables go with their events to the location's owner, and
+the records are written window by window through event writers held open for the run
+(the library keeps a chunk per location), not spilled and drained at commit.
 """
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ import numpy as np
 
 from ..engine.mpi import Comm
 from ..model import Definitions, Schema, Table
-from .otf2_sink import CREATOR, OTF2Sink
+from .otf2_archive import CREATOR, OTF2ArchiveSink
 
 
-class OTF2ReplaySink(OTF2Sink):
+class OTF2ReplaySink(OTF2ArchiveSink):
+    wants_next_keys = True      # rows a window cut splits are held for the next window
+
     def plan(self, defs: Definitions, schema: Schema, samples: list):
         from ..formats.otf2.replay import Replay
         self.replay = Replay(defs, super().plan(defs, schema, samples))

@@ -40,21 +40,16 @@ and every rank moves its event files into the archive's folder.
 from __future__ import annotations
 
 import os
-import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from ..engine.mpi import Comm
-from ..errors import PartraceError, UsageError
-from ..model import Definitions, Kind, Schema, Table, counter_values, not_utf8_warning
-from .counters import counter_columns
-from .owned import EVENTS, LocationOwnedSink
+from ..errors import PartraceError
+from ..model import Definitions, Kind, Schema, Table, counter_values
+from .otf2_archive import CREATOR, OTF2ArchiveSink
+from .owned import EVENTS
 
-SUFFIX = ".otf2"
-CREATOR = "partrace"
-MAX_MEMBERS = 255           # values one OTF2 Metric record holds
 # a record as spilled until commit (its metric values go to a file of their own)
 SPILLED = np.dtype([("time", "<i8"), ("ref", "<u4"), ("rank", "<u4"), ("tag", "<u4"),
                     ("size", "<u8"), ("received", "<u8"), ("op", "u1"), ("collop", "u1")])
@@ -65,66 +60,34 @@ MIN_PIECE = 64 << 10
 STACK_DEPTH = 8             # open regions per location at first (doubled when a stack is full)
 
 
-class OTF2Sink(LocationOwnedSink):
+class OTF2Sink(OTF2ArchiveSink):
     """OTF2 output of any input.  An OTF2 input (its definitions OTF2's own) is written
     back as it is by OTF2ReplaySink (otf2_replay_sink.py), which this sink becomes at
     prepare: only the definitions tell, and they come after the sink is made."""
-    windows = True
     wants_next_keys = True      # OTF2 input's replay holds rows a window cut splits
 
     def __init__(self, path, overwrite: bool = False):
         super().__init__(path, overwrite)
-        if self.final.suffix != SUFFIX:
-            raise UsageError(f"{path}: an OTF2 anchor file is named NAME.otf2")
-        self.name = self.final.stem
-        self.archive = None
         self.spill_rows = self.spill_values = None
         self.depth = self.stack = None      # open regions per location, made on first use
-        self.lost = 0                       # LEAVE rows of no region with none open
-
-    def outputs(self) -> list[Path]:
-        return [self.final, self.final.with_suffix(".def"), self.final.with_suffix("")]
-
-    def location_index(self, locations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.layout.location_index(locations)
 
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
-        own_source = False
-        with comm.guard():
-            from ..formats.otf2.library import load
-            from ..formats.otf2.sourcedefs import is_own_source
-            load()          # one clear line on every rank if the otf2 package is missing
-            own_source = is_own_source(defs)
-        comm.check()
-        if own_source and type(self) is OTF2Sink:
+        from ..formats.otf2.sourcedefs import is_own_source
+        if is_own_source(defs):     # the same on every rank: the definitions are
             from .otf2_replay_sink import OTF2ReplaySink
-            self.__class__ = OTF2ReplaySink     # the same on every rank: defs are
-        with comm.guard():
-            samples = counter_columns(schema)
-            wide = [t for t, cols in samples if len(cols) > MAX_MEMBERS]
-            if wide:
-                raise UsageError(f"{wide[0]}: more than {MAX_MEMBERS} sampled columns, more "
-                                 "than one OTF2 metric record holds")
-            self.layout = self.plan(defs, schema, samples)
-        comm.check()
+            self.__class__ = OTF2ReplaySink
+            self.prepare(comm, defs, schema)
+            return
+        super().prepare(comm, defs, schema)
         L = self.layout
-        changed = L.names_not_utf8()
-        if changed and comm.rank == 0:
-            warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (OTF2 strings are UTF-8)")
-        self.own(comm, L.loc_ids, routed=self.written_tables())
-        self.mine = np.flatnonzero(self.owner == comm.rank)     # contiguous
-        self.first_mine = int(self.mine[0]) if len(self.mine) else 0
         # spilled records: per location the bytes of its records and values (all windows)
         self.loc_bytes = np.zeros(len(self.mine), np.int64)
         self.spilled: list[tuple] = []      # per window: (rows at, values at, locations, ends)
-        self.span = [np.iinfo(np.int64).max, np.iinfo(np.int64).min]
         # metric value types, 256 bytes a class (OTF2_Type codes)
         self.types = np.zeros((max(len(L.metrics), 1), 256), np.uint8)
         for m, members in enumerate(L.metrics):
             self.types[m, :len(members)] = [typ for _, _, typ, _ in members]
-        self.stride = self.files_per_location()
-        self.counts = np.zeros(len(self.mine) * self.stride, np.int64)
         self.nvalues = np.asarray([len(m) for m in L.metrics] or [0], np.uint8)
         # per class: the group class a class of one member joins (-1: none), at which place
         self.join_group = np.full(max(len(L.metrics), 1), -1, np.int64)
@@ -133,30 +96,9 @@ class OTF2Sink(LocationOwnedSink):
         self.join_group[L.counter_single[multi]] = L.counter_class[multi]
         self.join_place[L.counter_single[multi]] = L.counter_member[multi]
         self.width = max([len(m) for m in L.metrics] or [1])
-        self.stage(comm)
-        with comm.guard():
-            from ..formats.otf2.library import EventArchive
-            folder = self.staging.path(f"rank-{comm.rank}")
-            folder.mkdir()
-            self.archive = EventArchive(folder)
-            self.open_writers(folder)
-        comm.check()
-
-    def plan(self, defs: Definitions, schema: Schema, samples: list):
-        """The OTF2 definitions the rows map to (formats/otf2/definitions.py)."""
-        from ..formats.otf2.definitions import plan
-        return plan(defs, schema, samples)
-
-    def files_per_location(self) -> int:
-        """Event files per location: its own and (metrics) its metric location's."""
-        return self.layout.stride
-
-    def written_tables(self) -> set[str]:
-        """The tables written besides the events (each row to its location's owner)."""
-        return {t for t, _, _ in self.layout.sample_tables}
 
     def open_writers(self, folder: Path) -> None:
-        """Local: the spill files of this rank's records, and the locations whose local
+        """The spill files of this rank's records, and the locations whose local
         definition files the archive makes at close (their event writers are opened and
         closed by the commit's loop, one location at a time)."""
         self.archive.locations = self._writer_ids().tolist()
@@ -323,14 +265,6 @@ class OTF2Sink(LocationOwnedSink):
         out[new_off[k] + j] = vals[old_off[k] + j]
         out[np.repeat(new_off[head], length[whole]) + p[w]] = member_vals
         return rec, out, order[rec["op"][order] != E.NONE]
-
-    def _writer_ids(self) -> np.ndarray:
-        """The OTF2 location of each event file this rank writes: each of its locations',
-        then (metrics) its metric location's."""
-        ids = self.layout.loc_ids[self.mine].astype(np.int64)
-        if self.stride == 1:
-            return ids
-        return np.stack([ids, self.layout.metric_ids[self.mine]], axis=1).reshape(-1)
 
     def _samples(self, t: Table, name: str, cols: list, ref: int, table: int) -> dict:
         """Every row of a sample table: one Metric record of all its measured columns."""
@@ -548,49 +482,6 @@ class OTF2Sink(LocationOwnedSink):
                                 f"the record ({error_name(rc)})")
 
     # -- end ------------------------------------------------------------------
-    def commit(self, comm: Comm) -> None:
-        with comm.guard():
-            self.finish_events()
-        comm.check()
-        lost = sum(comm.allgather(self.lost))
-        if lost and comm.rank == 0:
-            warnings.warn(f"{self.final}: {lost} LEAVE event(s) naming no region (leave the "
-                          "innermost open one) with no region open on their location: not "
-                          "written (an OTF2 Leave names its region)")
-        counts = np.concatenate(comm.allgather(self.counts))
-        spans = comm.allgather(self.span)
-        first = min(s[0] for s in spans)
-        last = max(s[1] for s in spans)
-        if first > last:
-            first = last = 0        # no record at all
-        folder = self.staging.path(self.name)
-        with comm.guard():
-            if comm.rank == 0:
-                self.write_global(counts, first, last)
-                folder.mkdir(exist_ok=True)
-        comm.check()
-        comm.barrier()
-        with comm.guard():      # every rank moves its own locations' files into the archive
-            events = self.staging.path(f"rank-{comm.rank}") / "events"
-            for k, lid in enumerate(self._writer_ids().tolist()):
-                if not self.has_files(lid):
-                    continue
-                # a metric location without records is not defined: its files go
-                keep = k % self.stride == 0 or self.counts[k] > 0
-                for suffix in (".evt", ".def"):
-                    if keep:
-                        os.replace(events / f"{lid}{suffix}", folder / f"{lid}{suffix}")
-                    else:
-                        os.unlink(events / f"{lid}{suffix}")
-        comm.check()
-        comm.barrier()
-        with comm.guard():
-            if comm.rank == 0:
-                for r in range(comm.size):
-                    shutil.rmtree(self.staging.path(f"rank-{r}"))
-        comm.check()
-        self.publish(comm, [p.name for p in self.outputs()])
-
     def finish_events(self) -> None:
         """Local: every spilled record through the library, then the archive closed."""
         self._drain()
@@ -600,24 +491,14 @@ class OTF2Sink(LocationOwnedSink):
         self.archive.close()
 
     def write_global(self, counts: np.ndarray, first: int, last: int) -> None:
-        """Rank 0: the anchor file and the global definitions (each location's record
-        count, the records' time span)."""
         from ..formats.otf2.definitions import write_global
         write_global(self.staging.dir, self.name, self.layout, counts, first, last, CREATOR)
-
-    def has_files(self, location: int) -> bool:
-        """Whether an OTF2 location (a writer's id) has event files."""
-        return True
 
     def release(self) -> None:
         for f in (self.spill_rows, self.spill_values):
             if f is not None:
                 f.close()
-        if self.archive is not None:
-            try:
-                self.archive.close()
-            except OSError:
-                pass            # the staging folder goes anyway
+        super().release()
 
 
 def _read_into(f, offset: int, out: np.ndarray) -> None:
