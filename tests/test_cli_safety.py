@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT, SYNTH, mpiexec, run_cli
+from .support.held_run import wait_until_held
 
 
 def _start(args, env=None, nranks=None):
@@ -96,11 +97,7 @@ def test_sigterm_to_one_rank_leaves_nothing_on_any_rank(synth_trace, tmp_path, s
     proc = _start(["merge", str(trace), "-o", str(out), "--memory", "1M", "--tmpdir", str(spill)],
                   {"PARTRACE_TEST_HOLD_DECODE": "0005", "PARTRACE_STOP_GRACE": "4"}, nranks=2)
     held = tmp_path / f"{trace.name}.held"
-    deadline = time.monotonic() + 120
-    while not held.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the held unit"
-        time.sleep(0.05)
+    wait_until_held(proc, held)
     time.sleep(0.5)     # let the other rank reach its wait
     ranks = _ranks(proc.pid)
     assert sorted(ranks) == [0, 1], ranks
