@@ -25,7 +25,8 @@ which write path ran, the bytes one rank carried for the others), in its own wor
 the engine passes it on, it does not read it.
 
 All of it is counted per call and per phase, never per row.  Nothing is
-counted until :func:`begin`; the Python API never begins an account.
+counted until :func:`begin`, which a job calls when its command asks for the accounts
+(``--stats``, ``--self-trace``, or the same keywords of ``partrace.merge``).
 """
 from __future__ import annotations
 

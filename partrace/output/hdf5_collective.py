@@ -1,33 +1,38 @@
 """The ``single`` HDF5 layout written collectively: no rank funnels the others' rows.
 
 Where h5py is built against a parallel HDF5 (``h5py.get_config().mpi``) and the
-job has more than one rank, every rank writes its own rows of each window
-straight into the one output file, at their global row (text: byte) offsets,
-through HDF5's ``mpio`` driver.  HDF5 compresses the chunks inside the
-collective write, each rank those it holds: a chunk whose rows two ranks wrote
-is gathered to one of them by HDF5 and compressed there.  Nothing is joined at
-the end, so rank 0 carries no other rank's bytes (the serial path, in
-hdf5_sink.py, copies every other rank's chunks into the file on rank 0).
+job has more than one rank, the sink's ``single`` layout is ``CollectiveLayout``:
+every rank writes its own rows of the window straight into the one output file, at
+their global row (text: byte) offsets, through HDF5's ``mpio`` driver.  HDF5
+compresses the chunks inside the collective write, each rank those it holds: a chunk
+whose rows two ranks wrote is gathered to one of them by HDF5 and compressed there.
+Nothing is joined at the end, so rank 0 carries no other rank's bytes (the serial
+join, hdf5_joined.py, copies every other rank's chunks into the file on rank 0).
+
+It is a layout of hdf5_layouts.py that writes the windows itself (``write_window``):
+under mpio every dataset write is a call of every rank, so the sink's own path (each
+numeric chunk compressed and stored by its owner alone, with ``write_direct_chunk``)
+would leave the other ranks waiting; chunk allocation under mpio is collective.  And it
+runs on a one-window merge only: at the first window (``settle``) a merge of several
+windows hands over to ``SingleFileLayout``, on every rank alike, which is why this
+layout has the join's parts folder made at prepare.
 
 The steps, all ranks in the same order (HDF5's collective calls must match):
 
-1. at the first window, rank 0 alone makes the file with the serial path's
-   code (formats/hdf5/layout.py): the header, the definitions, and every table's
-   empty datasets with the serial path's dtypes, chunk shapes and filters; then
-   every rank opens it with ``driver="mpio"`` on the job's communicator;
+1. at the first window, rank 0 alone makes the file with the sink's own code (the
+   header, the definitions, and every table's empty datasets with the serial path's
+   dtypes, chunk shapes and filters); then every rank opens it with ``driver="mpio"``
+   on the job's communicator;
 2. per table with rows on any rank: every dataset written collectively, column
    by column, each rank its slice (a rank without rows selects none, but still
    calls); a dataset too short is first grown (``resize``, collective, the same
-   size on every rank), which only a merge of several windows needs, and those
-   keep the serial join (:func:`one_window`);
+   size on every rank);
 3. at commit the file is closed on every rank, and rank 0 sets the attributes
    the serial path sets while writing (``rows``, a text column's ``encoding``).
 
 The data read back is the serial path's, value for value; the stored bytes are
 not: HDF5's own filter pipeline compresses every chunk (the serial path packs
 small-range integer chunks by scale-offset alone and skips all-zero chunks).
-``write_direct_chunk`` cannot be used here: chunk allocation under mpio is
-collective and a direct chunk write from one rank hangs the others.
 
 ``PARTRACE_H5_COLLECTIVE=0`` keeps the serial join where this path could run
 (tests compare the two); ``=1`` refuses to run without a parallel h5py.
@@ -41,9 +46,10 @@ import numpy as np
 
 from ..engine.mpi import Comm
 from ..errors import UsageError
-from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
-from ..model import Definitions, Schema, Table
+from ..model import Schema, Table
+from .hdf5_joined import PARTS_DIR, SingleFileLayout
+from .hdf5_layouts import HDF5Layout
 
 ENV = "PARTRACE_H5_COLLECTIVE"      # "0": the serial join; "1": collective or refuse
 
@@ -74,35 +80,64 @@ def one_window(next_keys: dict | None) -> bool:
     """Whether the merge is one window (no table has later rows): the collective path's
     condition.  Datasets grown window after window under mpio (HDF5 1.10.8) left the
     ranks waiting in the second window's collective writes, so a merge of several
-    windows keeps the serial join; the sink asks at its first window, the same answer
+    windows keeps the serial join; the layout asks at the first window, the same answer
     on every rank (the engine's next keys are everyone's)."""
     return next_keys is not None and all(k is None for k in next_keys.values())
 
 
-class CollectiveFile:
-    """The one output file, written by every rank through the mpio driver."""
+class CollectiveLayout(HDF5Layout):
+    """The ``single`` layout with every rank writing the one file (mpio), on a one-window
+    merge; a merge of several windows hands over to the serial join."""
+    folder = PARTS_DIR      # the join's, made at prepare: the hand-over comes later
 
-    def __init__(self, path: Path, defs: Definitions, source: str, schema: Schema,
-                 compression: str | None):
+    def __init__(self, sink):
+        super().__init__(sink)
+        self.file: CollectiveFile | None = None
+
+    def settle(self) -> HDF5Layout:
+        return self if one_window(self.sink.next_keys) else SingleFileLayout(self.sink)
+
+    def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
+        sink = self.sink
+        if self.file is None:
+            counts = {k: sum(e.get(k, 0) for e in everyone) for k in sink.rows}
+            with comm.guard():
+                if comm.rank == 0:  # the serial path's file: header, empty datasets
+                    try:
+                        sink._open(comm, counts)
+                    finally:
+                        sink._close()
+            comm.check()
+            self.file = CollectiveFile(sink.staging.path(sink.final.name), sink.schema)
+            self.file.open(comm)
+        self.file.write(comm, tables, encoded, everyone, sink.rows)
+
+    def finish(self, comm: Comm) -> list[str]:
+        self.file.finish(comm, self.sink.rows)
+        return super().finish(comm)
+
+    def written(self) -> dict:
+        return dict(path="collective", summary="HDF5 written collectively (mpio)")
+
+    def release(self) -> None:
+        """Collective under mpio (H5Fclose): every rank discards, so every rank closes."""
+        if self.file is not None:
+            self.file.close()
+
+
+class CollectiveFile:
+    """The one output file, made by rank 0, written by every rank through the mpio driver."""
+
+    def __init__(self, path: Path, schema: Schema):
         self.path = Path(path)
-        self.defs, self.source, self.schema = defs, source, schema
-        self.compression = compression
+        self.schema = schema
         self._file = None
         self._dxpl = None
         self.not_utf8: set[tuple[str, str]] = set()     # text columns kept as bytes
 
-    @property
-    def opened(self) -> bool:
-        return self._file is not None
-
     # -- step 1 ------------------------------------------------------------------------
-    def open(self, comm: Comm, shapes: dict) -> None:
-        """Collective: rank 0 makes the file (``shapes``: the serial path's, per table
-        and text column, (rows or bytes per chunk, final size or None)), all open it."""
-        with comm.guard():
-            if comm.rank == 0:
-                self._make(shapes)
-        comm.check()
+    def open(self, comm: Comm) -> None:
+        """Collective: every rank opens the file rank 0 made."""
         import h5py
         from h5py import h5fd, h5p
         with comm.guard():
@@ -110,16 +145,6 @@ class CollectiveFile:
             self._dxpl = h5p.create(h5p.DATASET_XFER)
             self._dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
         comm.check()
-
-    def _make(self, shapes: dict) -> None:
-        import h5py
-        with h5py.File(self.path, "w", libver=hdf5.LIBVER) as f:
-            hdf5.write_header(f, self.defs, self.source, self.schema)
-            for name, columns in self.schema.items():
-                chunk, rows = shapes[name]
-                text = {c.name: (shapes[name, c.name][1], shapes[name, c.name][0])
-                        for c in columns if c.is_object}
-                hdf5.create_table(f, name, columns, chunk, self.compression, rows, text)
 
     # -- step 2 ------------------------------------------------------------------------
     def write(self, comm: Comm, tables: dict[str, Table], encoded: dict,
