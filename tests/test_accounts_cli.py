@@ -97,6 +97,22 @@ def test_summary_line_gives_min_mean_max_and_the_slowest_rank(runs, n):
     assert 0 < doc["summary"]["busy_balance"] <= 1
 
 
+@pytest.mark.parametrize("n", [1, 3])
+def test_the_summary_and_stats_say_which_hdf5_write_path_ran(runs, n):
+    """This venv's h5py has no MPI: one rank writes the file, or the serial join on rank 0
+    (what rank 0 carried is counted; tests/output/test_hdf5_collective.py: the other)."""
+    r, doc = runs[n]
+    said = doc["summary"]["output"]
+    line = [t for t in r.stderr.splitlines() if t.startswith("partrace: per rank:")][0]
+    assert line.endswith(f"; {said['summary']}")
+    if n == 1:
+        assert said["path"] == "one rank"
+    else:
+        assert said["path"] == "serial join" and said["through_rank0_bytes"] > 0
+        assert re.search(r"HDF5 serial join: [\d,.]+ (MB|bytes) of other ranks' chunks through "
+                         r"rank 0", line), line
+
+
 def test_quiet_runs_keep_the_stats_but_print_no_summary(synth_trace, tmp_path):
     stats = tmp_path / "s.json"
     r = run_cli(["merge", str(synth_trace()), "--format", "synth", "-o", str(tmp_path / "o.h5"),

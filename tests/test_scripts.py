@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import ROOT
 
 SHELL = ["slurm/merge.sbatch", "slurm/convert.sbatch", "scripts/test", "scripts/demo",
-         "scripts/bench_suite", "scripts/slurm_cluster", ".ci/run"]
+         "scripts/bench_suite", "scripts/slurm_cluster", "scripts/parallel_hdf5", ".ci/run"]
 
 
 @pytest.mark.parametrize("script", SHELL)

@@ -41,9 +41,16 @@ def summary_line(reports: list[dict]) -> str:
     wait = spread(reports, "mpi_wait_s")
     last = slowest(reports)
     other = max(0.0, working(last) - last["busy_s"])
+    said = output(reports).get("summary")
     return (f"partrace: per rank: busy {_mmm(busy)} s, waiting in MPI {_mmm(wait)} s "
             f"(min / mean / max); slowest rank {last['rank']}: {last['busy_s']:.2f} s busy, "
-            f"{other:.2f} s in I/O or off the CPU, {last['mpi_wait_s']:.2f} s in MPI")
+            f"{other:.2f} s in I/O or off the CPU, {last['mpi_wait_s']:.2f} s in MPI"
+            + (f"; {said}" if said else ""))
+
+
+def output(reports: list[dict]) -> dict:
+    """How the output was written, as rank 0 (the rank that publishes it) noted it."""
+    return reports[0].get("output") or {} if reports else {}
 
 
 def _mmm(values) -> str:
@@ -57,6 +64,7 @@ def stats(reports: list[dict]) -> dict:
                for field in accounts.FIELDS}
     summary["slowest_rank"] = slowest(reports)["rank"]
     summary["busy_balance"] = summary["busy_s"]["mean"] / max(summary["busy_s"]["max"], 1e-9)
+    summary["output"] = output(reports)
     return {"ranks_count": len(reports), "fields": list(accounts.FIELDS),
             "summary": summary, "ranks": ranks}
 

@@ -20,6 +20,10 @@ commit) runs from one :func:`phase` call to the next.  For each the account keep
   unseen;
 - ``peak_rss_bytes``: the process's resident high-water mark at the phase's end.
 
+Besides the phases, a sink may say how it wrote its output (:func:`note_output`:
+which write path ran, the bytes one rank carried for the others), in its own words:
+the engine passes it on, it does not read it.
+
 All of it is counted per call and per phase, never per row.  Nothing is
 counted until :func:`begin`, which a job calls when its command asks for the accounts
 (``--stats``, ``--self-trace``, or the same keywords of ``partrace.merge``).
@@ -51,6 +55,7 @@ class Account:
         # on the wall clock
         self.slices: list | None = [] if keep_slices else None
         self.files_opened = 0
+        self.output: dict = {}      # what the sink said of how it wrote (note_output)
         self._epoch = time.time_ns() - time.perf_counter_ns()
         self._in_mpi = False
         self._name: str | None = "start-up"
@@ -112,7 +117,8 @@ class Account:
         out = {"rank": self.rank, "host": os.uname().nodename, "pid": os.getpid(),
                **totals(self.phases.values()),
                "phases": self.phases,
-               "windows": [{"window": w, "phases": self.windows[w]} for w in sorted(self.windows)]}
+               "windows": [{"window": w, "phases": self.windows[w]} for w in sorted(self.windows)],
+               "output": self.output}
         if self.slices is not None:
             out["slices"] = self.slices
         return out
@@ -184,6 +190,13 @@ def phase(name: str, window: int | None = None) -> None:
     """Switch this rank's phase (nothing when no account is kept)."""
     if _current is not None:
         _current.phase(name, window)
+
+
+def note_output(**fields) -> None:
+    """The sink's word on how this rank wrote the output (``path``: which write path ran;
+    ``summary``: a phrase for the closing summary; any counts), kept in the report."""
+    if _current is not None:
+        _current.output.update(fields)
 
 
 def phase_in_window(name: str) -> None:

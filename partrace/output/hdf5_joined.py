@@ -8,7 +8,9 @@ commit rank 0 copies every chunk of the parts as its stored bytes (no decoding).
 column's bytes are written at their global byte offset: the byte chunks where one rank's
 text ends and the next one's begins are made whole and encoded once by one of their
 writers, in parallel, and rank 0 stores them.  The parts are then deleted (they never
-leave the hidden staging folder).
+leave the hidden staging folder).  What rank 0 carried for the others (the shared chunks
+it gathered, the stored bytes it copied) and how long the join took go to the accounts
+(``written``).
 """
 from __future__ import annotations
 
@@ -29,6 +31,19 @@ JOIN_ROUND_BYTES = 64 << 20     # shared chunks gathered on rank 0 at once (befo
 
 class SingleFileLayout(HDF5Layout):
     folder = PARTS_DIR
+
+    def __init__(self, sink):
+        super().__init__(sink)
+        self.gathered_bytes = 0     # rank 0: shared chunks received, as encoded
+
+    def written(self) -> dict:
+        """On rank 0, the bytes of other ranks' chunks it carried into the output."""
+        sink = self.sink
+        through = self.gathered_bytes + sum(c["stored_bytes"] for c in sink.join_counts.values())
+        return dict(path="serial join", through_rank0_bytes=through,
+                    join_seconds=round(sink.commit_seconds, 6),
+                    summary=f"HDF5 serial join: {_amount(through)} of other ranks' chunks "
+                            f"through rank 0 in {sink.commit_seconds:.2f} s")
 
     def file_name(self, rank: int) -> str:
         return f"{PARTS_DIR}/rank-{rank:05d}.h5" if rank > 0 else self.sink.final.name
@@ -161,8 +176,10 @@ class SingleFileLayout(HDF5Layout):
                         ds = final[name][path]
                         if isinstance(made, np.ndarray):
                             ds[row:row + len(made)] = made
+                            self.gathered_bytes += made.nbytes
                         else:
                             hdf5_chunks.put(ds, row, made)
+                            self.gathered_bytes += len(made[0]) if made else 0
             comm.check()
         for d, _, parts, _ in jobs:
             key = "text" if "/" in datasets[d][1] else "numbers"
@@ -190,6 +207,10 @@ class SingleFileLayout(HDF5Layout):
                     for k, v in copy_rows(self._file_of(files, r)[name][path], final[name][path],
                                           spans[r]).items():
                         tally[k] += v
+
+
+def _amount(nbytes: int) -> str:
+    return f"{nbytes / 1e6:,.1f} MB" if nbytes >= 100_000 else f"{nbytes:,} bytes"
 
 
 def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:

@@ -13,13 +13,23 @@ the rows written through formats/hdf5.  A layout answers the rest:
 - ``place(key, here, everyone, rank, n)``: where a rank's ``n`` rows (bytes) of a table
   (text column) ``key`` go in its file this window: (first, size the dataset then has);
 - ``finish(comm)``: collective, once every rank closed its file: the output made of
-  the files; rank 0 returns the names to publish.
+  the files; rank 0 returns the names to publish;
+- ``settle()``: at the first window, once the engine's next keys say whether more
+  windows follow (the same on every rank): the layout that writes the run, this one or
+  another it hands over to (its ``folder`` and ``owns_chunks`` must be this one's);
+- ``write_window(comm, tables, encoded, everyone)``: collective, one window: here each
+  rank writes its slice into its own file, through the sink;
+- ``written()``: how the output was written, for the accounts (``path``, ``summary``);
+- ``release()``: local, on a failure: close what the layout itself holds open.
 
 This base is one rank writing the output file itself.  ``SingleFileLayout``
 (hdf5_joined.py) joins the files of several ranks into one; ``PartsLayout`` leaves them
-beside an index of virtual datasets.  A layout whose ranks write the one file together
-(collective MPI-IO through a parallel h5py) is this base with ``open_file`` opening the
-file on every rank.
+beside an index of virtual datasets; ``CollectiveLayout`` (hdf5_collective.py) has every
+rank write the one file together through a parallel h5py (MPI-IO).  That one needs more
+than ``open_file``: under MPI-IO every write is a call of every rank (the sink's chunks,
+compressed and stored by one rank each, would leave the others waiting), so it writes
+the windows itself (``write_window``), and it runs on a one-window merge only, handing
+over to ``SingleFileLayout`` otherwise (``settle``).
 """
 from __future__ import annotations
 
@@ -59,6 +69,18 @@ class HDF5Layout:
         start, _, end = self.sink.span(key, everyone, rank)
         return start, end
 
+    def settle(self) -> HDF5Layout:
+        return self
+
+    def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
+        self.sink.write_files(comm, tables, encoded, everyone)
+
+    def written(self) -> dict:
+        return dict(path="one rank", summary="HDF5 written by one rank")
+
+    def release(self) -> None:
+        pass
+
     def finish(self, comm: Comm) -> list[str]:
         names = []
         with comm.guard():
@@ -96,6 +118,9 @@ class PartsLayout(HDF5Layout):
     def place(self, key, here: int, everyone: list[dict], rank: int, n: int) -> tuple[int, int]:
         """After the part's rows (bytes) so far; the index says their global places."""
         return here, here + n
+
+    def written(self) -> dict:
+        return dict(path="parts", summary="HDF5 parts: no join")
 
     def finish(self, comm: Comm) -> list[str]:
         names = []

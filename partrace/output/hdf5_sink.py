@@ -12,6 +12,12 @@ is the layout's (``layout=``, hdf5_layouts.py):
   ``OUT.parts`` together).  No copy at commit; ``OUT`` alone is unreadable (partrace
   says which part is missing).
 
+Where h5py has MPI and the job more than one rank, the ``single`` layout of a
+one-window merge is written collectively instead: every rank writes its rows into the
+one file through HDF5's mpio driver, and nothing is joined (hdf5_collective.py:
+``CollectiveLayout``, which writes the windows itself; PARTRACE_H5_COLLECTIVE=0 keeps
+the join, as does a merge of several windows).
+
 What every layout shares is here.  Each rank compresses its own chunks
 (formats/hdf5/chunks.py: on a pool of threads, while the engine builds the next column
 or window), so the costly part runs in parallel.  Every chunk of a numeric table has one
@@ -28,6 +34,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from ..engine import accounts
 from ..engine.mpi import Comm
 from ..errors import UsageError
 from ..model import Definitions, Schema, Table
@@ -35,6 +42,7 @@ from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
 from .chunk_owners import OwnedWriter
+from .hdf5_collective import CollectiveLayout, chosen as collective_chosen
 from .hdf5_joined import (SingleFileLayout, _stored_chunks, _stored_chunks_by_lookup, copy_rows,
                           shared_chunks)
 from .hdf5_layouts import HDF5Layout, PartsLayout
@@ -78,9 +86,14 @@ class HDF5Sink(StagedSink):
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
+        collective = False
+        with comm.guard():      # a bad PARTRACE_H5_COLLECTIVE fails every rank alike
+            collective = self.layout == "single" and collective_chosen(comm)
+        comm.check()
         # one rank writes the output itself, whatever the layout asked
         self.files = (HDF5Layout if not comm.parallel else
-                      PartsLayout if self.layout == "parts" else SingleFileLayout)(self)
+                      PartsLayout if self.layout == "parts" else
+                      CollectiveLayout if collective else SingleFileLayout)(self)
         longest = 0
         with comm.guard():      # a bad PARTRACE_H5_CHUNK_ROWS fails every rank alike
             longest = hdf5.long_chunk_rows()
@@ -160,7 +173,17 @@ class HDF5Sink(StagedSink):
             if bad:
                 mine[("not utf-8",) + key] = True
         everyone = comm.allgather(mine)
+        if not self.blocks:     # the first window: the engine's next keys say if it is the only one
+            self.files = self.files.settle()
         self.blocks.append(everyone)
+        self.files.write_window(comm, tables, encoded, everyone)
+        for key in self.rows:
+            self.rows[key] += sum(e.get(key, 0) for e in everyone)
+
+    def write_files(self, comm: Comm, tables: dict[str, Table], encoded: dict,
+                    everyone: list[dict]) -> None:
+        """One window, each rank its slice into its own file (the layout's): ``encoded``,
+        this rank's text columns; ``everyone``, every rank's counts."""
         owned = {}
         with comm.guard():
             if self._file is None:
@@ -187,8 +210,6 @@ class HDF5Sink(StagedSink):
                                            len(table))
                 hdf5.write_rows(group, table, self.schema[name], at, end, text, self._pending)
         comm.check()
-        for key in self.rows:
-            self.rows[key] += sum(e.get(key, 0) for e in everyone)
 
     def _owned_windows(self, tables: dict[str, Table], everyone: list[dict]) -> dict:
         """The tables written in whole chunks by their owners (chunk_owners.py): each
@@ -240,6 +261,7 @@ class HDF5Sink(StagedSink):
         began = time.perf_counter()
         names = self.files.finish(comm)
         self.commit_seconds = time.perf_counter() - began
+        accounts.note_output(**self.files.written())
         self.publish(comm, names)
 
     def release(self) -> None:
@@ -247,3 +269,8 @@ class HDF5Sink(StagedSink):
             self._close()
         except Exception:  # noqa: BLE001 - the file is being thrown away
             self._file = None
+        if self.files is not None:
+            try:
+                self.files.release()
+            except Exception:  # noqa: BLE001 - the file is being thrown away
+                pass

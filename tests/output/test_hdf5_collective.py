@@ -1,0 +1,187 @@
+"""The collective HDF5 write path (output/hdf5_collective.py) against the serial path.
+
+Runs where scripts/parallel_hdf5 built ``.venv-mpio`` (h5py on a parallel HDF5, with
+Debian's MPICH): fixtures of several formats merged by that venv under
+``mpiexec.mpich`` on 1, 2 and 3 ranks, every dataset and attribute of each output
+compared with the normal venv's one-rank output; which path ran is read from
+``--stats``.  Skips, saying why, where that environment is missing.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from tests.conftest import DATA, ROOT, SYNTH, run_cli
+
+pytestmark = pytest.mark.mpi
+
+MPIO_PYTHON = ROOT / ".venv-mpio" / "bin" / "python"
+LAUNCHER = "mpiexec.mpich"
+RING8 = DATA / "otf" / "ring8" / "trace" / "ring8.otf"
+DUMPI = DATA / "dumpi" / "p2p-4rank"            # text columns
+OVNI = DATA / "ovni" / "v1-zoo-small" / "ovni"  # a bytes column
+ROSS = DATA / "ross" / "phold-np2-opt-gvt-pekplp"
+
+
+@functools.lru_cache(maxsize=None)
+def _missing() -> str | None:
+    """Why the parallel-HDF5 environment cannot run here (None: it can)."""
+    if not MPIO_PYTHON.exists():
+        return f"no {MPIO_PYTHON.relative_to(ROOT)} (scripts/parallel_hdf5 builds it)"
+    if shutil.which(LAUNCHER) is None:
+        return f"no {LAUNCHER} (Debian's mpich)"
+    r = subprocess.run([str(MPIO_PYTHON), "-c", "import h5py, sys; "
+                        "sys.exit(0 if h5py.get_config().mpi else 3)"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode:
+        return f"h5py in {MPIO_PYTHON.relative_to(ROOT)} has no MPI support: {r.stderr[-200:]}"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _parallel_hdf5():
+    why = _missing()
+    if why:
+        pytest.skip(why)
+
+
+def _mpio(args, nranks: int, env=None, module="partrace", timeout=300):
+    full = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH, **(env or {})}
+    full.pop("PARTRACE_MPI", None)
+    return subprocess.run([LAUNCHER, "-n", str(nranks), str(MPIO_PYTHON), "-m", module, *args],
+                          capture_output=True, text=True, timeout=timeout, env=full, cwd=ROOT)
+
+
+def _merge_mpio(trace, out: Path, nranks: int, extra=(), env=None) -> dict:
+    """Merge under the parallel-HDF5 venv; the --stats summary's word on the output."""
+    stats = out.with_suffix(".json")
+    r = _mpio(["merge", str(trace), "-o", str(out), "-q", "--stats", str(stats), *extra],
+              nranks, env)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted([out.name, stats.name])
+    return json.loads(stats.read_text())["summary"]["output"]
+
+
+def _attr(f: h5py.File, value):
+    if isinstance(value, h5py.Reference):
+        return ("reference", f[value].name)
+    return value
+
+
+def _everything(path: Path) -> dict:
+    """Every object of the file: its attributes, and a dataset's dtype, shape, chunks,
+    filters and values; a committed type's dtype."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            item = {"attrs": {k: _attr(f, v) for k, v in obj.attrs.items()}}
+            if isinstance(obj, (h5py.Dataset, h5py.Datatype)):
+                item["dtype"] = (obj.dtype.str, h5py.check_enum_dtype(obj.dtype))
+            if isinstance(obj, h5py.Dataset):
+                item.update(shape=obj.shape, chunks=obj.chunks, maxshape=obj.maxshape,
+                            filters=(obj.compression, obj.compression_opts, obj.shuffle,
+                                     obj.scaleoffset),
+                            values=obj[()])
+            out[name] = item
+        visit("/", f)
+        f.visititems(visit)
+    return out
+
+
+LAYOUT = ("chunks", "maxshape", "filters")     # may differ with the windows' count
+
+
+def _assert_same_file(a: Path, b: Path, layout: bool = True) -> None:
+    """Every object, attribute and value alike; with ``layout``, chunks and filters too
+    (the rank count may change the windows' count, hence chunk shapes: not the data)."""
+    ea, eb = _everything(a), _everything(b)
+    assert sorted(ea) == sorted(eb)
+    for name in ea:
+        x, y = ea[name], eb[name]
+        assert x.keys() == y.keys(), name
+        assert sorted(x["attrs"]) == sorted(y["attrs"]), name
+        for k in x["attrs"]:
+            assert np.array_equal(np.asarray(x["attrs"][k]), np.asarray(y["attrs"][k])), (name, k)
+        for k in x:
+            if k == "values":
+                assert np.array_equal(x[k], y[k]), name
+            elif k != "attrs" and (layout or k not in LAYOUT):
+                assert x[k] == y[k], (name, k)
+
+
+def _serial_reference(trace, tmp_path: Path, extra=(), env=None) -> Path:
+    """The normal venv's output on one rank: the serial path."""
+    ref = tmp_path / "ref" / "o.h5"
+    ref.parent.mkdir()
+    r = run_cli(["merge", str(trace), "-o", str(ref), "-q", *extra], env=env)
+    assert r.returncode == 0, r.stderr
+    return ref
+
+
+@pytest.mark.parametrize("trace, ranks", [(RING8, (1, 2, 3)), (DUMPI, (3,)), (OVNI, (2,)),
+                                          (ROSS, (3,))], ids=["otf", "dumpi", "ovni", "ross"])
+def test_collective_file_equals_the_serial_one(trace, ranks, tmp_path):
+    ref = _serial_reference(trace, tmp_path)
+    for n in ranks:
+        out = tmp_path / f"n{n}" / "o.h5"
+        out.parent.mkdir()
+        said = _merge_mpio(trace, out, n)
+        assert said["path"] == ("collective" if n > 1 else "one rank"), said
+        _assert_same_file(ref, out)
+
+
+def test_chunks_shared_by_ranks(synth_trace, tmp_path):
+    """16-row chunks: most chunks hold rows of two ranks, merged by HDF5 in the write."""
+    trace = synth_trace(locations=7, events=3000, units=5)
+    env = {"PARTRACE_H5_CHUNK_ROWS": "16"}
+    ref = _serial_reference(trace, tmp_path, env=env)
+    out = tmp_path / "n3" / "o.h5"
+    out.parent.mkdir()
+    assert _merge_mpio(trace, out, 3, env=env)["path"] == "collective"
+    _assert_same_file(ref, out)
+
+
+def test_many_windows_keep_the_serial_join(synth_trace, tmp_path):
+    """A merge of several windows (datasets grown window by window: under mpio those
+    writes left the ranks waiting) falls back to the serial join, on every rank."""
+    trace = synth_trace(locations=7, events=6000, units=5)
+    extra = ("--memory", "1M")
+    ref = _serial_reference(trace, tmp_path, extra)
+    out = tmp_path / "n2" / "o.h5"
+    out.parent.mkdir()
+    assert _merge_mpio(trace, out, 2, extra)["path"] == "serial join"
+    _assert_same_file(ref, out, layout=False)
+
+
+def test_the_serial_join_can_be_kept_and_says_what_rank_0_carried(tmp_path):
+    ref = _serial_reference(DUMPI, tmp_path)
+    out = tmp_path / "join" / "o.h5"
+    out.parent.mkdir()
+    said = _merge_mpio(DUMPI, out, 2, env={"PARTRACE_H5_COLLECTIVE": "0"})
+    assert said["path"] == "serial join" and said["through_rank0_bytes"] > 0, said
+    _assert_same_file(ref, out)
+
+
+@pytest.mark.parametrize("nth", [1, 9])
+def test_a_rank_failing_in_the_collective_write_leaves_nothing(nth, tmp_path):
+    """Rank 1 fails before its first (or a later) dataset write, while the others are on
+    their way into the collective call: one error line, exit 2, no rank left waiting,
+    nothing beside the trace."""
+    out = tmp_path / "o.h5"
+    r = _mpio(["merge", str(DUMPI), "-o", str(out), "--progress", "none"], 3,
+              env={"PARTRACE_TEST_FAIL_COLLECTIVE": f"1:{nth}"},
+              module="tests.support.fail_collective", timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("partrace: error: ") and (
+        "injected failure in the collective write" in lines[0]), r.stderr
+    assert ".partrace-" not in lines[0]
+    assert list(tmp_path.iterdir()) == []
