@@ -43,8 +43,8 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
 from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
-                     counter_value_types, counter_values, not_utf8_warning, tables_of_role,
-                     utf8_names)
+                     counter_value_types, counter_values, member_values_table, not_utf8_warning,
+                     tables_of_role, utf8_names)
 from .parts import count_within, place_parts
 from ..engine.leftovers import run_name
 from .staging import Staging
@@ -81,6 +81,58 @@ def counter_bits(bits: np.ndarray, value_type: str) -> tuple[np.ndarray, np.ndar
         kind[big] = E.VALUE_DOUBLE
         out[big] = v[big].astype(np.float64).view(np.uint64)
     return kind, out
+
+
+class CounterMembers:
+    """The counters whose records hold several values (the ``counter_members`` definitions,
+    read from the schema's member values table): member 0 is the COUNTER event's own value,
+    the others (``flat``: in counter order, then member order) rows of that table."""
+
+    def __init__(self, defs: Definitions, schema: Schema, cnt_ids: np.ndarray):
+        mem = defs.tables.get("counter_members")
+        self.table = member_values_table(schema) if mem is not None and len(mem) else None
+        ncnt = len(cnt_ids)
+        self.count = np.zeros(ncnt, np.int64)       # members after the first, per counter
+        self.first = np.zeros(ncnt, np.int64)       # the first of those in the flat lists
+        self.names: list = []                       # per flat member
+        self.units: list = []
+        self.types = np.zeros(0, np.int64)          # as places in COUNTER_VALUE_TYPES
+        self.head: dict[int, tuple] = {}            # counter index: member 0's (name, unit)
+        if self.table is None:
+            return
+        c = np.asarray(mem["counter"], dtype=np.int64)
+        k = np.asarray(mem["index"], dtype=np.int64)
+        o = np.lexsort((k, c))
+        ci = np.searchsorted(cnt_ids, c[o])
+        ok = (ci < ncnt) & (cnt_ids[np.minimum(ci, max(ncnt - 1, 0))] == c[o]) if ncnt \
+            else np.zeros(len(o), bool)
+        o, ci, k = o[ok], ci[ok], k[o][ok]
+        names, units = list(mem["name"]), list(mem["unit"])
+        types = counter_value_types(mem)
+        rest = k > 0
+        self.count = np.bincount(ci[rest], minlength=ncnt).astype(np.int64)
+        self.first = np.r_[0, np.cumsum(self.count)[:-1]].astype(np.int64)
+        self.names = [names[i] for i in o[rest]]
+        self.units = [units[i] for i in o[rest]]
+        self.types = np.asarray([COUNTER_VALUE_TYPES.index(types[i]) for i in o[rest]],
+                                np.int64)
+        self.head = {int(a): (names[i], units[i]) for a, i in zip(ci[~rest], o[~rest])}
+
+    def rows(self, t: Table, cnt_ids: np.ndarray, what: str):
+        """The rows of the member values table ``t`` that hold a member after the first:
+        (rows, counter index, flat member index)."""
+        c = np.asarray(t["counter"], dtype=np.int64)
+        k = np.asarray(t["index"], dtype=np.int64)
+        rows = np.flatnonzero((c != 0) & (k > 0))
+        ci = np.minimum(np.searchsorted(cnt_ids, c[rows]), max(len(cnt_ids) - 1, 0))
+        bad = (cnt_ids[ci] != c[rows]) | (k[rows] > self.count[ci]) if len(cnt_ids) \
+            else np.ones(len(rows), bool)
+        if bad.any():
+            r = rows[np.flatnonzero(bad)[0]]
+            raise PartraceError(f"{self.table}: value {int(k[r])} of counter {int(c[r])}, "
+                                f"which the counter_members definitions do not name ({what} "
+                                "would not show it)")
+        return rows, ci, self.first[ci] + k[rows] - 1
 
 
 def counter_columns(schema: Schema) -> list[tuple[str, list]]:
@@ -153,6 +205,17 @@ class PerfettoSink(Sink):
                                      counter_value_types(cnt)], np.int64)[corder] \
             if cnt is not None else np.zeros(0, np.int64)
         self.cnt_used: list[np.ndarray] = []        # location index * counters + counter index
+        # counters of several values: a track per member (member 0's: the counter's own,
+        # named by the member), the others' values from the member values table, on a
+        # sequence of their own per location (after the sampled columns')
+        self.members = CounterMembers(defs, schema, self.cnt_ids)
+        for ci, (nm, un) in self.members.head.items():
+            self.cnt_names[ci], self.cnt_units[ci] = utf8_names([nm, un])[0]
+        self.m_names, c5 = utf8_names(self.members.names)
+        self.m_units, c6 = utf8_names(self.members.units)
+        self.m_used: list[np.ndarray] = []          # location index * members + member index
+        if self.members.table is not None:
+            self.per_loc += 1
         # interned names: iid 1.. for regions (in id order), then one per kind
         regs = defs.tables["regions"]
         rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
@@ -160,7 +223,7 @@ class PerfettoSink(Sink):
         names, c3 = utf8_names(regs["name"][i] for i in rorder)
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
         self.marker_ids = np.zeros(0, np.int64)
-        changed += c1 + c2 + c3
+        changed += c1 + c2 + c3 + c5 + c6
         if self.markers:        # then one per marker definition (in id order)
             mdefs = defs.tables[self.spots[2]]
             morder = np.argsort(np.asarray(mdefs["id"], dtype=np.int64), kind="stable")
@@ -205,7 +268,8 @@ class PerfettoSink(Sink):
         return i
 
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name != EVENTS and name not in self.tables and not (self.markers and name == self.spots[0]):
+        if name != EVENTS and name not in self.tables and name != self.members.table \
+                and not (self.markers and name == self.spots[0]):
             return np.full(len(table), comm.rank, dtype=np.int64)     # not written
         return self.owner[self._index(np.asarray(table["location"]), name)]
 
@@ -222,6 +286,9 @@ class PerfettoSink(Sink):
                 t = tables.get(name)
                 if t is not None and len(t):
                     self._write_counters(name, cols, t)
+            t = tables.get(self.members.table) if self.members.table else None
+            if t is not None and len(t):
+                self._write_members(t)
         comm.check()
 
     def _append(self, keys: np.ndarray, buf: np.ndarray, ends: np.ndarray) -> None:
@@ -295,6 +362,38 @@ class PerfettoSink(Sink):
         from ..formats.perfetto.encode import hash_of
         return hash_of(self.loc_ids[li], self.cnt_ids[ci], np.ones(len(li), np.int64)) \
             | np.uint64(1 << 63)
+
+    def _member_track(self, li: np.ndarray, ci: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """The uuid of member ``k`` (from 1) of counter ``ci``'s track on location ``li``
+        (member 0's is the counter's own: hash of (location, counter id, 1))."""
+        from ..formats.perfetto.encode import hash_of
+        return hash_of(self.loc_ids[li], self.cnt_ids[ci], 1 + k) | np.uint64(1 << 63)
+
+    def _write_members(self, t: Table) -> None:
+        """The values after the first of records of counters of several values: each a
+        COUNTER value on its member's track of its location."""
+        from ..formats.perfetto import encode as E
+        M = self.members
+        rows, ci, mi = M.rows(t, self.cnt_ids, "Perfetto")
+        if not len(rows):
+            return
+        li = self._index(np.asarray(t["location"])[rows], M.table)
+        g = np.argsort(li, kind="stable")
+        rows, ci, mi, li = rows[g], ci[g], mi[g], li[g]
+        k = mi - M.first[ci] + 1
+        bits = np.asarray(t["value"])[rows].astype(np.uint64)
+        vkind = np.zeros(len(rows), np.uint8)
+        vbits = np.zeros(len(rows), np.uint64)
+        types = M.types[mi]
+        for ty in np.unique(types).tolist():        # a few value types
+            of = types == ty
+            vkind[of], vbits[of] = counter_bits(bits[of], COUNTER_VALUE_TYPES[ty])
+        self.m_used.append(np.unique(li * len(M.names) + mi))
+        none = np.zeros(len(rows), np.uint64)
+        self._write_points(li * self.per_loc + self.per_loc - 1,
+                           np.asarray(t["time"], dtype=np.int64)[rows],
+                           self._member_track(li, ci, k), np.full(len(rows), E.COUNTER, np.uint8),
+                           np.zeros(len(rows), np.int64), none, none, None, (vkind, vbits))
 
     def _write_markers(self, mk: Table) -> None:
         """Marker spots: instants named by their marker's definition."""
@@ -400,33 +499,42 @@ class PerfettoSink(Sink):
             self._append(keys, buf, ends)
 
     # -- end ------------------------------------------------------------------
-    def _header(self, used: np.ndarray) -> bytes:
+    def _header(self, used: np.ndarray, mused: np.ndarray) -> bytes:
         """The TrackDescriptors: every location's track (under its parent's, where the
         parent is a location), then each location's tracks of sampled columns, then the
         tracks of counters with values (``used``: location index * counters + counter
-        index, sorted), each with its unit."""
+        index, sorted), then those of counter members after the first with values
+        (``mused``: location index * members + member index), each with its unit."""
         from ..formats.perfetto import encode as E
         n = len(self.loc_ids)
         columns = [f"{t}.{c.name}" for t, cols in self.counters for c in cols]
         col_units = [c.unit or "" for _, cols in self.counters for c in cols]
         ncol, ncnt = len(columns), len(self.cnt_ids)
         cl, ci = used // max(ncnt, 1), used % max(ncnt, 1)
+        M, nm = self.members, len(self.m_names)
+        ml, mi = mused // max(nm, 1), mused % max(nm, 1)
+        mci = np.searchsorted(M.first + M.count, mi, "right")   # the member's counter
         known = np.isin(self.loc_parents, self.loc_ids)
         uuid = np.concatenate([self.loc_ids.view(np.uint64), self.counter_uuid.reshape(-1),
-                               self._counter_track(cl, ci)])
+                               self._counter_track(cl, ci),
+                               self._member_track(ml, mci, mi - M.first[mci] + 1)])
         parent = np.concatenate([np.where(known, self.loc_parents, 0),
-                                 np.repeat(self.loc_ids, ncol), self.loc_ids[cl]])
-        # names: locations', sampled columns', counters', then the units (-1: none)
-        units = sorted(set(col_units + self.cnt_units) - {""})
-        unit_at = {u: n + ncol + ncnt + k for k, u in enumerate(units)}
+                                 np.repeat(self.loc_ids, ncol), self.loc_ids[cl],
+                                 self.loc_ids[ml]])
+        # names: locations', sampled columns', counters', members', then the units (-1: none)
+        units = sorted(set(col_units + self.cnt_units + self.m_units) - {""})
+        unit_at = {u: n + ncol + ncnt + nm + k for k, u in enumerate(units)}
         name = np.concatenate([np.arange(n), n + np.tile(np.arange(ncol), n),
-                               n + ncol + ci]).astype(np.int64)
+                               n + ncol + ci, n + ncol + ncnt + mi]).astype(np.int64)
         unit = np.concatenate([np.full(n, -1), np.tile([unit_at.get(u, -1) for u in col_units]
                                                        or np.zeros(0, np.int64), n),
                                np.asarray([unit_at.get(u, -1) for u in self.cnt_units]
-                                          or [-1], np.int64)[ci]]).astype(np.int64)
-        is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol + len(used), bool)]
-        names, off = E.string_table(self.loc_names + columns + self.cnt_names + units)
+                                          or [-1], np.int64)[ci],
+                               np.asarray([unit_at.get(u, -1) for u in self.m_units]
+                                          or [-1], np.int64)[mi]]).astype(np.int64)
+        is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol + len(used) + len(mused), bool)]
+        names, off = E.string_table(self.loc_names + columns + self.cnt_names + self.m_names
+                                    + units)
         # framing and ids take at most 64 bytes a track, then its name and unit
         lengths = np.diff(off)
         out = np.empty(len(uuid) * 64 + int(lengths[name].sum())
@@ -444,18 +552,18 @@ class PerfettoSink(Sink):
             pieces = pieces[np.argsort(pieces[:, 0], kind="stable")]
             keys, first = np.unique(pieces[:, 0], return_index=True)
             totals = np.add.reduceat(pieces[:, 2], first) if len(keys) else np.zeros(0, np.int64)
-            used = np.unique(np.concatenate(self.cnt_used)) if self.cnt_used \
-                else np.zeros(0, np.int64)
+            used, mused = (np.unique(np.concatenate(u)) if u else np.zeros(0, np.int64)
+                           for u in (self.cnt_used, self.m_used))
         comm.check()
-        everything = comm.allgather((keys, totals, used))
+        everything = comm.allgather((keys, totals, used, mused))
         with comm.guard():
-            header = self._header(np.unique(np.concatenate([u for *_, u in everything])))  \
-                if comm.rank == 0 else b""
+            header = self._header(*(np.unique(np.concatenate([e[j] for e in everything]))
+                                    for j in (2, 3))) if comm.rank == 0 else b""
         comm.check()
         header_size = comm.bcast(len(header))
         with comm.guard():
-            all_keys = np.concatenate([k for k, _, _ in everything])
-            all_totals = np.concatenate([t for _, t, _ in everything])
+            all_keys = np.concatenate([e[0] for e in everything])
+            all_totals = np.concatenate([e[1] for e in everything])
             o = np.argsort(all_keys, kind="stable")
             offsets = np.empty(len(o), np.int64)
             offsets[o] = header_size + np.r_[0, np.cumsum(all_totals[o])[:-1]]
