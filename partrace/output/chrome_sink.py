@@ -17,6 +17,9 @@ What is written (decided from the definitions and the schema, never the source f
 - each row of a sample table (Role.SAMPLES in the schema; its measure columns, as the
   Perfetto output draws them) as a counter event ("C") named by the table, id the
   location, one series per column.
+- a counter of several values (the ``counter_members`` definitions) as a counter event per
+  member, named by the member, its series the member's unit (the first member's is the
+  COUNTER event's own; the others' values come from the member values table).
 Times are µs with 3 decimals (exact ns); displayTimeUnit is ns.  Strings are UTF-8 (JSON's
 rule): a name holding bytes of another character set is written with each such byte as
 ``\\xNN`` (model.utf8_name, as the OTF2 and Perfetto outputs).
@@ -41,7 +44,7 @@ from ..errors import PartraceError
 from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, counter_value_types,
                      counter_values, not_utf8_warning, utf8_names)
 from .parts import count_within, place_parts
-from .perfetto_sink import counter_columns
+from .perfetto_sink import CounterMembers, counter_columns
 from ..engine.leftovers import run_name
 from .staging import Staging
 
@@ -95,8 +98,20 @@ class ChromeSink(Sink):
         cnt_names, c2 = utf8_names(cnt["name"][i] for i in corder)
         series, c3 = utf8_names(cnt["unit"][i] if "unit" in cnt and str(cnt["unit"][i])
                                 else "value" for i in corder)
+        # counters of several values: member 0 is the counter event's own value (named by
+        # the member, its series the member's unit); the others' come from the member values
+        # table, a counter event each, grouped after the sample tables' lines
+        self.members = CounterMembers(defs, schema, self.cnt_ids)
+        for ci, (nm, un) in self.members.head.items():
+            (cnt_names[ci], series[ci]), c4 = utf8_names([nm, un or "value"])
+            changed += c4
+        m_names, c5 = utf8_names(self.members.names)
+        m_series, c6 = utf8_names(u or "value" for u in self.members.units)
+        self.m_names, self.m_series = C.literals(m_names), C.literals(m_series)
+        if self.members.table is not None:
+            self.per_loc += 1
         self.cnt_names, self.cnt_series = C.literals(cnt_names), C.literals(series)
-        changed += c1 + c2 + c3
+        changed += c1 + c2 + c3 + c5 + c6
         if changed and comm.rank == 0:
             warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (JSON's strings are "
                           "UTF-8)")
@@ -132,7 +147,7 @@ class ChromeSink(Sink):
         return i
 
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name != EVENTS and name not in self.tables:
+        if name != EVENTS and name not in self.tables and name != self.members.table:
             return np.full(len(table), comm.rank, dtype=np.int64)     # not written
         return self.owner[self._index(np.asarray(table["location"]), name)]
 
@@ -146,6 +161,9 @@ class ChromeSink(Sink):
                 t = tables.get(name)
                 if t is not None and len(t):
                     self._write_counters(name, cols, t)
+            t = tables.get(self.members.table) if self.members.table else None
+            if t is not None and len(t):
+                self._write_members(t)
         comm.check()
 
     def _append(self, keys: np.ndarray, buf: bytes, ends: np.ndarray) -> None:
@@ -271,6 +289,32 @@ class ChromeSink(Sink):
                            b',"ts":', C.micros(tm[a:b]), b',"args":{', *series, b'}}')
             buf, ends = C.text(lines)
             self._append(li[a:b] * self.per_loc + self.tables[name], buf, ends)
+
+    def _write_members(self, t: Table) -> None:
+        """The values after the first of records of counters of several values: each a
+        counter event named by its member, id the location, its series the member's unit."""
+        from ..formats.chrome import encode as C
+        M = self.members
+        rows, _, mi = M.rows(t, self.cnt_ids, "Chrome JSON")
+        if not len(rows):
+            return
+        li = self._index(np.asarray(t["location"])[rows], M.table)
+        g = np.argsort(li, kind="stable")
+        rows, mi, li = rows[g], mi[g], li[g]
+        bits = np.asarray(t["value"])[rows].astype(np.uint64)
+        value = np.zeros(len(rows), "S32")
+        types = M.types[mi]
+        for ty in np.unique(types).tolist():        # a few value types
+            of = types == ty
+            value[of] = C.numbers(counter_values(bits[of], COUNTER_VALUE_TYPES[ty]))
+        tm = np.asarray(t["time"], dtype=np.int64)[rows]
+        for a, b in C.chunks(len(rows)):
+            lines = C.join(b',\n{"ph":"C"', self.where[li[a:b]], b',"ts":', C.micros(tm[a:b]),
+                           b',"name":', self.m_names[mi[a:b]], b',"id":',
+                           C.quoted(self.loc_ids[li[a:b]]), b',"args":{',
+                           self.m_series[mi[a:b]], b':', value[a:b], b'}}')
+            buf, ends = C.text(lines)
+            self._append(li[a:b] * self.per_loc + self.per_loc - 1, buf, ends)
 
     # -- end ------------------------------------------------------------------
     def _header(self) -> bytes:

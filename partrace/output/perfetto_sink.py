@@ -18,6 +18,10 @@ What a Perfetto user expects to see:
   INSTANTs named by their definition;
 - sample tables (Role.SAMPLES in the schema: measures, not records nor parts of
   records; see ``counter_columns``) as counter tracks, one per (location, table.column).
+- a counter of several values (the ``counter_members`` definitions: an OTF2 metric class of
+  several members) as a counter track per location and member: the first member's is the
+  counter's own, the others' values come from the member values table
+  (model.member_values_table), on a packet sequence of their own per location.
 Strings are UTF-8 (protobuf's rule): a name holding bytes of another character set is
 written with each such byte as ``\\xNN`` (model.utf8_name, as the OTF2 and Chrome outputs).
 
