@@ -125,7 +125,7 @@ class OTF2Sink(Sink):
         for m, members in enumerate(L.metrics):
             self.types[m, :len(members)] = [typ for _, _, typ, _ in members]
         # event files per location: its own and (metrics) its metric location's
-        self.stride = 1 if self.replay is not None else L.stride
+        self.stride = L.stride
         self.counts = np.zeros(len(self.mine) * self.stride, np.int64)
         self.nvalues = np.asarray([len(m) for m in L.metrics] or [0], np.uint8)
         # per class: the group class a class of one member joins (-1: none), at which place
@@ -155,6 +155,7 @@ class OTF2Sink(Sink):
             if self.replay is not None:     # hook: the replay writes window by window, through
                 # writers held open for the run (the library keeps a chunk per location)
                 self.archive.locations = []
+                self.replay.archive = self.archive      # metric locations' writers, as needed
                 self.writers = np.asarray([self.archive.writer(int(i))
                                            if self.replay.has_location(int(i)) else 0
                                            for i in L.loc_ids[self.mine]], dtype=np.uint64)
