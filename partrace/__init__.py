@@ -7,7 +7,7 @@ package (at every rank of a large job) stays cheap.
 """
 import os as _os
 
-__version__ = "0.1.0"
+from .version import __version__
 __all__ = ["open", "merge", "__version__"]
 
 

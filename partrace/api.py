@@ -51,12 +51,11 @@ class TraceData:
         return self.format == "hdf5"
 
     def _decode(self) -> None:
-        from .engine.mpi import serial
         from .engine.pipeline import run
         from .output.memory import MemorySink
         sink = MemorySink()
-        with public_errors():
-            run(serial(), self.path, sink, format=self.format, reader_options=self.options)
+        with _job(self.path, self.format, _serial()) as job:
+            run(job.comm, self.path, sink, format=self.format, reader_options=self.options)
         self._tables, self._defs, self._schema = sink.tables, sink.defs, sink.schema
 
     @property
@@ -139,8 +138,8 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import profile
-        with public_errors():
-            res = profile(self.path, format=self.format, per_location=per_location,
+        with _job(self.path, self.format, _serial()) as job:
+            res = profile(self.path, comm=job.comm, format=self.format, per_location=per_location,
                           reader_options=self.options)
         columns = (["location", "location_id"] if per_location else []) + \
             ["region", "region_id", "calls", "inclusive_ns", "exclusive_ns"] + \
@@ -154,8 +153,8 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import communication
-        with public_errors():
-            pairs = communication(self.path, format=self.format, by=by,
+        with _job(self.path, self.format, _serial()) as job:
+            pairs = communication(self.path, comm=job.comm, format=self.format, by=by,
                                   reader_options=self.options)["pairs"]
         return pd.DataFrame(pairs.columns, columns=["sender_id", "receiver_id", "sender",
                                                     "receiver", "messages", "bytes"])
@@ -165,8 +164,9 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import communication
-        with public_errors():
-            res = communication(self.path, format=self.format, reader_options=self.options)
+        with _job(self.path, self.format, _serial()) as job:
+            res = communication(self.path, comm=job.comm, format=self.format,
+                                reader_options=self.options)
         return pd.DataFrame(res["histogram"], columns=["low", "high", "messages", "bytes"])
 
     def collectives(self):
@@ -174,8 +174,9 @@ class TraceData:
         pd = _pandas()
 
         from .analysis import communication
-        with public_errors():
-            res = communication(self.path, format=self.format, reader_options=self.options)
+        with _job(self.path, self.format, _serial()) as job:
+            res = communication(self.path, comm=job.comm, format=self.format,
+                                reader_options=self.options)
         return pd.DataFrame(res["collectives"], columns=["collective", "calls", "bytes_sent",
                                                          "bytes_received", "locations"])
 
@@ -187,8 +188,9 @@ class TraceData:
         pd = _pandas()
 
         from .analysis.clocks import check
-        with public_errors():
-            res = check(self.path, format=self.format, by=by, reader_options=self.options)
+        with _job(self.path, self.format, _serial()) as job:
+            res = check(self.path, comm=job.comm, format=self.format, by=by,
+                        reader_options=self.options)
         df = pd.DataFrame(res.pop("pairs"), columns=CLOCK_COLUMNS)
         df.attrs.update(res)
         return df
@@ -247,8 +249,10 @@ def open(path: str | os.PathLike, format: str | None = None, **options) -> Trace
 def merge(trace, output, *, streams: int | None = None, to: str | None = None,
           format: str | None = None, overwrite: bool = False, compression: str | None = None,
           layout: str | None = None, memory: int | str = "2G", tmpdir=None,
-          reader_options: dict | None = None, comm=None, sync: str = "none"):
-    """Merge ``trace`` into ``output`` (.h5 or .otf), as ``partrace merge`` does.
+          reader_options: dict | None = None, comm=None, sync: str = "none",
+          progress: str = "none", stats: str | None = None, self_trace: str | None = None):
+    """Merge ``trace`` into ``output`` (.h5, .otf, .otf2, .pftrace, .json), as ``partrace
+    merge`` does: the same job (engine/job.py), so the same output, accounts and errors.
 
     ``compression``: "gzip" or "lzf" for HDF5 columns, "zlib" for OTF files.
     ``layout`` (HDF5): "single" (default: one self-contained file at any rank
@@ -259,23 +263,45 @@ def merge(trace, output, *, streams: int | None = None, to: str | None = None,
     where rows beyond it are spilled; ``reader_options``: the input format's own options.
 
     ``sync``: the clock correction, "none", "offsets" or "clc" (docs/clocks.md).
+    ``progress``: "none" (default), "bar", "log" or "auto", on rank 0's stderr.
+    ``stats`` (FILE.json) and ``self_trace`` (FILE.pftrace, .json or .otf2): every rank's
+    account of the run, as ``--stats`` and ``--self-trace`` write it (docs/accounts.md).
 
-    ``comm`` defaults to the world communicator when launched under MPI.
+    ``comm`` defaults to the world communicator when launched under MPI.  Returns the
+    run's figures (:class:`~partrace.engine.pipeline.RunStats`, this rank's).
     """
-    from .analysis.sync import clock_sync
-    from .engine.mpi import world
-    from .engine.pipeline import run
-    from .output import make_sink
-    with public_errors():
-        sink = make_sink(output, to=to, source=str(trace), overwrite=overwrite, streams=streams,
-                         compression=compression, layout=layout)
-        if isinstance(memory, str):
-            memory = _budget(memory)
-        comm = comm or world()
-        retime = None if sync == "none" else clock_sync(
-            comm, sync, trace, format=format, reader_options=reader_options, budget=-1)
-        return run(comm, trace, sink, format=format, memory=memory, spill_dir=tmpdir,
-                   reader_options=reader_options, retime=retime)
+    from .merging import merge as merge_in
+    if isinstance(memory, str):
+        memory = _budget(memory)
+    with _job(trace, format, comm, account=bool(stats or self_trace),
+              keep_slices=bool(self_trace)) as job:
+        done = merge_in(job, trace, output, to=to, format=format, overwrite=overwrite,
+                        streams=streams, compression=compression, layout=layout, memory=memory,
+                        tmpdir=tmpdir, reader_options=reader_options, sync=sync,
+                        progress=progress, stats=stats, self_trace=self_trace)
+    if done.report_error is not None:   # rank 0's alone, once every rank is done
+        raise done.report_error
+    return done.stats
+
+
+def _serial():
+    """A trace opened in Python is read by this process alone, whatever the launcher."""
+    from .engine.mpi import serial
+    return serial()
+
+
+@contextlib.contextmanager
+def _job(trace, format: str | None = None, comm=None, **options):
+    """The job a call runs in, as the command line's (engine/job.py): the kernels' mode
+    chosen by the input's size, a cold cache warmed before a parallel run, a failure on
+    one rank alone ending every rank; errors as :func:`public_errors` words them."""
+    from .engine.job import Job
+
+    def warm_up(comm):
+        from .warm import before_parallel_run
+        before_parallel_run(comm, trace, format)
+    with public_errors(), Job(comm, trace=trace, warm_up=warm_up, **options) as job:
+        yield job
 
 
 @contextlib.contextmanager
@@ -315,10 +341,8 @@ def _api_error(exc: BaseException) -> BaseException:
 
 def _budget(text: str) -> int:
     """'512M' -> bytes, as --memory takes it; a bad size is a UsageError."""
-    import argparse
-
-    from .cli import _size
+    from .sizes import parse_size
     try:
-        return _size(text)
-    except argparse.ArgumentTypeError as exc:
+        return parse_size(text)
+    except ValueError as exc:
         raise UsageError(f"memory: {exc}") from None

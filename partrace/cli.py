@@ -27,7 +27,7 @@ examples:
 
 
 def _command(sub, name: str, func, **parser_args) -> argparse.ArgumentParser:
-    """A subcommand ``name`` run by ``func(comm, args)``."""
+    """A subcommand ``name`` run by ``func(job, args)`` (engine/job.py)."""
     p = sub.add_parser(name, **parser_args)
     p.set_defaults(func=func)
     return p
@@ -119,17 +119,12 @@ def reader_options(args) -> dict:
 
 
 def _size(text: str) -> int:
-    """'512M' -> bytes (K, M, G, T: powers of 1024)."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    t = text.strip().upper().removesuffix("B")
-    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    """--memory SIZE as bytes, or argparse's one-line refusal."""
+    from .sizes import parse_size
     try:
-        value = int(float(num) * units[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 4G)") from None
-    if value < 1 << 20:
-        raise argparse.ArgumentTypeError(f"{text!r}: the budget must be at least 1M")
-    return value
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _report_path(*suffixes: str):
@@ -150,7 +145,7 @@ def _report_path(*suffixes: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .version import __version__
     parser = argparse.ArgumentParser(
         prog="partrace", description="MPI-parallel trace processing: read OTF, OTF2, DUMPI, "
         "ovni and ROSS traces, merge all events into one global time order, write HDF5, OTF, "
@@ -179,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                  help="compile the numba kernels once (after install); "
                  "say where they are cached",
                  description="Run every command on small sample traces of each format "
-                 "(tests/data of the source checkout) and on the TRACEs named, in one "
+                 "(bundled with the package) and on the TRACEs named, in one "
                  "process and then on 2 ranks under mpiexec (the kernels only a parallel "
                  "run uses), so that every compiled kernel is in numba's cache before a "
                  "job starts; print the cache folder and the time taken. A run on 8 "
@@ -276,9 +271,10 @@ def _add_clocks_command(sub) -> None:
     p.add_argument("--json", action="store_true", help="JSON: totals and one record per pair")
 
 
-def cmd_clocks(comm, args) -> int:
+def cmd_clocks(job, args) -> int:
     from .analysis import render as R
     from .analysis.clocks import check
+    comm = job.comm
     res = check(args.trace, comm=comm, format=args.format, by=args.by,
                 reader_options=reader_options(args))
     if comm.rank == 0:
@@ -304,9 +300,10 @@ def check_options(comm, args) -> None:
         check_target(args.plot)
 
 
-def cmd_profile(comm, args) -> int:
+def cmd_profile(job, args) -> int:
     from .analysis import profile
     from .analysis import render as R
+    comm = job.comm
     res = profile(args.trace, comm=comm, format=args.format, memory=args.memory, tmpdir=args.tmpdir,
                   reader_options=reader_options(args),
                   per_location=args.per_location)
@@ -333,8 +330,9 @@ def cmd_profile(comm, args) -> int:
     return 0
 
 
-def cmd_timeline(comm, args) -> int:
+def cmd_timeline(job, args) -> int:
     from .analysis.timeline import timeline_data
+    comm = job.comm
     data = timeline_data(comm, args.trace, format=args.format, shown_time=_time_range(args.time),
                          reader_options=reader_options(args),
                          memory=args.memory, tmpdir=args.tmpdir)
@@ -374,9 +372,10 @@ def _number(text: str):
         return value
 
 
-def cmd_dump(comm, args) -> int:
+def cmd_dump(job, args) -> int:
     from .analysis.dump import DumpSink, Stop
     from .engine.pipeline import run
+    comm = job.comm
 
     def split(text):
         return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
@@ -391,9 +390,10 @@ def cmd_dump(comm, args) -> int:
     return 0
 
 
-def cmd_comm(comm, args) -> int:
+def cmd_comm(job, args) -> int:
     from .analysis import communication
     from .analysis import render as R
+    comm = job.comm
     res = communication(args.trace, comm=comm, format=args.format, with_names=True, by=args.by,
                         reader_options=reader_options(args))
     if comm.rank != 0:
@@ -435,39 +435,21 @@ def cmd_comm(comm, args) -> int:
     return 0
 
 
-def cmd_run(comm, args) -> int:
-    import time
-
-    from .engine.pipeline import run
-    from .engine.progress import Progress
-    from .output import make_sink
-    sink = None
-    with comm.guard():      # every rank refuses alike: rank 0 alone says so
-        sink = make_sink(args.output, to=args.to, source=str(args.trace),
-                         overwrite=args.overwrite, streams=args.streams,
-                         compression=args.compress, layout=args.layout)
-    comm.check()
-    progress = Progress(comm, mode="none" if args.quiet else args.progress)
-    t0 = time.perf_counter()
-    from .analysis.sync import clock_sync
-    sync = clock_sync(comm, args.sync, args.trace, format=args.format,
-                      reader_options=reader_options(args),
-                      budget=-1 if args.quiet else args.memory // CLOCK_SHARE)   # -1: none
-    try:
-        stats = run(comm, args.trace, sink, format=args.format, progress=progress,
-                    reader_options=reader_options(args),
-                    memory=args.memory, spill_dir=args.tmpdir, retime=sync)
-    finally:    # also when the plan fails, before the run's own cleanup
-        progress.done()
-    counted = sync.violations(comm)
-    lines = _report_accounts(comm, args)
-    rows = comm.allreduce_sum(sum(stats.rows_written.values()))
-    events = comm.allreduce_sum(stats.rows_written.get("events", 0))
-    spilled = comm.allreduce_sum(stats.spilled_bytes)
-    peak = comm.allreduce_max(_peak_rss())
+def cmd_run(job, args) -> int:
+    from .merging import CLOCK_SHARE, merge
+    comm = job.comm
+    done = merge(job, args.trace, args.output, to=args.to, format=args.format,
+                 overwrite=args.overwrite, streams=args.streams, compression=args.compress,
+                 layout=args.layout, memory=args.memory, tmpdir=args.tmpdir,
+                 reader_options=reader_options(args), sync=args.sync,
+                 progress="none" if args.quiet else args.progress, count_clocks=not args.quiet,
+                 stats=args.stats, self_trace=args.self_trace)
+    if done.report_error is not None:
+        from .errors import one_line
+        print(f"partrace: error: {one_line(done.report_error)}", file=sys.stderr)
     if comm.rank == 0 and not args.quiet:
-        dt = time.perf_counter() - t0
-        extra = f", {spilled / 1e6:,.1f} MB spilled" if spilled else ""
+        stats, counted = done.stats, done.violations
+        extra = f", {done.spilled_bytes / 1e6:,.1f} MB spilled" if done.spilled_bytes else ""
         if args.memory < SMALL_BUDGET:      # said where the time it cost is seen
             extra += (f" (--memory {args.memory / 2**20:g}M: under {SMALL_BUDGET >> 20}M most "
                       f"rows spill and windows are many; the default 2G is many times faster)")
@@ -479,42 +461,18 @@ def cmd_run(comm, args) -> int:
                       f"sent" + (f" and {counted[3]:,} of {counted[2]:,} collectives that a "
                                  f"member left before another entered" if counted[2] else "") +
                       f" (--sync {args.sync})")
-        print(f"partrace: wrote {args.output}: {events:,} events ({rows:,} rows in all tables) "
-              f"from {_amount(stats.source_bytes)} in {_files(stats.source_files)} "
-              f"in {dt:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
-              f"peak memory {peak / 2**20:,.0f} MiB per rank", file=sys.stderr)
-        print(*lines or [], sep="\n", file=sys.stderr)
-    return 0 if lines is not None else 2
-
-
-def _report_accounts(comm, args) -> list[str] | None:
-    """Collective: every rank's account met on rank 0, which writes --stats and
-    --self-trace; the summary's lines (on rank 0), None if a report could not be written
-    (said in one line; the output, published by now, stays)."""
-    from .engine import account_report
-    reports = account_report.gather(comm)
-    if reports is None:
-        return []
-    try:
-        if args.stats:
-            account_report.write_stats(args.stats, reports)
-        if args.self_trace:
-            from .output.self_trace import write_self_trace
-            write_self_trace(args.self_trace, reports)
-    except OSError as exc:
-        from .errors import one_line
-        print(f"partrace: error: {one_line(exc)}", file=sys.stderr)
-        return None
-    return [account_report.summary_line(reports)]
+        print(f"partrace: wrote {args.output}: {done.events:,} events ({done.rows:,} rows in all "
+              f"tables) from {_amount(stats.source_bytes)} in {_files(stats.source_files)} "
+              f"in {done.seconds:.2f} s on {comm.size} rank(s), {stats.windows} window(s){extra}, "
+              f"peak memory {done.peak_rss_bytes / 2**20:,.0f} MiB per rank", file=sys.stderr)
+        if done.report_error is None:
+            print(*done.report_lines, sep="\n", file=sys.stderr)
+    return 0 if done.report_error is None else 2
 
 
 # A budget below this makes a run spill and window so much that it is many times slower
 # (ring8: 0.5 s at 2G, 12 s at 1M): accepted, and the summary says so
 SMALL_BUDGET = 64 << 20
-# the share of --memory a merge keeps of message records to count the clock violations its
-# output holds: matching them takes about four times their bytes at the end, which the
-# engine's budget does not include (beyond the share: not counted, and the summary says so)
-CLOCK_SHARE = 40
 
 
 def _amount(nbytes: int) -> str:
@@ -526,22 +484,18 @@ def _files(n: int) -> str:
     return f"{n:,} file" if n == 1 else f"{n:,} files"
 
 
-def _peak_rss() -> int:
-    """This process's peak resident memory in bytes."""
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # Linux: KiB
-
-
-def cmd_info(comm, args) -> int:
+def cmd_info(job, args) -> int:
     from .info import gather_info, render
+    comm = job.comm
     report = gather_info(comm, args.trace, args.format, reader_options(args))
     if comm.rank == 0:
         print(render(report, as_json=args.json))
     return 0
 
 
-def cmd_warm(comm, args) -> int:
+def cmd_warm(job, args) -> int:
     from . import warm
+    comm = job.comm
     if not args.parallel_only:
         with comm.guard():      # under mpiexec: rank 0 compiles, the others wait
             if comm.rank == 0:  # (already on many ranks: no second mpiexec from a rank)
@@ -578,20 +532,20 @@ def _one_line_warnings() -> None:
     warnings.showwarning = show
 
 
-def _leave(comm, code: int, line: str | None) -> int:
-    """An error on this rank alone: remove all this run's files it can see, end the job.
+def make_job(args):
+    """The job a command runs in (engine/job.py): its input chooses the kernels' mode and a
+    parallel run of a command that decodes warms a cold cache on rank 0 first; a merge
+    keeps every rank's account."""
+    from .engine.job import Job
+    decodes = args.func in DECODING
+    trace = getattr(args, "trace", None)
 
-    MPI_Abort makes the launcher SIGKILL every other rank, so this rank removes
-    what it can see of theirs (spill folders of the same run, the staging folder).
-    """
-    from .engine import stop
-    if line:
-        print(line, file=sys.stderr)
-    stop.cleanup(hard=comm.parallel)
-    if comm.parallel:
-        sys.stderr.flush()
-        comm.abort(code)
-    return code
+    def warm_up(comm):
+        from .warm import before_parallel_run
+        before_parallel_run(comm, trace, args.format)
+    return Job(trace=trace, decodes=decodes, kernels="numba" if args.func is cmd_warm else None,
+               checks=lambda comm: check_options(comm, args), warm_up=warm_up,
+               account=args.func is cmd_run, keep_slices=bool(getattr(args, "self_trace", None)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -599,60 +553,22 @@ def main(argv: list[str] | None = None) -> int:
     from .display import register
     register()      # non-UTF-8 names print as \xNN, never crash a UTF-8 stream
     from .engine import stop
-    from .engine.mpi import RankFailed, Terminated, world
-    from .errors import PartraceError, one_line
     _one_line_warnings()
-    comm = world()
-    stop.begin(comm)
-    if args.func is cmd_run:    # every rank's time accounted, from its start (engine/accounts)
-        from .engine import accounts
-        accounts.begin(comm.rank, keep_slices=bool(args.self_trace))
+    job = make_job(args)
     try:
-        with comm.guard():
-            check_options(comm, args)
-        comm.check()
-        if args.func in DECODING:   # a small input runs its kernels as Python: no numba
-            from .kernels import jit
-            jit.choose(jit.input_bytes(args.trace))
-        if comm.parallel and args.func in DECODING:
-            from .warm import before_parallel_run
-            before_parallel_run(comm, args.trace, args.format)
-        code = args.func(comm, args)
-    except Terminated as exc:     # every rank knows; each removed its files; rank 0 speaks
-        stop.cleanup()
-        if comm.rank == 0:
-            print(f"partrace: {exc.message}: spill files and unfinished output removed",
-                  file=sys.stderr)
-        return exc.exit_code
-    except RankFailed as exc:     # every rank knows; rank 0 speaks
-        if comm.rank == 0:
-            print(f"partrace: error: {exc.message}", file=sys.stderr)
-        return 2
-    except PartraceError as exc:  # raised on this rank alone
-        return _leave(comm, 2, f"partrace: error: {one_line(exc)}")
+        with job:   # a failure on this rank alone ends every rank there, its files removed
+            code = args.func(job, args)
     except BrokenPipeError:       # output piped into `head` and the like: stop quietly
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (KeyboardInterrupt, stop.StopRequested) as exc:   # outside any guard
-        sig = stop.signum or 2
-        return _leave(comm, stop.exit_code(sig), f"partrace: terminated "
-                      f"({stop.signal_name(sig)} on rank {comm.rank}): spill files and "
-                      f"unfinished output removed" if isinstance(exc, stop.StopRequested)
-                      else None)
-    except Exception as exc:      # a bug: say so, end the whole job
-        import os
-        import traceback
-        if os.environ.get("PARTRACE_DEBUG"):
-            traceback.print_exc()
-        return _leave(comm, 3, f"partrace: internal error on rank {comm.rank}: "
-                      f"{one_line(exc).removeprefix('internal error: ')} "
-                      f"(set PARTRACE_DEBUG=1 for a traceback)")
-    if stop.signum is not None:   # arrived once the output was complete: it stays
-        print(f"partrace: {stop.signal_name(stop.signum)} on rank {comm.rank} after the "
-              f"output was written; it is kept", file=sys.stderr)
-        return stop.exit_code()
-    return code
+    except (Exception, KeyboardInterrupt, stop.StopRequested) as exc:
+        failure = job.describe(exc)     # the job has cleaned up (and, on many ranks, ended)
+        if failure.line:
+            print(failure.line, file=sys.stderr)
+        return failure.code
+    late = job.signalled_after_output()     # arrived once the output was complete: it stays
+    return code if late is None else late
 
 
 def _one_blas_thread() -> None:

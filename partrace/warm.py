@@ -30,13 +30,13 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 
-# format -> sample traces under tests/data of a source checkout (an editable install)
+# format -> small sample traces under partrace/samples/, package data of the wheel (in a
+# source checkout, links into tests/data, where the tests read the same traces)
 SAMPLES = {
-    "otf": ["otf/ring8/trace/ring8.otf", "otf/real-zlib/trace/ring8_z.otf",
-            "otf/real-long/trace/ring8_long.otf"],
+    "otf": ["otf/ring8/ring8.otf", "otf/real-zlib/ring8_z.otf", "otf/real-long/ring8_long.otf"],
     "dumpi": ["dumpi/p2p-4rank", "dumpi/coll-4rank"],
-    "ovni": ["ovni/v1-zoo-small/ovni", "ovni/v3-mpisim-small/ovni"],
-    "ross": ["ross/pi-np1-seq-allmodes/stats", "ross/phold-np2-opt-gvt-pekplp/stats"],
+    "ovni": ["ovni/v1-zoo-small", "ovni/v3-mpisim-small"],
+    "ross": ["ross/pi-np1-seq-allmodes", "ross/phold-np2-opt-gvt-pekplp"],
     "otf2": ["otf2/mpi3/traces.otf2", "otf2/threads2/traces.otf2"],
 }
 HDF5_FROM = "otf"       # partrace HDF5 input: made from the OTF samples by the merge
@@ -44,13 +44,13 @@ STAMP = "partrace-warm.json"
 
 
 def sample_folder() -> Path | None:
-    """tests/data of the source checkout this package runs from, if there is one."""
-    data = PACKAGE.parent / "tests" / "data"
+    """partrace/samples, if this install has it."""
+    data = PACKAGE / "samples"
     return data if data.is_dir() else None
 
 
 def samples(fmt: str) -> list[Path]:
-    """The sample traces of ``fmt`` that exist here (none: no source checkout)."""
+    """The sample traces of ``fmt`` that exist here."""
     data = sample_folder()
     if data is None:
         return []
@@ -183,11 +183,35 @@ def _word_kernels() -> None:
     for w in words:
         flat = T.Array(w, 1, "C")
         for out in (flat, T.Array(w, 1, "A")):  # "A": one word column of a sub-array
-            gather._take.compiled().compile((out, rows, flat))
+            _compile(gather._take, (out, rows, flat))
             for s in spans:
                 source = T.Array(s, 1, "C")
-                gather._lookup.compiled().compile((out, source, flat))
-                gather._gather.compiled().compile((out, source, rows, flat))
+                _compile(gather._lookup, (out, source, flat))
+                _compile(gather._gather, (out, source, rows, flat))
+    # a column held as a base plus narrow offsets (engine/narrow.py), taken or gathered by
+    # span: one variant per integer type, offset width and span-index type; and the
+    # narrowing passes over an integer column of each type
+    from .engine import narrow
+    steps = T.Array(T.uint8, 1, "C")
+    for kind in (T.int16, T.int32, T.int64, T.uint16, T.uint32, T.uint64, T.int8, T.uint8):
+        col = T.Array(kind, 1, "C")
+        _compile(narrow._counts_up, (col,))
+        _compile(narrow._steps_of, (col, steps))
+        for off in (T.uint8, T.uint16, T.uint32):
+            if off.bitwidth >= kind.bitwidth:
+                continue
+            for s in spans:
+                source = T.Array(s, 1, "C")
+                offsets = T.Array(off, 1, "C")
+                _compile(gather._take_offsets, (col, source, rows, col, offsets))
+                _compile(gather._gather_offsets, (col, source, rows, col, offsets))
+
+
+def _compile(kernel, signature) -> None:
+    """One signature of a kernel, a stop signal held meanwhile (as for any call into numba)."""
+    from .engine import stop
+    with stop.held():
+        kernel.compiled().compile(signature)
 
 
 def _dispatchers() -> list:
@@ -208,14 +232,10 @@ def _dispatchers() -> list:
 def warm(formats=None, traces=(), log=None, comm=None) -> dict:
     """Run every command on the samples of ``formats`` (default all) and on ``traces``,
     in this process (``comm``: on all its ranks together); {"compiled", "loaded",
-    "seconds", "traces", "cache"} (compiled and loaded: kernel signatures)."""
-    from .kernels import jit
-    small = jit.is_small()
-    jit.set_small(False)    # compile every kernel, whatever the samples' size
-    try:
-        return _warm(formats, traces, log or (lambda line: None), comm)
-    finally:
-        jit.set_small(small)
+    "seconds", "traces", "cache"} (compiled and loaded: kernel signatures).  Kernels
+    compile in the mode of the job this runs in: ``partrace warm``'s job compiles whatever
+    the samples' size (engine/job.py)."""
+    return _warm(formats, traces, log or (lambda line: None), comm)
 
 
 @contextlib.contextmanager
@@ -361,7 +381,7 @@ def main(args, comm=None, rehearse: bool = True) -> int:
     formats = args.formats or (None if not args.traces else [])
     if not args.traces and sample_folder() is None:
         from .errors import UsageError
-        raise UsageError("no sample traces here (tests/data of a source checkout): "
+        raise UsageError("no sample traces here (partrace/samples of the install): "
                          "name traces to warm on, `partrace warm TRACE ...`")
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     if comm is not None:

@@ -7,6 +7,14 @@ also be run alone:
 
     python scripts/bench_ctools.py TRACE --otfprint PATH --otfmerge PATH ...
 
+Several traces, each named (LABEL=PATH), give each its table and then one table of
+the ratios side by side, a row per format and phase, a column per label: the
+suite's generated traces next to traces the formats' own libraries wrote
+(docs/benchmarks.md says how to make those; this script builds nothing):
+
+    python scripts/bench_ctools.py suite=bench-out/suite-x1/otf/x.otf \
+        real=/tmp/real/otf/lib.otf --phases 'merge->h5,merge->otf' --otfmerge PATH ...
+
 Each command runs as a child process: CPU seconds from os.wait4 (user + system
 of the child and every descendant it waited for), peak resident memory of the
 largest process of that tree from GNU time's %M (ru_maxrss of a child of this
@@ -56,6 +64,7 @@ GNU_TIME = next((t for t in ("/usr/bin/time", shutil.which("time")) if t and os.
 
 # The targets partrace is held to, as printed beside the ratios.
 TARGETS = {"decode": 0.5, "merge->h5": 1.0, "merge->otf": 1.5}
+PHASES = ("start-up", "decode", "info", "merge->h5", "merge->otf")
 PEAK_TARGET_MIB, PEAK_TARGET_INPUT = 600, 200e6
 
 
@@ -175,8 +184,9 @@ def verdict(ok: bool | None) -> str:
 
 
 def report(fmt: str, in_bytes: int, mine: dict[str, Command], theirs: dict[str, Command],
-           repeat: int) -> list[str]:
-    """The markdown table: one row per partrace command, its C tool beside it."""
+           repeat: int, ratios: dict | None = None) -> list[str]:
+    """The markdown table: one row per partrace command, its C tool beside it; `ratios`
+    (when given) gets each phase's (min, median) ratio to its C tool."""
     text_otf = fmt == "otf"
     out_target = 1.0 if text_otf else 2.0
     how = ("GNU time %M" if GNU_TIME else
@@ -186,11 +196,12 @@ def report(fmt: str, in_bytes: int, mine: dict[str, Command], theirs: dict[str, 
              "| phase | partrace CPU s | C tool | C CPU s | ratio min / med | target "
              "| peak MiB (max of runs) partrace / C | out/in bytes partrace / C |",
              "|---|---|---|---|---|---|---|---|"]
-    startup = mine.pop("start-up")
-    lines.append(f"| start-up | {stats([r[0] for r in startup.runs])[0]:.3f} | "
-                 "python + numpy + numba + partrace imports: in every partrace row "
-                 "| | | | " f"{max(r[1] for r in startup.runs):,.0f} | |")
-    decode_min = stats([r[0] for r in mine["decode"].runs])[0]
+    startup = mine.pop("start-up", None)
+    if startup:
+        lines.append(f"| start-up | {stats([r[0] for r in startup.runs])[0]:.3f} | "
+                     "python + numpy + numba + partrace imports: in every partrace row "
+                     "| | | | " f"{max(r[1] for r in startup.runs):,.0f} | |")
+    decode_min = stats([r[0] for r in mine["decode"].runs])[0] if "decode" in mine else None
     for phase, cmd in mine.items():
         p_cpu = stats([r[0] for r in cmd.runs])
         p_peak = max(r[1] for r in cmd.runs)
@@ -198,7 +209,11 @@ def report(fmt: str, in_bytes: int, mine: dict[str, Command], theirs: dict[str, 
         c_cpu = stats([r[0] for r in c.runs]) if c else None
         c_col = (f"{c_cpu[0]:.3f} / {c_cpu[1]:.3f}" if c else "-")
         ratio = (p_cpu[0] / c_cpu[0], p_cpu[1] / c_cpu[1]) if c and c_cpu[0] > 0 else None
-        if phase == "info":
+        if ratios is not None and ratio:
+            ratios[phase] = ratio
+        if phase == "info" and decode_min is None:
+            target = "-"
+        elif phase == "info":
             # the target is partrace's own decode; the C tool's ratio is shown for reference
             target = f"<= decode ({decode_min:.3f} s){verdict(p_cpu[0] <= decode_min)}"
         elif phase in TARGETS:
@@ -224,15 +239,18 @@ def report(fmt: str, in_bytes: int, mine: dict[str, Command], theirs: dict[str, 
 
 
 def compare(trace: str, fmt: str | None, tools: dict, repeat: int,
-            tmpdir: str | None = None) -> list[str]:
-    """Measure partrace and the C tools on ``trace``; the table's lines."""
+            tmpdir: str | None = None, phases=PHASES, ratios: dict | None = None) -> list[str]:
+    """Measure partrace and the C tools on ``trace`` (only the rows of `phases`); the
+    table's lines.  `ratios` (when given) gets "format" and each phase's ratios."""
     from partrace.formats import open_trace
     reader = open_trace(trace, fmt)
     name = reader.format_name
     files = reader.source_files()
     in_bytes = sum(f.stat().st_size for f in files)
-    mine = partrace_commands(trace, fmt)
-    theirs = c_commands(name, trace, files, tools)
+    mine = {k: c for k, c in partrace_commands(trace, fmt).items() if k in phases}
+    theirs = {k: c for k, c in c_commands(name, trace, files, tools).items() if k in phases}
+    if ratios is not None:
+        ratios["format"] = name
     order = []
     for phase, cmd in mine.items():        # A B A B: each partrace command, then its C tool
         order.append(cmd)
@@ -243,7 +261,36 @@ def compare(trace: str, fmt: str | None, tools: dict, repeat: int,
         Path(tmpdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="partrace-ctools-", dir=tmpdir) as scratch:
         run_rounds(order, repeat, Path(scratch))
-    return report(name, in_bytes, mine, theirs, repeat)
+    return report(name, in_bytes, mine, theirs, repeat, ratios)
+
+
+def side_by_side(runs: list[tuple[str, dict]], phases) -> list[str]:
+    """One table of the ratios of several traces: a row per format and phase (in the
+    order met), a column per label; several traces of one label and format: the first."""
+    labels = list(dict.fromkeys(label for label, _ in runs))
+    cells: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}
+    for label, ratios in runs:
+        for phase in phases:
+            if phase in ratios:
+                cells.setdefault((ratios["format"], phase), {}).setdefault(label, ratios[phase])
+    lines = ["CPU of partrace over its C tool, min / median of the interleaved runs, "
+             "side by side",
+             "| format | phase | " + " | ".join(labels) + " | target |",
+             "|---|---|" + "---|" * len(labels) + "---|"]
+    for (fmt, phase), row in cells.items():
+        vals = [f"{row[k][0]:.2f}x / {row[k][1]:.2f}x" if k in row else "-" for k in labels]
+        target = f"<= {TARGETS[phase]}x" if phase in TARGETS else "-"
+        lines.append(f"| {fmt} | {phase} | " + " | ".join(vals) + f" | {target} |")
+    return lines
+
+
+def labelled(arg: str) -> tuple[str, str]:
+    """``LABEL=PATH`` or ``PATH`` (labelled by itself); a path holding '=' keeps it when
+    it exists as given."""
+    label, sep, path = arg.partition("=")
+    if not sep or Path(arg).exists():
+        return arg, arg
+    return label, path
 
 
 def decode_only(trace: str, fmt: str | None) -> None:
@@ -265,8 +312,11 @@ def add_tool_options(ap: argparse.ArgumentParser) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("trace")
+    ap.add_argument("trace", nargs="+",
+                    help="a trace, or several as LABEL=PATH (their ratios side by side)")
     ap.add_argument("--format")
+    ap.add_argument("--phases", default=",".join(PHASES),
+                    help=f"the rows to measure, comma-separated (default: {','.join(PHASES)})")
     ap.add_argument("--repeat", type=int, default=3, help="measured rounds (after one warm-up)")
     ap.add_argument("--tmpdir", help="where the outputs go (default: system temp)")
     ap.add_argument("--decode-only", action="store_true", help=argparse.SUPPRESS)
@@ -275,11 +325,26 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     if args.decode_only:
-        decode_only(args.trace, args.format)
+        decode_only(args.trace[0], args.format)
         return 0
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown:
+        ap.error(f"--phases: unknown {', '.join(unknown)} (known: {', '.join(PHASES)})")
     tools = {t: getattr(args, t) for t in TOOLS}
+    traces = [labelled(t) for t in args.trace] if len(args.trace) > 1 else [(None, args.trace[0])]
     with bench_results.recorded("bench_ctools", argv, args.results):
-        print("\n".join(compare(args.trace, args.format, tools, args.repeat, args.tmpdir)))
+        runs = []
+        for label, trace in traces:
+            if label is not None:
+                print(f"\n{label}: {trace}")
+            ratios: dict = {}
+            print("\n".join(compare(trace, args.format, tools, args.repeat, args.tmpdir,
+                                     phases, ratios)))
+            runs.append((label, ratios))
+        if len(traces) > 1:
+            print()
+            print("\n".join(side_by_side(runs, phases)))
     return 0
 
 

@@ -10,12 +10,15 @@ generating millions of calls takes seconds.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from partrace.formats.dumpi.encode import BY_NAME, Call, encode_call, rank_path, write_meta, \
-    write_rank
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))    # tests.support
+
+from tests.support.dumpi_encode import (BY_NAME, Call, encode_call, rank_path,  # noqa: E402
+                                        write_meta, write_rank)
 
 MASK = 0x4F          # thread, cpu and wall times, statuses (libdumpi's default)
 WALL0 = 700          # wall offset (s); stored seconds are biased by it

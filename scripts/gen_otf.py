@@ -78,6 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     from partrace.formats.otf import writer
+    from tests.support.otf_write import write_stream
 
     out = Path(args.output)
     if out.suffix != ".otf":
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
         cols = {c: np.concatenate([x[c] for x in parts]) for c in parts[0]}
         order = np.lexsort((cols["seq"], cols["location"], cols["time"]))
         table = Table({c: v[order] for c, v in cols.items()})
-        writer.write_stream(stub, s, {"events": table}, defs)
+        write_stream(stub, s, {"events": table}, defs)
         total += len(table)
     writer.write_global(stub, defs, smap)
     size = sum(f.stat().st_size for f in out.parent.glob(stub.name + ".*"))

@@ -48,7 +48,5 @@ def synth_trace(tmp_path):
 def jit_mode(request):
     """Runs a test with the kernels compiled, then as plain Python (the small-input mode)."""
     from partrace.kernels import jit
-    before = jit.is_small()
-    jit.set_small(request.param)
-    yield
-    jit.set_small(before)
+    with jit.Scope(mode="python" if request.param else "numba"):   # as a job fixes it
+        yield

@@ -5,11 +5,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from .conftest import ROOT, SYNTH, mpiexec
+from .support.held_run import wait_until_held
 
 
 def _start(args, env, nranks=None):
@@ -33,11 +33,7 @@ def test_sigterm_removes_spill_and_unpublished_output(synth_trace, tmp_path, nra
     proc = _start(["merge", str(trace), "-o", str(out), "--memory", "1M", "--tmpdir", str(spill)],
                   {"PARTRACE_TEST_HOLD_DECODE": "0005"}, nranks)
     held = tmp_path / f"{trace.name}.held"
-    deadline = time.monotonic() + 120
-    while not held.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the held unit"
-        time.sleep(0.05)
+    wait_until_held(proc, held)
     assert any(spill.rglob("*")), "the test needs a run that has spilled"
     assert any(p.name.startswith(f".{out.name}.partrace-") for p in tmp_path.iterdir())
     proc.send_signal(signal.SIGTERM)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT, SYNTH, mpiexec, run_cli
+from .support.held_run import wait_until_held
 
 
 def _start(args, env=None, nranks=None):
@@ -96,11 +97,7 @@ def test_sigterm_to_one_rank_leaves_nothing_on_any_rank(synth_trace, tmp_path, s
     proc = _start(["merge", str(trace), "-o", str(out), "--memory", "1M", "--tmpdir", str(spill)],
                   {"PARTRACE_TEST_HOLD_DECODE": "0005", "PARTRACE_STOP_GRACE": "4"}, nranks=2)
     held = tmp_path / f"{trace.name}.held"
-    deadline = time.monotonic() + 120
-    while not held.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the held unit"
-        time.sleep(0.05)
+    wait_until_held(proc, held)
     time.sleep(0.5)     # let the other rank reach its wait
     ranks = _ranks(proc.pid)
     assert sorted(ranks) == [0, 1], ranks
@@ -310,6 +307,31 @@ def test_input_inside_the_folder_the_output_would_replace_is_refused(synth_trace
                  "--overwrite", "-q"])
     _refused(r, str(parts), "input")
     assert _snapshot(tmp_path) == before
+
+
+def test_output_onto_a_part_of_an_hdf5_input_is_refused(synth_trace, tmp_path):
+    """A "parts" HDF5 output read back: the files in its .parts folder are inputs too (its
+    reader names them), not only the file the command line names."""
+    trace = synth_trace(locations=3, events=500, units=3)
+    first = tmp_path / "first.h5"
+    assert run_cli(["merge", str(trace), "-o", str(first), "-q", "--layout", "parts"],
+                   nranks=2).returncode == 0
+    part = tmp_path / "first.h5.parts" / "rank-00001.h5"
+    before = _snapshot(tmp_path)
+    r = run_cli(["convert", str(first), "-o", str(part), "--overwrite", "-q"])
+    _refused(r, str(part), "input")
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_file_beside_an_otf_input_that_is_not_of_the_trace_may_be_overwritten(tmp_path):
+    """NAME.h5 beside NAME.otf shares its prefix but is no file of the trace."""
+    import shutil
+    trace = tmp_path / "trace"
+    shutil.copytree(OTF_RING8, trace)
+    out = trace / "ring8.h5"
+    for _ in range(2):
+        r = run_cli(["convert", str(trace / "ring8.otf"), "-o", str(out), "--overwrite", "-q"])
+        assert r.returncode == 0, r.stderr
 
 
 def test_overwrite_of_an_old_partrace_output_still_works(synth_trace, tmp_path):

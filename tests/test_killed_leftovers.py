@@ -14,6 +14,7 @@ import pytest
 from partrace.engine import leftovers
 
 from .conftest import run_cli
+from .support.held_run import wait_until_held
 from .test_cli_safety import _alive, _ranks, _start
 
 
@@ -26,11 +27,7 @@ def test_a_later_run_removes_what_a_killed_run_left(synth_trace, tmp_path):
     proc = _start(["merge", str(trace), "-o", str(out), "--memory", "1M", "--tmpdir", str(spill)],
                   {"PARTRACE_TEST_HOLD_DECODE": "0005"}, nranks=2)
     held = tmp_path / f"{trace.name}.held"
-    deadline = time.monotonic() + 120
-    while not held.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the held unit"
-        time.sleep(0.05)
+    wait_until_held(proc, held)
     time.sleep(0.5)
     ranks = _ranks(proc.pid)
     assert sorted(ranks) == [0, 1], ranks

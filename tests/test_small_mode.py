@@ -49,18 +49,9 @@ def test_every_fixture_in_tests_data_is_covered():
     assert found <= listed, sorted(found - listed)
 
 
-class Mode:
-    """Run a block with kernels as Python (small=True) or compiled."""
-
-    def __init__(self, small: bool):
-        self.small = small
-
-    def __enter__(self):
-        self.before = jit.is_small()
-        jit.set_small(self.small)
-
-    def __exit__(self, *exc):
-        jit.set_small(self.before)
+def Mode(small: bool) -> jit.Scope:
+    """Run a block with kernels as Python (small=True) or compiled: a job's scope."""
+    return jit.Scope(mode="python" if small else "numba")
 
 
 def _everything(fmt: str, path: Path) -> dict:
@@ -194,17 +185,30 @@ def test_damaged_inputs_fail_alike(fmt, tmp_path):
 # -- the mode a command takes, and what it imports ------------------------------------
 def test_mode_follows_the_input_size_unless_forced(monkeypatch):
     monkeypatch.delenv(jit.ENV, raising=False)
+    assert jit.Scope(jit.SMALL_BYTES).small is True
+    assert jit.Scope(jit.SMALL_BYTES + 1).small is False
+    assert jit.Scope(None).small is False
+    monkeypatch.setenv(jit.ENV, "python")
+    assert jit.Scope(10 ** 12).small is True
+    monkeypatch.setenv(jit.ENV, "numba")
+    assert jit.Scope(1).small is False
+    assert jit.Scope(1, mode="python").small is True     # a job's own requirement wins
+
+
+def test_a_jobs_mode_is_restored_when_it_ends_even_by_an_error(monkeypatch):
+    """One job's mode never outlives it: a small merge then a large one in one session;
+    a job inside a job whose mode was fixed (a warm-up's runs) keeps that mode."""
+    monkeypatch.delenv(jit.ENV, raising=False)
     before = jit.is_small()
-    try:
-        assert jit.choose(jit.SMALL_BYTES) is True
-        assert jit.choose(jit.SMALL_BYTES + 1) is False
-        assert jit.choose(None) is False
-        monkeypatch.setenv(jit.ENV, "python")
-        assert jit.choose(10 ** 12) is True
-        monkeypatch.setenv(jit.ENV, "numba")
-        assert jit.choose(1) is False
-    finally:
-        jit.set_small(before)
+    with pytest.raises(RuntimeError), jit.Scope(jit.SMALL_BYTES):
+        assert jit.is_small()
+        raise RuntimeError
+    assert jit.is_small() is before
+    with jit.Scope(mode="numba"):
+        with jit.Scope(1):
+            assert not jit.is_small()
+        assert not jit.is_small()
+    assert jit.is_small() is before
 
 
 def test_the_forced_mode_holds_from_import(tmp_path):
@@ -240,19 +244,20 @@ def test_a_dumpi_metafile_counts_its_rank_files(tmp_path, monkeypatch):
     from partrace.engine.mpi import serial
     from partrace.engine.pipeline import open_on_all_ranks, read_plan
     monkeypatch.delenv(jit.ENV, raising=False)
-    was = jit.is_small()
-    try:
-        units_bytes = sum(p.stat().st_size for p in bins)
-        monkeypatch.setattr(jit, "SMALL_BYTES", units_bytes - 1)
-        jit.set_small(True)                 # as if the name-based guess had been small
+    units_bytes = sum(p.stat().st_size for p in bins)
+    monkeypatch.setattr(jit, "SMALL_BYTES", units_bytes - 1)
+    with jit.Scope(1):                      # as if the name-based guess had been small
+        assert jit.is_small()
         read_plan(serial(), open_on_all_ranks(serial(), meta, None))
         assert not jit.is_small()
-        monkeypatch.setattr(jit, "SMALL_BYTES", units_bytes * 2)
-        jit.set_small(True)
+    monkeypatch.setattr(jit, "SMALL_BYTES", units_bytes * 2)
+    with jit.Scope(1):
         read_plan(serial(), open_on_all_ranks(serial(), meta, None))
         assert jit.is_small()               # a small plan keeps the small mode
-    finally:
-        jit.set_small(was)
+    with jit.Scope(mode="python"):
+        monkeypatch.setattr(jit, "SMALL_BYTES", units_bytes - 1)
+        read_plan(serial(), open_on_all_ranks(serial(), meta, None))
+        assert jit.is_small()               # a mode the job fixed is not second-guessed
 
 
 PROBE = """

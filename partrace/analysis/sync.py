@@ -17,7 +17,7 @@ sends forward, with the rest of their location (:mod:`partrace.analysis.clc`).
 
 ``none`` changes nothing; with any, the merge counts the violations its output
 holds from the message rows it decodes anyway (matched as ``partrace clocks`` does),
-while their records fit the budget it is given (cli.CLOCK_SHARE: 1/40 of ``--memory``;
+while their records fit the budget it is given (merging.CLOCK_SHARE: 1/40 of ``--memory``;
 matching them at the end takes about four times that, outside the engine's budget).
 """
 from __future__ import annotations

@@ -21,7 +21,8 @@ commit) runs from one :func:`phase` call to the next.  For each the account keep
 - ``peak_rss_bytes``: the process's resident high-water mark at the phase's end.
 
 All of it is counted per call and per phase, never per row.  Nothing is
-counted until :func:`begin`; the Python API never begins an account.
+counted until :func:`begin`, which a job calls when its command asks for the accounts
+(``--stats``, ``--self-trace``, or the same keywords of ``partrace.merge``).
 """
 from __future__ import annotations
 

@@ -1,35 +1,26 @@
 """The files a run reads: no output may be written over them or delete them.
 
-The pipeline records the trace path and every path its units name (rank 0,
-once per run); the output's staging step refuses an output name that is, or
-holds, one of them.  Both the path as written and the path with symlinks
+The pipeline records the trace path, the files its reader says the trace consists of
+(``TraceReader.source_files``) and every path its units name (rank 0, once per run); the
+output's staging step refuses an output name that is, or holds, one of them.  Which files
+belong to a trace is the format's to say: nothing here knows a format's file names.  Both the path as written and the path with symlinks
 resolved are kept, so a link to an input, or an input reached through a link,
 is caught too.
 """
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 _inputs: set[Path] = set()          # input files and folders
 _holders: set[Path] = set()         # every folder above an input
 
-_OTF_PART = r"\.([0-9a-f]+\.(def|events|snaps|stats|marker)(\.z)?|otf)$"
-
-
-def protect(trace: str | os.PathLike, units=()) -> None:
-    """Record the inputs of the run about to write (forgets an earlier run's)."""
+def protect(trace: str | os.PathLike, files=(), units=()) -> None:
+    """Record the inputs of the run about to write (forgets an earlier run's): the trace path,
+    ``files`` (its reader's ``source_files()``) and the paths in ``units``."""
     _inputs.clear()
     _holders.clear()
-    trace = Path(trace)
-    paths = [trace, trace.parent / f"{trace.name}.parts"]    # an HDF5 output read back
-    if trace.suffix == ".otf":      # OTF: NAME.otf names NAME.<stream>.<kind> beside it
-        pattern = re.compile(re.escape(trace.stem) + _OTF_PART)
-        try:
-            paths += [p for p in trace.parent.iterdir() if pattern.match(p.name)]
-        except OSError:
-            pass
+    paths = [Path(trace), *map(Path, files)]
     for unit in units:
         paths += _paths_in(unit.info)
     for p in paths:

@@ -50,7 +50,8 @@ class Comm:
         self._exception: BaseException | None = None    # the error behind _error, if ours
         self._guard_depth = 0
         self._notices: list = []        # our stop notices to the other ranks, not yet matched
-        self._notified = False          # this rank sent its stop notices (once, ever)
+        self._sent_up = False           # this rank told rank 0 of its own signal (once, ever)
+        self._sent_down = False         # this rank passed a stop down the tree (once, ever)
         self._heard: set[int] = set()   # ranks whose stop notice we received
 
     @property
@@ -199,51 +200,83 @@ class Comm:
         if (stop.signum is not None or self._heard) and self.in_guard():
             raise stop.StopRequested(stop.signum)
 
-    def _exchange_notices(self) -> None:
-        """Send our stop notice once (if signalled); receive the others' notices."""
+    # Stop notices travel through a tree, not from every signalled rank to every other
+    # (P x (P-1) messages when a launcher signals them all): a signalled rank tells rank 0;
+    # rank 0, once signalled or told, tells its two children in a binary tree (2r+1, 2r+2),
+    # and each rank passes the notice on to its own children when it hears it.  At most
+    # 3 messages a rank; a notice reaches every rank in log2(P) hops of their polls.
+    def _children(self) -> list[int]:
+        return [c for c in (2 * self.rank + 1, 2 * self.rank + 2) if c < self.size]
+
+    def _send_notice(self, dest: int) -> None:
         from mpi4py import MPI
-        if stop.signum is not None and not self._notified:
-            self._notified = True
-            note = np.array([stop.signum], dtype=np.int32)
-            self._notices = [(self._c.Isend([note, MPI.INT], dest=r, tag=STOP_TAG), note)
-                             for r in range(self.size) if r != self.rank]
+        note = np.array([stop.signum or 0], dtype=np.int32)
+        self._notices.append((self._c.Isend([note, MPI.INT], dest=dest, tag=STOP_TAG), note))
+
+    def _exchange_notices(self) -> None:
+        """Tell rank 0 of our signal (once); receive notices; pass a stop down the tree."""
+        from mpi4py import MPI
+        if stop.signum is not None and self.rank != 0 and not self._sent_up:
+            self._sent_up = True
+            self._send_notice(0)
         status = MPI.Status()
         while self._c.Iprobe(source=MPI.ANY_SOURCE, tag=STOP_TAG, status=status):
             got = np.empty(1, dtype=np.int32)
             self._c.Recv([got, MPI.INT], source=status.Get_source(), tag=STOP_TAG)
             self._heard.add(status.Get_source())
+        if (stop.signum is not None and self.rank == 0 or self._heard) and not self._sent_down:
+            self._sent_down = True
+            for child in self._children():
+                self._send_notice(child)
 
-    def _settle_notices(self, senders: list[int]) -> None:
-        """Collective: match every stop notice sent, so none is pending at exit."""
+    def _settle_notices(self, sent: list[tuple[bool, bool]]) -> None:
+        """Collective: match every stop notice sent (``sent``: each rank's flags, up and
+        down), so none is pending at exit; no rank sends one after this."""
         from mpi4py import MPI
+        if self.rank == 0:
+            senders = [r for r, (up, _) in enumerate(sent) if up and r != 0]
+        else:
+            parent = (self.rank - 1) // 2
+            senders = [parent] if sent[parent][1] else []
         for r in senders:
-            if r != self.rank and r not in self._heard:
+            if r not in self._heard:
                 got = np.empty(1, dtype=np.int32)
                 self._c.Recv([got, MPI.INT], source=r, tag=STOP_TAG)
                 self._heard.add(r)
         MPI.Request.Waitall([req for req, _ in self._notices if req is not None])
         self._notices = []
+        self._sent_up = self._sent_down = True
 
     def check(self) -> None:
-        """Collective: raise the lowest failing rank's error on every rank."""
+        """Collective: raise the lowest failing rank's error on every rank (a stop first).
+
+        The ranks meet in one reduction of an int saying which rank to hear, not an
+        allgather of every rank's state (P x P objects a check); only the rank named
+        sends more: its error in a broadcast, or, on a stop, the ranks' notice flags."""
         self.wait_for_all()
-        if self._c is None:
-            states = [(self._error, stop.signum, False)]
-        else:
+        n = self.size
+        if self._c is not None:
             self._exchange_notices()
-            states = self.allgather((self._error, stop.signum, bool(self._notices)))
-        signalled = [(r, sig) for r, (_, sig, _) in enumerate(states) if sig is not None]
-        if signalled:
+        # the highest class wins (2: signalled, 1: failed), then the lowest rank
+        cls = 2 if stop.signum is not None else 1 if self._error is not None else 0
+        mine = cls * n + n - 1 - self.rank if cls else 0
+        top = mine if self._c is None else self.allreduce_max(mine)
+        if not top:
+            return
+        first = n - 1 - top % n
+        if top >= 2 * n:
+            signum = stop.signum
             if self._c is not None:
-                self._settle_notices([r for r, (_, _, sent) in enumerate(states) if sent])
-            raise Terminated(*signalled[0])
-        for r, (e, _, _) in enumerate(states):
-            if e is not None:
-                # every rank has learnt of it: a later run on this communicator (the
-                # Python API's world) starts clean instead of meeting this error again
-                original = self._exception if r == self.rank else None
-                self._error = self._exception = None
-                raise RankFailed(e, r, original)
+                states = self.allgather((stop.signum, (self._sent_up, self._sent_down)))
+                self._settle_notices([sent for _, sent in states])
+                signum = states[first][0]
+            raise Terminated(first, signum)
+        error = self._error if self._c is None else self.bcast(self._error, root=first)
+        # every rank has learnt of it: a later run on this communicator (the Python API's
+        # world) starts clean instead of meeting this error again
+        original = self._exception if first == self.rank else None
+        self._error = self._exception = None
+        raise RankFailed(error, first, original)
 
     @metered()
     def wait_for_all(self, pause: float = 0.0005) -> None:

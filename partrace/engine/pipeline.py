@@ -198,8 +198,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     reader = open_on_all_ranks(comm, path, format, reader_options)
     units, mine, defs = read_plan(comm, reader, progress)
     if comm.rank == 0:      # the output must never be written over one of these
-        inputs.protect(path, units)
         files = reader.source_files()
+        inputs.protect(path, files, units)
         stats.source_bytes = sum(f.stat().st_size for f in files)
         stats.source_files = len(files)
     # names every rank's spill folder, so that a rank forced to leave first can remove all it sees

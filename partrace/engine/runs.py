@@ -21,7 +21,7 @@ from . import stop
 from .leftovers import remove_dead
 from .narrow import (Constant, Offsets, Shifted, Stairs, Steps, Words, narrowed_columns, piece,
                      put, widen_into)
-from .order import lower_bound, sort_by_key
+from .order import Key, lower_bound, sort_by_key
 
 _live_spills: set[Path] = set()     # spill folders of this process not yet removed
 # (folder, prefix) of every rank's spill folders of this process's runs
@@ -89,29 +89,41 @@ class Run:
     """One sorted run of one table, in memory: ``columns`` maps each name to an array
     or a narrow form of one; a slice ``columns[name][a:b]`` is the original values."""
 
-    __slots__ = ("columns", "n")
+    __slots__ = ("columns", "n", "_range")
 
     def __init__(self, columns: dict[str, np.ndarray]):
         self.columns = narrow_columns(columns)
         self.n = len(columns["time"])
+        self._range = _key_range(self.columns, self.n)
 
     @classmethod
     def of_forms(cls, forms: dict, n: int) -> "Run":
         """A run of ``n`` rows whose columns are already narrow forms (received from
         another rank as its run held them): kept as they are, not narrowed again."""
         run = cls.__new__(cls)
-        run.columns, run.n = forms, n
+        run.columns, run.n, run._range = forms, n, False     # found when first asked
         return run
+
+    @property
+    def key_range(self) -> tuple[Key, Key] | None:
+        """The run's first and last key (None: no rows)."""
+        if self._range is False:
+            self._range = _key_range(self.columns, self.n)
+        return self._range
 
     def rows(self, a: int, b: int) -> Table:
         return Table({k: v[a:b] for k, v in self.columns.items()})
 
+    def sample_arrays(self, stride: int) -> tuple[np.ndarray, ...]:
+        """Every stride-th key (time, location, seq as int64 arrays) and the number of rows
+        each stands for."""
+        idx = np.arange(0, self.n, stride)
+        keys = (np.asarray(self.columns[c][idx], np.int64) for c in ("time", "location", "seq"))
+        return (*keys, np.minimum(stride, self.n - idx))
+
     def samples(self, stride: int) -> list[tuple[tuple[int, int, int], int]]:
         """Every stride-th key with the number of rows it stands for."""
-        idx = np.arange(0, self.n, stride)
-        c = self.columns
-        keys = zip(c["time"][idx].tolist(), c["location"][idx].tolist(), c["seq"][idx].tolist())
-        return list(zip(keys, np.minimum(stride, self.n - idx).tolist()))
+        return _as_tuples(self.sample_arrays(stride))
 
     def lower_bound(self, key) -> int:
         return lower_bound(self.columns["time"], self.columns["location"], self.columns["seq"], key)
@@ -122,6 +134,21 @@ class Run:
     def piece(self, col: str, a: int, b: int):
         """Rows a..b of a column in the form the run holds them (see narrow.piece)."""
         return piece(self.columns[col], a, b)
+
+
+def _as_tuples(arrays) -> list[tuple[tuple[int, int, int], int]]:
+    t, loc, seq, weight = (a.tolist() for a in arrays)
+    return list(zip(zip(t, loc, seq), weight))
+
+
+def _key_range(columns: dict, n: int) -> tuple[Key, Key] | None:
+    """The first and the last key of sorted rows (None: no rows), kept beside a run so that
+    a window searches only the runs its cut keys fall in."""
+    if not n:
+        return None
+    ends = np.array([0, n - 1])
+    t, loc, seq = (np.asarray(columns[c][ends]).tolist() for c in ("time", "location", "seq"))
+    return (t[0], loc[0], seq[0]), (t[1], loc[1], seq[1])
 
 
 class SpilledRun:
@@ -157,6 +184,7 @@ class SpilledRun:
             self.written += raw.nbytes
         idx = np.arange(0, self.n, self.STRIDE)
         self.index = tuple(np.asarray(columns[c][idx]) for c in ("time", "location", "seq"))
+        self.key_range = _key_range(columns, self.n)
 
     def _raw(self, col: str, a: int, b: int) -> np.ndarray:
         dtype, tail, _ = self.layout[col]
@@ -215,12 +243,16 @@ class SpilledRun:
     def rows(self, a: int, b: int) -> Table:
         return Table({c: self._read(c, a, b) for c in self.names})
 
-    def samples(self, stride: int) -> list[tuple[tuple[int, int, int], int]]:
-        """Keys of the sparse index (no reads), at least ``stride`` rows apart."""
+    def sample_arrays(self, stride: int) -> tuple[np.ndarray, ...]:
+        """Keys of the sparse index (no reads), at least ``stride`` rows apart, as
+        ``Run.sample_arrays`` gives them."""
         step = max(1, stride // self.STRIDE)
         rows = np.arange(0, self.n, self.STRIDE)[::step]
-        keys = zip(*(k[::step].tolist() for k in self.index))
-        return list(zip(keys, np.minimum(step * self.STRIDE, self.n - rows).tolist()))
+        keys = (np.asarray(k[::step], np.int64) for k in self.index)
+        return (*keys, np.minimum(step * self.STRIDE, self.n - rows))
+
+    def samples(self, stride: int) -> list[tuple[tuple[int, int, int], int]]:
+        return _as_tuples(self.sample_arrays(stride))
 
     def lower_bound(self, key) -> int:
         j = lower_bound(*self.index, key)           # first sampled row >= key

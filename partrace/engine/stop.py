@@ -10,15 +10,19 @@ run, therefore:
 * the handler only notes the signal and, if the rank is inside local work
   (``Comm.guard``), interrupts that work with :class:`StopRequested`, which the
   guard records like an error;
-* the rank tells the others with a non-blocking message; they see it in
-  their long loops and while they wait at ``Comm.check`` (``Comm.poll``);
+* the rank tells the others with non-blocking messages through a tree (it
+  tells rank 0, which tells its two children, and so on: at most 3 messages a
+  rank, whatever the rank count); they see it in their long loops and while
+  they wait at ``Comm.check`` (``Comm.poll``), and pass it on;
 * at the next ``Comm.check`` every rank learns of it and raises
   ``Terminated``: the pipeline discards the unpublished output, every rank
   removes its own spill folder, and all exit 128+signal together;
 * a watchdog thread, woken through the signal wakeup fd even while the main
   thread is blocked inside MPI, falls back after ``GRACE`` seconds to removing
   all it can see (its spill folder, the same run's spill folders of the other
-  ranks, the staging folder) and exiting.
+  ranks, the staging folder) and exiting; the grace does not run while this
+  rank is in a held step (``held``: numba compiling a kernel, which no signal
+  can cut short).
 
 A serial run, and any run before the engine started, cleans up inside the
 handler and exits at once.  This module imports only the standard library and
@@ -100,7 +104,10 @@ def say(line: str) -> None:
 
 
 def install() -> None:
-    """Handle SIGTERM and SIGINT (call first thing: imports come after)."""
+    """Handle SIGTERM and SIGINT (call first thing: imports come after); calls into numba
+    hold them until they return (``held``)."""
+    from ..kernels import jit       # the standard library only: cheap, and no numba
+    jit.hold_signals(held, after_compile)
     for s in SIGNALS:
         signal.signal(s, _handler)
 
@@ -110,7 +117,7 @@ def begin(comm) -> None:
     noted before this call is said by the first ``Comm.check``, on every rank."""
     global _comm, _begun
     _begun = True
-    if comm.parallel and _installed():
+    if comm.parallel and _installed() and _comm is None:    # one watchdog, however many jobs
         _comm = comm
         _start_watchdog(comm.rank)
 
@@ -128,6 +135,47 @@ class shielded:
         _shield -= 1
         if not _shield and signum is not None and _comm is None and _installed():
             _handler(signum, None)
+
+
+class _Held(shielded):
+    """A call into a compiled kernel on the main thread: numba compiles or loads a kernel
+    at its first call with new argument types, in Python, and StopRequested raised in
+    there escapes through numba's own handlers (a traceback from its cache, or a rank that
+    never stops).  The signal waits until the call returns, then acts as it would have
+    (a kernel's own run holds it anyway: Python runs handlers between bytecodes only)."""
+
+    def __exit__(self, *exc):
+        global _shield
+        _shield -= 1
+        if not _shield and signum is not None and _installed():
+            _handler(signum, None)
+
+
+class _Open:
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        pass
+
+
+_HELD, _OPEN = _Held(), _Open()
+
+
+def held():
+    """What a call into numba runs in (kernels/jit.py): held on the main thread, where the
+    handler runs; another thread's call (the HDF5 writer's pool) cannot be interrupted."""
+    import threading
+    return _HELD if threading.current_thread() is threading.main_thread() else _OPEN
+
+
+def after_compile() -> None:
+    """numba has compiled or loaded a kernel (seconds of work that looks at no signal): in
+    a parallel run, learn whether a rank was told to stop meanwhile (``Comm.poll``), so
+    that every rank stops at its next kernel, not after all its compiles."""
+    import threading
+    if _comm is not None and threading.current_thread() is threading.main_thread():
+        _comm.poll()
 
 
 def _installed() -> bool:
@@ -186,7 +234,11 @@ def _start_watchdog(rank: int) -> None:
             if data and data[0] in SIGNALS:
                 break
         import time
-        time.sleep(GRACE)
+        left = GRACE
+        while left > 0:     # the grace runs while this rank is not held (numba compiling a
+            time.sleep(0.25)    # kernel under load may take longer than GRACE)
+            if not _shield:
+                left -= 0.25
         say(f"partrace: rank {rank}: the ranks did not stop together within {GRACE:.0f} s; "
             f"removing this run's files and leaving")
         cleanup(hard=True)

@@ -10,6 +10,7 @@ memory budget; with W = 1 this is the classic sample sort.
 """
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -24,24 +25,38 @@ from .order import Key, merge_order, run_starts
 from .narrow import Constant, tail
 from .runs import Run
 
+# Samples a rank offers for the cut keys: at least SAMPLES_PER_RANK, and SAMPLES_PER_PIECE
+# for each piece of this rank's (a window's share), so that every piece is cut from as many
+# samples whatever the window count.  They meet on rank 0 alone, which sorts them (numpy)
+# and broadcasts the cuts: no rank but rank 0 receives P x samples.
 SAMPLES_PER_RANK = 4096
+SAMPLES_PER_PIECE = 256
 BEFORE_ALL = None       # stands for the key before every key
 AFTER_ALL = ...         # stands for the key after every key
 
 
-def _weighted_samples(runs: list[Run]) -> list[tuple[Key, int]]:
+def samples_per_rank(pieces: int, ranks: int) -> int:
+    return max(SAMPLES_PER_RANK, SAMPLES_PER_PIECE * -(-pieces // ranks))
+
+
+def _weighted_samples(runs: list[Run], count: int, weight: int = 1) -> tuple[np.ndarray, ...]:
+    """About ``count`` keys of the runs (time, location, seq), each with the rows it stands
+    for (times ``weight``: a table's row bytes)."""
     total = sum(r.n for r in runs)
-    if not total:
-        return []
-    stride = max(1, math.ceil(total / SAMPLES_PER_RANK))
-    return [s for run in runs for s in run.samples(stride)]
+    stride = max(1, math.ceil(total / count))
+    parts = [run.sample_arrays(stride) for run in runs if run.n]
+    if not parts:
+        return tuple(np.zeros(0, np.int64) for _ in range(4))
+    t, loc, seq, w = (np.concatenate(a) for a in zip(*parts))
+    return t, loc, seq, w.astype(np.int64) * weight
 
 
 def choose_cuts(comm: Comm, runs: list[Run], pieces: int) -> list[Key]:
     """pieces-1 keys cutting all ranks' rows into pieces of nearly equal size."""
     if pieces <= 1:
         return []
-    return _cuts_from(comm.allgather(_weighted_samples(runs)), pieces)
+    return _cuts_on_rank0(comm, _weighted_samples(runs, samples_per_rank(pieces, comm.size)),
+                          pieces)
 
 
 def choose_shared_cuts(comm: Comm, runs: dict[str, list[Run]], row_bytes: dict[str, int],
@@ -52,32 +67,30 @@ def choose_shared_cuts(comm: Comm, runs: dict[str, list[Run]], row_bytes: dict[s
     table would hold the others' rows back until its own window ends."""
     if pieces <= 1:
         return []
-    mine = [(key, w * row_bytes[name]) for name in runs for key, w in _weighted_samples(runs[name])]
-    return _cuts_from(comm.allgather(mine), pieces)
+    count = samples_per_rank(pieces, comm.size)
+    tables = [_weighted_samples(runs[name], count, row_bytes[name]) for name in runs]
+    mine = tuple(np.concatenate(a) for a in zip(*tables)) if tables else ()
+    return _cuts_on_rank0(comm, mine, pieces)
 
 
-def _cuts_from(everyone: list[list[tuple[Key, int]]], pieces: int) -> list[Key]:
-    samples = sorted(s for mine in everyone for s in mine)
-    if not samples:
+def _cuts_on_rank0(comm: Comm, mine: tuple, pieces: int) -> list[Key]:
+    everyone = comm.gather(mine)
+    cuts = _cuts_from(everyone, pieces) if comm.rank == 0 else None
+    return comm.bcast(cuts)
+
+
+def _cuts_from(everyone: list[tuple], pieces: int) -> list[Key]:
+    """Cut j at the first sample (in key order) whose cumulative weight reaches j/pieces of
+    the total; the last sample's key when the samples run out."""
+    everyone = [s for s in everyone if s and len(s[0])]
+    if not everyone:
         return []
-    total = sum(w for _, w in samples)
-    cuts, acc, j = [], 0, 1
-    for key, w in samples:
-        acc += w
-        while j < pieces and acc >= total * j / pieces:
-            cuts.append(key)
-            j += 1
-    while len(cuts) < pieces - 1:
-        cuts.append(cuts[-1] if cuts else samples[-1][0])
-    return cuts
-
-
-def _bound(run: Run, key) -> int:
-    if key is BEFORE_ALL:
-        return 0
-    if key is AFTER_ALL:
-        return run.n
-    return run.lower_bound(key)
+    t, loc, seq, w = (np.concatenate(a) for a in zip(*everyone))
+    order = np.lexsort((seq, loc, t))
+    acc = np.cumsum(w[order]) * pieces      # exact: no float in the comparison
+    goal = np.arange(1, pieces, dtype=np.int64) * (acc[-1] // pieces)
+    at = order[np.minimum(np.searchsorted(acc, goal, side="left"), len(order) - 1)]
+    return list(zip(t[at].tolist(), loc[at].tolist(), seq[at].tolist()))
 
 
 def _cut(cuts: list[Key], j: int):
@@ -89,12 +102,41 @@ def _cut(cuts: list[Key], j: int):
     return cuts[j - 1]
 
 
+def _comparable(bound):
+    """A bound as a tuple that compares with keys (the two ends as infinities)."""
+    if bound is BEFORE_ALL:
+        return (-math.inf,)
+    if bound is AFTER_ALL:
+        return (math.inf,)
+    return tuple(bound)
+
+
 def _spans_between(runs: list[Run], bounds: list) -> list[list[tuple[Run, int, int]]]:
     """Per interval between consecutive bounds (= destination), the (run, first, end)
-    row ranges of the runs in it (runs without rows there left out)."""
-    pos = [[_bound(run, b) for b in bounds] for run in runs]
-    return [[(run, p[i], p[i + 1]) for run, p in zip(runs, pos) if p[i + 1] > p[i]]
-            for i in range(len(bounds) - 1)]
+    row ranges of the runs in it (runs without rows there left out).
+
+    A run is searched only at the bounds inside its key range (kept beside it): a bound at
+    or before its first key is its row 0, one after its last key its end.  A window of P
+    destinations so costs each rank O(runs x log P) comparisons and one search per bound
+    that falls inside a run, not runs x (P + 1) searches (three file reads each when the
+    run is spilled)."""
+    keys = [_comparable(b) for b in bounds]
+    out = [[] for _ in range(len(bounds) - 1)]
+    for run in runs:
+        if run.key_range is None:
+            continue
+        first, last = run.key_range
+        inside = bisect.bisect_right(keys, first)          # keys[:inside] <= first: row 0
+        after = bisect.bisect_right(keys, last, lo=inside)  # keys[after:] > last: the end
+        found = [run.lower_bound(bounds[j]) for j in range(inside, after)]
+
+        def row(j: int) -> int:
+            return 0 if j < inside else run.n if j >= after else found[j - inside]
+        for i in range(max(inside - 1, 0), min(after, len(bounds) - 1)):
+            a, b = row(i), row(i + 1)
+            if b > a:
+                out[i].append((run, a, b))
+    return out
 
 
 def _row_shape(run, name: str) -> tuple:

@@ -5,7 +5,7 @@ second of CPU, more than decoding a small trace takes in plain Python.  So a ker
 decorated with this module's :func:`njit` stays the Python function it is until it is
 called, and then
 
-- in *small* mode (:func:`choose`: the command's input is at most ``SMALL_BYTES``),
+- in *small* mode (a job's :class:`Scope`: its input is at most ``SMALL_BYTES``),
   runs as Python, on the same numpy arrays: kernels are numba-compatible Python, so
   the result is the same, only slower per element;
 - otherwise imports numba, compiles the function (or loads it from numba's cache,
@@ -65,14 +65,21 @@ class _Depth(threading.local):
 
 _depth = _Depth()
 _kernels: list["LazyKernel"] = []
+_hold = _compiled = None     # engine/stop.py's held and after_compile (hold_signals)
 
 
-def set_small(small: bool) -> None:
-    global _small
-    _small = bool(small)
+def hold_signals(context, compiled) -> None:
+    """Run every call into numba inside ``context()``, and call ``compiled()`` after one
+    in which numba compiled or loaded a kernel (engine/stop.py's ``held``: a stop signal
+    waits until the call returns, as numba compiles or loads in Python at the first call
+    with new types; ``after_compile``: seconds passed, another rank may have stopped).
+    Injected, so that this module imports nothing of the engine."""
+    global _hold, _compiled
+    _hold, _compiled = context, compiled
 
 
 def is_small() -> bool:
+    """Whether kernels run as Python now (the mode of the job running, see :class:`Scope`)."""
     return _small
 
 
@@ -86,28 +93,61 @@ def forced() -> str | None:
     return None
 
 
-# the mode of this process: compiled unless forced (the API); a CLI command chooses by size
+# the mode outside any job: compiled unless forced (a job chooses by its input's size)
 _small = forced() == "python"
+_scopes: list["Scope"] = []
 
 
-def choose(input_bytes: int | None) -> bool:
-    """Set the mode for one command from the bytes of its input (None: unknown, compiled);
-    PARTRACE_JIT wins.  Returns whether kernels run as Python."""
-    force = forced()
-    if force is not None:
-        set_small(force == "python")
-    else:
-        set_small(input_bytes is not None and input_bytes <= SMALL_BYTES)
-    return _small
+class Scope:
+    """The mode of one job, set on entering and restored on leaving: the only writer of the
+    mode, so that one job's choice never outlives it (a Python session running a small
+    merge and then a large one, a warm-up inside a run).
+
+    ``mode``: "python" or "numba" as the job requires (warming compiles whatever the
+    size); None: chosen from ``input_bytes`` (None: unknown, compiled), PARTRACE_JIT
+    winning.  Kernels on other threads read the mode too (the HDF5 writer's pool), so it
+    is one value of the process, not of a context."""
+
+    def __init__(self, input_bytes: int | None = None, mode: str | None = None):
+        if mode not in (None, "python", "numba"):
+            raise ValueError(f"kernel mode {mode!r}: expected 'python' or 'numba'")
+        mode = mode or forced()
+        if mode is None and _scopes and _scopes[-1].chosen:
+            mode = "python" if _scopes[-1].small else "numba"   # a job inside a fixed one
+        if mode is not None:
+            self.small = mode == "python"
+        else:
+            self.small = input_bytes is not None and input_bytes <= SMALL_BYTES
+        self.chosen = mode is not None
+        self._before: bool | None = None
+
+    def __enter__(self) -> "Scope":
+        global _small
+        self._before = _small
+        _scopes.append(self)
+        _small = self.small
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _small
+        _scopes.remove(self)
+        _small = self._before
+
+    def confirm(self, plan_bytes: int) -> None:
+        """The plan's count of the input's bytes (its units'): where the guess from file
+        names (:func:`input_bytes`) was too small, kernels are compiled from now on.  Python
+        kernels on a large input would run a hundred times slower, so the guess may err only
+        on the large side."""
+        global _small
+        if self.small and not self.chosen and plan_bytes > SMALL_BYTES:
+            self.small = _small = False
 
 
 def confirm(plan_bytes: int) -> None:
-    """The plan's count of the input's bytes (its units'): where the guess from file names
-    (:func:`input_bytes`) was too small, kernels are compiled from now on.  Python kernels
-    on a large input would run a hundred times slower, so the guess may err only on the
-    large side."""
-    if _small and forced() is None and plan_bytes > SMALL_BYTES:
-        set_small(False)
+    """The engine's plan tells the job running (its :class:`Scope`) how many bytes its units
+    hold; outside a job the mode is fixed and this does nothing."""
+    if _scopes:
+        _scopes[-1].confirm(plan_bytes)
 
 
 def input_bytes(path) -> int | None:
@@ -147,7 +187,15 @@ class LazyKernel:
             return self.python()(*args, **kwargs)
         if _small:
             return _as_python(self.python(), args, kwargs)
-        return (self._dispatcher or self.compiled())(*args, **kwargs)
+        if _hold is None:
+            return (self._dispatcher or self.compiled())(*args, **kwargs)
+        with _hold():
+            d = self._dispatcher or self.compiled()
+            known = len(d.overloads)
+            result = d(*args, **kwargs)
+        if len(d.overloads) != known:
+            _compiled()
+        return result
 
     def python(self):
         """The function to run as Python: the kernel's code over a copy of its module's

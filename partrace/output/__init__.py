@@ -2,8 +2,8 @@
 
 An output is declared here once (its name, suffixes, the options it takes and
 where its sink lives); the sink's module is imported only when chosen.  Adding
-an output: write its ``Sink`` (engine/sink.py) in a module of this folder and
-add one ``Output`` below (see output/README.md).
+an output: write its sink in a module of this folder, on the base that fits
+(staged.py, owned.py, parts.py), and add one ``Output`` below (see output/README.md).
 """
 from __future__ import annotations
 

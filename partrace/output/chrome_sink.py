@@ -34,43 +34,40 @@ after the metadata events rank 0 writes.  No byte depends on windows or ranks.
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
+from functools import partial
 
 import numpy as np
 
 from ..engine.mpi import Comm
-from ..engine.sink import Sink
-from ..errors import PartraceError
-from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, counter_value_types,
-                     counter_values, not_utf8_warning, utf8_names)
-from .parts import count_within, place_parts
-from .perfetto_sink import CounterMembers, counter_columns
-from ..engine.leftovers import run_name
-from .staging import Staging
+from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, counter_values,
+                     not_utf8_warning, utf8_names)
+from .counters import CounterMembers, DefinedCounters, counter_columns
+from .flows import MessageFlows
+from .owned import EVENTS
+from .parts import PartFileSink
 
-EVENTS = "events"
 KIND_NAMES = {int(k): k.name for k in Kind}
 MAX_KIND = 256
 HEADER = b'{"traceEvents":[\n'
 FOOTER = b'\n],\n"displayTimeUnit":"ns"}\n'
 
 
-class ChromeSink(Sink):
-    mode = "destination"
-    windows = True
-
-    def __init__(self, path, overwrite: bool = False):
-        self.final = Path(path)
-        self.overwrite = overwrite
-        self.staging: Staging | None = None
-        self.part = None
+class ChromeSink(PartFileSink):
+    location_role = "to make a thread of"
+    footer = FOOTER
 
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         from ..formats.chrome import encode as C
         locs = defs.tables["locations"]
         order = np.argsort(np.asarray(locs["id"], dtype=np.int64), kind="stable")
-        self.loc_ids = np.asarray(locs["id"], dtype=np.int64)[order]
+        self.counters = counter_columns(schema)
+        self.tables = {name: 1 + k for k, (name, _) in enumerate(self.counters)}
+        # defined counters in id order; those of several values a counter event per member
+        self.defined = DefinedCounters(defs)
+        self.members = CounterMembers(defs, schema, self.defined)
+        self.own(comm, np.asarray(locs["id"], dtype=np.int64)[order],
+                 routed=self.tables.keys() | self.members.routed)
         self.loc_names, changed = utf8_names(locs["name"][i] for i in order)
         parents = np.asarray(locs["parent"], dtype=np.int64)[order]
         n = len(self.loc_ids)
@@ -78,102 +75,39 @@ class ChromeSink(Sink):
         self.pid = np.where(np.isin(parents, self.loc_ids), parents, self.loc_ids)
         self.where = C.join(b',"pid":', C.integers(self.pid), b',"tid":',
                             C.integers(self.loc_ids)) if n else np.zeros(0, "S1")
-        self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
-        self.counters = counter_columns(schema)
-        self.tables = {name: 1 + k for k, (name, _) in enumerate(self.counters)}
-        self.per_loc = 1 + len(self.counters)       # groups per location: events, sample tables
+        # groups per location: events, sample tables, (counters of several values) the
+        # members after the first
+        self.per_loc = 1 + len(self.counters) + len(self.members.routed)
         regs = defs.tables["regions"]
         rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
         self.reg_ids = np.asarray(regs["id"], dtype=np.int64)[rorder]
         names, c1 = utf8_names(regs["name"][i] for i in rorder)
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
         self.names = C.literals(names)          # regions in id order, then one per kind
-        # defined counters in id order: their names, series (unit) and value types
-        cnt = defs.tables.get("counters")
-        cnt = cnt if cnt is not None and len(cnt) else None
-        corder = np.argsort(np.asarray(cnt["id"], dtype=np.int64), kind="stable") \
-            if cnt is not None else np.zeros(0, np.int64)
-        self.cnt_ids = np.asarray(cnt["id"], dtype=np.int64)[corder] if cnt is not None \
-            else np.zeros(0, np.int64)
-        cnt_names, c2 = utf8_names(cnt["name"][i] for i in corder)
-        series, c3 = utf8_names(cnt["unit"][i] if "unit" in cnt and str(cnt["unit"][i])
-                                else "value" for i in corder)
-        # counters of several values: member 0 is the counter event's own value (named by
-        # the member, its series the member's unit); the others' come from the member values
-        # table, a counter event each, grouped after the sample tables' lines
-        self.members = CounterMembers(defs, schema, self.cnt_ids)
-        for ci, (nm, un) in self.members.head.items():
-            (cnt_names[ci], series[ci]), c4 = utf8_names([nm, un or "value"])
-            changed += c4
-        m_names, c5 = utf8_names(self.members.names)
-        m_series, c6 = utf8_names(u or "value" for u in self.members.units)
-        self.m_names, self.m_series = C.literals(m_names), C.literals(m_series)
-        if self.members.table is not None:
-            self.per_loc += 1
+        # defined counters in id order: their names, series (unit) and value types; a
+        # counter of several values named by its first member, its series that member's unit
+        M = self.members
+        cnt_names, series = M.labels(self.defined.names(), self.defined.units("value"), "value")
+        cnt_names, c2 = utf8_names(cnt_names)
+        series, c3 = utf8_names(series)
         self.cnt_names, self.cnt_series = C.literals(cnt_names), C.literals(series)
+        m_names, c5 = utf8_names(M.names)
+        m_series, c6 = utf8_names(M.member_units("value"))
+        self.m_names, self.m_series = C.literals(m_names), C.literals(m_series)
         changed += c1 + c2 + c3 + c5 + c6
         if changed and comm.rank == 0:
             warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (JSON's strings are "
                           "UTF-8)")
-        # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
-        # per row without Python objects)
-        self.cnt_types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in
-                                     counter_value_types(cnt)], np.int64)[corder] \
-            if cnt is not None else np.zeros(0, np.int64)
-        self.sent = (np.zeros(0, np.uint64), np.zeros(0, np.int64))    # message key -> count
-        self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
-        self.pieces: list[np.ndarray] = []
-        self.part_size = 0
-        run_id = comm.bcast(run_name())
-        self.staging = Staging(self.final, run_id)
-        with comm.guard():
-            if comm.rank == 0:
-                self.staging.check_free([self.final], self.overwrite)
-                self.staging.create()
-        comm.check()
-        comm.barrier()
-        with comm.guard():
-            self.part = open(self.staging.path(f"part-{comm.rank}"), "wb")
-        comm.check()
-
-    def _index(self, locations: np.ndarray, table: str) -> np.ndarray:
-        if not len(self.loc_ids):
-            raise PartraceError(f"{table}: the trace defines no location to make a thread of")
-        i = np.minimum(np.searchsorted(self.loc_ids, locations), len(self.loc_ids) - 1)
-        bad = self.loc_ids[i] != locations
-        if bad.any():
-            loc = int(locations[np.flatnonzero(bad)[0]])
-            raise PartraceError(f"{table}: location {loc} is not in the trace's locations table")
-        return i
-
-    def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name != EVENTS and name not in self.tables and name != self.members.table:
-            return np.full(len(table), comm.rank, dtype=np.int64)     # not written
-        return self.owner[self._index(np.asarray(table["location"]), name)]
+        self.flows = MessageFlows()
+        self.stage(comm)
+        self.open_part(comm)
 
     # -- windows --------------------------------------------------------------
-    def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        with comm.guard():
-            ev = tables.get(EVENTS)
-            if ev is not None and len(ev):
-                self._write_events(ev)
-            for name, cols in self.counters:
-                t = tables.get(name)
-                if t is not None and len(t):
-                    self._write_counters(name, cols, t)
-            t = tables.get(self.members.table) if self.members.table else None
-            if t is not None and len(t):
-                self._write_members(t)
-        comm.check()
-
-    def _append(self, keys: np.ndarray, buf: bytes, ends: np.ndarray) -> None:
-        """A chunk's lines (grouped by key, in order): write them, note each key's piece."""
-        last = np.r_[np.flatnonzero(keys[1:] != keys[:-1]), len(keys) - 1]
-        stop = ends[last]
-        start = np.r_[0, stop[:-1]]
-        self.pieces.append(np.stack([keys[last], start + self.part_size, stop - start], axis=1))
-        self.part.write(buf)
-        self.part_size += len(buf)
+    def table_writers(self) -> list:
+        members = [(self.members.table, self._write_members)] if self.members.routed else []
+        return [(EVENTS, self._write_events)] + [
+            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters] \
+            + members
 
     def _write_events(self, ev: Table) -> None:
         from ..formats.chrome import encode as C
@@ -215,7 +149,7 @@ class ChromeSink(Sink):
                 lines = np.where(c, C.join(b',\n{"ph":"C"', at, b',"ts":', ts, cnt_line[a:b]),
                                  lines)
             buf, ends = C.text(lines)
-            self._append(li[a:b] * self.per_loc, buf, ends)
+            self.append(li[a:b] * self.per_loc, buf, ends)
 
     def _counters(self, ev: Table, g: np.ndarray, kind: np.ndarray):
         """Which rows are COUNTER events of a defined counter, and for those the rest of
@@ -224,18 +158,12 @@ class ChromeSink(Sink):
         n = len(g)
         counted = np.zeros(n, bool)
         rest = np.full(n, b"", dtype="S1")
-        rows = np.flatnonzero(kind == Kind.COUNTER)
-        if not len(rows) or not len(self.cnt_ids) or "counter" not in ev:
+        rows, ci, bits = self.defined.rows(ev, g, kind)
+        if not len(rows):
             return counted, rest
-        c = np.asarray(ev["counter"], dtype=np.int64)[g[rows]]
-        ci = np.minimum(np.searchsorted(self.cnt_ids, c), len(self.cnt_ids) - 1)
-        ok = self.cnt_ids[ci] == c
-        rows, ci = rows[ok], ci[ok]
         counted[rows] = True
-        bits = np.asarray(ev["value"])[g[rows]].astype(np.uint64) if "value" in ev \
-            else np.zeros(len(rows), np.uint64)
         value = np.zeros(len(rows), "S32")
-        types = self.cnt_types[ci]
+        types = self.defined.types[ci]
         for t in np.unique(types).tolist():         # a few value types
             of = types == t
             value[of] = C.numbers(counter_values(bits[of], COUNTER_VALUE_TYPES[t]))
@@ -248,29 +176,14 @@ class ChromeSink(Sink):
     def _flows(self, ev: Table, g: np.ndarray, kind: np.ndarray):
         """Flow ids leaving each SEND and ending at each RECV (0: none), and which rows are
         messages (a SEND or RECV whose peer is a location)."""
-        from ..formats.perfetto.encode import hash_of
         n = len(g)
-        out, into = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
         if "peer" not in ev:
-            return out, into, np.zeros(n, bool)
+            return np.zeros(n, np.uint64), np.zeros(n, np.uint64), np.zeros(n, bool)
         loc = np.asarray(ev["location"], dtype=np.int64)[g]
         peer = np.asarray(ev["peer"], dtype=np.int64)[g]
         tag = np.asarray(ev["tag"], dtype=np.int64)[g] if "tag" in ev else np.zeros(n, np.int64)
         message = ((kind == Kind.SEND) | (kind == Kind.RECV)) & np.isin(peer, self.loc_ids)
-        for side, target in ((Kind.SEND, out), (Kind.RECV, into)):
-            rows = np.flatnonzero((kind == side) & message)
-            if not len(rows):
-                continue
-            s, r = (loc[rows], peer[rows]) if side == Kind.SEND else (peer[rows], loc[rows])
-            k, state = count_within(hash_of(s, r, tag[rows]),
-                                     self.sent if side == Kind.SEND else self.recvd)
-            if side == Kind.SEND:
-                self.sent = state
-            else:
-                self.recvd = state
-            fid = hash_of(s, r, tag[rows], k)
-            target[rows] = np.where(fid == 0, np.uint64(1), fid)
-        return out, into, message
+        return (*self.flows.ids(kind, loc, peer, tag, message), message)
 
     def _write_counters(self, name: str, cols: list, t: Table) -> None:
         from ..formats.chrome import encode as C
@@ -288,36 +201,31 @@ class ChromeSink(Sink):
             lines = C.join(head, C.quoted(self.loc_ids[li[a:b]]), self.where[li[a:b]],
                            b',"ts":', C.micros(tm[a:b]), b',"args":{', *series, b'}}')
             buf, ends = C.text(lines)
-            self._append(li[a:b] * self.per_loc + self.tables[name], buf, ends)
+            self.append(li[a:b] * self.per_loc + self.tables[name], buf, ends)
 
     def _write_members(self, t: Table) -> None:
         """The values after the first of records of counters of several values: each a
         counter event named by its member, id the location, its series the member's unit."""
         from ..formats.chrome import encode as C
         M = self.members
-        rows, _, mi = M.rows(t, self.cnt_ids, "Chrome JSON")
-        if not len(rows):
+        li, _, mi, bits, tm = M.take(t, self._index, "Chrome JSON")
+        if not len(li):
             return
-        li = self._index(np.asarray(t["location"])[rows], M.table)
-        g = np.argsort(li, kind="stable")
-        rows, mi, li = rows[g], mi[g], li[g]
-        bits = np.asarray(t["value"])[rows].astype(np.uint64)
-        value = np.zeros(len(rows), "S32")
+        value = np.zeros(len(li), "S32")
         types = M.types[mi]
         for ty in np.unique(types).tolist():        # a few value types
             of = types == ty
             value[of] = C.numbers(counter_values(bits[of], COUNTER_VALUE_TYPES[ty]))
-        tm = np.asarray(t["time"], dtype=np.int64)[rows]
-        for a, b in C.chunks(len(rows)):
+        for a, b in C.chunks(len(li)):
             lines = C.join(b',\n{"ph":"C"', self.where[li[a:b]], b',"ts":', C.micros(tm[a:b]),
                            b',"name":', self.m_names[mi[a:b]], b',"id":',
                            C.quoted(self.loc_ids[li[a:b]]), b',"args":{',
                            self.m_series[mi[a:b]], b':', value[a:b], b'}}')
             buf, ends = C.text(lines)
-            self._append(li[a:b] * self.per_loc + self.per_loc - 1, buf, ends)
+            self.append(li[a:b] * self.per_loc + self.per_loc - 1, buf, ends)
 
     # -- end ------------------------------------------------------------------
-    def _header(self) -> bytes:
+    def header(self, gathered: list) -> bytes:
         """The metadata events: each process's name (its location's), each thread's."""
         from ..formats.chrome import encode as C
         if not len(self.loc_ids):
@@ -333,39 +241,3 @@ class ChromeSink(Sink):
         # lines after the first begin with ",\n", as every event line does
         lines[1:] = C.join(b",\n", lines[1:])
         return HEADER + C.text(lines)[0]
-
-    def commit(self, comm: Comm) -> None:
-        with comm.guard():
-            self.part.close()
-            pieces = np.concatenate(self.pieces) if self.pieces else np.zeros((0, 3), np.int64)
-            pieces = pieces[np.argsort(pieces[:, 0], kind="stable")]
-            keys, first = np.unique(pieces[:, 0], return_index=True)
-            totals = np.add.reduceat(pieces[:, 2], first) if len(keys) else np.zeros(0, np.int64)
-            header = self._header() if comm.rank == 0 else b""
-        comm.check()
-        everything = comm.allgather((keys, totals))
-        header_size = comm.bcast(len(header))
-        with comm.guard():
-            all_keys = np.concatenate([k for k, _ in everything])
-            all_totals = np.concatenate([t for _, t in everything])
-            o = np.argsort(all_keys, kind="stable")
-            offsets = np.empty(len(o), np.int64)
-            offsets[o] = header_size + np.r_[0, np.cumsum(all_totals[o])[:-1]]
-            dest = offsets[o][np.searchsorted(all_keys[o], keys)]
-            out = self.staging.path("out")
-            if comm.rank == 0:
-                body = header_size + int(all_totals.sum())
-                with open(out, "wb") as f:
-                    f.write(header)
-                    f.seek(body)
-                    f.write(FOOTER)
-        comm.check()
-        comm.barrier()
-        place_parts(comm, self.staging, self.final.name, out, dest, keys, pieces)
-
-    def discard(self, comm: Comm) -> None:
-        if self.part is not None and not self.part.closed:
-            self.part.close()
-        comm.barrier()
-        if comm.rank == 0 and self.staging is not None:
-            self.staging.discard()

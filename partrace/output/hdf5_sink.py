@@ -1,34 +1,27 @@
 """Writing merged rows to one HDF5 file from many ranks (h5py need not have MPI).
 
-Layouts (``layout=``):
+Every rank writes its slice of each window of the global order (time mode) into a file
+of its own in the staging folder; where that file is and what commit makes of the files
+is the layout's (``layout=``, hdf5_layouts.py):
 
-* ``"single"`` (default): one self-contained file at the output path, whatever
-  the rank count.  Rank 0 writes its slice of each window straight into the
-  final file; rank r > 0 writes its slice into a staging part whose datasets
-  have the final file's shape, chunks and filters, at the *global* row index
-  (a part allocates only the chunks it touches).  Each rank compresses its own
-  chunks (formats/hdf5/chunks.py: on a pool of threads, while the engine builds
-  the next column or window), so the costly part runs in parallel.  Every chunk of a
-  numeric table has one owner that writes it whole (output/chunk_owners.py:
-  the rows at a slice's edge go to the rank that owns their chunk, once per
-  window), so at commit rank 0 copies every chunk of the parts as its stored
-  bytes (no decoding).  Text columns are data/ends pairs of plain numbers
-  (formats/hdf5/text.py): a rank writes its rows' bytes at their global byte
-  offset (known from one allgather of byte counts per window), so their chunks
-  copy raw too and no rank's text passes through rank 0 as values; the byte
-  chunks where one rank's text ends and the next one's begins are made whole
-  and encoded once by one of their writers, in parallel, and rank 0 stores
-  them.  The parts are then deleted (they never leave the hidden staging folder).
-* ``"parts"``: rank r keeps ``OUT.parts/rank-<r>.h5`` and rank 0 writes ``OUT``
-  whose datasets are HDF5 virtual datasets over the parts (relative paths: move
-  ``OUT`` and ``OUT.parts`` together).  No copy at commit; ``OUT`` alone is
-  unreadable (partrace says which part is missing).
-The same with any h5py, with or without MPI: a collective (mpio) writer would
-need an MPI build of HDF5, which cannot be tested here, so there is none.
+* ``"single"`` (default): one self-contained file at the output path, whatever the
+  rank count: at one rank the file itself, at more the ranks' files joined into it at
+  commit by copying their chunks as stored bytes (hdf5_joined.py);
+* ``"parts"``: rank r keeps ``OUT.parts/rank-<r>.h5`` and rank 0 writes ``OUT`` whose
+  datasets are HDF5 virtual datasets over the parts (relative paths: move ``OUT`` and
+  ``OUT.parts`` together).  No copy at commit; ``OUT`` alone is unreadable (partrace
+  says which part is missing).
+
+What every layout shares is here.  Each rank compresses its own chunks
+(formats/hdf5/chunks.py: on a pool of threads, while the engine builds the next column
+or window), so the costly part runs in parallel.  Every chunk of a numeric table has one
+owner that writes it whole where the layout's files have the output's shape
+(chunk_owners.py: the rows at a slice's edge go to the rank that owns their chunk, once
+per window).  Text columns are data/ends pairs of plain numbers (formats/hdf5/text.py)
+whose global byte offsets come from one allgather of byte counts per window.
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -36,23 +29,24 @@ import h5py
 import numpy as np
 
 from ..engine.mpi import Comm
-from ..engine.sink import Sink
 from ..errors import UsageError
 from ..model import Definitions, Schema, Table
 from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
 from .chunk_owners import OwnedWriter
-from ..engine.leftovers import run_name
-from .staging import Staging
+from .hdf5_joined import (SingleFileLayout, _stored_chunks, _stored_chunks_by_lookup, copy_rows,
+                          shared_chunks)
+from .hdf5_layouts import HDF5Layout, PartsLayout
+from .staged import StagedSink
 
+# the join's chunk copying is named here too, where the tests of one file find it
+__all__ = ["HDF5Sink", "LAYOUTS", "copy_rows", "shared_chunks", "_stored_chunks",
+           "_stored_chunks_by_lookup"]
 LAYOUTS = ("single", "parts")
-PARTS_DIR = "parts"     # inside the hidden staging folder
-JOIN_CACHE_BYTES = 16 << 20     # the final file's chunk cache while joining
-JOIN_ROUND_BYTES = 64 << 20     # shared chunks gathered on rank 0 at once (before encoding)
 
 
-class HDF5Sink(Sink):
+class HDF5Sink(StagedSink):
     mode = "time"
     windows = True      # write() appends window after window
     columnwise = True   # write() reads each column of a window once (Table.column_once)
@@ -63,14 +57,13 @@ class HDF5Sink(Sink):
         layout = layout or "single"
         if layout not in LAYOUTS:
             raise UsageError(f"--layout {layout}: HDF5 layouts are {', '.join(LAYOUTS)}")
-        self.final = Path(path)
+        super().__init__(path, overwrite)
         self.source = source
-        self.overwrite = overwrite
         self.compression = compression
         self.layout = layout
         self.parts_name = self.final.name + ".parts"
-        self.staging: Staging | None = None
         self._file: h5py.File | None = None
+        self.files: HDF5Layout | None = None              # chosen at prepare
         self._pending: hdf5_chunks.Pending | None = None   # chunks still compressing
         # per window, per rank: rows per table (key: table name), bytes per text
         # column (key: (table, column)), and ("not utf-8", table, column): True
@@ -82,14 +75,12 @@ class HDF5Sink(Sink):
         self.join_counts = {k: dict(chunks=0, stored_bytes=0, value_items=0)
                             for k in ("text", "numbers")}
 
-    @property
-    def _split(self) -> bool:
-        return self._parallel
-
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
-        self._parallel = comm.parallel
+        # one rank writes the output itself, whatever the layout asked
+        self.files = (HDF5Layout if not comm.parallel else
+                      PartsLayout if self.layout == "parts" else SingleFileLayout)(self)
         longest = 0
         with comm.guard():      # a bad PARTRACE_H5_CHUNK_ROWS fails every rank alike
             longest = hdf5.long_chunk_rows()
@@ -104,29 +95,19 @@ class HDF5Sink(Sink):
                           if c.is_object]
         self.rows = dict.fromkeys([*schema, *self.text_keys], 0)
         # tables each of whose chunks one rank writes whole (chunk_owners.py): all but
-        # those with text (its bytes' chunks do not follow rows) and the parts layout's
-        self._owned_tables = set() if self._split and self.layout == "parts" else {
+        # those with text (its bytes' chunks do not follow rows), where the layout lets
+        self._owned_tables = set() if not self.files.owns_chunks else {
             name for name, cols in schema.items() if not any(c.is_object for c in cols)}
         self._steps: dict[str, int] = {}       # their rows per chunk
         self._owner = OwnedWriter(self._put_owned)
-        run_id = comm.bcast(run_name())
-        self.staging = Staging(self.final, run_id)
+        self.stage(comm)
         with comm.guard():
-            if comm.rank == 0:
-                self.staging.check_free([self.final, self.final.parent / self.parts_name],
-                                        self.overwrite)
-                self.staging.create()
-                if self._split:
-                    name = self.parts_name if self.layout == "parts" else PARTS_DIR
-                    self.staging.path(name).mkdir()
+            if comm.rank == 0 and self.files.folder:
+                self.staging.path(self.files.folder).mkdir()
         comm.check()
 
-    def _file_name(self, rank: int) -> str:
-        if self._split and self.layout == "parts":
-            return f"{self.parts_name}/rank-{rank:05d}.h5"
-        if self._split and rank > 0:
-            return f"{PARTS_DIR}/rank-{rank:05d}.h5"
-        return self.final.name
+    def outputs(self) -> list[Path]:
+        return [self.final, self.final.parent / self.parts_name]
 
     def _shapes(self, counts: dict) -> dict:
         """Per table and text column, (rows or bytes per chunk, final size or None),
@@ -143,21 +124,13 @@ class HDF5Sink(Sink):
         return out
 
     def _open(self, comm: Comm, counts: dict) -> None:
-        # no chunk cache: whole chunks go straight to the file instead of
-        # being copied through a 1 MiB cache per dataset (2-4x faster)
-        f = h5py.File(self.staging.path(self._file_name(comm.rank)), "w", rdcc_nbytes=0,
-                      libver=hdf5.LIBVER)
-        if self._file_name(comm.rank) == self.final.name:
+        f = self.files.open_file(comm.rank)
+        if self.files.is_output(comm.rank):
             hdf5.write_header(f, self.defs, self.source, self.schema)
         else:
             f.attrs["layout"] = hdf5.LAYOUT + "-shard"
-        shapes = self._shapes(counts)
+        shapes = self.files.shapes(self._shapes(counts), counts)
         for name, columns in self.schema.items():
-            if self._split and self.layout == "parts":     # sizes differ per part
-                shapes[name] = (hdf5.chunk_rows(counts[name], self.chunk_rows), None)
-                for c in columns:
-                    if c.is_object:
-                        shapes[name, c.name] = (hdf5_text.data_chunk(counts[name, c.name]), None)
             chunk, rows = shapes[name]
             text = {c.name: (shapes[name, c.name][1], shapes[name, c.name][0])
                     for c in columns if c.is_object}
@@ -196,30 +169,23 @@ class HDF5Sink(Sink):
         comm.check()
         self._owner.write(comm, owned)
         with comm.guard():
-            parts = self._split and self.layout == "parts"
             for name, table in tables.items():
                 if name in owned:
                     continue
-                text = {}
+                group, text = self._file[name], {}
                 for col in (c.name for c in self.schema[name] if c.is_object):
                     data, lengths, _ = encoded[name, col]
-                    base, _, end = self._span((name, col), everyone, comm.rank)
-                    if parts:   # bytes appended to this part; ends say the global offsets
-                        at = self._file[name][col][hdf5_text.DATA].shape[0]
-                        text[col] = (data, lengths, base, at, at + len(data))
-                    else:
-                        text[col] = (data, lengths, base, base, end)
+                    # the bytes where the layout puts them; the ends say the global offsets
+                    base = self.span((name, col), everyone, comm.rank)[0]
+                    at, end = self.files.place((name, col), group[col][hdf5_text.DATA].shape[0],
+                                               everyone, comm.rank, len(data))
+                    text[col] = (data, lengths, base, at, end)
                     if any(e.get(("not utf-8", name, col)) for e in everyone) and (
-                            self._file_name(comm.rank) == self.final.name):
-                        hdf5_text.mark_not_utf8(self._file[name][col])
-                if parts:
-                    at = int(self._file[name].attrs["rows"])
-                    hdf5.write_rows(self._file[name], table, self.schema[name], at,
-                                    at + len(table), text, self._pending)
-                    continue
-                start, _, end = self._span(name, everyone, comm.rank)
-                hdf5.write_rows(self._file[name], table, self.schema[name], start, end, text,
-                                self._pending)
+                            self.files.is_output(comm.rank)):
+                        hdf5_text.mark_not_utf8(group[col])
+                at, end = self.files.place(name, int(group.attrs["rows"]), everyone, comm.rank,
+                                           len(table))
+                hdf5.write_rows(group, table, self.schema[name], at, end, text, self._pending)
         comm.check()
         for key in self.rows:
             self.rows[key] += sum(e.get(key, 0) for e in everyone)
@@ -249,7 +215,7 @@ class HDF5Sink(Sink):
         col = next(c for c in self.schema[name] if c.name == column)
         hdf5.write_values(self._file[name][column], col, values, row, self._pending)
 
-    def _span(self, key, everyone: list[dict], rank: int) -> tuple[int, int, int]:
+    def span(self, key, everyone: list[dict], rank: int) -> tuple[int, int, int]:
         """Global (first row or byte of ``rank``'s share, its end, the window's end)."""
         start = self.rows[key] + sum(e.get(key, 0) for e in everyone[:rank])
         return (start, start + everyone[rank].get(key, 0),
@@ -264,178 +230,6 @@ class HDF5Sink(Sink):
                 self._file.close()
             self._file = None
 
-    def _intervals(self, key, size: int) -> list[list[tuple[int, int]]]:
-        """Per rank, the global row (byte) ranges it wrote of table (text column)
-        ``key``, adjacent ones joined."""
-        if key in self._owned_tables:
-            return [self.owned_spans[r][key] for r in range(size)]
-        out: list[list[tuple[int, int]]] = [[] for _ in range(size)]
-        at = 0
-        for window in self.blocks:
-            for r in range(size):
-                n = window[r].get(key, 0)
-                if n:
-                    if out[r] and out[r][-1][1] == at:
-                        out[r][-1] = (out[r][-1][0], at + n)
-                    else:
-                        out[r].append((at, at + n))
-                    at += n
-        return out
-
-    def _join_parts(self, comm: Comm) -> None:
-        """Every rank: the rows of the parts into the final file (collective).
-
-        A chunk whose rows came from two or more ranks (a text column's: its bytes
-        are cut where each rank's rows end; a numeric chunk has one owner) is made
-        whole once, from the files that hold its rows, by one rank: rank 0 where it
-        holds some of them, else the last of its writers; rank 0 stores the bytes
-        (it alone writes the final file).  Then rank 0 copies every chunk a part
-        holds whole as its stored bytes."""
-        own = None
-        with comm.guard():
-            with h5py.File(self.staging.path(self._file_name(comm.rank)), "r") as f:
-                own = self._join_plan(f, comm.size)
-        comm.check()
-        datasets, jobs = own
-        files: dict[int, h5py.File] = {}
-        final = None
-        try:
-            with comm.guard():
-                if comm.rank == 0:
-                    final = h5py.File(self.staging.path(self.final.name), "a",
-                                      rdcc_nbytes=JOIN_CACHE_BYTES)
-                    files[0] = final
-            comm.check()
-            self._join_shared(comm, datasets, jobs, files, final)
-            with comm.guard():
-                if comm.rank == 0:
-                    self._copy_whole(comm.size, datasets, files, final)
-            comm.check()
-        finally:
-            for r, f in files.items():
-                if r:
-                    f.close()
-            if final is not None:
-                final.close()
-        with comm.guard():
-            if comm.rank == 0:
-                for r in range(1, comm.size):
-                    os.unlink(self.staging.path(self._file_name(r)))
-        comm.check()
-
-    def _join_plan(self, f: h5py.File, size: int):
-        """(datasets: (table, path, per-rank spans, bytes per chunk), jobs: the
-        shared chunks as (dataset index, first row, [(rank, a, b)], encoding rank)),
-        the same on every rank: from the window counts and this rank's file."""
-        datasets, jobs = [], []
-        for name, columns in self.schema.items():
-            ranges = self._intervals(name, size)
-            if not any(ranges[1:]):
-                continue
-            for col in columns:
-                pieces = [(col.name, ranges)]
-                if col.is_object:
-                    pieces = [(f"{col.name}/{hdf5_text.ENDS}", ranges),
-                              (f"{col.name}/{hdf5_text.DATA}",
-                               self._intervals((name, col.name), size))]
-                for path, spans in pieces:
-                    ds = f[name][path]
-                    if ds.chunks is None:
-                        # no element at all (a text column whose every value is
-                        # empty): stored without chunks, so nothing to join
-                        continue
-                    step, rows = ds.chunks[0], ds.shape[0]
-                    for row, parts in shared_chunks(spans, step, rows):
-                        writers = sorted({r for r, _, _ in parts})
-                        jobs.append((len(datasets), row, parts,
-                                     0 if writers[0] == 0 else writers[-1]))
-                    chunk_bytes = ds.dtype.itemsize * int(np.prod(ds.chunks))
-                    datasets.append((name, path, spans, chunk_bytes))
-        return datasets, jobs
-
-    def _file_of(self, files: dict, rank: int) -> h5py.File:
-        if rank not in files:
-            files[rank] = h5py.File(self.staging.path(self._file_name(rank)), "r",
-                                    rdcc_nbytes=0)
-        return files[rank]
-
-    def _join_shared(self, comm: Comm, datasets, jobs, files, final) -> None:
-        """The shared chunks, in rounds: each rank assembles and encodes its own,
-        rank 0 gathers and stores them.  A round holds at most ~JOIN_ROUND_BYTES
-        of chunks over all ranks, so rank 0's memory does not grow with ranks."""
-        if not jobs:
-            return
-        mine = [j for j in jobs if j[3] == comm.rank]
-        most = int(np.bincount([j[3] for j in jobs], minlength=comm.size).max())
-        largest = max(d[3] for d in datasets)
-        per_round = max(1, JOIN_ROUND_BYTES // (comm.size * largest))
-        for first in range(0, most, per_round):
-            made = []
-            with comm.guard():
-                for d, row, parts, _ in mine[first:first + per_round]:
-                    name, path = datasets[d][:2]
-                    made.append((d, row, self._whole_chunk(files, name, path, row, parts)))
-            comm.check()
-            everyone = comm.gather(made)
-            with comm.guard():
-                if comm.rank == 0:
-                    for d, row, made in (m for ms in everyone for m in ms):
-                        name, path = datasets[d][:2]
-                        ds = final[name][path]
-                        if isinstance(made, np.ndarray):
-                            ds[row:row + len(made)] = made
-                        else:
-                            hdf5_chunks.put(ds, row, made)
-            comm.check()
-        for d, _, parts, _ in jobs:
-            key = "text" if "/" in datasets[d][1] else "numbers"
-            self.join_counts[key]["value_items"] += sum(b - a for _, a, b in parts)
-
-    def _whole_chunk(self, files, name: str, path: str, row: int, parts):
-        """The chunk at ``row`` of ``name/path`` assembled from its writers' files and
-        encoded as the file stores it (``put``'s argument)."""
-        src = self._file_of(files, parts[0][0])[name][path]
-        step = src.chunks[0]
-        chunk = np.zeros((step,) + src.chunks[1:], src.dtype)
-        for r, a, b in parts:
-            chunk[a - row:b - row] = self._file_of(files, r)[name][path][a:b]
-        how = hdf5_chunks.codec(src)
-        if how is None:         # a pipeline h5py runs (lzf ...): rank 0 writes the values
-            return chunk[:min(step, src.shape[0] - row)]
-        return hdf5_chunks.encode(chunk, how)
-
-    def _copy_whole(self, size: int, datasets, files, final) -> None:
-        """Rank 0: the chunks each part holds whole, as stored bytes."""
-        for name, path, spans, _ in datasets:
-            tally = self.join_counts["text" if "/" in path else "numbers"]
-            for r in range(1, size):
-                if spans[r]:
-                    for k, v in copy_rows(self._file_of(files, r)[name][path], final[name][path],
-                                          spans[r]).items():
-                        tally[k] += v
-
-    def _write_index(self, comm: Comm) -> None:
-        """Rank 0 (layout "parts"): the top file, of virtual datasets over the parts."""
-        shard = [f"./{self.parts_name}/rank-{r:05d}.h5" for r in range(comm.size)]
-
-        def blocks_of(key):
-            blocks, done = [], [0] * comm.size
-            for window in self.blocks:
-                for r in range(comm.size):
-                    n = window[r].get(key, 0)
-                    blocks.append((shard[r], done[r], n))
-                    done[r] += n
-            return blocks, dict(zip(shard, done))
-
-        with h5py.File(self.staging.path(self.final.name), "w", libver=hdf5.LIBVER) as f:
-            hdf5.write_header(f, self.defs, self.source, self.schema)
-            for name, columns in self.schema.items():
-                text = {}
-                for col in (c.name for c in columns if c.is_object):
-                    bad = any(w.get(("not utf-8", name, col)) for win in self.blocks for w in win)
-                    text[col] = (*blocks_of((name, col)), bad)
-                hdf5.link_shards(f, name, columns, *blocks_of(name), text)
-
     def commit(self, comm: Comm) -> None:
         if not self.blocks:     # no window at all: still an (empty) file
             self.write(comm, {name: Table.empty(cols) for name, cols in self.schema.items()})
@@ -443,114 +237,13 @@ class HDF5Sink(Sink):
             self._owner.flush()     # chunks that end a table held for rows that never came
             self._close()
         comm.check()
-        if self._split and self._owned_tables:
-            self.owned_spans = comm.allgather({name: self._owner.written(name)
-                                               for name in self._owned_tables})
-        if self._split:
-            began = time.perf_counter()
-            if self.layout == "parts":
-                with comm.guard():
-                    if comm.rank == 0:
-                        self._write_index(comm)
-                comm.check()
-            else:
-                self._join_parts(comm)
-            self.commit_seconds = time.perf_counter() - began
-        with comm.guard():
-            if comm.rank == 0:
-                names = [self.final.name]
-                if self.layout == "parts" and self.staging.path(self.parts_name).exists():
-                    names.insert(0, self.parts_name)
-                elif (self.final.parent / self.parts_name).exists() and self.overwrite:
-                    # an old run's parts would otherwise sit beside the new file
-                    import shutil
-                    shutil.rmtree(self.final.parent / self.parts_name)
-                self.staging.publish(names)
-        comm.check()
+        began = time.perf_counter()
+        names = self.files.finish(comm)
+        self.commit_seconds = time.perf_counter() - began
+        self.publish(comm, names)
 
-    def discard(self, comm: Comm) -> None:
+    def release(self) -> None:
         try:
             self._close()
         except Exception:  # noqa: BLE001 - the file is being thrown away
             self._file = None
-        comm.barrier()
-        if comm.rank == 0 and self.staging is not None:
-            self.staging.discard()
-
-
-def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
-    """Copy the chunks of ``src`` that lie wholly inside row ``ranges`` into ``dst``
-    (same shape, chunks and filters) as their stored bytes: read from ``src``'s file
-    at the chunk's address -> write_direct_chunk, no decompression, ~3x less CPU than
-    read_direct_chunk per chunk (``src``'s file must be flushed).  The chunks at a
-    range's ends, shared with other ranks, are not copied (:func:`shared_chunks`).
-    Returns the chunks copied and their stored bytes."""
-    step = src.chunks[0]
-    counts = dict(chunks=0, stored_bytes=0)
-    stored = sorted(_stored_chunks(src))
-    rows = np.array([c[0][0] for c in stored], np.int64)
-    base = src.file.userblock_size     # chunk addresses are relative to it
-    fd = os.open(src.file.filename, os.O_RDONLY)
-    try:
-        for a, b in ranges:
-            first, last = -(-a // step), min(b, src.shape[0]) // step   # whole chunks
-            if b == src.shape[0] and b % step:
-                last += 1   # the dataset's last, partial chunk is whole if the range ends it
-            if first >= last:
-                continue
-            # a chunk never written is all zero (the fill value), as in the final file
-            lo, hi = np.searchsorted(rows, (first * step, last * step))
-            for coord, mask, address, size in stored[lo:hi]:
-                dst.id.write_direct_chunk(coord, os.pread(fd, size, base + address), mask)
-                counts["chunks"] += 1
-                counts["stored_bytes"] += size
-    finally:
-        os.close(fd)
-    return counts
-
-
-def shared_chunks(spans: list[list[tuple[int, int]]], step: int, size: int):
-    """The chunks of a ``size``-row dataset (``step`` rows each) that hold rows of more
-    than one rank, given each rank's row ``spans``: ``[(first row, [(rank, a, b),
-    ...])]`` in row order, the pieces in row order.  Only a span's ends can fall
-    inside such a chunk (a chunk inside one span is that rank's alone), so the
-    work is per span, never per chunk or row."""
-    pieces: dict[int, set] = {}
-    for r, mine in enumerate(spans):
-        for a, b in mine:
-            if a % step:            # starts inside a chunk another rank began
-                c = a - a % step
-                pieces.setdefault(c, set()).add((r, a, min(b, c + step)))
-            if b % step and b != size:      # ends inside one another rank completes
-                c = (b - 1) - (b - 1) % step
-                pieces.setdefault(c, set()).add((r, max(a, c), b))
-    out = []
-    for c in sorted(pieces):
-        parts = sorted(pieces[c], key=lambda p: p[1])
-        if [p[1] for p in parts[1:]] != [p[2] for p in parts[:-1]] or parts[0][1] != c or (
-                parts[-1][2] != min(c + step, size)):
-            raise AssertionError(f"chunk at row {c}: pieces {parts} do not tile it")
-        out.append((c, parts))
-    return out
-
-
-def _stored_chunks(ds) -> list[tuple[tuple, int, int, int]]:
-    """(coordinates, filter mask, file address, size) of each chunk ``ds`` stores: one
-    walk of the chunk index (H5Dchunk_iter) where h5py has it (HDF5 >= 1.14)."""
-    if not hasattr(ds.id, "chunk_iter"):
-        return _stored_chunks_by_lookup(ds)
-    found = []
-    ds.id.chunk_iter(lambda c: found.append((c.chunk_offset, c.filter_mask,
-                                             c.byte_offset, c.size)))
-    return found
-
-
-def _stored_chunks_by_lookup(ds) -> list[tuple[tuple, int, int, int]]:
-    """_stored_chunks for older HDF5: a lookup in the chunk index per chunk."""
-    found = []
-    step, tail = ds.chunks[0], (0,) * (ds.ndim - 1)
-    for row in range(0, ds.shape[0], step):
-        c = ds.id.get_chunk_info_by_coord((row,) + tail)
-        if c.byte_offset is not None:
-            found.append(((row,) + tail, c.filter_mask, c.byte_offset, c.size))
-    return found

@@ -40,24 +40,16 @@ and every rank moves its event files into the archive's folder.
 from __future__ import annotations
 
 import os
-import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from ..engine.mpi import Comm
-from ..engine.sink import Sink
-from ..errors import PartraceError, UsageError
-from ..model import Definitions, Kind, Schema, Table, counter_values, not_utf8_warning
-from .perfetto_sink import counter_columns
-from ..engine.leftovers import run_name
-from .staging import Staging
+from ..errors import PartraceError
+from ..model import Definitions, Kind, Schema, Table, counter_values
+from .otf2_archive import CREATOR, OTF2ArchiveSink
+from .owned import EVENTS
 
-EVENTS = "events"
-SUFFIX = ".otf2"
-CREATOR = "partrace"
-MAX_MEMBERS = 255           # values one OTF2 Metric record holds
 # a record as spilled until commit (its metric values go to a file of their own)
 SPILLED = np.dtype([("time", "<i8"), ("ref", "<u4"), ("rank", "<u4"), ("tag", "<u4"),
                     ("size", "<u8"), ("received", "<u8"), ("op", "u1"), ("collop", "u1")])
@@ -68,65 +60,34 @@ MIN_PIECE = 64 << 10
 STACK_DEPTH = 8             # open regions per location at first (doubled when a stack is full)
 
 
-class OTF2Sink(Sink):
-    mode = "destination"
-    windows = True
+class OTF2Sink(OTF2ArchiveSink):
+    """OTF2 output of any input.  An OTF2 input (its definitions OTF2's own) is written
+    back as it is by OTF2ReplaySink (otf2_replay_sink.py), which this sink becomes at
+    prepare: only the definitions tell, and they come after the sink is made."""
     wants_next_keys = True      # OTF2 input's replay holds rows a window cut splits
-    replay = None               # OTF2 input: formats/otf2/replay.py writes it back
 
     def __init__(self, path, overwrite: bool = False):
-        self.final = Path(path)
-        if self.final.suffix != SUFFIX:
-            raise UsageError(f"{path}: an OTF2 anchor file is named NAME.otf2")
-        self.name = self.final.stem
-        self.overwrite = overwrite
-        self.staging: Staging | None = None
-        self.archive = None
+        super().__init__(path, overwrite)
         self.spill_rows = self.spill_values = None
         self.depth = self.stack = None      # open regions per location, made on first use
-        self.lost = 0                       # LEAVE rows of no region with none open
 
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
-        from ..formats.otf2.definitions import plan
-        with comm.guard():
-            from ..formats.otf2.library import load
-            load()          # one clear line on every rank if the otf2 package is missing
-            samples = counter_columns(schema)
-            wide = [t for t, cols in samples if len(cols) > MAX_MEMBERS]
-            if wide:
-                raise UsageError(f"{wide[0]}: more than {MAX_MEMBERS} sampled columns, more "
-                                 "than one OTF2 metric record holds")
-            self.layout = plan(defs, schema, samples)
-            # -- hook: OTF2 input written back as it is (formats/otf2/replay.py) --
-            from ..formats.otf2.replay import replay_of
-            self.replay = replay_of(defs, self.layout)
-            if self.replay is not None:
-                self.layout = self.replay.layout
-            # -- end hook --
-        comm.check()
+        from ..formats.otf2.sourcedefs import is_own_source
+        if is_own_source(defs):     # the same on every rank: the definitions are
+            from .otf2_replay_sink import OTF2ReplaySink
+            self.__class__ = OTF2ReplaySink
+            self.prepare(comm, defs, schema)
+            return
+        super().prepare(comm, defs, schema)
         L = self.layout
-        changed = L.names_not_utf8()
-        if changed and comm.rank == 0:
-            warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (OTF2 strings are UTF-8)")
-        n = len(L.loc_ids)
-        self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
-        self.mine = np.flatnonzero(self.owner == comm.rank)     # contiguous
-        self.first_mine = int(self.mine[0]) if len(self.mine) else 0
-        self.tables = {t for t, _, _ in L.sample_tables}
-        if self.replay is not None:     # hook: its side tables go with their events
-            self.tables |= self.replay.tables
         # spilled records: per location the bytes of its records and values (all windows)
         self.loc_bytes = np.zeros(len(self.mine), np.int64)
         self.spilled: list[tuple] = []      # per window: (rows at, values at, locations, ends)
-        self.span = [np.iinfo(np.int64).max, np.iinfo(np.int64).min]
         # metric value types, 256 bytes a class (OTF2_Type codes)
         self.types = np.zeros((max(len(L.metrics), 1), 256), np.uint8)
         for m, members in enumerate(L.metrics):
             self.types[m, :len(members)] = [typ for _, _, typ, _ in members]
-        # event files per location: its own and (metrics) its metric location's
-        self.stride = L.stride
-        self.counts = np.zeros(len(self.mine) * self.stride, np.int64)
         self.nvalues = np.asarray([len(m) for m in L.metrics] or [0], np.uint8)
         # per class: the group class a class of one member joins (-1: none), at which place
         self.join_group = np.full(max(len(L.metrics), 1), -1, np.int64)
@@ -135,56 +96,17 @@ class OTF2Sink(Sink):
         self.join_group[L.counter_single[multi]] = L.counter_class[multi]
         self.join_place[L.counter_single[multi]] = L.counter_member[multi]
         self.width = max([len(m) for m in L.metrics] or [1])
-        run_id = comm.bcast(run_name())
-        self.staging = Staging(self.final, run_id)
-        with comm.guard():
-            if comm.rank == 0:
-                self.staging.check_free([self.final, self.final.with_suffix(".def"),
-                                         self.final.with_suffix("")], self.overwrite)
-                self.staging.create()
-        comm.check()
-        comm.barrier()
-        with comm.guard():
-            from ..formats.otf2.library import EventArchive
-            folder = self.staging.path(f"rank-{comm.rank}")
-            folder.mkdir()
-            self.archive = EventArchive(folder)
-            # its locations' local definition files, made at close (their event writers are
-            # opened and closed by the commit's loop, one location at a time)
-            self.archive.locations = self._writer_ids().tolist()
-            if self.replay is not None:     # hook: the replay writes window by window, through
-                # writers held open for the run (the library keeps a chunk per location)
-                self.archive.locations = []
-                self.replay.archive = self.archive      # metric locations' writers, as needed
-                self.writers = np.asarray([self.archive.writer(int(i))
-                                           if self.replay.has_location(int(i)) else 0
-                                           for i in L.loc_ids[self.mine]], dtype=np.uint64)
-            self.spill_rows = open(folder / "records.spill", "w+b")
-            self.spill_values = open(folder / "values.spill", "w+b")
-        comm.check()
 
-    def _index(self, locations: np.ndarray, table: str) -> np.ndarray:
-        if not len(self.layout.loc_ids):
-            raise PartraceError(f"{table}: the trace defines no location to write events of")
-        i, ok = self.layout.location_index(locations)
-        if not ok.all():
-            loc = int(locations[np.flatnonzero(~ok)[0]])
-            raise PartraceError(f"{table}: location {loc} is not in the trace's locations table")
-        return i
-
-    def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name != EVENTS and name not in self.tables:
-            return np.full(len(table), comm.rank, dtype=np.int64)     # not written
-        return self.owner[self._index(np.asarray(table["location"]), name)]
+    def open_writers(self, folder: Path) -> None:
+        """The spill files of this rank's records, and the locations whose local
+        definition files the archive makes at close (their event writers are opened and
+        closed by the commit's loop, one location at a time)."""
+        self.archive.locations = self._writer_ids().tolist()
+        self.spill_rows = open(folder / "records.spill", "w+b")
+        self.spill_values = open(folder / "values.spill", "w+b")
 
     # -- windows --------------------------------------------------------------
     def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        if self.replay is not None:     # hook: OTF2 input (formats/otf2/replay.py)
-            with comm.guard():
-                self.replay.write(tables, self.next_keys, self.writers, self.first_mine,
-                                  self.counts)
-            comm.check()
-            return
         with comm.guard():
             parts = []
             ev = tables.get(EVENTS)
@@ -343,14 +265,6 @@ class OTF2Sink(Sink):
         out[new_off[k] + j] = vals[old_off[k] + j]
         out[np.repeat(new_off[head], length[whole]) + p[w]] = member_vals
         return rec, out, order[rec["op"][order] != E.NONE]
-
-    def _writer_ids(self) -> np.ndarray:
-        """The OTF2 location of each event file this rank writes: each of its locations',
-        then (metrics) its metric location's."""
-        ids = self.layout.loc_ids[self.mine].astype(np.int64)
-        if self.stride == 1:
-            return ids
-        return np.stack([ids, self.layout.metric_ids[self.mine]], axis=1).reshape(-1)
 
     def _samples(self, t: Table, name: str, cols: list, ref: int, table: int) -> dict:
         """Every row of a sample table: one Metric record of all its measured columns."""
@@ -568,74 +482,23 @@ class OTF2Sink(Sink):
                                 f"the record ({error_name(rc)})")
 
     # -- end ------------------------------------------------------------------
-    def commit(self, comm: Comm) -> None:
-        from ..formats.otf2.definitions import write_global
-        with comm.guard():
-            if self.replay is None:     # hook: the replay wrote its events window by window
-                self._drain()
-            for f in (self.spill_rows, self.spill_values):
-                f.close()
-                os.unlink(f.name)
-            self.archive.close()
-            if self.replay is not None:     # hook: nothing held back at the end
-                self.replay.finish()
-        comm.check()
-        lost = sum(comm.allgather(self.lost))
-        if lost and comm.rank == 0:
-            warnings.warn(f"{self.final}: {lost} LEAVE event(s) naming no region (leave the "
-                          "innermost open one) with no region open on their location: not "
-                          "written (an OTF2 Leave names its region)")
-        counts = np.concatenate(comm.allgather(self.counts))
-        spans = comm.allgather(self.span)
-        first = min(s[0] for s in spans)
-        last = max(s[1] for s in spans)
-        if first > last:
-            first = last = 0        # no record at all
-        folder = self.staging.path(self.name)
-        with comm.guard():
-            if comm.rank == 0 and self.replay is not None:     # hook: OTF2 input's own
-                self.replay.write_global(self.staging.dir, self.name, counts, CREATOR)
-            elif comm.rank == 0:
-                write_global(self.staging.dir, self.name, self.layout, counts, first, last,
-                             CREATOR)
-            if comm.rank == 0:
-                folder.mkdir(exist_ok=True)
-        comm.check()
-        comm.barrier()
-        with comm.guard():      # every rank moves its own locations' files into the archive
-            events = self.staging.path(f"rank-{comm.rank}") / "events"
-            for k, lid in enumerate(self._writer_ids().tolist()):
-                if self.replay is not None and not self.replay.has_location(lid):
-                    continue        # hook: a row standing for a location group, no files
-                # a metric location without records is not defined: its files go
-                keep = k % self.stride == 0 or self.counts[k] > 0
-                for suffix in (".evt", ".def"):
-                    if keep:
-                        os.replace(events / f"{lid}{suffix}", folder / f"{lid}{suffix}")
-                    else:
-                        os.unlink(events / f"{lid}{suffix}")
-        comm.check()
-        comm.barrier()
-        with comm.guard():
-            if comm.rank == 0:
-                for r in range(comm.size):
-                    shutil.rmtree(self.staging.path(f"rank-{r}"))
-                self.staging.publish([self.final.name, self.final.with_suffix(".def").name,
-                                      self.name])
-        comm.check()
+    def finish_events(self) -> None:
+        """Local: every spilled record through the library, then the archive closed."""
+        self._drain()
+        for f in (self.spill_rows, self.spill_values):
+            f.close()
+            os.unlink(f.name)
+        self.archive.close()
 
-    def discard(self, comm: Comm) -> None:
+    def write_global(self, counts: np.ndarray, first: int, last: int) -> None:
+        from ..formats.otf2.definitions import write_global
+        write_global(self.staging.dir, self.name, self.layout, counts, first, last, CREATOR)
+
+    def release(self) -> None:
         for f in (self.spill_rows, self.spill_values):
             if f is not None:
                 f.close()
-        if self.archive is not None:
-            try:
-                self.archive.close()
-            except OSError:
-                pass            # the staging folder goes anyway
-        comm.barrier()
-        if comm.rank == 0 and self.staging is not None:
-            self.staging.discard()
+        super().release()
 
 
 def _read_into(f, offset: int, out: np.ndarray) -> None:

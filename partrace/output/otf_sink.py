@@ -38,10 +38,8 @@ from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Schema, Table, take
 from ..engine.merged import MergedTable
-from ..engine.sink import Sink
 from ..formats.otf.grammar import MARKER_TABLE     # keyvalues.ref_table of a marker's key-values
-from ..engine.leftovers import run_name
-from .staging import Staging
+from .staged import StagedSink
 
 MARKERS, KEYVALUES = "markers", "keyvalues"
 NEVER = -(1 << 63)      # a horizon before every row: hold them all
@@ -51,26 +49,25 @@ NEVER = -(1 << 63)      # a horizon before every row: hold them all
 DEFAULT_MAX_STREAMS = 1024
 
 
-class OTFSink(Sink):
+class OTFSink(StagedSink):
     mode = "destination"
     windows = True      # write() appends window after window
     wants_next_keys = True
 
     def __init__(self, path, streams: int | None = None, overwrite: bool = False, compress: bool = False,
                  compression: str | None = None):
-        self.final = Path(path)
+        super().__init__(path, overwrite)
         if self.final.suffix != ".otf":
             raise UsageError(f"{path}: an OTF output is named NAME.otf")
         self.streams_wanted = streams
         if streams is not None and streams < 0:
             raise UsageError("--streams must be 0 (one per process) or more")
-        self.overwrite = overwrite
         self.compress = compress or compression == "zlib"   # every file but the master is NAME....z
         self.next_keys: dict | None = None    # optional: set by the pipeline before each write()
         self.name = self.final.name[:-len(".otf")]
-        self.staging: Staging | None = None
 
-    def _existing_outputs(self) -> list[Path]:
+    def outputs(self) -> list[Path]:
+        """The files of this name's OTF trace that exist (an OTF output has no fixed set)."""
         pattern = re.compile(re.escape(self.name) + r"\.([0-9a-f]+\.(def|events|snaps|stats|marker)"
                              r"(\.z)?|otf)$")
         if not self.final.parent.is_dir():
@@ -129,13 +126,7 @@ class OTFSink(Sink):
         if len(self._locs) and int(self._locs[-1]) - int(self._locs[0]) < 8 * len(self._locs) + 4096:
             self._dense = np.full(int(self._locs[-1]) - int(self._locs[0]) + 1, -1, np.int64)
             self._dense[self._locs - self._locs[0]] = np.arange(len(self._locs))
-        run_id = comm.bcast(run_name())
-        self.staging = Staging(self.final, run_id)
-        with comm.guard():
-            if comm.rank == 0:
-                self.staging.check_free(self._existing_outputs(), self.overwrite)
-                self.staging.create()
-        comm.check()
+        self.stage(comm)
 
     def _lookup(self, locations: np.ndarray, what: np.ndarray, table: str) -> np.ndarray:
         """`what` (owner rank or stream) of each row's location."""
@@ -277,6 +268,7 @@ class OTFSink(Sink):
                 w.close()
         comm.check()
         gathered = comm.gather((sorted(written), regions))
+        names = []
         with comm.guard():
             if comm.rank == 0:
                 written = {s for w, _ in gathered for s in w}
@@ -289,15 +281,11 @@ class OTFSink(Sink):
                 writer.write_definitions(stub, self.defs, self.schema, self.compress)
                 self.markers.close(regions)
                 if self.overwrite:
-                    for old in self._existing_outputs():
+                    for old in self.outputs():
                         old.unlink()
-                self.staging.publish(sorted(p.name for p in self.staging.dir.iterdir()))
+                names = sorted(p.name for p in self.staging.dir.iterdir())
         comm.check()
-
-    def discard(self, comm: Comm) -> None:
-        comm.barrier()
-        if comm.rank == 0 and self.staging is not None:
-            self.staging.discard()
+        self.publish(comm, names)
 
 
 def _pieces(tables: list[Table] | Table | None) -> list[Table]:
@@ -366,7 +354,7 @@ class _StreamRows(MergedTable):
 
     def take_rows(self, sel) -> "_StreamRows":
         """Rows `sel` (index array or slice) of these, gathered when read."""
-        from ..formats.otf.writer import compose_rows
+        from ..formats.otf.taken import compose_rows
         return _StreamRows(self.pieces, compose_rows(self.idx, sel, len(self)), self.schema, self, sel)
 
     def _gather(self, name: str) -> np.ndarray:

@@ -1,11 +1,13 @@
-"""Pieces of a sink's output that ranks write into part files and then copy into one file.
+"""Outputs that ranks write as pieces of part files, then copy into one file.
 
-Shared by the Perfetto and Chrome JSON sinks: each rank appends its sequences' pieces
-(a location's packets or events, window by window) to its own part file; at commit
-every rank copies its pieces into the output at offsets that depend only on the
-sequences, so no byte depends on windows or on which rank wrote it.  Messages are
-paired by counting, per (sender, receiver, tag) key, the messages before each one
-(``count_within``), across windows.
+The base of the Perfetto and Chrome JSON sinks.  Each rank appends its sequences' pieces
+(a location's packets or events, window by window) to its own part file, noting each
+piece's sequence key, offset and length (``append``); at commit every rank copies its
+pieces into the output at offsets that depend only on the sequences, after the header
+rank 0 writes and before the footer, so no byte depends on windows or on which rank
+wrote it.  A sink on this base says which tables it writes and how (``table_writers``),
+what a sequence is (its keys), what the header holds (``header``) and what it needs
+gathered from every rank for it (``gathered``).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.mpi import Comm
+from .owned import LocationOwnedSink
 from .staging import Staging
 
 COPY_BLOCK = 16 << 20       # bytes read at once when the parts are copied into the output
@@ -51,25 +54,93 @@ def place_parts(comm: Comm, staging: Staging, name: str, out: Path, dest: np.nda
     comm.check()
 
 
-def count_within(key: np.ndarray, state: tuple[np.ndarray, np.ndarray]):
-    """For rows of message keys (in order): how many earlier rows (this window's and
-    every earlier window's) had the same key; and the updated key -> count state."""
-    known, counts = state
-    uniq, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
-    order = np.argsort(inv, kind="stable")
-    group_start = np.r_[0, np.cumsum(cnt)[:-1]]
-    within = np.empty(len(key), np.int64)
-    within[order] = np.arange(len(key)) - group_start[inv[order]]
-    pos = np.minimum(np.searchsorted(known, uniq), max(len(known) - 1, 0))
-    found = (known[pos] == uniq) if len(known) else np.zeros(len(uniq), bool)
-    base = np.where(found, counts[pos] if len(known) else 0, 0)
-    k = base[inv] + within
-    allk = np.concatenate([known, uniq[~found]])
-    allc = np.concatenate([counts, cnt[~found]])
-    if len(known):
-        allc[pos[found]] += cnt[found]
-    o = np.argsort(allk, kind="stable")
-    return k, (allk[o], allc[o])
+class PartFileSink(LocationOwnedSink):
+    windows = True
+    #: the bytes after the last sequence
+    footer = b""
+
+    def __init__(self, path, overwrite: bool = False):
+        super().__init__(path, overwrite)
+        self.part = None
+
+    def open_part(self, comm: Comm) -> None:
+        """Collective, once staged: this rank's part file."""
+        self.pieces: list[np.ndarray] = []      # (key, offset in part, length) per chunk
+        self.part_size = 0
+        with comm.guard():
+            self.part = open(self.staging.path(f"part-{comm.rank}"), "wb")
+        comm.check()
+
+    def append(self, keys: np.ndarray, buf, ends: np.ndarray) -> None:
+        """A chunk's bytes (rows grouped by sequence key, in order; ``ends``: where each
+        row's end): write them and note each key's piece."""
+        last = np.r_[np.flatnonzero(keys[1:] != keys[:-1]), len(keys) - 1]
+        stop = ends[last]
+        start = np.r_[0, stop[:-1]]
+        self.pieces.append(np.stack([keys[last], start + self.part_size, stop - start], axis=1))
+        self.part.write(buf)
+        self.part_size += int(stop[-1])
+
+    def table_writers(self) -> list:
+        """[(table, the method writing a window's rows of it)], in the order they are written."""
+        raise NotImplementedError
+
+    def write(self, comm: Comm, tables: dict) -> None:
+        with comm.guard():
+            for name, write in self.table_writers():
+                t = tables.get(name)
+                if t is not None and len(t):
+                    write(t)
+        comm.check()
+
+    def gathered(self):
+        """What the header needs from this rank (commit gathers it from every rank)."""
+        return None
+
+    def header(self, gathered: list) -> bytes:
+        """Rank 0: the bytes before the first sequence, from every rank's ``gathered``."""
+        raise NotImplementedError
+
+    def commit(self, comm: Comm) -> None:
+        with comm.guard():
+            self.part.close()
+            pieces = np.concatenate(self.pieces) if self.pieces else np.zeros((0, 3), np.int64)
+            # pieces of a key in window order; keys in sequence order
+            pieces = pieces[np.argsort(pieces[:, 0], kind="stable")]
+            keys, first = np.unique(pieces[:, 0], return_index=True)
+            totals = np.add.reduceat(pieces[:, 2], first) if len(keys) else np.zeros(0, np.int64)
+            mine = self.gathered()
+        comm.check()
+        everything = comm.allgather((keys, totals, mine))
+        header = b""
+        with comm.guard():
+            if comm.rank == 0:
+                header = self.header([g for *_, g in everything])
+        comm.check()
+        header_size = comm.bcast(len(header))
+        with comm.guard():
+            all_keys = np.concatenate([k for k, _, _ in everything])
+            all_totals = np.concatenate([t for _, t, _ in everything])
+            o = np.argsort(all_keys, kind="stable")
+            offsets = np.empty(len(o), np.int64)
+            offsets[o] = header_size + np.r_[0, np.cumsum(all_totals[o])[:-1]]
+            # where each of this rank's sequences starts (every key is written by one rank)
+            dest = offsets[o][np.searchsorted(all_keys[o], keys)]
+            out = self.staging.path("out")
+            if comm.rank == 0:
+                body = header_size + int(all_totals.sum())
+                with open(out, "wb") as f:
+                    f.write(header)
+                    f.truncate(body)
+                    f.seek(body)
+                    f.write(self.footer)
+        comm.check()
+        comm.barrier()
+        place_parts(comm, self.staging, self.final.name, out, dest, keys, pieces)
+
+    def release(self) -> None:
+        if self.part is not None and not self.part.closed:
+            self.part.close()
 
 
 def _within(keys: np.ndarray, lengths: np.ndarray) -> np.ndarray:

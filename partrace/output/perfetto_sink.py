@@ -29,32 +29,32 @@ Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order).  Event rows of a location form one
 packet sequence (names interned per sequence: a name's first packet on the
 sequence carries it, its first packet clears the sequence's state), its marker
-spots another, each of its sampled columns another.  A rank appends
+spots another, each of its sampled columns another, the values of its counter
+members after the first (where the trace has such counters) another.  A rank appends
 each window's packets, grouped by sequence, to its own part file and notes where
 each sequence's pieces are; at commit every rank copies its sequences' bytes into
-the output at offsets ordered by sequence (location, then events, markers, columns),
+the output at offsets ordered by sequence (location, then events, markers, columns,
+members),
 after the track descriptors that rank 0 writes.  No byte depends on windows or on
 which rank wrote it.
 """
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
+from functools import partial
 
 import numpy as np
 
 from ..engine.mpi import Comm
-from ..engine.sink import Sink
 from ..errors import PartraceError, UsageError
-from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
-                     counter_value_types, counter_values, member_values_table, not_utf8_warning,
-                     tables_of_role, utf8_names)
-from .parts import count_within, place_parts
-from ..engine.leftovers import run_name
-from .staging import Staging
+from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Role, Schema, Table, counter_values,
+                     not_utf8_warning, tables_of_role, utf8_names)
+from .counters import CounterMembers, DefinedCounters, counter_columns
+from .flows import MessageFlows
+from .owned import EVENTS
+from .parts import PartFileSink
 
-EVENTS = "events"
-# columns of a sample table that identify or locate the record rather than measure anything
+__all__ = ["PerfettoSink", "counter_bits", "counter_columns", "named_spots"]
 KIND_NAMES = {int(k): k.name for k in Kind}
 MAX_KIND = 256
 
@@ -87,79 +87,8 @@ def counter_bits(bits: np.ndarray, value_type: str) -> tuple[np.ndarray, np.ndar
     return kind, out
 
 
-class CounterMembers:
-    """The counters whose records hold several values (the ``counter_members`` definitions,
-    read from the schema's member values table): member 0 is the COUNTER event's own value,
-    the others (``flat``: in counter order, then member order) rows of that table."""
-
-    def __init__(self, defs: Definitions, schema: Schema, cnt_ids: np.ndarray):
-        mem = defs.tables.get("counter_members")
-        self.table = member_values_table(schema) if mem is not None and len(mem) else None
-        ncnt = len(cnt_ids)
-        self.count = np.zeros(ncnt, np.int64)       # members after the first, per counter
-        self.first = np.zeros(ncnt, np.int64)       # the first of those in the flat lists
-        self.names: list = []                       # per flat member
-        self.units: list = []
-        self.types = np.zeros(0, np.int64)          # as places in COUNTER_VALUE_TYPES
-        self.head: dict[int, tuple] = {}            # counter index: member 0's (name, unit)
-        if self.table is None:
-            return
-        c = np.asarray(mem["counter"], dtype=np.int64)
-        k = np.asarray(mem["index"], dtype=np.int64)
-        o = np.lexsort((k, c))
-        ci = np.searchsorted(cnt_ids, c[o])
-        ok = (ci < ncnt) & (cnt_ids[np.minimum(ci, max(ncnt - 1, 0))] == c[o]) if ncnt \
-            else np.zeros(len(o), bool)
-        o, ci, k = o[ok], ci[ok], k[o][ok]
-        names, units = list(mem["name"]), list(mem["unit"])
-        types = counter_value_types(mem)
-        rest = k > 0
-        self.count = np.bincount(ci[rest], minlength=ncnt).astype(np.int64)
-        self.first = np.r_[0, np.cumsum(self.count)[:-1]].astype(np.int64)
-        self.names = [names[i] for i in o[rest]]
-        self.units = [units[i] for i in o[rest]]
-        self.types = np.asarray([COUNTER_VALUE_TYPES.index(types[i]) for i in o[rest]],
-                                np.int64)
-        self.head = {int(a): (names[i], units[i]) for a, i in zip(ci[~rest], o[~rest])}
-
-    def rows(self, t: Table, cnt_ids: np.ndarray, what: str):
-        """The rows of the member values table ``t`` that hold a member after the first:
-        (rows, counter index, flat member index)."""
-        c = np.asarray(t["counter"], dtype=np.int64)
-        k = np.asarray(t["index"], dtype=np.int64)
-        rows = np.flatnonzero((c != 0) & (k > 0))
-        ci = np.minimum(np.searchsorted(cnt_ids, c[rows]), max(len(cnt_ids) - 1, 0))
-        bad = (cnt_ids[ci] != c[rows]) | (k[rows] > self.count[ci]) if len(cnt_ids) \
-            else np.ones(len(rows), bool)
-        if bad.any():
-            r = rows[np.flatnonzero(bad)[0]]
-            raise PartraceError(f"{self.table}: value {int(k[r])} of counter {int(c[r])}, "
-                                f"which the counter_members definitions do not name ({what} "
-                                "would not show it)")
-        return rows, ci, self.first[ci] + k[rows] - 1
-
-
-def counter_columns(schema: Schema) -> list[tuple[str, list]]:
-    """[(table, [its numeric measure columns])] of the sample tables, in schema order."""
-    out = []
-    for name in tables_of_role(schema, Role.SAMPLES):
-        cols = schema[name]
-        measures = [c for c in cols if c.name not in KEY_COLUMNS and c.measure and not c.is_object
-                    and not c.numpy_dtype().subdtype and c.numpy_dtype().kind in "iuf"]
-        if measures:
-            out.append((name, measures))
-    return out
-
-
-class PerfettoSink(Sink):
-    mode = "destination"
-    windows = True
-
-    def __init__(self, path, overwrite: bool = False):
-        self.final = Path(path)
-        self.overwrite = overwrite
-        self.staging: Staging | None = None
-        self.part = None
+class PerfettoSink(PartFileSink):
+    location_role = "to make a track of"
 
     # -- definitions ---------------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
@@ -167,24 +96,29 @@ class PerfettoSink(Sink):
         self.defs, self.schema = defs, schema
         locs = defs.tables["locations"]
         order = np.argsort(np.asarray(locs["id"], dtype=np.int64), kind="stable")
-        self.loc_ids = np.asarray(locs["id"], dtype=np.int64)[order]
-        self.loc_names, changed = utf8_names(locs["name"][i] for i in order)
-        self.loc_parents = np.asarray(locs["parent"], dtype=np.int64)[order]
-        # each location's owner: contiguous blocks in id order
-        n = len(self.loc_ids)
-        self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
         self.counters = counter_columns(schema)
         self.tables = {name for name, _ in self.counters}
-        starts = np.cumsum([0] + [len(c) for _, c in self.counters])
-        self.first_column = {name: int(a) for (name, _), a in zip(self.counters, starts)}
-        ncol = int(starts[-1])
         # a table of named spots (a column naming a definition: OTF's markers) gives instants
         # named by their definition: (table, column, definitions table), or None
         self.spots = named_spots(schema, defs)
         self.markers = self.spots is not None
+        # defined counters (COUNTER events), in id order; those of several values a track
+        # per member, the others' values from the member values table
+        self.defined = DefinedCounters(defs)
+        self.members = CounterMembers(defs, schema, self.defined)
+        self.own(comm, np.asarray(locs["id"], dtype=np.int64)[order],
+                 routed=self.tables | self.members.routed
+                 | ({self.spots[0]} if self.markers else set()))
+        self.loc_names, changed = utf8_names(locs["name"][i] for i in order)
+        self.loc_parents = np.asarray(locs["parent"], dtype=np.int64)[order]
+        n = len(self.loc_ids)
+        starts = np.cumsum([0] + [len(c) for _, c in self.counters])
+        self.first_column = {name: int(a) for (name, _), a in zip(self.counters, starts)}
+        ncol = int(starts[-1])
         self.first_counter = 2 if self.markers else 1
-        # sequences (and part keys) per location: events, markers, one per sampled column
-        self.per_loc = self.first_counter + ncol
+        # sequences (and part keys) per location: events, markers, one per sampled column,
+        # then (counters of several values) one for the members after the first
+        self.per_loc = self.first_counter + ncol + len(self.members.routed)
         if n * self.per_loc >= (1 << 32) - 1:
             raise UsageError(f"{n} locations x {self.per_loc} sequences exceed "
                              "Perfetto's 2^32 packet sequences")
@@ -193,33 +127,19 @@ class PerfettoSink(Sink):
         grid = np.repeat(self.loc_ids, ncol), np.tile(np.arange(ncol, dtype=np.int64), n)
         self.counter_uuid = (hash_of(*grid) | np.uint64(1 << 63)).reshape(n, ncol) if ncol \
             else np.zeros((n, 0), np.uint64)
-        # defined counters (COUNTER events), in id order; a track per (location, counter) that
-        # has values, whose uuid hashes (location, counter id, 1): never a sampled column's
-        cnt = defs.tables.get("counters")
-        cnt = cnt if cnt is not None and len(cnt) else None
-        corder = np.argsort(np.asarray(cnt["id"], dtype=np.int64), kind="stable") \
-            if cnt is not None else np.zeros(0, np.int64)
-        self.cnt_ids = np.asarray(cnt["id"], dtype=np.int64)[corder] if cnt is not None \
-            else np.zeros(0, np.int64)
-        self.cnt_names, c1 = utf8_names(cnt["name"][i] for i in corder)
-        self.cnt_units, c2 = utf8_names(cnt["unit"][i] if "unit" in cnt else "" for i in corder)
-        # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
-        # per row without Python objects)
-        self.cnt_types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in
-                                     counter_value_types(cnt)], np.int64)[corder] \
-            if cnt is not None else np.zeros(0, np.int64)
+        # a track per (location, defined counter) that has values, whose uuid hashes
+        # (location, counter id, 1): never a sampled column's; a counter of several values
+        # named by its first member, a track per (location, member after the first) that has
+        # values, whose uuid hashes (location, counter id, 1 + the member's index)
+        M = self.members
+        self.cnt_ids = self.defined.ids
+        cnt_names, cnt_units = M.labels(self.defined.names(), self.defined.units(""), "")
+        self.cnt_names, c1 = utf8_names(cnt_names)
+        self.cnt_units, c2 = utf8_names(cnt_units)
         self.cnt_used: list[np.ndarray] = []        # location index * counters + counter index
-        # counters of several values: a track per member (member 0's: the counter's own,
-        # named by the member), the others' values from the member values table, on a
-        # sequence of their own per location (after the sampled columns')
-        self.members = CounterMembers(defs, schema, self.cnt_ids)
-        for ci, (nm, un) in self.members.head.items():
-            self.cnt_names[ci], self.cnt_units[ci] = utf8_names([nm, un])[0]
-        self.m_names, c5 = utf8_names(self.members.names)
-        self.m_units, c6 = utf8_names(self.members.units)
+        self.m_names, c5 = utf8_names(M.names)
+        self.m_units, c6 = utf8_names(M.member_units(""))
         self.m_used: list[np.ndarray] = []          # location index * members + member index
-        if self.members.table is not None:
-            self.per_loc += 1
         # interned names: iid 1.. for regions (in id order), then one per kind
         regs = defs.tables["regions"]
         rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
@@ -244,65 +164,17 @@ class PerfettoSink(Sink):
         # per-location state carried across windows
         self.interned = np.zeros(0, np.int64)       # sequence key * niids + iid already sent
         self.started = np.zeros(0, np.int64)        # sequence keys begun (state cleared)
-        self.sent = (np.zeros(0, np.uint64), np.zeros(0, np.int64))    # message key -> count
-        self.recvd = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
-        self.pieces: list[np.ndarray] = []          # (key, offset in part, length) per window
-        self.part_size = 0
-        run_id = comm.bcast(run_name())
-        self.staging = Staging(self.final, run_id)
-        with comm.guard():
-            if comm.rank == 0:
-                self.staging.check_free([self.final], self.overwrite)
-                self.staging.create()
-        comm.check()
-        comm.barrier()
-        with comm.guard():
-            self.part = open(self.staging.path(f"part-{comm.rank}"), "wb")
-        comm.check()
-
-    def _index(self, locations: np.ndarray, table: str) -> np.ndarray:
-        """Each row's location index (into loc_ids)."""
-        if not len(self.loc_ids):
-            raise PartraceError(f"{table}: the trace defines no location to make a track of")
-        i = np.minimum(np.searchsorted(self.loc_ids, locations), len(self.loc_ids) - 1)
-        bad = self.loc_ids[i] != locations
-        if bad.any():
-            loc = int(locations[np.flatnonzero(bad)[0]])
-            raise PartraceError(f"{table}: location {loc} is not in the trace's locations table")
-        return i
-
-    def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
-        if name != EVENTS and name not in self.tables and name != self.members.table \
-                and not (self.markers and name == self.spots[0]):
-            return np.full(len(table), comm.rank, dtype=np.int64)     # not written
-        return self.owner[self._index(np.asarray(table["location"]), name)]
+        self.flows = MessageFlows()
+        self.stage(comm)
+        self.open_part(comm)
 
     # -- windows --------------------------------------------------------------
-    def write(self, comm: Comm, tables: dict[str, Table]) -> None:
-        with comm.guard():
-            ev = tables.get(EVENTS)
-            if ev is not None and len(ev):
-                self._write_events(ev)
-            mk = tables.get(self.spots[0]) if self.markers else None
-            if mk is not None and len(mk):
-                self._write_markers(mk)
-            for name, cols in self.counters:
-                t = tables.get(name)
-                if t is not None and len(t):
-                    self._write_counters(name, cols, t)
-            t = tables.get(self.members.table) if self.members.table else None
-            if t is not None and len(t):
-                self._write_members(t)
-        comm.check()
-
-    def _append(self, keys: np.ndarray, buf: np.ndarray, ends: np.ndarray) -> None:
-        """Write a window's packets (rows grouped by key, in order) and note each key's piece."""
-        last = np.r_[np.flatnonzero(keys[1:] != keys[:-1]), len(keys) - 1]
-        stop = ends[last]
-        start = np.r_[0, stop[:-1]]
-        self.pieces.append(np.stack([keys[last], start + self.part_size, stop - start], axis=1))
-        self.part.write(buf[:int(stop[-1])].tobytes())
-        self.part_size += int(stop[-1])
+    def table_writers(self) -> list:
+        spots = [(self.spots[0], self._write_markers)] if self.markers else []
+        members = [(self.members.table, self._write_members)] if self.members.routed else []
+        return [(EVENTS, self._write_events), *spots] + [
+            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters] \
+            + members
 
     def _write_events(self, ev: Table) -> None:
         from ..formats.perfetto import encode as E
@@ -342,19 +214,13 @@ class PerfettoSink(Sink):
         uuid = self.loc_ids[li].view(np.uint64).copy()
         vkind = np.zeros(len(g), np.uint8)
         vbits = np.zeros(len(g), np.uint64)
-        rows = np.flatnonzero(kind == Kind.COUNTER)
-        if not len(rows) or not len(self.cnt_ids) or "counter" not in ev:
+        rows, ci, bits = self.defined.rows(ev, g, kind)
+        if not len(rows):
             return uuid, vkind, vbits
-        c = np.asarray(ev["counter"], dtype=np.int64)[g[rows]]
-        ci = np.minimum(np.searchsorted(self.cnt_ids, c), len(self.cnt_ids) - 1)
-        ok = self.cnt_ids[ci] == c
-        rows, ci = rows[ok], ci[ok]
         etype[rows] = E.COUNTER
         iid[rows] = 0
         uuid[rows] = self._counter_track(li[rows], ci)
-        bits = np.asarray(ev["value"])[g[rows]].astype(np.uint64) if "value" in ev \
-            else np.zeros(len(rows), np.uint64)
-        types = self.cnt_types[ci]
+        types = self.defined.types[ci]
         for t in np.unique(types).tolist():         # a few value types
             of = types == t
             vkind[rows[of]], vbits[rows[of]] = counter_bits(bits[of], COUNTER_VALUE_TYPES[t])
@@ -378,26 +244,21 @@ class PerfettoSink(Sink):
         COUNTER value on its member's track of its location."""
         from ..formats.perfetto import encode as E
         M = self.members
-        rows, ci, mi = M.rows(t, self.cnt_ids, "Perfetto")
-        if not len(rows):
+        li, ci, mi, bits, tm = M.take(t, self._index, "Perfetto")
+        if not len(li):
             return
-        li = self._index(np.asarray(t["location"])[rows], M.table)
-        g = np.argsort(li, kind="stable")
-        rows, ci, mi, li = rows[g], ci[g], mi[g], li[g]
-        k = mi - M.first[ci] + 1
-        bits = np.asarray(t["value"])[rows].astype(np.uint64)
-        vkind = np.zeros(len(rows), np.uint8)
-        vbits = np.zeros(len(rows), np.uint64)
+        vkind = np.zeros(len(li), np.uint8)
+        vbits = np.zeros(len(li), np.uint64)
         types = M.types[mi]
         for ty in np.unique(types).tolist():        # a few value types
             of = types == ty
             vkind[of], vbits[of] = counter_bits(bits[of], COUNTER_VALUE_TYPES[ty])
         self.m_used.append(np.unique(li * len(M.names) + mi))
-        none = np.zeros(len(rows), np.uint64)
-        self._write_points(li * self.per_loc + self.per_loc - 1,
-                           np.asarray(t["time"], dtype=np.int64)[rows],
-                           self._member_track(li, ci, k), np.full(len(rows), E.COUNTER, np.uint8),
-                           np.zeros(len(rows), np.int64), none, none, None, (vkind, vbits))
+        none = np.zeros(len(li), np.uint64)
+        self._write_points(li * self.per_loc + self.per_loc - 1, tm,
+                           self._member_track(li, ci, mi - M.first[ci] + 1),
+                           np.full(len(li), E.COUNTER, np.uint8), np.zeros(len(li), np.int64),
+                           none, none, None, (vkind, vbits))
 
     def _write_markers(self, mk: Table) -> None:
         """Marker spots: instants named by their marker's definition."""
@@ -454,32 +315,16 @@ class PerfettoSink(Sink):
         E.encode_events(tm, etype, track.view(np.uint64), iid.astype(np.uint64), flow_out,
                         flow_in, intern, flags, (1 + key).astype(np.uint32), self.names,
                         self.name_off, *args, vkind, vbits, buf, ends)
-        self._append(key, buf, ends)
+        self.append(key, buf[:int(ends[-1])], ends)
 
     def _flows(self, ev: Table, g: np.ndarray, loc: np.ndarray, kind: np.ndarray):
         """Flow ids leaving each SEND and ending at each RECV (0: none)."""
-        from ..formats.perfetto.encode import hash_of
-        out = np.zeros(len(g), np.uint64)
-        into = np.zeros(len(g), np.uint64)
         if "peer" not in ev:
-            return out, into
+            return np.zeros(len(g), np.uint64), np.zeros(len(g), np.uint64)
         peer = np.asarray(ev["peer"], dtype=np.int64)[g]
         tag = np.asarray(ev["tag"], dtype=np.int64)[g] if "tag" in ev \
             else np.zeros(len(g), np.int64)
-        for side, target in ((Kind.SEND, out), (Kind.RECV, into)):
-            rows = np.flatnonzero((kind == side) & (peer != 0))
-            if not len(rows):
-                continue
-            s, r = (loc[rows], peer[rows]) if side == Kind.SEND else (peer[rows], loc[rows])
-            key = hash_of(s, r, tag[rows])
-            k, state = count_within(key, self.sent if side == Kind.SEND else self.recvd)
-            if side == Kind.SEND:
-                self.sent = state
-            else:
-                self.recvd = state
-            fid = hash_of(s, r, tag[rows], k)
-            target[rows] = np.where(fid == 0, np.uint64(1), fid)
-        return out, into
+        return self.flows.ids(kind, loc, peer, tag, peer != 0)
 
     def _write_counters(self, name: str, cols: list, t: Table) -> None:
         """Each (location, column) is a sequence of its own: its packets never interleave
@@ -500,16 +345,23 @@ class PerfettoSink(Sink):
             ends = np.empty(len(g), np.int64)
             E.encode_counters(tm, self.counter_uuid[li, col], bits, is_double,
                               (1 + keys).astype(np.uint32), buf, ends)
-            self._append(keys, buf, ends)
+            self.append(keys, buf[:int(ends[-1])], ends)
 
     # -- end ------------------------------------------------------------------
-    def _header(self, used: np.ndarray, mused: np.ndarray) -> bytes:
+    def gathered(self) -> tuple[np.ndarray, np.ndarray]:
+        """The counter tracks with values (location index * counters + counter index), and
+        the member tracks with values (location index * members + member index)."""
+        return tuple(np.unique(np.concatenate(u)) if u else np.zeros(0, np.int64)
+                     for u in (self.cnt_used, self.m_used))
+
+    def header(self, gathered: list) -> bytes:
         """The TrackDescriptors: every location's track (under its parent's, where the
         parent is a location), then each location's tracks of sampled columns, then the
         tracks of counters with values (``used``: location index * counters + counter
         index, sorted), then those of counter members after the first with values
         (``mused``: location index * members + member index), each with its unit."""
         from ..formats.perfetto import encode as E
+        used, mused = (np.unique(np.concatenate([g[j] for g in gathered])) for j in (0, 1))
         n = len(self.loc_ids)
         columns = [f"{t}.{c.name}" for t, cols in self.counters for c in cols]
         col_units = [c.unit or "" for _, cols in self.counters for c in cols]
@@ -547,44 +399,3 @@ class PerfettoSink(Sink):
         used_bytes = E.encode_tracks(uuid, parent.astype(np.int64), name, is_counter, unit,
                                      names, off, out)
         return out[:used_bytes].tobytes()
-
-    def commit(self, comm: Comm) -> None:
-        with comm.guard():
-            self.part.close()
-            pieces = np.concatenate(self.pieces) if self.pieces else np.zeros((0, 3), np.int64)
-            # pieces of a key in window order; keys in (location, table) order
-            pieces = pieces[np.argsort(pieces[:, 0], kind="stable")]
-            keys, first = np.unique(pieces[:, 0], return_index=True)
-            totals = np.add.reduceat(pieces[:, 2], first) if len(keys) else np.zeros(0, np.int64)
-            used, mused = (np.unique(np.concatenate(u)) if u else np.zeros(0, np.int64)
-                           for u in (self.cnt_used, self.m_used))
-        comm.check()
-        everything = comm.allgather((keys, totals, used, mused))
-        with comm.guard():
-            header = self._header(*(np.unique(np.concatenate([e[j] for e in everything]))
-                                    for j in (2, 3))) if comm.rank == 0 else b""
-        comm.check()
-        header_size = comm.bcast(len(header))
-        with comm.guard():
-            all_keys = np.concatenate([e[0] for e in everything])
-            all_totals = np.concatenate([e[1] for e in everything])
-            o = np.argsort(all_keys, kind="stable")
-            offsets = np.empty(len(o), np.int64)
-            offsets[o] = header_size + np.r_[0, np.cumsum(all_totals[o])[:-1]]
-            # where each of this rank's sequences starts (every key is written by one rank)
-            dest = offsets[o][np.searchsorted(all_keys[o], keys)]
-            out = self.staging.path("out")
-            if comm.rank == 0:
-                with open(out, "wb") as f:
-                    f.write(header)
-                    f.truncate(header_size + int(all_totals.sum()))
-        comm.check()
-        comm.barrier()
-        place_parts(comm, self.staging, self.final.name, out, dest, keys, pieces)
-
-    def discard(self, comm: Comm) -> None:
-        if self.part is not None and not self.part.closed:
-            self.part.close()
-        comm.barrier()
-        if comm.rank == 0 and self.staging is not None:
-            self.staging.discard()

@@ -17,21 +17,18 @@ import os
 import struct
 
 from ..engine.account_report import write_whole
+from .self_trace_slices import BEGIN_CALL, BEGIN_PHASE, records
 
 # TrackEvent.Type and TracePacket.SequenceFlags values, as formats/perfetto/encode.py has
 # them (importing it loads numba); the tests read them back with perfetto's protos
 SLICE_BEGIN, SLICE_END = 1, 2
 STATE_CLEARED = 1
 
-# order of the records at one instant: what ends before what begins, outer around inner
-_END_CALL, _END_PHASE, _BEGIN_PHASE, _BEGIN_CALL = range(4)
-
-
 def write_self_trace(path: str | os.PathLike, reports: list[dict]) -> None:
     """The ranks' slices (each report's ``slices``) as a trace at ``path``."""
     start = min((s[2] for r in reports for s in r.get("slices", ())), default=0)
     if str(path).endswith(".otf2"):
-        from .self_trace_otf2 import write_otf2
+        from .self_trace_otf2 import write_otf2     # the otf2 package: only when asked for
         write_otf2(path, reports)
         return
     data = (_chrome if str(path).endswith(".json") else _perfetto)(reports, start)
@@ -41,16 +38,6 @@ def write_self_trace(path: str | os.PathLike, reports: list[dict]) -> None:
 def track_name(rank: int, ranks: int) -> str:
     """'rank 007' of 256: names that sort as the ranks do."""
     return f"rank {rank:0{len(str(max(ranks - 1, 0)))}d}"
-
-
-def _records(slices) -> list[tuple[int, int, str, dict | None]]:
-    """(time, order, name, arguments) of every slice's begin and end, in time order."""
-    out = []
-    for name, is_call, t0, t1, args in slices:
-        out.append((t0, _BEGIN_CALL if is_call else _BEGIN_PHASE, name, args))
-        out.append((t1, _END_CALL if is_call else _END_PHASE, name, None))
-    out.sort(key=lambda r: (r[0], r[1]))
-    return out
 
 
 # --- Perfetto -----------------------------------------------------------------------------
@@ -92,8 +79,8 @@ def _perfetto(reports: list[dict], start: int) -> bytes:
         rank, uuid, seq = r["rank"], r["rank"] + 1, r["rank"] + 1
         track = _field(1, uuid) + _field(2, track_name(rank, len(reports)))
         out.append(_packet(_field(10, seq), _field(13, STATE_CLEARED), _field(60, track)))
-        for t, order, name, args in _records(r.get("slices", ())):
-            begin = order in (_BEGIN_PHASE, _BEGIN_CALL)
+        for t, order, name, args in records(r.get("slices", ())):
+            begin = order in (BEGIN_PHASE, BEGIN_CALL)
             event = b"".join(_annotation(k, v) for k, v in (args or {}).items())
             event += _field(9, SLICE_BEGIN if begin else SLICE_END) + _field(11, uuid)
             if begin:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from .self_trace import _BEGIN_CALL, _BEGIN_PHASE, _END_CALL, _records
+from .self_trace_slices import BEGIN_CALL, BEGIN_PHASE, END_CALL, records
 
 # an MPI call's region role, by the Comm method's name
 ROLES = {"barrier": "BARRIER", "wait_for_all": "BARRIER", "bcast": "COLL_ONE2ALL",
@@ -76,11 +76,12 @@ def _write(folder: str, name: str, reports: list[dict]) -> None:
             if host not in hosts:
                 hosts[host] = defs.system_tree_node(host or "host", parent=root)
             group = defs.location_group(f"rank {r['rank']}", system_tree_parent=hosts[host])
-            writer = trace.event_writer_from_location(
-                defs.location(f"rank {r['rank']}", group=group))
-            for t, order, label, args in _records(r.get("slices", ())):
-                where = region(label, order in (_BEGIN_CALL, _END_CALL))
-                if order in (_BEGIN_PHASE, _BEGIN_CALL):
+            # the thread named as Score-P names a process's first ("Master thread"), so that
+            # readers showing "group/location" show "rank 3/main thread", not the rank twice
+            writer = trace.event_writer_from_location(defs.location("main thread", group=group))
+            for t, order, label, args in records(r.get("slices", ())):
+                where = region(label, order in (BEGIN_CALL, END_CALL))
+                if order in (BEGIN_PHASE, BEGIN_CALL):
                     writer.enter(t, where, attributes={attribute(k, v): v
                                                        for k, v in (args or {}).items()})
                 else:

@@ -59,12 +59,7 @@ OTF2_TRACES = [n for n, p in TRACES.items() if p.startswith("otf2/")]
 STEPS = ("info", "h5", "otf", "otf2", "pftrace", "profile", "comm", "library")
 EVERY = {s: None for s in STEPS}
 # trace -> step -> the cause of a known failure
-KNOWN: dict[str, dict[str, str]] = {
-    "apex-movielens": {"otf2": "written back (formats/otf2/replay.py), its global definitions "
-                               "hold a group whose members the otf2 package cannot find in "
-                               "their parent group (IndexError in otf2/definitions.py, "
-                               "GlobalDefReader): the archive itself reads whole"},
-}
+KNOWN: dict[str, dict[str, str]] = {}
 
 
 def _cases(step: str, names=None):
@@ -159,6 +154,23 @@ def test_otf2_output_reads_whole_in_the_library(name, merged, tmp_path):
             leaves += isinstance(ev, otf2.events.Leave)
     kinds = _kinds(merged(name))
     assert (enters, leaves) == (kinds.get(Kind.ENTER, 0), kinds.get(Kind.LEAVE, 0))
+
+
+@pytest.mark.parametrize("name", _cases("otf2", OTF2_TRACES))
+def test_otf2_written_back_has_the_source_s_groups(name, tmp_path):
+    """OTF2 written back from OTF2: the otf2 package reads the same groups from it as from the
+    source (a COMM_GROUP's members are ranks in its paradigm's COMM_LOCATIONS group: written
+    as location refs, the package could not find them there)."""
+    otf2 = pytest.importorskip("otf2")
+    out = tmp_path / "m.otf2"
+    _ok(["merge", str(_path(name)), "-o", str(out), "-q"])
+
+    def groups(anchor):
+        with otf2.reader.open(str(anchor)) as trace:
+            return [(g.name, g.group_type, g.paradigm, [m._ref for m in g.members])
+                    for g in trace.definitions.groups]
+    source = next(_path(name).rglob("*.otf2"))
+    assert groups(out) == groups(source)
 
 
 @pytest.mark.parametrize("name", _cases("otf2", ["otfvis-wrf"]))

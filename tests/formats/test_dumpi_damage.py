@@ -18,7 +18,7 @@ import pytest
 
 from partrace.errors import TraceError
 from partrace.formats.dumpi import DUMPI
-from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_rank
+from tests.support.dumpi_encode import Call, rank_path, write_meta, write_rank
 from partrace.formats.dumpi.layout import read_rank_file
 from partrace.formats.dumpi.tables import SIDE_ARG_ID
 from partrace.model import Table
@@ -84,12 +84,38 @@ def patch(path: Path, at: int, blob: bytes) -> None:
 # -- metafile against the rank files beside it --------------------------------------
 @pytest.mark.parametrize("nranks", [None, 2])
 def test_numprocs_below_the_rank_files(tmp_path, nranks):
-    """The fuzz case: ranks 2 and 3 used to be dropped with exit 0 (as dumpi2ascii
-    would: it reads files 0..numprocs-1 only)."""
+    """sst-dumpi's readers (dumpi/bin/metadata.cc) read the files of ranks 0..numprocs-1
+    only: so does partrace, with one warning naming the others; the ranks read are
+    dumpi2ascii's, call for call."""
+    import json
+    import warnings
+
+    from partrace.model import Kind
+    from tests.conftest import run_cli
+    from tests.formats.test_dumpi_fixtures import parse_ascii
     trace = copy(tmp_path)
     set_numprocs(trace, 2)
-    check(trace, tmp_path, meta(trace), numprocs_line(trace), f"numprocs=2 but 2 more rank file(s) of prefix "
-          f"'{PREFIX}' lie beside it: {PREFIX}-0002.bin, {PREFIX}-0003.bin", nranks)
+    r = run_cli(["info", str(trace), "--json"], nranks=nranks)
+    assert r.returncode == 0, r.stderr
+    said = r.stderr.splitlines()
+    assert said == [f"partrace: warning: {meta(trace)}: {numprocs_line(trace)}: numprocs=2 but "
+                    f"2 more rank file(s) of prefix '{PREFIX}' lie beside it: {PREFIX}-0002.bin, "
+                    f"{PREFIX}-0003.bin; not read, as sst-dumpi's readers do not read them"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reader = DUMPI.open(trace)
+        defs = reader.read_definitions()
+        units = list(reader.units())
+        assert sorted(u.info[1] for u in units) == [0, 1]
+        rows = 0
+        for u in units:
+            (chunk,) = reader.decode(u, defs)
+            ev = chunk["events"]
+            ref = parse_ascii(Path(u.info[0]).with_suffix(".txt"))["calls"]
+            assert ev["time"][ev["kind"] == Kind.ENTER].tolist() == [c["wall_in"] for c in ref]
+            assert ev["time"][ev["kind"] == Kind.LEAVE].tolist() == [c["wall_out"] for c in ref]
+            rows += len(ev)
+    assert json.loads(r.stdout)["events"] == rows
 
 
 def test_numprocs_above_the_rank_files(tmp_path):

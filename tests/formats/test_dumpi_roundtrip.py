@@ -12,7 +12,7 @@ import pytest
 
 from partrace.errors import TraceError
 from partrace.formats.dumpi import DUMPI
-from partrace.formats.dumpi.encode import BY_NAME, Call, rank_path, write_meta, write_rank
+from tests.support.dumpi_encode import BY_NAME, Call, rank_path, write_meta, write_rank
 from partrace.formats.dumpi.functable import FUNCTIONS
 from partrace.formats.dumpi.layout import read_rank_file
 from partrace.formats.dumpi.tables import SIDE_ARG_ID
@@ -288,7 +288,7 @@ def test_unknown_function_id(tmp_path, label):
     reader = DUMPI.open(d)
     defs = reader.read_definitions()
     (chunk,) = list(reader.decode(reader.units()[3], defs))
-    from partrace.formats.dumpi.decode import Walk       # record offsets are not a column
+    from partrace.formats.dumpi.walk import Walk       # record offsets are not a column
     at = int(Walk(bytes(data), rf).off[5])
     data[at:at + 2] = struct.pack(">H", label)
     f.write_bytes(bytes(data))
@@ -355,17 +355,17 @@ def test_walk_resumes_where_an_output_array_ran_full(tmp_path, monkeypatch, jit_
     array is grown: with room for one element per side array to start with (so that every
     argument array, string, status and perf value overflows them), every array it makes
     equals those of a walk that never ran out of room."""
-    from partrace.formats.dumpi import decode
+    from partrace.formats.dumpi import walk
     write_all(tmp_path)
     path = rank_path(tmp_path, "all", 0)
     data, rf = path.read_bytes(), read_rank_file(path)
-    roomy = decode.Walk(data, rf)
-    made = decode._walk_arrays
+    roomy = walk.Walk(data, rf)
+    made = walk._walk_arrays
     grown = []
-    monkeypatch.setattr(decode, "_walk_arrays", lambda nc, *side: made(nc, 1, 1, 1, 1))
-    monkeypatch.setattr(decode, "_grown", lambda g, used: grown.append(used) or
+    monkeypatch.setattr(walk, "_walk_arrays", lambda nc, *side: made(nc, 1, 1, 1, 1))
+    monkeypatch.setattr(walk, "_grown", lambda g, used: grown.append(used) or
                         _grown_by_one(g, used))
-    tight = decode.Walk(data, rf)
+    tight = walk.Walk(data, rf)
     assert len(grown) > 4 and tight.end == roomy.end == rf.stream_end
     for name in ("func", "thread", "times", "perfn", "vals", "e", "s", "t", "p"):
         a, b = getattr(roomy, name), getattr(tight, name)

@@ -15,7 +15,7 @@ from partrace.engine.order import sort_by_key
 from partrace.engine.runs import Run, held_bytes
 from partrace.formats.dumpi import DUMPI
 from partrace.formats.dumpi.decode import decode_rank
-from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_rank
+from tests.support.dumpi_encode import Call, rank_path, write_meta, write_rank
 from partrace.model import Kind, Table
 
 from tests.formats.test_dumpi_fixtures import DATA, TRACES, parse_ascii

@@ -13,7 +13,7 @@ import pytest
 from partrace.formats.dumpi import DUMPI
 from partrace.formats.dumpi.comms import CommMap
 from partrace.formats.dumpi.decode import decode_rank
-from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_rank
+from tests.support.dumpi_encode import Call, rank_path, write_meta, write_rank
 from partrace.model import Kind, Table
 
 from tests.formats.test_dumpi_fixtures import DATA, ints, parse_ascii

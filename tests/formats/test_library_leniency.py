@@ -110,3 +110,61 @@ def test_otf2_location_event_counts_other_than_the_files_are_read_by_the_files(t
         assert f["definitions"]["otf2_locations"]["events"][:].tolist() == \
             [APEX_COUNT] * len(APEX_EVENTS)
     assert sorted(got) == sorted(want)
+
+
+def test_otf_process_listed_but_not_defined_is_read_as_the_library_reads_it(tmp_path):
+    """The OTF library reads the records of every process the master file lists, with or
+    without a DP record (OTF_Reader_readEvents skips only processes its process list, made
+    from the master file, does not hold): ring8 without process 8's DP line reads record by
+    record as otfprint printed the whole trace, process 8 named after its token."""
+    import shutil
+    import warnings
+
+    from tests.formats.test_otf_reader import DATA, _check_against_otfprint
+    trace = tmp_path / "trace"
+    shutil.copytree(DATA / "ring8" / "trace", trace)
+    defs = trace / "ring8.0.def"
+    lines = defs.read_bytes().splitlines(keepends=True)
+    assert b'DP8NM"Process 7"\n' in lines
+    defs.write_bytes(b"".join(x for x in lines if not x.startswith(b"DP8NM")))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        got, _, _ = _check_against_otfprint(trace, DATA / "ring8/reference/ring8.otfprint.txt")
+    assert [str(w.message) for w in said] == [
+        f"{trace / 'ring8.otf'}: 1 process(es) it lists have no DP record (first: 8); their "
+        "records are read, each process named after its token"]
+    loc = got.tables["locations"]
+    assert dict(zip(loc["id"].tolist(), loc["name"].tolist()))[8] == "Process 0x8"
+
+
+def test_otf_records_of_a_process_the_master_file_does_not_list_are_skipped(tmp_path):
+    """OTF_Reader_readEvents skips the records of a process its process list (the master
+    file's) does not hold.  hybrid16 with thread 0:3 (process 30001) left out of the master
+    file reads record by record as otfprint printed the whole trace less that thread's."""
+    import shutil
+    import warnings
+
+    from tests.formats.test_otf_helpers import _LINE, fields
+    from tests.formats.test_otf_reader import DATA, MAP, _check_against_otfprint
+    trace = tmp_path / "trace"
+    shutil.copytree(DATA / "hybrid16" / "trace", trace)
+    master = trace / "hybrid16.otf"
+    text = master.read_text()
+    assert text.startswith("1:1,10001,20001,30001\n")
+    master.write_text(text.replace("1:1,10001,20001,30001\n", "1:1,10001,20001\n", 1))
+    gone = str(0x30001)
+    kept = []
+    for line in (DATA / "hybrid16/reference/hybrid16.otfprint.txt").read_text().splitlines():
+        m = _LINE.match(line)
+        if not (m and fields(m.group(3))[0][MAP[m.group(2)][2]] == gone):
+            kept.append(line)
+    dump = tmp_path / "otfprint.txt"
+    dump.write_text("\n".join(kept) + "\n")
+    assert len(kept) < len((DATA / "hybrid16/reference/hybrid16.otfprint.txt").read_text()
+                           .splitlines())
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        _check_against_otfprint(trace, dump)
+    said = [str(w.message) for w in said]
+    assert said and all("records of processes hybrid16.otf does not list (first: 30001) are "
+                        "skipped, as the OTF library skips them" in s for s in said), said

@@ -7,6 +7,7 @@ import pytest
 from partrace.formats.otf import writer as W
 from partrace.formats.otf.files import parse_master
 from tests.formats.test_otf_helpers import DATA, decode_all, per_location
+from tests.support.otf_write import write_stream
 
 CASES = [("ring8", "merged_n3", 3), ("ring8", "merged_n1", 1), ("hybrid16", "merged_n5", 5),
          ("hybrid16", "merged_n16", 16)]
@@ -31,7 +32,7 @@ def _write(tabs, defs, stub, streams):
                 continue
             tt = tab.take(np.flatnonzero(np.isin(tab["location"], procs)))
             sub[t] = tt.take(np.lexsort((tt["seq"], tt["location"], tt["time"])))
-        W.write_stream(stub, s, sub, defs)
+        write_stream(stub, s, sub, defs)
 
 
 @pytest.mark.parametrize("name", ["ring8", "hybrid16"])
@@ -87,10 +88,10 @@ def test_read_write_read_gives_identical_tables(tmp_path):
 
 
 def test_strings_are_sanitized_like_the_library():
-    from partrace.formats.otf.grammar import BY_NAME
-    line = W.format_record(BY_NAME["DefProcess"], {"token": 0x10001, "name": 'a "b"\nc', "parent": 1})
+    from partrace.formats.otf.grammar import BY_NAME, format_record
+    line = format_record(BY_NAME["DefProcess"], {"token": 0x10001, "name": 'a "b"\nc', "parent": 1})
     assert line == 'DP10001NM"a  b  c"PT1\n'
-    assert W.format_record(BY_NAME["DefProcess"], {"token": 1, "name": "x", "parent": 0}) == 'DP1NM"x"\n'
+    assert format_record(BY_NAME["DefProcess"], {"token": 1, "name": "x", "parent": 0}) == 'DP1NM"x"\n'
 
 
 def test_default_streams_one_per_location_up_to_the_cap(monkeypatch):

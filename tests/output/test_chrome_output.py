@@ -8,15 +8,14 @@ import json
 from collections import Counter, defaultdict
 from decimal import Decimal
 
-import h5py
 import numpy as np
 import pytest
 
 from partrace.analysis.timeline import _messages
-from partrace.formats.hdf5.layout import read_table
 from partrace.model import Kind, Table
 from tests.conftest import DATA, run_cli
 from tests.support.counters import counter_defs, counter_rows, member_defs, member_rows
+from tests.support.sink_outputs import decoded, merged_outputs, write_windows
 from tests.formats.test_contract import FIXTURES, _label
 
 pytestmark = pytest.mark.mpi        # each case merges on 3 ranks too
@@ -52,33 +51,11 @@ def _ns(ts) -> int:
     return int(ns)
 
 
-class Merged(dict):
-    """The HDF5 merge's tables, and where the merge is."""
-    path = None
-
-
-def _h5(path):
-    with h5py.File(path, "r") as f:
-        tables = Merged({n: read_table(f[n]) for n in json.loads(f.attrs["tables"])
-                         + ["locations", "regions"]})
-    tables.path = path
-    return tables
-
-
 @pytest.fixture(scope="module", params=CASES)
 def outputs(request, tmp_path_factory):
     trace = request.param
-    tmp = tmp_path_factory.mktemp("chrome")
-    h5 = tmp / "m.h5"
-    r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
-    assert r.returncode == 0, r.stderr
-    outs = []
-    for n in (None, 3) if str(trace) in ON_3_RANKS else (None,):
-        out = tmp / f"m{n}.json"
-        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=600)
-        assert r.returncode == 0, r.stderr
-        outs.append(out)
-    return _h5(h5), outs
+    return merged_outputs(trace, tmp_path_factory.mktemp("chrome"), ".json",
+                          str(trace) in ON_3_RANKS)
 
 
 def test_same_bytes_on_1_and_3_ranks(outputs):
@@ -304,30 +281,15 @@ def test_damaged_input_leaves_no_output(tmp_path, nranks):
 # -- windows: the bytes do not depend on how the merge is cut ---------------------------------
 
 def _write_windows(defs, schema, tables, out, windows: int) -> bytes:
-    """Write through ChromeSink, each table cut into `windows` windows of its key order."""
-    from partrace.engine.mpi import serial
     from partrace.output.chrome_sink import ChromeSink
-    comm, sink = serial(), ChromeSink(out)
-    out.parent.mkdir()
-    sink.prepare(comm, defs, schema)
-    cuts = {name: (np.arange(windows + 1) * len(t)) // windows for name, t in tables.items()}
-    for w in range(windows):
-        sink.write(comm, {name: t.rows(int(c[w]), int(c[w + 1])) for (name, t), c in
-                          zip(tables.items(), cuts.values())})
-    sink.commit(comm)
-    return out.read_bytes()
+    return write_windows(ChromeSink, defs, schema, tables, out, windows)
 
 
 @pytest.mark.parametrize("trace", ["dumpi/p2p-4rank", "ross/phold-np2-opt-gvt-pekplp/stats"])
 def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
     """1, 2 or 17 windows, and lines built in chunks of 7 rows: the same bytes."""
-    from partrace.engine.mpi import serial
-    from partrace.engine.pipeline import run
     from partrace.formats.chrome import encode
-    from partrace.output.memory import MemorySink
-    sink = MemorySink()
-    run(serial(), DATA / trace, sink)
-    args = sink.defs, sink.schema, sink.tables
+    args = decoded(DATA / trace)
     want = _write_windows(*args, tmp_path / "one" / "x.json", 1)
     assert len(_load(tmp_path / "one" / "x.json")) > 300
     for windows in (2, 17):
@@ -342,15 +304,7 @@ def test_leave_of_no_region_and_names_not_utf8(tmp_path):
     written with their bytes as \\xNN (JSON's strings are UTF-8), said in one warning; the
     same bytes on 1 and 3 ranks."""
     from tests.support import otf_leave
-    trace = otf_leave.write(tmp_path / "trace")
-    data = []
-    for n in (None, 3):
-        out = tmp_path / f"m{n}.json"
-        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n)
-        assert r.returncode == 0, r.stderr
-        warned = [ln for ln in r.stderr.splitlines() if "warning" in ln]
-        assert len(warned) == 1 and f"{otf_leave.NOT_UTF8} name(s) not valid UTF-8" in warned[0]
-        data.append(out.read_bytes())
+    data = otf_leave.merged_at_1_and_3_ranks(tmp_path, ".json")
     assert data[0] == data[1]
     data[0].decode("utf-8")         # strict
     events = _load(tmp_path / "mNone.json")

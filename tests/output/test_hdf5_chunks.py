@@ -11,7 +11,7 @@ import pytest
 
 import partrace
 from partrace.formats.hdf5 import chunks
-from partrace.formats.hdf5.layout import write_values
+from partrace.formats.hdf5.values import write_values
 from tests.conftest import DATA
 
 DUMPI = DATA / "dumpi" / "p2p-4rank"

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from partrace.formats.hdf5.layout import write_values
+from partrace.formats.hdf5.values import write_values
 from tests.conftest import run_cli
 from tests.formats.test_contract import FIXTURES
 

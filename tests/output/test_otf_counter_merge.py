@@ -1,12 +1,13 @@
 """The generic OTF writer merges sample counters with the events in the formatter itself
 (writekernel.format_rows): the text equals the records laid out one by one in (time,
-process, table, seq, column) order, written by writer.format_record with the short
+process, table, seq, column) order, written by grammar.format_record with the short
 format's time and process lines."""
 import numpy as np
 
 from partrace.formats.otf import generic as g
 from partrace.formats.otf import grammar as G
-from partrace.formats.otf.writer import StreamWriter, format_record
+from partrace.formats.otf.grammar import format_record
+from partrace.formats.otf.writer import StreamWriter
 from partrace.model import Column, Definitions, Kind, Table, column
 
 

@@ -1,6 +1,6 @@
 """OTF output gathers each written column once, from the window straight into the order it is
 formatted in (the sink's rows of a stream composed with the writer's own picks, cuts and orders:
-writer.take_rows).  The files are the bytes the writer makes from plain copies of each stream's
+taken.take_rows).  The files are the bytes the writer makes from plain copies of each stream's
 rows, on real fixtures (ovni: point events as marker spots, byte-array payloads; DUMPI; OTF) at
 1 and 2 streams, in one window and in several (rows held from one window to the next: a stream's
 rows in two pieces), with small formatter and marker blocks (rows cut from rows picked)."""
@@ -62,9 +62,9 @@ def test_one_gather_writes_the_bytes_of_plain_copies(decoded, streams, tmp_path,
 
 def test_stream_rows_compose_as_takes_of_the_joined_pieces(decoded):
     """Rows of rows (index arrays in any order, slices) of pieces laid end to end (the sink's) or
-    of one table (writer.take_rows of a plain table): each column equals the same rows taken from
+    of one table (taken.take_rows of a plain table): each column equals the same rows taken from
     the pieces joined, whether or not the outer rows read it first."""
-    from partrace.formats.otf.writer import take_rows
+    from partrace.formats.otf.taken import take_rows
     from partrace.output.otf_sink import _take
     _, schema, tables = decoded
     events, cols = tables["events"], schema["events"]

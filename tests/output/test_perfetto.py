@@ -3,7 +3,6 @@ compared with the HDF5 merge of the same real fixture: every slice, instant, flo
 counter value, on 1 and 3 ranks, and the files byte-identical across rank counts."""
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 
 import h5py
@@ -12,9 +11,9 @@ import pytest
 
 from partrace.analysis.timeline import _messages
 from partrace.model import Kind, Table
-from partrace.formats.hdf5.layout import read_table
 from tests.conftest import run_cli
 from tests.support.counters import counter_defs, counter_rows, member_defs, member_rows
+from tests.support.sink_outputs import decoded, merged_outputs, write_windows
 from tests.formats.test_contract import FIXTURES, _label
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -50,21 +49,6 @@ def test_field_numbers_are_perfettos():
     from partrace.formats.perfetto import encode as E
     assert (E.SLICE_BEGIN, E.SLICE_END, E.INSTANT, E.COUNTER) == (BEGIN, END, INSTANT, COUNTER)
     assert E.STATE_CLEARED == CLEARED
-
-
-class Merged(dict):
-    """The HDF5 merge's tables, and where the merge is."""
-    path = None
-
-
-def _h5(path):
-    with h5py.File(path, "r") as f:
-        tables = Merged({n: read_table(f[n]) for n in json.loads(f.attrs["tables"])
-                         + ["locations", "regions"]})
-        if "marker_defs" in f["definitions"]:
-            tables["marker_defs"] = read_table(f["definitions"]["marker_defs"])
-    tables.path = path
-    return tables
 
 
 def _marker_names(tables):
@@ -122,17 +106,8 @@ def _read(path, by_sequence=False):
 @pytest.fixture(scope="module", params=CASES)
 def outputs(request, tmp_path_factory):
     trace = request.param
-    tmp = tmp_path_factory.mktemp("pftrace")
-    h5 = tmp / "m.h5"
-    r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
-    assert r.returncode == 0, r.stderr
-    outs = []
-    for n in (None, 3) if str(trace) in ON_3_RANKS else (None,):
-        out = tmp / f"m{n}.pftrace"
-        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n, timeout=600)
-        assert r.returncode == 0, r.stderr
-        outs.append(out)
-    return _h5(h5), outs
+    return merged_outputs(trace, tmp_path_factory.mktemp("pftrace"), ".pftrace",
+                          str(trace) in ON_3_RANKS, definitions=("marker_defs",))
 
 
 def test_same_bytes_on_1_and_3_ranks(outputs):
@@ -314,28 +289,9 @@ def test_counters(outputs):
 
 # -- windows: the bytes do not depend on how the merge is cut ---------------------------------
 
-def _decoded(path):
-    from partrace.engine.mpi import serial
-    from partrace.engine.pipeline import run
-    from partrace.output.memory import MemorySink
-    sink = MemorySink()
-    run(serial(), path, sink)
-    return sink.defs, sink.schema, sink.tables
-
-
 def _write_windows(defs, schema, tables, out, windows: int) -> bytes:
-    """Write through PerfettoSink, each table cut into `windows` windows of its key order."""
-    from partrace.engine.mpi import serial
     from partrace.output.perfetto_sink import PerfettoSink
-    comm, sink = serial(), PerfettoSink(out)
-    out.parent.mkdir()
-    sink.prepare(comm, defs, schema)
-    cuts = {name: (np.arange(windows + 1) * len(t)) // windows for name, t in tables.items()}
-    for w in range(windows):
-        sink.write(comm, {name: t.rows(int(c[w]), int(c[w + 1])) for (name, t), c in
-                          zip(tables.items(), cuts.values())})
-    sink.commit(comm)
-    return out.read_bytes()
+    return write_windows(PerfettoSink, defs, schema, tables, out, windows)
 
 
 @pytest.mark.parametrize("trace", ["dumpi/p2p-4rank", "ovni/v3-mpisim-small/ovni",
@@ -343,7 +299,7 @@ def _write_windows(defs, schema, tables, out, windows: int) -> bytes:
 def test_sink_output_is_the_same_for_any_windows(trace, tmp_path, monkeypatch):
     from partrace.output import parts
     from tests.conftest import DATA
-    defs, schema, tables = _decoded(DATA / trace)
+    defs, schema, tables = decoded(DATA / trace)
     want = _write_windows(defs, schema, tables, tmp_path / "one" / "x.pftrace", 1)
     assert len(want) > 1000
     for windows in (2, 7, 40):
@@ -431,15 +387,7 @@ def test_leave_of_no_region_and_names_not_utf8(tmp_path):
     bytes as \\xNN (strings are UTF-8), said in one warning; the same bytes on 1 and 3
     ranks."""
     from tests.support import otf_leave
-    trace = otf_leave.write(tmp_path / "trace")
-    data = []
-    for n in (None, 3):
-        out = tmp_path / f"m{n}.pftrace"
-        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n)
-        assert r.returncode == 0, r.stderr
-        warned = [ln for ln in r.stderr.splitlines() if "warning" in ln]
-        assert len(warned) == 1 and f"{otf_leave.NOT_UTF8} name(s) not valid UTF-8" in warned[0]
-        data.append(out.read_bytes())
+    data = otf_leave.merged_at_1_and_3_ranks(tmp_path, ".pftrace")
     assert data[0] == data[1]
     tracks, events = _read(tmp_path / "mNone.pftrace")
     assert {i: t[0] for i, t in tracks.items()} == \

@@ -35,17 +35,19 @@ def test_otf2_self_trace_has_a_location_per_rank_with_its_phases_and_calls(tmp_p
     write_self_trace(path, reports)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "run.def", "run.otf2"]
     with otf2.reader.open(str(path)) as trace:
-        locations = sorted(loc.name for loc in trace.definitions.locations)
-        assert locations == ["rank 0", "rank 1"]
+        locations = sorted(f"{loc.group.name}/{loc.name}"
+                           for loc in trace.definitions.locations)
+        assert locations == ["rank 0/main thread", "rank 1/main thread"]
         hosts = {g.name: g.system_tree_parent.name for g in trace.definitions.location_groups}
         assert hosts == {"rank 0": "node-a", "rank 1": "node-b"}
         stacks = {name: [] for name in locations}
         seen = {name: [] for name in locations}
         for loc, event in trace.events:
-            stack = stacks[loc.name]
+            where = f"{loc.group.name}/{loc.name}"
+            stack = stacks[where]
             if isinstance(event, otf2.events.Enter):
                 stack.append(event.region.name)
-                seen[loc.name].append((len(stack), event.region.name, {
+                seen[where].append((len(stack), event.region.name, {
                     a.name: v for a, v in (event.attributes or {}).items()}))
             else:
                 assert isinstance(event, otf2.events.Leave) and stack.pop() == event.region.name

@@ -64,3 +64,19 @@ def write(folder: Path) -> Path:
     (folder / "lz.1.events").write_text("\n".join(lines) + "\n")
     (folder / "lz.otf").write_text("1:1,2,3\n")
     return folder / "lz.otf"
+
+
+def merged_at_1_and_3_ranks(tmp_path: Path, suffix: str) -> list[bytes]:
+    """The trace merged to ``m{None,3}{suffix}`` at 1 and 3 ranks: each run says in one
+    warning how many names were not UTF-8.  The outputs' bytes."""
+    from tests.conftest import run_cli
+    trace = write(tmp_path / "trace")
+    data = []
+    for n in (None, 3):
+        out = tmp_path / f"m{n}{suffix}"
+        r = run_cli(["merge", str(trace), "-o", str(out), "-q"], nranks=n)
+        assert r.returncode == 0, r.stderr
+        warned = [ln for ln in r.stderr.splitlines() if "warning" in ln]
+        assert len(warned) == 1 and f"{NOT_UTF8} name(s) not valid UTF-8" in warned[0]
+        data.append(out.read_bytes())
+    return data

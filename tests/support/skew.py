@@ -75,7 +75,7 @@ def observed(sched: Schedule, clocks: Clocks) -> tuple[np.ndarray, np.ndarray]:
 def write_dumpi(folder: Path, sched: Schedule, clocks: Clocks, prefix: str = "skew") -> Path:
     """A DUMPI trace: per rank MPI_Init, then its MPI_Send / MPI_Recv calls in true order,
     then MPI_Finalize, every time on the rank's own clock."""
-    from partrace.formats.dumpi.encode import Call, rank_path, write_meta, write_rank
+    from tests.support.dumpi_encode import Call, rank_path, write_meta, write_rank
     folder.mkdir(parents=True, exist_ok=True)
     write_meta(folder, prefix, sched.ranks)
     end = int(sched.received.max(initial=T0)) + 10 * CALL
@@ -110,6 +110,7 @@ def write_otf(path: Path, sched: Schedule, clocks: Clocks, streams: int = 0) -> 
     main, and per message MPI_Send around a SEND record, MPI_Recv around a RECV record."""
     from partrace.formats.otf import writer
     from partrace.model import Definitions, Kind, Table
+    from tests.support.otf_write import write_stream
     n = sched.ranks
     ids = np.arange(1, n + 1, dtype=np.int64)
 
@@ -156,7 +157,7 @@ def write_otf(path: Path, sched: Schedule, clocks: Clocks, streams: int = 0) -> 
         parts = [per_rank[p - 1] for p in procs]
         c = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
         order = np.lexsort((c["seq"], c["location"], c["time"]))
-        writer.write_stream(stub, s, {"events": Table({k: v[order] for k, v in c.items()})}, defs)
+        write_stream(stub, s, {"events": Table({k: v[order] for k, v in c.items()})}, defs)
     writer.write_global(stub, defs, smap)
     return Path(path)
 

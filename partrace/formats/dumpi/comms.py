@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import Table, conform, DEFINITION_TABLES
+from .functable import FUNCTIONS
+from .walk import CHUNK_CALLS, Walk, slot_arrays
 
 WORLD, SELF_HANDLE, NULL_HANDLE = 2, 3, 1
 GROUP_EMPTY = 2
@@ -55,8 +57,6 @@ class Op:
 
 def rank_ops(rf) -> list[Op]:
     """One rank's calls of TRIGGER functions, in call order (walks its stream)."""
-    from .decode import Walk, CHUNK_CALLS, slot_arrays
-    from .functable import FUNCTIONS
     buf = np.memmap(rf.path, np.uint8, mode="r")
     ops, pos, base = [], rf.stream_start, 0
     while pos < rf.stream_end:
@@ -110,7 +110,6 @@ class Replay:
 
     # -- one rank's local calls ------------------------------------------------
     def local(self, loc: int, op: Op) -> None:
-        from .functable import FUNCTIONS
         a, f, g = op.args, op.fid, self.gmap[loc]
         if f == FREE:
             self.cmap[loc].pop(a["comm"], None)
@@ -133,7 +132,6 @@ class Replay:
     # -- collective makers -------------------------------------------------------
     def collective(self, parent: int, waiting: dict[int, Op]) -> None:
         """The same maker call on every member of ``parent``: derive the new ids."""
-        from .functable import FUNCTIONS
         ops = list(waiting.items())
         fids = {op.fid for _l, op in ops}
         if len(fids) != 1:                       # erroneous program: members disagree

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...model import Kind
 from ..base import repeated
-from .decode import locations, threads
+from .walk import locations, threads
 from .functable import FUNCTIONS
 from .requests import SEND_POSTS, slot
 

@@ -53,7 +53,7 @@ class DumpiReader(TraceReader):
             self.files = {int(m[1]) if m else 0: p}
         else:
             self.meta = read_metafile(p)
-            self.files = _rank_files(p, self.meta)
+            self.files, self.unread = _rank_files(p, self.meta)
         for r, f in self.files.items():
             regular_file(f, f"rank {r} file" + (f" (named by metafile {p})" if self.meta else ""))
         self.metafile = p
@@ -80,6 +80,9 @@ class DumpiReader(TraceReader):
     def read_definitions(self, survey: dict[int, RankSurvey] | None = None) -> Definitions:
         from .comms import communicator_tables
         from .functable import FUNCTIONS
+        if getattr(self, "unread", None):     # said once, by the rank reading the definitions
+            import warnings
+            warnings.warn(self.unread)
         survey = self.survey_all() if survey is None else survey
         ranks = sorted(survey)
         rfs = {r: survey[r].file for r in ranks}
@@ -138,11 +141,12 @@ class DumpiReader(TraceReader):
                                want=want)
 
 
-def _rank_files(meta: Path, facts: dict[str, str]) -> dict[int, Path]:
+def _rank_files(meta: Path, facts: dict[str, str]) -> tuple[dict[int, Path], str | None]:
     """Rank r's file is ``<fileprefix>-<r:04d>.bin`` beside the metafile, for r below
     numprocs.  As sst-dumpi's readers (dumpi/bin/metadata.cc), a missing one is an
-    error; rank files of the same prefix beyond numprocs (which they would skip) are
-    an error too: their calls would be lost without a word."""
+    error, and rank files of the same prefix beyond numprocs are not read; the second
+    item, a warning that names them (said by read_definitions: once), so that their
+    calls are not lost without a word."""
     prefix, numprocs = facts["fileprefix"], int(facts["numprocs"])
     line = metafile_line(meta, "numprocs")
     if numprocs < 1:
@@ -158,9 +162,10 @@ def _rank_files(meta: Path, facts: dict[str, str]) -> dict[int, Path]:
                     and int(m[1]) >= numprocs), key=lambda p: p.name)
     if extra:
         names = ", ".join(p.name for p in extra[:5]) + (" ..." if len(extra) > 5 else "")
-        raise TraceError.at_line(meta, line, f"numprocs={numprocs} but {len(extra)} more rank "
-                                 f"file(s) of prefix {prefix!r} lie beside it: {names}")
-    return files
+        return files, (f"{meta}: line {line}: numprocs={numprocs} but {len(extra)} more rank "
+                       f"file(s) of prefix {prefix!r} lie beside it: {names}; not read, as "
+                       f"sst-dumpi's readers do not read them")
+    return files, None
 
 
 def _rank_files_without_meta(folder: Path) -> dict[int, Path]:

@@ -15,7 +15,7 @@ from ...model import (BYTES, STR, Column, Definitions, Schema, Table, with_legac
                       with_legacy_refers)
 from ..base import Format, TraceReader, Unit, check_options
 from .files import open_checked
-from .validate import cannot_open
+from .faults import cannot_open
 
 MAGIC = b"\x89HDF\r\n\x1a\n"
 ROWS_PER_UNIT = 1 << 20
@@ -42,7 +42,7 @@ class HDF5Reader(TraceReader):
         return [self.path, *self._parts]
 
     def units(self) -> list[Unit]:
-        from .validate import hdf5_errors
+        from .faults import hdf5_errors
         out = []
         with self._open() as f:
             for name in json.loads(f.attrs["tables"]):
@@ -59,7 +59,7 @@ class HDF5Reader(TraceReader):
 
     def read_definitions(self, survey=None) -> Definitions:
         from .layout import read_table
-        from .validate import hdf5_errors
+        from .faults import hdf5_errors
         with self._open() as f, hdf5_errors(self.path, "/definitions"):
             d = f["definitions"]
             tables = {n: read_table(f[n]) for n in ("locations", "regions")}
@@ -72,7 +72,7 @@ class HDF5Reader(TraceReader):
                                attrs=json.loads(d.attrs["attrs"]), source=source)
 
     def schema(self, defs: Definitions) -> Schema:
-        from .validate import hdf5_errors
+        from .faults import hdf5_errors
         out: Schema = {}
         with self._open() as f:
             for name in json.loads(f.attrs["tables"]):
@@ -89,7 +89,7 @@ class HDF5Reader(TraceReader):
 
     def decode(self, unit: Unit, defs: Definitions):
         from .layout import read_column
-        from .validate import hdf5_errors
+        from .faults import hdf5_errors
         name, start, stop = unit.info
         with self._open() as f:
             group, out = f[name], {}

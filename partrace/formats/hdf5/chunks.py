@@ -557,10 +557,6 @@ def _rewrite(ds, row: int, stored: tuple[bytes, int], old_mask: int) -> None:
     ds.id.write_direct_chunk(at, data, mask)
 
 
-def _stored(ds, row: int, tail: tuple) -> bool:
-    return _stored_mask(ds, row, tail) is not None
-
-
 def _stored_mask(ds, row: int, tail: tuple) -> int | None:
     """The chunk index's filter mask of the chunk at ``row`` (None: not stored)."""
     info = ds.id.get_chunk_info_by_coord((row,) + tail)

@@ -11,13 +11,15 @@ import os
 from pathlib import Path
 
 from ...errors import TraceError
+from .faults import cannot_open, hdf5_errors
 
 
 def open_checked(path):
     """``h5py.File(path, "r")``, after checking every virtual dataset's sources and the
     layout the file claims (validate.py)."""
     import h5py
-    from .validate import cannot_open, check_file, hdf5_errors
+
+    from .validate import check_file    # h5py and the text columns: when a file is opened
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
@@ -49,7 +51,6 @@ def check_virtual_sources(f, path: Path) -> list[Path]:
     source file or dataset that is missing."""
     import h5py
 
-    from .validate import cannot_open
     virtual = []
     f.visititems(lambda name, obj: virtual.append(obj)
                  if isinstance(obj, h5py.Dataset) and obj.is_virtual else None)

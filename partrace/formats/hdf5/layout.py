@@ -68,12 +68,13 @@ from typing import Iterable
 import h5py
 import numpy as np
 
-from ... import __version__
 from ...errors import UsageError
 from ...model import BYTES, KIND_ENUM, STR, Column, Definitions, Table
 from ...timeunit import of as time_unit_of
+from ...version import __version__
 from . import chunks as hdf5_chunks
 from . import text as hdf5_text
+from .values import write_values
 
 LAYOUT = "partrace-hdf5"
 LAYOUT_VERSION = 4     # 4: enums once, in /types; 3: text columns as data/ends pairs
@@ -198,38 +199,6 @@ def filters(col: Column, compression: str | None = None) -> dict:
         return dict(compression="gzip", compression_opts=level, shuffle=shuffle,
                     **(dict(scaleoffset=0) if scaled else {}))
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
-
-
-def write_values(ds, col: Column | None, values: np.ndarray, start: int,
-                 pending: hdf5_chunks.Pending | None = None) -> None:
-    """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough);
-    with ``pending`` (a writer's, drained before its file closes) chunks may still be
-    compressing when this returns.
-
-    Chunks whose rows are all zero are not written: the dataset's fill value (0)
-    reads back for them, they take no bytes and no compression time.  Columns that
-    do not apply to most records (an OTF trace's file, RMA and collective fields,
-    a DUMPI rank's root) are zero for whole chunks; writing skips them.
-    """
-    n = len(values)
-    if not n:
-        return
-    how = hdf5_chunks.codec(ds)
-    if how is not None:     # compressed here (chunks.py); h5py's pipeline for the rest
-        hdf5_chunks.write(ds, values, start, how, pending)
-        return
-    step = ds.chunks[0] if ds.chunks else n
-    first = -(-start // step) * step - start          # the first chunk boundary inside
-    bounds = np.concatenate(([0], np.arange(first if first > 0 else step, n, step), [n]))
-    flags = values.reshape(n, -1).any(axis=1) if values.ndim > 1 else values != 0
-    used = np.logical_or.reduceat(flags, bounds[:-1])
-    if used.all():
-        ds[start:start + n] = values
-        return
-    # runs of chunks with something in them, written one slice each
-    edges = np.flatnonzero(np.diff(np.concatenate(([False], used, [False])).astype(np.int8)))
-    for a, b in zip(bounds[edges[0::2]], bounds[edges[1::2]]):
-        ds[start + a:start + b] = values[a:b]
 
 
 def _column_attrs(ds, col: Column) -> None:

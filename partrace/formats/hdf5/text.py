@@ -25,6 +25,8 @@ import h5py
 import numpy as np
 
 from ...model import BYTES, STR, Column, byte_rows
+from .faults import check_ends     # a damaged file: never a row cut short in silence
+from .values import write_values
 
 DATA, ENDS = "data", "ends"
 CHUNK_BYTES = 1 << 16       # data chunk of a resizable (many-window) column
@@ -128,13 +130,12 @@ def write(g: h5py.Group, data: np.ndarray, lengths: np.ndarray, row: int, rows: 
           base: int, at: int, total: int, pending=None) -> None:
     """Rows ``row..`` (of ``rows`` in all) whose bytes start at global byte ``base``
     and go at ``at`` in this file's ``data`` (which grows to ``total`` bytes);
-    ``pending``: as layout.write_values."""
+    ``pending``: as values.write_values."""
     ends, stored = g[ENDS], g[DATA]
     if ends.shape[0] < rows:
         ends.resize(rows, axis=0)
     if stored.shape[0] < total:
         stored.resize(total, axis=0)
-    from .layout import write_values     # (layout imports this module)
     if len(lengths):
         write_values(ends, None, base + np.cumsum(lengths, dtype=np.uint64), row, pending)
     if len(data):
@@ -157,7 +158,6 @@ def read(g: h5py.Group, start: int = 0, stop: int | None = None) -> np.ndarray:
     lo = int(ends[0]) if start else 0
     if start:
         ends = ends[1:]
-    from .validate import check_ends     # a damaged file: never a row cut short in silence
     check_ends(g.file.filename, g, ends, lo, g[DATA].shape[0])
     raw = g[DATA][lo:int(ends[-1])].tobytes()
     cuts = ends - lo

@@ -9,56 +9,25 @@ instead of a spin, a traceback or a silently shorter output.
 
 What is checked costs a few attribute and one-element reads per column, never a pass
 over the rows; what only the rows can show (text ends out of order, a location id the
-locations table lacks) is checked as each unit is read (:func:`check_ends`,
+locations table lacks) is checked as each unit is read (faults.check_ends,
 :class:`LocationCheck`), with numpy.
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 
 import numpy as np
 
 from ...errors import TraceError
 from ...model import KEY_COLUMNS
+from . import text
+from .faults import hdf5_errors, where
 
 DEFINITION_GROUPS = ("locations", "regions")
 # columns that hold ids or keys: any integer dtype that holds the values (older files
 # have int32 ids, newer ones may be wider), never text or floating point
 INTEGER_COLUMNS = {*KEY_COLUMNS, "kind"}
 ID_COLUMNS = ("id", "parent")       # of /locations and /regions
-
-
-def where(name: str) -> str:
-    return f"object {name}"
-
-
-@contextlib.contextmanager
-def hdf5_errors(path, name: str):
-    """HDF5's own errors while reading object ``name`` as one TraceError naming both."""
-    try:
-        yield
-    except TraceError:
-        raise
-    except json.JSONDecodeError as exc:
-        raise TraceError(path, where(name), f"holds no valid JSON: {exc}") from None
-    except (OSError, RuntimeError, KeyError, ValueError, TypeError, AttributeError) as exc:
-        raise TraceError(path, where(name), f"HDF5 cannot read it: {_first_line(exc)}") from None
-
-
-def cannot_open(path, exc: BaseException, prefix: str = "") -> TraceError:
-    """The TraceError for a file HDF5 cannot open: where it is cut short, when it is."""
-    m = re.search(r"truncated file: eof = (\d+).*stored_eof = (\d+)", str(exc))
-    if m:
-        return TraceError.at_byte(path, int(m[1]), f"{prefix}HDF5 file cut short: its "
-                                                   f"superblock says {m[2]} bytes")
-    return TraceError(path, where("/"), f"{prefix}cannot open as HDF5: {_first_line(exc)}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
 
 
 def json_attr(path, obj, attr: str, kind: type):
@@ -140,7 +109,6 @@ def check_table(f, path, name: str, required) -> int:
 def _check_column(f, path, group, name: str, rows: int) -> None:
     import h5py
 
-    from . import text
     full = f"{group.name}/{name}"
     obj = group.get(name)
     if obj is None:
@@ -165,7 +133,6 @@ def _integer(path, ds) -> None:
 
 
 def _check_pair(path, g, rows: int) -> None:
-    from . import text
     ends, data = g[text.ENDS], g[text.DATA]
     if ends.ndim != 1 or ends.dtype.kind not in "iu" or ends.shape[0] != rows:
         raise TraceError(path, where(ends.name), f"{ends.dtype} {ends.shape}: expected "
@@ -193,15 +160,6 @@ def _check_enum(f, path, ds) -> None:
             json_attr(path, target, "enum", dict)
         return
     json_attr(path, ds, "enum", dict)
-
-
-def check_ends(path, g, ends: np.ndarray, lo: int, data_size: int) -> None:
-    """Rows' text ends (``lo`` = where the first row's text starts) in order and inside data."""
-    bad = (np.diff(ends, prepend=lo) < 0) | (ends > data_size)
-    if bad.any():
-        raise TraceError(path, where(f"{g.name}/ends"), f"text ends out of order or past the "
-                                                        f"{data_size} bytes of data at row "
-                                                        f"{int(np.argmax(bad))} of the read")
 
 
 class LocationCheck:

@@ -1,8 +1,11 @@
 """References from records to definitions: every token a record names must be defined.
 
 The OTF library checks none of them: it drops (silently) the records of a process
-the master file does not list and hands any other token on as is.  partrace
-refuses both, so no row points at a location, region, ... that the output's
+the master file does not list and hands any other token on as is.  partrace drops
+the same records (kernel.decode_lines, with one warning per file) and reads a
+process the master file lists without a DP record as a location named after its
+token (defs.read_definitions); a non-zero token of any other kind that no record
+defines is refused, so no row points at a region, counter, ... that the output's
 definition tables do not have.  Token 0 is OTF's "none" in every reference (no
 source location, no communicator, "all" in a summary, the remote process of a
 VampirTrace CUDA RMAEnd): it is kept as 0 and needs no definition.  The stream

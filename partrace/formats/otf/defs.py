@@ -129,6 +129,21 @@ def local_definitions(stub: Path, stream: int) -> list[dict]:
     return parse_records(local, _DEF_INDEX, stream) if local is not None else []
 
 
+def _undefined_listed(master: Path, streams: dict, procs: list[dict]) -> list[dict]:
+    """A process the master file lists and no DP record defines: the OTF library reads its
+    records (OTF_Reader_readEvents skips only processes its process list, made from the
+    master file, does not hold) and hands its token on as is.  Kept the same way, as a
+    location named after its token (``Process 0x<token>``, no parent), with one warning."""
+    defined = {p["token"] for p in procs}
+    missing = sorted({q for ps in streams.values() for q in ps} - defined)
+    if missing:
+        import warnings
+        warnings.warn(f"{master}: {len(missing)} process(es) it lists have no DP record "
+                      f"(first: {missing[0]:x}); their records are read, each process named "
+                      f"after its token")
+    return [{"token": q, "name": f"Process 0x{q:x}", "parent": 0} for q in missing]
+
+
 def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -> Definitions:
     """``local``: local_definitions of (some) streams, already read elsewhere."""
     streams = parse_master(master)
@@ -163,6 +178,7 @@ def read_definitions(master: Path, local: dict[int, list[dict]] | None = None) -
     procs = by_type.get("DefProcess", [])
     groups = by_type.get("DefFunction", [])
     _check_ranges(records, {0: glob, "marker": marker}, stub)
+    procs = procs + _undefined_listed(master, streams, procs)     # once the file is whole
     tables = {
         "locations": _table(LOCATION_COLUMNS, list(zip(
             [p["token"] for p in procs],

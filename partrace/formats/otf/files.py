@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -16,6 +17,21 @@ _LEAST_READ = 1 << 16     # a read past what the file held at its start (it grew
 def stub_of(master: Path) -> Path:
     """NAME for NAME.otf (the prefix of every file of the trace)."""
     return master.with_suffix("")
+
+
+# what follows NAME in the name of a file of the trace: the master, or a stream's file of a kind
+_TRACE_FILE = r"\.([0-9a-f]+\.(def|events|snaps|stats|marker)(\.z)?|otf)"
+
+
+def trace_files(master: Path) -> list[Path]:
+    """Every file of the trace NAME.otf names: itself and NAME.<stream>.<kind>[.z] beside it
+    (not the other files whose names begin with NAME, an output written beside it, say)."""
+    stub = stub_of(master)
+    pattern = re.compile(re.escape(stub.name) + _TRACE_FILE)
+    try:
+        return sorted(p for p in stub.parent.iterdir() if pattern.fullmatch(p.name) and p.is_file())
+    except OSError:
+        return []
 
 
 def require_regular(path: Path) -> Path:

@@ -59,6 +59,7 @@ import numpy as np
 from ...errors import PartraceError
 from ...model import KEY_COLUMNS, Definitions, Kind, Role, Schema, Table, tables_of_role
 from . import grammar as G
+from .taken import take_rows
 
 ROW_COLUMNS = ("time", "location", "seq", "kind")
 KV_TYPE = {"i1": 1, "u1": 2, "i2": 3, "u2": 4, "i4": 5, "u4": 6, "i8": 7, "u8": 8, "f4": 9, "f8": 10, "b1": 2}
@@ -149,7 +150,6 @@ def _names(defs: Definitions, table: str) -> dict[int, str]:
 
 def definition_records(defs: Definitions, schema: Schema) -> list[dict]:
     """The definition records of a non-OTF trace (see the module docstring)."""
-    from .writer import format_record
     lay = layout(defs, schema)
     recs = [_rec("DefCreator", creator=f"partrace (from {defs.format})"),
             _rec("DefTimerResolution", ticks_per_second=TICKS_PER_SECOND)]
@@ -185,7 +185,7 @@ def definition_records(defs: Definitions, schema: Schema) -> list[dict]:
     if files:
         recs.append(_rec("DefFileGroup", token=1, name="files"))
         recs += [_rec("DefFile", token=i, name=n, group=1) for i, n in files.items()]
-    text = "".join(format_record(G.BY_NAME[r["type"]], r["fields"]) for r in recs)
+    text = "".join(G.format_record(G.BY_NAME[r["type"]], r["fields"]) for r in recs)
     head = [_rec("DefVersion", version=[1, 12, 4, "salmon"]),
             _rec("DefUniqueId", uid=zlib.crc32(text.encode("utf-8", "surrogateescape")))]
     return head + recs
@@ -286,9 +286,8 @@ def _carried(rec: np.ndarray, name: str) -> np.ndarray:
 
 def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = None) -> Rows:
     """The formatter's rows of `tab`'s rows `sel` (None: all); only the columns written are
-    gathered, each once (writer.take_rows: from the sink's window straight into this order)."""
+    gathered, each once (taken.take_rows: from the sink's window straight into this order)."""
     from .writekernel import field_columns
-    from .writer import take_rows
     rows = tab if sel is None else take_rows(tab, sel)
 
     def get(name: str) -> np.ndarray:       # each column is read once here: not kept in `rows`
@@ -460,10 +459,10 @@ def _str_mat(a: np.ndarray) -> np.ndarray:
 
 def marker_defs(defs: Definitions, regions: list[int]) -> str:
     """The DefMarker lines of the regions point events use (see the module docstring)."""
-    from .writer import format_record
     names = _names(defs, "regions")
-    return "".join(format_record(G.BY_NAME["DefMarker"], {"token": r, "name": names.get(r, f"region {r}"),
-                                                          "type": MARKER_TYPE_HINT}) for r in regions)
+    return "".join(G.format_record(G.BY_NAME["DefMarker"],
+                                   {"token": r, "name": names.get(r, f"region {r}"),
+                                    "type": MARKER_TYPE_HINT}) for r in regions)
 
 
 @dataclass
@@ -491,9 +490,8 @@ def marker_spots(defs: Definitions, schema: Schema, rows: Table, lay: Layout | N
     keys = [np.asarray(k, np.int64) for k in keys]
     lay = lay or layout(defs, {"events": [], **schema})
     cols = [c for c in lay.kv if c.name != "region" and c.name in rows]     # region is the marker id
-    # only the columns written are gathered, each once, block by block (writer.take_rows: from the
+    # only the columns written are gathered, each once, block by block (taken.take_rows: from the
     # sink's window straight into this order); a few hundred bytes of temporaries per row
-    from .writer import take_rows
     rows = take_rows(rows, sel)
     blocks = (_spot_block(take_rows(rows, slice(lo, min(n, lo + MARKER_BLOCK))), cols)
               for lo in range(0, n, MARKER_BLOCK))

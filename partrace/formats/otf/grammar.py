@@ -191,3 +191,35 @@ BY_KIND = {r.kind: r for r in STREAM_RECORDS if r.kind and not r.name.endswith("
 TABLES = ("events", "snapshots", "statistics", "markers")
 TABLE_CODE = {t: i for i, t in enumerate(TABLES)}   # keyvalues/text `ref_table` values
 MARKER_TABLE = TABLE_CODE["markers"]                 # ref_table of a marker spot's key-values
+
+
+# --- one record as a line, as the grammar spells it (definitions, markers, key-values) ---
+def _quoted(s: str) -> str:
+    return '"' + s.replace('"', " ").replace("\n", " ") + '"'
+
+
+def kv_line(key: int, typ: int, value, length: int, raw: bytes = b"") -> str:
+    if typ == 0xB:
+        text = raw.hex() if raw or not isinstance(value, str) else value
+        return f"K{key:x}Y{typ:x}V{text}L{length:x}\n"
+    v = int(value, 16) if isinstance(value, str) else int(value)
+    return f"K{key:x}Y{typ:x}V{v:x}\n"
+
+
+def format_record(rec: Rec, vals: dict) -> str:
+    """One record line in short format (definitions and markers)."""
+    out = [rec.short]
+    for j, f in enumerate(rec.fields):
+        v = vals.get(f.col, "" if f.ftype == STRING else 0)
+        if f.opt == OPT0 and not v:
+            continue
+        out.append(f.short if j else "")
+        if f.ftype == STRING:
+            out.append(_quoted(v))
+        elif f.ftype == MEMBERS:
+            out.append("".join(f"{m:x}," for m in v))
+        elif f.ftype == VERSION:
+            out.append(f"{v[0]:x}.{v[1]:x}.{v[2]:x}{_quoted(v[3])}")
+        else:
+            out.append(f"{int(v):x}")
+    return "".join(out) + "\n"

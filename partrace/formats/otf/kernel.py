@@ -140,11 +140,11 @@ def _find(ids, lo, hi, v):
 
 # decode_lines' state: st (int64) and tp (uint64) slots, kept across calls and chunks
 (S_POS, S_LINE, S_HAVE_T, S_HAVE_P, S_N, S_NSIDE, S_M, S_KV_SIDE, S_KV_N, S_KV_POS, S_KV_LINE, S_KV_LAST,
- S_BASE, S_REF_LINE, S_REF_WHAT, S_REF_REC, S_BIG, S_FULL) = (0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15,
-                                                               16, 17, 18, 21)
-NST = 22                                # S_M and S_BIG: three slots, one per table
-T_T, T_P, T_KV_T, T_KV_P, T_REF_P, T_REF_V, T_MAXP = range(7)
-NTP = 7
+ S_BASE, S_REF_LINE, S_REF_WHAT, S_REF_REC, S_BIG, S_FULL, S_DROPPED, S_DROP_LINE) = (
+    0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 21, 22, 23)
+NST = 24                                # S_M and S_BIG: three slots, one per table
+T_T, T_P, T_KV_T, T_KV_P, T_REF_P, T_REF_V, T_MAXP, T_DROP_P = range(8)
+NTP = 8
 # side matrix columns (key-value and comment lines)
 (SD_REC, SD_LINE, SD_SOFF, SD_SLEN, SD_KEY, SD_TYPE, SD_LEN, SD_TICKS, SD_LOC, SD_SEQ, SD_TAB) = range(11)
 NSD = 11
@@ -403,11 +403,9 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
             pidx_of = p
         if p > maxp:
             maxp = p
-        if st[S_REF_LINE] == 0:
+        if st[S_REF_LINE] == 0 and pidx >= 0:      # a record of another process is dropped
             what = NO_REF
-            if pidx < 0:
-                what = BAD_PROCESS
-            elif T < 0 and vals[1] > max_kv_type:
+            if T < 0 and vals[1] > max_kv_type:
                 what = BAD_KV_TYPE
             else:
                 for j in range(nf[rec]):
@@ -450,11 +448,21 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
             st[S_KV_LAST] = line
             n += 1
             continue
+        if pidx < 0:
+            # a process the master file does not list: OTF_Reader_readEvents skips its
+            # records (and the key-value lines they own); counted, for one warning
+            if st[S_DROPPED] == 0:
+                st[S_DROP_LINE] = line
+                tp[T_DROP_P] = p
+            st[S_DROPPED] += 1
+            if kv_side >= 0:
+                nside = kv_side
+                kv_side = -1
+            n += 1
+            continue
         k = st[S_M + T]
-        seq = 0
-        if pidx >= 0:
-            seq = counts[T, pidx]
-            counts[T, pidx] = seq + 1
+        seq = counts[T, pidx]
+        counts[T, pidx] = seq + 1
         if T != wT:
             w = wide[T]
             nw = narrow[T]

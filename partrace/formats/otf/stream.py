@@ -21,7 +21,7 @@ from ...model import Table, byte_rows, cast, conform
 from . import grammar as G
 from . import kernel as K
 from .files import read_blocks
-from .reader import KIND_OF, SCHEMA, TYPES, _kv_table, ticks_to_ns
+from .tables import KIND_OF, SCHEMA, TYPES, kv_table, ticks_to_ns
 
 ROW_TABLES = ("events", "snapshots", "statistics")      # kernel table codes 0, 1, 2
 MAIN_TABLE = {"events": 0, "snaps": 1, "stats": 2}       # most rows of each file kind
@@ -188,6 +188,11 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
             st[K.S_BASE] += n
     if carry.strip():
         raise TraceError(path, "end of file", "expected a complete record line")
+    if st[K.S_DROPPED]:
+        import warnings
+        warnings.warn(f"{path}: line {int(st[K.S_DROP_LINE])}: {int(st[K.S_DROPPED])} records "
+                      f"of processes {refs.master_name} does not list (first: "
+                      f"{int(tp[K.T_DROP_P]):x}) are skipped, as the OTF library skips them")
 
 
 def _without_cut_line(path, data: bytes, at: int) -> bytes:
@@ -292,7 +297,7 @@ def _chunk_tables(layout: Layout, bufs, side, st, data: bytes, seqs) -> dict[str
         owner = np.arange(len(kv))
         time = ticks_to_ns(kv[:, K.SD_TICKS], layout.tps)
         loc = cast(kv[:, K.SD_LOC], LOCATION)
-        kvt = _kv_table(owner, kv[:, K.SD_KEY], kv[:, K.SD_TYPE], data, kv[:, K.SD_SOFF].astype(np.int64),
+        kvt = kv_table(owner, kv[:, K.SD_KEY], kv[:, K.SD_TYPE], data, kv[:, K.SD_SOFF].astype(np.int64),
                         kv[:, K.SD_SLEN].astype(np.int64), kv[:, K.SD_LEN], time, loc,
                         kv[:, K.SD_SEQ].astype(np.int64), 0, seqs["keyvalues"])
         kvt.columns["ref_table"] = kv[:, K.SD_TAB].astype(np.uint8)

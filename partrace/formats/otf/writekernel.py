@@ -87,11 +87,16 @@ def field_columns(table: str, rec: np.ndarray, has, put) -> tuple[np.ndarray, np
     field for; has(name): whether the table has the column, put(name, out): its values into the
     uint64 row `out`.  Laid out (k, rows) and read through the transpose: each column is one
     contiguous write (a (rows, NV) matrix filled by a pass per column wrote every row's line
-    once per column: the writer's costliest pass on a large window)."""
+    once per column: the writer's costliest pass on a large window).  `columns` is valid
+    until the next call (a buffer reused by every call of the process)."""
     present = np.bincount(rec, minlength=len(STREAM_RECORDS)) > 0
     used = [(col, pos_of) for col, pos_of in field_positions(table).items()
             if has(col) and np.any(present & (pos_of >= 0))]
-    columns = np.empty((max(len(used), 1), rec.shape[0]), np.uint64)
+    # a reused buffer (scratch), valid until the next call: the writer formats these rows
+    # before it asks for the next; a fresh matrix per window cost a page fault per 4 KiB
+    # written, most of the cost of filling it
+    k, n = max(len(used), 1), rec.shape[0]
+    columns = scratch("fields", k * n * 8).view(np.uint64).reshape(k, n)
     colof = np.full((len(STREAM_RECORDS), NV), -1, np.int64)
     for c, (col, pos_of) in enumerate(used):
         put(col, columns[c])
@@ -103,7 +108,7 @@ def field_columns(table: str, rec: np.ndarray, has, put) -> tuple[np.ndarray, np
 @njit(cache=True)
 def kv_lines(key, typ, value, length, is_bytes, raw, rstart, rend, out, ends):
     """Key-value lines 'K<key>Y<type>V<value>' ('...V<bytes in hex>L<length>' for byte
-    arrays: raw[rstart:rend]) into out, as writer._kv_line renders one; ends[i]: end of line i."""
+    arrays: raw[rstart:rend]) into out, as grammar.kv_line renders one; ends[i]: end of line i."""
     o = 0
     for i in range(key.shape[0]):
         out[o] = 75                  # 'K'
@@ -229,7 +234,7 @@ def format_rows(rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b, blo
                 c_ticks, c_proc, c_first, c_count, c_id, c_val, cnt):
     """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
 
-    Numeric field j of row i (record code r) is fields[i, colof[r, j]], 0 where
+    Numeric field j of row i (record code r) is fields[colof[r, j], i], 0 where
     colof[r, j] < 0 (see field_columns).
 
     Counter rows (c_*: a sample row's time, process and its c_count[k] counters
@@ -289,7 +294,7 @@ def format_rows(rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b, blo
                 o += 1
                 continue
             c = colof[r, j]
-            v = fields[i, c] if c >= 0 else np.uint64(0)
+            v = fields[c, i] if c >= 0 else np.uint64(0)
             if opt0[r, j] and v == np.uint64(0):
                 continue
             o = _put_tag(out, o, tag, r, j, tagl[r, j])

@@ -26,8 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import PartraceError
-from ...model import Definitions, Kind, Schema, Table, take
+from ...model import Definitions, Kind, Schema, Table
 from . import grammar as G
+from .generic import (definition_records, kv_prefix_arrays, layout, marker_defs, marker_spots,
+                      stream_rows)
+from .taken import take_rows
 
 FILE_OF_TABLE = {"events": "events", "snapshots": "snaps", "statistics": "stats"}
 ROWS_PER_PASS = 1 << 16     # records per block and pass (100-400 bytes of columns and text each)
@@ -109,37 +112,6 @@ def stream_map(process_order: list[int], m: int) -> dict[int, list[int]]:
     return out
 
 
-def _q(s: str) -> str:
-    return '"' + s.replace('"', " ").replace("\n", " ") + '"'
-
-
-def _kv_line(key: int, typ: int, value, length: int, raw: bytes = b"") -> str:
-    if typ == 0xB:
-        text = raw.hex() if raw or not isinstance(value, str) else value
-        return f"K{key:x}Y{typ:x}V{text}L{length:x}\n"
-    v = int(value, 16) if isinstance(value, str) else int(value)
-    return f"K{key:x}Y{typ:x}V{v:x}\n"
-
-
-def format_record(rec: G.Rec, vals: dict) -> str:
-    """One record line in short format (definitions and markers)."""
-    out = [rec.short]
-    for j, f in enumerate(rec.fields):
-        v = vals.get(f.col, "" if f.ftype == G.STRING else 0)
-        if f.opt == G.OPT0 and not v:
-            continue
-        out.append(f.short if j else "")
-        if f.ftype == G.STRING:
-            out.append(_q(v))
-        elif f.ftype == G.MEMBERS:
-            out.append("".join(f"{m:x}," for m in v))
-        elif f.ftype == G.VERSION:
-            out.append(f"{v[0]:x}.{v[1]:x}.{v[2]:x}{_q(v[3])}")
-        else:
-            out.append(f"{int(v):x}")
-    return "".join(out) + "\n"
-
-
 def own_source(defs: Definitions) -> bool:
     """Whether `defs.source` holds OTF definition records, which are written back verbatim with
     the rows' own ticks, key-values and comments.  Definitions.source is each format's own form,
@@ -162,7 +134,6 @@ def written_tables(defs: Definitions, schema: Schema) -> tuple[list[str], list[s
     if own_source(defs):
         used = [n for n in schema if n in (*FILE_OF_TABLE, "markers", "keyvalues", "text")]
         return used, used
-    from .generic import layout
     counters = list(layout(defs, {"events": [], **schema}).counters)
     return ["events"] + counters, (["events"] + counters if counters else [])
 
@@ -171,7 +142,6 @@ def _def_records(defs: Definitions, schema: Schema | None) -> list[dict]:
     """The definition records to write: OTF's own, or synthesized from the tables."""
     if own_source(defs):
         return defs.source
-    from .generic import definition_records
     return definition_records(defs, schema or {"events": []})
 
 
@@ -191,8 +161,8 @@ def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = Non
         if r.get("where") == "marker":
             continue
         lines = by_file.setdefault(int(r.get("where", 0)), [])
-        lines += [_kv_line(*kv) for kv in r.get("kv", [])]
-        lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
+        lines += [G.kv_line(*kv) for kv in r.get("kv", [])]
+        lines.append(G.format_record(G.BY_NAME[r["type"]], r["fields"]))
     paths = []
     for s, lines in sorted(by_file.items()):
         out = OutFile(f"{stub}.{s:x}.def", compress)
@@ -231,12 +201,11 @@ class MarkerFile:
     def _head(self, regions) -> bytes:
         lines = []
         if len(regions):
-            from .generic import marker_defs
             lines.append(marker_defs(self.defs, [int(r) for r in regions]))
         for r in self.defs.source if own_source(self.defs) else []:
             if r.get("where") == "marker":
-                lines += [_kv_line(*kv) for kv in r.get("kv", [])]
-                lines.append(format_record(G.BY_NAME[r["type"]], r["fields"]))
+                lines += [G.kv_line(*kv) for kv in r.get("kv", [])]
+                lines.append(G.format_record(G.BY_NAME[r["type"]], r["fields"]))
         return "".join(lines).encode("utf-8", "surrogateescape")
 
     def close(self, regions=()) -> Path | None:
@@ -271,8 +240,9 @@ def _marker_table_spots(markers: Table, keyvalues: Table | None) -> bytes:
     for i in order.tolist():
         loc, seq = int(markers["location"][i]), int(markers["seq"][i])
         lines += kvs.get((loc, seq), [])
-        lines.append(format_record(mk, {"marker": int(markers["marker"][i]), "ticks": int(ticks[i]),
-                                        "location": loc, "text": str(markers["text"][i])}))
+        lines.append(G.format_record(mk, {"marker": int(markers["marker"][i]),
+                                          "ticks": int(ticks[i]), "location": loc,
+                                          "text": str(markers["text"][i])}))
     return "".join(lines).encode("utf-8", "surrogateescape")
 
 
@@ -336,7 +306,7 @@ def _side(tab: Table | None, ref_table: int, kv: bool = True) -> dict[tuple[int,
     for i in order.tolist():
         key = (int(tab["location"][i]), int(tab["ref_seq"][i]))
         if kv:
-            out.setdefault(key, []).append(_kv_line(int(tab["key"][i]), int(tab["type"][i]),
+            out.setdefault(key, []).append(G.kv_line(int(tab["key"][i]), int(tab["type"][i]),
                                                     int(tab["value"][i]), int(tab["length"][i]),
                                                     tab["bytes"][i] or b""))
         else:
@@ -446,7 +416,6 @@ class StreamWriter:
 
     def _append_generic(self, tables: dict[str, Table]) -> None:
         """The .events file of a non-OTF input (events and sample counters)."""
-        from .generic import layout
         if self._layout is None:
             if "layout" not in self.shared:
                 self.shared["layout"] = layout(self.defs, {"events": [], **(self.schema or {n: [] for n in tables})})
@@ -487,7 +456,6 @@ class StreamWriter:
 
     def _append_spots(self, events: Table) -> None:
         """The point events among `events` as marker spots (see ``generic``)."""
-        from .generic import marker_spots
         spots = marker_spots(self.defs, self.schema or {"events": []}, events, self._layout)
         if len(spots.time):
             self.regions = np.union1d(self.regions, spots.regions)
@@ -495,7 +463,6 @@ class StreamWriter:
                 self._write_marker(block, int(spots.time[0]), int(spots.location[0]))
 
     def _format_generic(self, tables: dict[str, Table], lay) -> None:
-        from .generic import kv_prefix_arrays, stream_rows
         rows, counters = stream_rows(tables, lay, _record_codes)
         if rows is None and counters is None:
             return
@@ -521,14 +488,6 @@ class StreamWriter:
         return out + ([self.marker.close()] if self.marker is not None else [])
 
 
-def write_stream(stub: str | Path, stream: int, tables: dict[str, Table], defs: Definitions,
-                 schema: Schema | None = None, compress: bool = False) -> list[Path]:
-    """NAME.<s>.events/.snaps/.stats from all rows of the stream's processes (see StreamWriter)."""
-    w = StreamWriter(stub, stream, defs, schema or {n: [] for n in tables}, compress)
-    w.append(tables)
-    return w.close()
-
-
 class _FileState:
     """One .events/.snaps/.stats file and the short format's state between appends."""
 
@@ -547,7 +506,13 @@ class _FileState:
         if kv_on is None:
             kv_on, kv_val = np.zeros((n, 0), bool), np.zeros((n, 0), np.uint64)
             kv_pre, kv_prel = np.zeros((1, 32), np.uint8), np.zeros(1, np.int64)
-        blob = blob if len(blob) else np.zeros(1, np.uint8)
+        # the kernel's arguments of one type whatever the caller holds (a read-only blob, a
+        # table cut in passes, a time the kernel gave back as int64): each other type is
+        # one more numba compile of this large kernel, one `partrace warm` cannot foresee.
+        # The fields go as (k, rows), C-contiguous: field_columns' own layout, no copy in
+        # one pass
+        blob = (blob if len(blob) else np.zeros(1, np.uint8)).view()
+        blob.flags.writeable = False
         kv_line = int(kv_prel.max()) + 17 if kv_on.shape[1] else 0
         c = counters if counters is not None else _NO_COUNTERS
         step = ROWS_PER_PASS if counters is None else max(n, 1)
@@ -557,12 +522,12 @@ class _FileState:
             extra += int(kv_on[lo:hi].sum()) * kv_line
             extra += len(c.ticks) * 40 + c.records * 45       # time and process lines, CNT<id>V<value>
             out = scratch("text", (hi - lo) * 400 + extra + 64)
-            o, bad, self.t, self.p = format_rows(rec[lo:hi], ticks[lo:hi], proc[lo:hi],
-                                                 fields[lo:hi], colof, pre_a[lo:hi],
-                                                 pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl,
-                                                 wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, self.t, self.p,
-                                                 kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
-                                                 c.ticks, c.proc, c.first, c.count, c.id, c.val, _COUNTER)
+            o, bad, self.t, self.p = format_rows(
+                rec[lo:hi], ticks[lo:hi], proc[lo:hi], np.ascontiguousarray(fields[lo:hi].T),
+                colof, pre_a[lo:hi], pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw,
+                wt.kwl, wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, np.uint64(self.t),
+                int(self.p), kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
+                c.ticks, c.proc, c.first, c.count, c.id, c.val, _COUNTER)
             if bad >= 0:
                 raise PartraceError(f"{self.out.path}: rows not sorted by time at row {self.rows + lo + bad}")
             self.out.write(memoryview(out)[:o])     # no copy of the text
@@ -573,62 +538,6 @@ class _FileState:
             # OTF_WBuffer_close: the last time and process once more
             self.out.write(f"{int(self.t):x}\n*{int(self.p):x}\n".encode())
         return self.out.close()
-
-
-def take_rows(tab, sel):
-    """Rows `sel` (index array or slice) of `tab`, each column gathered when first read.  A table
-    that composes its own rows (take_rows: _Taken, the OTF sink's rows of a stream) does so here:
-    rows picked from rows picked are gathered once, straight from the source into this order."""
-    return tab.take_rows(sel) if hasattr(tab, "take_rows") else _Taken(tab, sel)
-
-
-def compose_rows(order, sel, n: int):
-    """The source rows of rows `sel` of the rows `order` (index arrays or slices; n: len of
-    the rows `order`): a slice where both are (views, no index array)."""
-    if isinstance(order, slice):
-        if isinstance(sel, slice):
-            a, b, step = sel.indices(n)
-            if step == 1:
-                return slice(order.start + a, order.start + max(a, b))
-            sel = np.arange(a, b, step)
-        return np.asarray(sel, np.int64) + order.start
-    return order[sel]
-
-
-class _Taken:
-    """Rows `order` (index array or slice) of a table, each column taken when first read: the
-    writer reads a few of an OTF table's columns (Table.take would copy all, and build every
-    column of a lazily built window).  A column already read here is what rows taken from
-    these (take_rows) are taken from."""
-
-    def __init__(self, tab, order, parent: "_Taken | None" = None, sel=None):
-        if isinstance(order, slice):        # as compose_rows wants them: start..stop, step 1
-            a, b, step = order.indices(len(tab))
-            order = slice(a, max(a, b)) if step == 1 else np.arange(a, b, step)
-        self.tab, self.order, self.cols = tab, order, {}
-        self.n = order.stop - order.start if isinstance(order, slice) else len(order)
-        self._parent, self._sel = parent, sel
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.tab
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self.cols:
-            self.cols[name] = self.column_once(name)
-        return self.cols[name]
-
-    def column_once(self, name: str) -> np.ndarray:
-        if name in self.cols:
-            return self.cols[name]
-        if self._parent is not None and name in self._parent.cols:
-            return take(self._parent.cols[name], self._sel)
-        return take(self.tab[name], self.order)
-
-    def take_rows(self, sel) -> "_Taken":
-        return _Taken(self.tab, compose_rows(self.order, sel, self.n), self, sel)
 
 
 def _sorted(a: np.ndarray) -> bool:

@@ -1,4 +1,5 @@
-"""The bundled libotf2: found through the ``otf2`` package, opened once per process.
+"""The bundled libotf2: found through the ``otf2`` package, opened once per process, its
+error messages routed into a buffer (read back into the one error line a user sees).
 
 Event archives are opened with plain ctypes (a handful of calls per run); the
 event writers are then called from numba (events.py), which links them by
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+
+import numpy as np
 
 from ...errors import UsageError
 
@@ -60,6 +63,50 @@ def error_name(code: int) -> str:
     return name.decode() if name else f"error {code}"
 
 
+# --- the library's error messages: into a buffer, read into the one error line ----------
+MESSAGE_BYTES = 1024
+
+
+_vsnprintf = None     # numba's vsnprintf, made with the callback (numba loads only then)
+
+
+def _on_error(user, file, line, function, code, fmt, va):    # pragma: no cover - compiled
+    if user != 0 and fmt != 0:
+        _vsnprintf(user, 1024, fmt, va)
+    return code
+
+
+@functools.cache
+def quiet_errors() -> np.ndarray:
+    """Route the library's error messages into a buffer instead of stderr (a damaged archive
+    is one TraceError line, the message in it): the buffer, read by ``last_error``."""
+    global _vsnprintf
+    from numba import cfunc, types
+    _vsnprintf = types.ExternalFunction("vsnprintf", types.int32(types.uint64, types.uint64,
+                                                                  types.uint64, types.uint64))
+    buffer = np.zeros(MESSAGE_BYTES, np.uint8)
+    # a module-level function, not a closure: numba's cache keys a closure's cells, so a
+    # closure was compiled again (and cached anew) in every process
+    on_error = cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.uint64,
+                                 types.int32, types.uint64, types.uint64), cache=True)(_on_error)
+
+    _, lib = load()
+    lib.OTF2_Error_RegisterCallback.restype = ctypes.c_void_p
+    lib.OTF2_Error_RegisterCallback.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.OTF2_Error_RegisterCallback(on_error.address, buffer.ctypes.data)
+    quiet_errors.keep = on_error
+    return buffer
+
+
+def last_error() -> str:
+    """The library's last error message (then forgotten)."""
+    buffer = quiet_errors()
+    text = bytes(buffer[:np.argmin(buffer) if 0 in buffer else len(buffer)]).decode(
+        "utf-8", "replace")
+    buffer[:] = 0
+    return text
+
+
 class _FlushCallbacks(ctypes.Structure):
     _fields_ = [("pre_flush", ctypes.c_void_p), ("post_flush", ctypes.c_void_p)]
 
@@ -85,7 +132,6 @@ class EventArchive:
     NAME = "events"
 
     def __init__(self, folder):
-        from .readlib import quiet_errors
         _, self.lib = load()
         # the library's messages (four "[OTF2] src/...: error:" lines per rank on a full
         # disk) go to a buffer, not stderr: _check folds the last into the one error line
@@ -107,7 +153,6 @@ class EventArchive:
 
     def _check(self, code: int) -> None:
         if code:
-            from .readlib import last_error
             said = last_error()
             raise OSError(f"{self.folder}: OTF2 library: {error_name(code)}"
                           + (f" ({said.strip()})" if said.strip() else ""))

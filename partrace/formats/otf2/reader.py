@@ -85,7 +85,7 @@ class OTF2Reader(TraceReader):
 
     def read_definitions(self, survey=None) -> Definitions:
         from .globaldefs import read_global
-        from .readlib import last_error, quiet_errors
+        from .library import last_error, quiet_errors
         if self._defs is None:
             quiet_errors()
             last_error()

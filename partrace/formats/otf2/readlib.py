@@ -8,6 +8,7 @@ import functools
 import numpy as np
 
 from . import kernel as K
+from .library import error_name, last_error, load, quiet_errors
 
 INTERRUPTED = 92            # OTF2_ERROR_INTERRUPTED_BY_CALLBACK
 
@@ -15,7 +16,6 @@ INTERRUPTED = 92            # OTF2_ERROR_INTERRUPTED_BY_CALLBACK
 @functools.cache
 def reading_library():
     """The ctypes handle with the reader's signatures declared (after library.load())."""
-    from .library import load
     _, lib = load()
     p, u64 = ctypes.c_void_p, ctypes.c_uint64
     lib.OTF2_Reader_Open.restype = p
@@ -95,7 +95,6 @@ class LocationEvents:
     records (none left: 0 records), or raises OSError with the library's message."""
 
     def __init__(self, anchor: str, ref: int, events: int):
-        from .library import error_name
         self.lib = lib = reading_library()
         quiet_errors()
         last_error()
@@ -162,46 +161,3 @@ class LocationEvents:
                 self.lib.OTF2_EvtReaderCallbacks_Delete(self.callbacks)
             self.lib.OTF2_Reader_Close(self.handle)
             self.handle = None
-
-
-MESSAGE_BYTES = 1024
-
-
-_vsnprintf = None     # numba's vsnprintf, made with the callback (numba loads only then)
-
-
-def _on_error(user, file, line, function, code, fmt, va):    # pragma: no cover - compiled
-    if user != 0 and fmt != 0:
-        _vsnprintf(user, 1024, fmt, va)
-    return code
-
-
-@functools.cache
-def quiet_errors() -> np.ndarray:
-    """Route the library's error messages into a buffer instead of stderr (a damaged archive
-    is one TraceError line, the message in it): the buffer, read by ``last_error``."""
-    global _vsnprintf
-    from numba import cfunc, types
-    _vsnprintf = types.ExternalFunction("vsnprintf", types.int32(types.uint64, types.uint64,
-                                                                  types.uint64, types.uint64))
-    buffer = np.zeros(MESSAGE_BYTES, np.uint8)
-    # a module-level function, not a closure: numba's cache keys a closure's cells, so a
-    # closure was compiled again (and cached anew) in every process
-    on_error = cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.uint64,
-                                 types.int32, types.uint64, types.uint64), cache=True)(_on_error)
-
-    lib = reading_library()
-    lib.OTF2_Error_RegisterCallback.restype = ctypes.c_void_p
-    lib.OTF2_Error_RegisterCallback.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    lib.OTF2_Error_RegisterCallback(on_error.address, buffer.ctypes.data)
-    quiet_errors.keep = on_error
-    return buffer
-
-
-def last_error() -> str:
-    """The library's last error message (then forgotten)."""
-    buffer = quiet_errors()
-    text = bytes(buffer[:np.argmin(buffer) if 0 in buffer else len(buffer)]).decode(
-        "utf-8", "replace")
-    buffer[:] = 0
-    return text

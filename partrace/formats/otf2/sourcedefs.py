@@ -33,6 +33,8 @@ CLASS_OF_KIND = {"attributes": "Attribute", "locations": "Location",
                  "callpath_parameters": "CallpathParameter"}
 FIRST_REF_TYPE = 12          # OTF2_TYPE_ATTRIBUTE: types from here on hold a definition's ref
 GROUP_TYPE_METRIC = 3        # OTF2_GROUP_TYPE_METRIC
+GROUP_TYPE_COMM_LOCATIONS = 4
+GROUP_TYPE_COMM_GROUP = 5
 
 
 def is_own_source(defs) -> bool:
@@ -53,6 +55,26 @@ def _rows_in_order(source: dict) -> list[tuple[str, dict]]:
     parts["groups"] = [g for g in groups if g.get("group_type") != GROUP_TYPE_METRIC]
     parts["metric_groups"] = [g for g in groups if g.get("group_type") == GROUP_TYPE_METRIC]
     return [(kind, row) for kind in ORDER for row in parts.get(kind, [])]
+
+
+def _as_ranks(groups: list[dict]) -> dict[int, list[int]]:
+    """Members of each COMM_GROUP (by ref) as the archive stores them: ranks in the
+    COMM_LOCATIONS group of its paradigm (the last one, as the otf2 package looks it up).
+    The source form holds them as the locations the otf2 package made of those ranks."""
+    parent = {}
+    for g in groups:
+        if g.get("group_type") == GROUP_TYPE_COMM_LOCATIONS:
+            parent[g.get("paradigm")] = {loc: r for r, loc in enumerate(g["members"])}
+    out = {}
+    for g in groups:
+        if g.get("group_type") == GROUP_TYPE_COMM_GROUP and g["members"]:
+            rank = parent.get(g.get("paradigm"), {})
+            missing = [m for m in g["members"] if m not in rank]
+            if missing:
+                raise PartraceError(f"OTF2 group {g.get('name')!r}: location {missing[0]} is "
+                                    "in no COMM_LOCATIONS group of its paradigm")
+            out[g["ref"]] = [rank[m] for m in g["members"]]
+    return out
 
 
 def _class(kind: str, row: dict):
@@ -108,6 +130,7 @@ def write_source_global(folder, name: str, source: dict, refs: np.ndarray, event
     # a hash of what the archive holds as its trace id: the same on any rank count
     h = hashlib.blake2b(json.dumps(source, sort_keys=True).encode(), digest_size=8)
     h.update(np.ascontiguousarray(events, dtype=np.int64).tobytes())
+    ranks = _as_ranks(source.get("groups", []))
     with global_def_writer(folder, name, creator, int.from_bytes(h.digest(), "little")) as (o, w):
         c = source["clock_properties"]
         o.GlobalDefWriter_WriteClockProperties(w, c["timer_resolution"], c["global_offset"],
@@ -119,6 +142,8 @@ def write_source_global(folder, name: str, source: dict, refs: np.ndarray, event
                 v = row[f.name]
                 if kind == "locations" and f.name == "number_of_events":
                     v = counts[row["ref"]]
+                elif kind == "groups" and f.name == "members" and row["ref"] in ranks:
+                    v = ranks[row["ref"]]
                 if v is None:
                     v = f.type.undefined_ref
                 elif f.type is D.String and kind != "strings":

@@ -1,4 +1,4 @@
-"""Write DUMPI rank files and metafiles (for tests and synthetic benchmarks).
+"""Write DUMPI rank files and metafiles (for the tests and the synthetic benchmarks of scripts/).
 
 Built from the same function table as the decoder.  A call is
 ``Call(name, args, wall=(in, out), cpu=(in, out), thread=0, perf=())`` with
@@ -15,8 +15,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .functable import FUNCTIONS
-from .layout import END_OF_STREAM, FOOT_MAGIC, HEAD_MAGIC, NUM_FOOTER
+from partrace.formats.dumpi.functable import FUNCTIONS
+from partrace.formats.dumpi.layout import END_OF_STREAM, FOOT_MAGIC, HEAD_MAGIC, NUM_FOOTER
 
 BY_NAME = {name: (fid, args) for fid, name, args in FUNCTIONS if args is not None}
 DEFAULT_SIZES = [0, 0, 1, 1, 1, 1, 4, 2, 2, 4, 4, 8, 8, 4, 8, 16, 0, 8, 8, 1, 0, 0, 8, 12,

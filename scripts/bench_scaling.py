@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""How partrace's merge scales with the rank count, from every rank's account.
+
+    python scripts/bench_scaling.py [--mb 2] [--ranks 1,2,4,8,16,32] [--formats ...]
+
+Generates one trace per format (scripts/gen_*.py, about --mb MB each) and merges each to
+HDF5 and to OTF at every rank count with `--stats FILE.json`.  The ranks may be far more
+than the cores: wall time then means nothing, but each rank's busy CPU time still counts
+its own work.  Printed per trace and output:
+
+  E(P)      busy(1) / (P x max over ranks of busy(P)) per phase: the efficiency on P idle
+            cores with a free network; beside it the busiest rank's excess over the mean
+  traffic   bytes and messages (sent + received) of the rank that moves the most, per phase
+  same      whether the output's data equals the output at 1 rank (HDF5: every dataset's
+            values; OTF: every file's bytes)
+  wall      the whole command at 2 ranks against 1 rank, interleaved rounds (median
+            ratio; only meaningful on 2 idle cores)
+  model     seconds per phase at --model-ranks, the busy time fitted as a/P + b + cP plus the
+            network (--net-gbs, --net-latency-us), every rank's opens at the metadata server
+            (--fs-opens) and, for HDF5's single layout, rank 0 reading and writing the
+            other ranks' share of the output (--fs-read-gbs, --fs-write-gbs)
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import bench_results
+import scaling_model as sm
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+OUTPUTS = {"h5": [], "otf": ["--streams", "4"]}
+UNITS = 64
+
+
+def generate(fmt: str, mb: float, folder: Path) -> Path:
+    """A trace of about ``mb`` MB in ``folder`` (made once), and the path to merge."""
+    py = [sys.executable]
+    target = {"otf": folder / "otf" / "gen.otf", "dumpi": folder / "dumpi" / "synth.meta",
+              "ovni": folder / "ovni" / "ovni", "ross": folder / "ross"}[fmt]
+    if target.exists():
+        return target
+    n = max(1, int(mb * 1e6))
+    cmd = {     # UNITS units (files, streams) each, so that every rank up to 64 has some;
+        # sizes from the generators' bytes per record
+        "otf": [*py, SCRIPTS / "gen_otf.py", target, "--processes", str(UNITS), "--streams",
+                str(UNITS), "--events", str(n // 17)],
+        "dumpi": [*py, SCRIPTS / "gen_dumpi.py", target.parent, "--ranks", str(UNITS),
+                  "--calls", str(max(1, n // (UNITS * 50)))],
+        "ovni": [*py, SCRIPTS / "gen_ovni.py", folder / "ovni", "--looms", "2", "--procs", "4",
+                 "--threads", str(UNITS // 8), "--events", str(max(4, n // (UNITS * 20))),
+                 "--offsets"],
+        "ross": [*py, SCRIPTS / "gen_ross.py", target, "--mb", str(max(1, round(mb / 3.3)))],
+    }[fmt]
+    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
+    return target
+
+
+def mpiexec() -> str:
+    here = Path(sys.executable).parent / "mpiexec"
+    return str(here) if here.exists() else (shutil.which("mpiexec") or "mpiexec")
+
+
+EXTRA: list[str] = []       # options for every merge (--memory)
+
+
+def merge(trace: Path, out: Path, p: int, extra: list[str], stats: Path | None) -> float:
+    """Wall seconds of one whole merge command at ``p`` ranks."""
+    cmd = [mpiexec(), "-n", str(p), sys.executable, "-m", "partrace", "merge", str(trace),
+           "-o", str(out), "-q", "--overwrite", *EXTRA, *extra]
+    if stats is not None:
+        cmd += ["--stats", str(stats)]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if r.returncode != 0:
+        raise SystemExit(f"merge failed ({' '.join(cmd)}):\n{r.stderr}")
+    return time.perf_counter() - t0
+
+
+def digest(folder: Path) -> str:
+    """The data of an output folder: HDF5 files by their datasets' values, others by bytes."""
+    h = hashlib.sha256()
+    for f in sorted(folder.iterdir()):
+        h.update(f.name.encode())
+        if f.suffix == ".h5":
+            _hash_h5(f, h)
+        elif f.is_file():
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _hash_h5(path: Path, h) -> None:
+    import h5py
+    import numpy as np
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            data = obj[()]
+            h.update(f"{name} {obj.dtype} {obj.shape}".encode())
+            h.update(repr(data.tolist()).encode() if getattr(data, "dtype", None) == object
+                     else np.ascontiguousarray(data).tobytes())
+    with h5py.File(path, "r") as f:
+        f.visititems(visit)
+
+
+def output_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def measure_case(trace: Path, kind: str, ranks: list[int], work: Path) -> dict:
+    """Every rank count's account and output digest for one trace and output."""
+    runs, same, sizes = {}, {}, {}
+    for p in ranks:
+        folder = work / f"{kind}-{p}"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        stats = work / f"{kind}-{p}.json"
+        merge(trace, folder / f"out.{kind}", p, OUTPUTS[kind], stats)
+        runs[p] = json.loads(stats.read_text())
+        same[p], sizes[p] = digest(folder), output_bytes(folder)
+        shutil.rmtree(folder)
+    return {"runs": runs, "digest": same, "bytes": sizes}
+
+
+def wall_pair(trace: Path, kind: str, rounds: int, work: Path) -> tuple[float, float, float]:
+    """Median wall seconds at 1 and 2 ranks and the median paired ratio t(2)/t(1), in rounds
+    A B, B A, ... so that a drift of the machine's speed weighs on both."""
+    t1, t2, ratio = [], [], []
+    for i in range(rounds):
+        got = {}
+        for p in ((1, 2) if i % 2 == 0 else (2, 1)):
+            folder = work / f"wall-{p}"
+            folder.mkdir(parents=True, exist_ok=True)
+            got[p] = merge(trace, folder / f"out.{kind}", p, OUTPUTS[kind], None)
+            shutil.rmtree(folder)
+        t1.append(got[1])
+        t2.append(got[2])
+        ratio.append(got[2] / got[1])
+    return statistics.median(t1), statistics.median(t2), statistics.median(ratio)
+
+
+def warm(formats: list[str]) -> None:
+    """The formats' kernels compiled and cached first (those not warm yet), so that no run's
+    busy time includes compiling them."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = ("import sys; from partrace.warm import is_warm; "
+            "print(' '.join(f for f in sys.argv[1:] if not is_warm(f)))")
+    cold = subprocess.run([sys.executable, "-c", code, *formats], capture_output=True,
+                          text=True, env=env, check=True).stdout.split()
+    if cold:
+        subprocess.run([sys.executable, "-m", "partrace", "warm",
+                        *[a for f in cold for a in ("--format", f)]],
+                       check=True, capture_output=True, env=env)
+
+
+def module_files() -> int:
+    """Files a rank opens to import what a merge imports (the metadata server's load)."""
+    code = ("import sys, partrace.cli, partrace.engine.pipeline, partrace.engine.windows, "
+            "partrace.output.hdf5_sink, h5py, numba, mpi4py.MPI; "
+            "print(sum(1 for m in list(sys.modules.values()) if getattr(m, '__file__', None)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return int(r.stdout.strip()) if r.returncode == 0 else 1000
+
+
+def print_case(name: str, case: dict, ranks: list[int]) -> bool:
+    runs = case["runs"]
+    one = runs[ranks[0]]
+    print(f"\n### {name}\n")
+    print("E(P) and the busiest rank's excess over the mean busy time ('-': under 1 ms at "
+          "1 rank):\n")
+    print("| phase | busy(1) s | " + " | ".join(f"P={p}" for p in ranks) + " |")
+    print("|---|---:|" + "---:|" * len(ranks))
+    for phase in sm.PHASES + [None]:
+        cells = [f"{sm.efficiency(one, runs[p], phase):.2f} +{sm.excess(runs[p], phase):.0%}"
+                 if sm.busy(one, phase).sum() >= 0.001 else f"- +{sm.excess(runs[p], phase):.0%}"
+                 for p in ranks]
+        print(f"| {phase or 'total'} | {sm.busy(one, phase).sum():.3f} | " + " | ".join(cells)
+              + " |")
+    print("\nPer rank, the one that moves the most: MB sent + received / messages:\n")
+    print("| phase | " + " | ".join(f"P={p}" for p in ranks) + " |")
+    print("|---|" + "---:|" * len(ranks))
+    for phase in sm.PHASES + [None]:
+        cells = [sm.traffic(runs[p], phase) for p in ranks]
+        if any(c[1] for c in cells):
+            print(f"| {phase or 'total'} | " + " | ".join(f"{b / 1e6:.2f} / {m:.0f}"
+                                                         for b, m in cells) + " |")
+    base = case["digest"][ranks[0]]
+    ok = all(d == base for d in case["digest"].values())
+    print(f"\nsame data at every P: {'yes' if ok else 'NO'} "
+          f"({', '.join(f'{p}: {d}' for p, d in case['digest'].items())})")
+    return ok
+
+
+def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list[int]) -> None:
+    ranks = sorted(case["runs"])
+    joined = kind == "h5"       # the default (single) layout: rank 0 joins the parts
+    size = case["bytes"][ranks[-1]]
+    rows = sm.model(case["runs"], size, joined, rates, [1] + targets)
+    print(f"\nModel of {name} (output {size / 1e6:.1f} MB), seconds on the busiest rank:\n")
+    print("| step | P=1 | " + " | ".join(f"P={p}" for p in targets) + " |")
+    print("|---|---:|" + "---:|" * len(targets))
+    for step, secs in rows:
+        print(f"| {step} | " + " | ".join(f"{s:.3f}" for s in secs) + " |")
+    total = rows[-1][1]
+    print("| modelled E(P) | 1.00 | " + " | ".join(
+        f"{total[0] / (p * t):.3g}" for p, t in zip(targets, total[1:])) + " |")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mb", type=float, default=2, help="size of each generated trace (MB, "
+                    "about; default 2: a few minutes in all; 200 for a real run)")
+    ap.add_argument("--ranks", default="1,2,4,8,16,32", help="rank counts (the first is the "
+                    "baseline: 1)")
+    ap.add_argument("--formats", default="otf,dumpi,ovni,ross")
+    ap.add_argument("--outputs", default="h5,otf")
+    ap.add_argument("--wall-rounds", type=int, default=3,
+                    help="interleaved rounds of 1 and 2 ranks for the wall time (0: skip)")
+    ap.add_argument("--memory", help="--memory of every merge (default: partrace's; smaller "
+                    "makes more windows)")
+    ap.add_argument("--model-ranks", default="256,1024")
+    ap.add_argument("--net-gbs", type=float, default=5.0,
+                    help="GB/s one rank sends (and receives) at once (default 5)")
+    ap.add_argument("--net-latency-us", type=float, default=2.0, help="µs a message")
+    ap.add_argument("--fs-read-gbs", type=float, default=2.0,
+                    help="GB/s one client reads from the file system (default 2)")
+    ap.add_argument("--fs-write-gbs", type=float, default=1.0,
+                    help="GB/s one client writes (default 1)")
+    ap.add_argument("--fs-opens", type=float, default=20000,
+                    help="file opens per second the metadata server serves (default 20,000)")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/partrace-bench-scaling"),
+                    help="traces (kept, per size) and outputs (removed)")
+    bench_results.add_option(ap, "bench_scaling")
+    args = ap.parse_args(argv)
+    with bench_results.recorded("bench_scaling", argv, args.results):
+        return measure(args)
+
+
+def measure(args) -> int:
+    ranks = [int(x) for x in args.ranks.split(",")]
+    EXTRA[:] = ["--memory", args.memory] if args.memory else []
+    targets = [int(x) for x in args.model_ranks.split(",")]
+    rates = sm.Rates(args.net_gbs * 1e9, args.net_latency_us * 1e-6, args.fs_read_gbs * 1e9,
+                     args.fs_write_gbs * 1e9, args.fs_opens, module_files())
+    traces = args.workdir / f"traces-{args.mb:g}mb-{UNITS}u"
+    warm(args.formats.split(","))
+    print(f"memory {args.memory or 'default'}; ranks {args.ranks} on {os.cpu_count()} cpus; "
+          f"traces of about {args.mb:g} MB, {UNITS} units each; "
+          f"model: {args.net_gbs:g} GB/s and {args.net_latency_us:g} µs a message per rank, "
+          f"rank 0 reads {args.fs_read_gbs:g} and writes {args.fs_write_gbs:g} GB/s, "
+          f"{args.fs_opens:,.0f} opens/s, {rates.modules} module files a rank")
+    all_same = True
+    for fmt in args.formats.split(","):
+        trace = generate(fmt, args.mb, traces)
+        size = sum(f.stat().st_size for f in trace.parent.rglob("*") if f.is_file())
+        for kind in args.outputs.split(","):
+            name = f"{fmt} ({size / 1e6:.1f} MB) -> {kind}"
+            case = measure_case(trace, kind, ranks, args.workdir / "out")
+            all_same &= print_case(name, case, ranks)
+            if args.wall_rounds > 0:
+                t1, t2, ratio = wall_pair(trace, kind, args.wall_rounds, args.workdir / "out")
+                print(f"wall, {args.wall_rounds} rounds interleaved: 1 rank {t1:.2f} s, "
+                      f"2 ranks {t2:.2f} s, t(2)/t(1) {ratio:.2f} (median of pairs; "
+                      f"2 idle cores: ideal 0.50)")
+            print_model(name, case, kind, rates, targets)
+    print(f"\nidentity across rank counts: {'every output the same' if all_same else 'FAILED'}")
+    return 0 if all_same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The figures of scripts/bench_scaling.py: efficiencies from per-rank accounts, and a model
+of large rank counts fitted to them.
+
+A run's account (``--stats FILE.json``, docs/accounts.md) gives every rank's CPU busy time,
+bytes and messages per phase.  On an oversubscribed node the wall time means nothing but the
+busy time still counts each rank's own work, so
+
+    E(P) = busy(1) / (P x max over ranks of busy(P))
+
+is the efficiency the run would have on P idle cores with a free network.  The model adds
+what that leaves out, from stated rates: the network (bytes and messages of the busiest
+rank), the file system's metadata server (every rank's imports and opened files), and
+rank 0's serial HDF5 join (the output's bytes through one client).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PHASES = ["start-up", "plan", "decode", "cuts", "exchange", "merge", "write", "commit"]
+
+
+def phase_field(stats: dict, phase: str, field: str) -> np.ndarray:
+    """One field of one phase on every rank (0 where a rank has no such phase)."""
+    return np.array([r["phases"].get(phase, {}).get(field, 0) for r in stats["ranks"]], float)
+
+
+def rank_field(stats: dict, field: str) -> np.ndarray:
+    return np.array([r[field] for r in stats["ranks"]], float)
+
+
+def busy(stats: dict, phase: str | None) -> np.ndarray:
+    """Every rank's busy seconds in ``phase`` (None: the whole run)."""
+    return rank_field(stats, "busy_s") if phase is None else phase_field(stats, phase, "busy_s")
+
+
+def efficiency(one: dict, many: dict, phase: str | None) -> float:
+    p = len(many["ranks"])
+    top = busy(many, phase).max()
+    return float(busy(one, phase).sum() / (p * top)) if top > 0 else float("nan")
+
+
+def excess(stats: dict, phase: str | None) -> float:
+    """The busiest rank's busy time over the mean, minus 1."""
+    b = busy(stats, phase)
+    return float(b.max() / b.mean() - 1) if b.mean() > 0 else 0.0
+
+
+def traffic(stats: dict, phase: str | None) -> tuple[float, float]:
+    """Bytes and messages (sent plus received) of the rank that moves the most."""
+    def field(name):
+        return rank_field(stats, name) if phase is None else phase_field(stats, phase, name)
+    nbytes = field("sent_bytes") + field("recv_bytes")
+    msgs = field("sent_messages") + field("recv_messages")
+    return float(nbytes.max()), float(msgs.max())
+
+
+def fit(ps, values) -> np.ndarray:
+    """Non-negative a, b, c of  a/P + b + c P  through the measured points (least squares,
+    relative: small P and large P weigh alike).  The growth term c needs at least four rank
+    counts: fitted to fewer, it would turn noise into a cost growing with P."""
+    ps, values = np.asarray(ps, float), np.asarray(values, float)
+    basis = np.stack([1 / ps, np.ones_like(ps), ps], axis=1)
+    scale = np.maximum(values, 1e-9)
+    a, y = basis / scale[:, None], values / scale
+    points = len(set(ps.tolist()))
+    free = [0, 1, 2] if points >= 4 else [0, 1] if points >= 2 else [1]
+    while True:         # drop the most negative term until all are >= 0 (3 terms: tiny NNLS)
+        coef = np.zeros(3)
+        coef[free] = np.linalg.lstsq(a[:, free], y, rcond=None)[0]
+        if (coef >= 0).all() or len(free) == 1:
+            return np.maximum(coef, 0)
+        free.remove(min(free, key=lambda i: coef[i]))
+
+
+def at(coef, p: float) -> float:
+    return float(coef[0] / p + coef[1] + coef[2] * p)
+
+
+@dataclass
+class Rates:
+    """The site's figures the model needs (bench_scaling.py's options)."""
+
+    net_bytes_s: float          # one rank's share of the network, each direction
+    net_latency_s: float        # one message's cost
+    fs_read_s: float            # what one client (rank 0's node) reads from the file system
+    fs_write_s: float           # ... and writes to it
+    fs_opens_s: float           # metadata operations per second, the whole file system
+    modules: int                # files each rank opens to import partrace's modules
+
+
+def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
+          targets: list[int]) -> list[tuple[str, list[float]]]:
+    """Modelled seconds per phase at each P in ``targets``: the busiest rank's busy time
+    fitted over the measured P, plus its network time, plus the serial file-system steps.
+    ``joined``: rank 0 copies the other ranks' parts into one HDF5 file at the end."""
+    ps = sorted(runs)
+    rows = []
+    for phase in PHASES:
+        cpu = fit(ps, [busy(runs[p], phase).max() for p in ps])
+        if len(ps) > 1:     # P = 1 moves nothing: fit the traffic over the parallel runs
+            par = [p for p in ps if p > 1]
+            nbytes = fit(par, [traffic(runs[p], phase)[0] for p in par])
+            msgs = fit(par, [traffic(runs[p], phase)[1] for p in par])
+        else:
+            nbytes = msgs = np.zeros(3)
+        rows.append((phase, [at(cpu, p) + (at(nbytes, p) / 2 / rates.net_bytes_s
+                                           + at(msgs, p) * rates.net_latency_s)
+                             for p in targets]))
+    # every rank opens its modules and the files it opens itself at start-up and in the
+    # plan; the metadata server serves them all
+    opened = max(phase_field(runs[ps[-1]], "start-up", "files_opened").max()
+                 + phase_field(runs[ps[-1]], "plan", "files_opened").max(), 0)
+    rows.append(("metadata (all ranks' opens)",
+                 [p * (rates.modules + opened) / rates.fs_opens_s for p in targets]))
+    if joined:
+        rows.append(("HDF5 join (rank 0's bytes)",
+                     [output_bytes * (p - 1) / p * (1 / rates.fs_read_s + 1 / rates.fs_write_s)
+                      for p in targets]))
+    rows.append(("total", [sum(r[1][i] for r in rows) for i in range(len(targets))]))
+    return rows
