@@ -399,6 +399,16 @@ def tables_of_role(schema: Schema, role: str) -> list[str]:
     return [n for n, cols in schema.items() if table_role(n, cols, schema) == role]
 
 
+def member_values_table(schema: Schema) -> str | None:
+    """The attached table holding the values of counter records of several values (the
+    ``counter_members`` definitions name them): the first with columns counter, index and
+    value (raw bits), or None."""
+    for name in tables_of_role(schema, Role.ATTACHED):
+        if {"counter", "index", "value"} <= {c.name for c in schema[name]}:
+            return name
+    return None
+
+
 def conform(table: Table, columns: list[Column]) -> Table:
     """The table with exactly the schema's columns and dtypes (missing = 0/empty)."""
     n = len(table)
@@ -496,5 +506,13 @@ DEFINITION_TABLES: dict[str, list[Column]] = {
                      COUNTER_VALUE_TYPES) + "; absent or empty = uint64"),
                  _c("mode", STR, "what a value measures: " + ", ".join(COUNTER_MODES)
                     + "; absent or empty = absolute_point")],
+    # a counter whose record holds several values sampled together (an OTF2 metric class of
+    # several members): each value's own name, unit and type; its record's first value is
+    # events/value, every value is a row of an attached table with columns counter, index
+    # and value (see member_values_table)
+    "counter_members": [_c("counter", "int64", "counter id (counters/id)"),
+                        _c("index", "int64", "the value's place in the record, from 0"),
+                        _c("name", STR, "the value's name"), _c("unit", STR, "its unit"),
+                        _c("value_type", STR, "how its 64 bits read, as counters/value_type")],
     "files": [_c("id", "int64", "file id (events/file)"), _c("name", STR, "file name")],
 }

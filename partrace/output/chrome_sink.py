@@ -17,6 +17,9 @@ What is written (decided from the definitions and the schema, never the source f
 - each row of a sample table (Role.SAMPLES in the schema; its measure columns, as the
   Perfetto output draws them) as a counter event ("C") named by the table, id the
   location, one series per column.
+- a counter of several values (the ``counter_members`` definitions) as a counter event per
+  member, named by the member, its series the member's unit (the first member's is the
+  COUNTER event's own; the others' values come from the member values table).
 Times are µs with 3 decimals (exact ns); displayTimeUnit is ns.  Strings are UTF-8 (JSON's
 rule): a name holding bytes of another character set is written with each such byte as
 ``\\xNN`` (model.utf8_name, as the OTF2 and Perfetto outputs).
@@ -38,7 +41,7 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, counter_values,
                      not_utf8_warning, utf8_names)
-from .counters import DefinedCounters, counter_columns
+from .counters import CounterMembers, DefinedCounters, counter_columns
 from .flows import MessageFlows
 from .owned import EVENTS
 from .parts import PartFileSink
@@ -60,7 +63,11 @@ class ChromeSink(PartFileSink):
         order = np.argsort(np.asarray(locs["id"], dtype=np.int64), kind="stable")
         self.counters = counter_columns(schema)
         self.tables = {name: 1 + k for k, (name, _) in enumerate(self.counters)}
-        self.own(comm, np.asarray(locs["id"], dtype=np.int64)[order], routed=self.tables)
+        # defined counters in id order; those of several values a counter event per member
+        self.defined = DefinedCounters(defs)
+        self.members = CounterMembers(defs, schema, self.defined)
+        self.own(comm, np.asarray(locs["id"], dtype=np.int64)[order],
+                 routed=self.tables.keys() | self.members.routed)
         self.loc_names, changed = utf8_names(locs["name"][i] for i in order)
         parents = np.asarray(locs["parent"], dtype=np.int64)[order]
         n = len(self.loc_ids)
@@ -68,19 +75,26 @@ class ChromeSink(PartFileSink):
         self.pid = np.where(np.isin(parents, self.loc_ids), parents, self.loc_ids)
         self.where = C.join(b',"pid":', C.integers(self.pid), b',"tid":',
                             C.integers(self.loc_ids)) if n else np.zeros(0, "S1")
-        self.per_loc = 1 + len(self.counters)       # groups per location: events, sample tables
+        # groups per location: events, sample tables, (counters of several values) the
+        # members after the first
+        self.per_loc = 1 + len(self.counters) + len(self.members.routed)
         regs = defs.tables["regions"]
         rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
         self.reg_ids = np.asarray(regs["id"], dtype=np.int64)[rorder]
         names, c1 = utf8_names(regs["name"][i] for i in rorder)
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
         self.names = C.literals(names)          # regions in id order, then one per kind
-        # defined counters in id order: their names, series (unit) and value types
-        self.defined = DefinedCounters(defs)
-        cnt_names, c2 = utf8_names(self.defined.names())
-        series, c3 = utf8_names(self.defined.units("value"))
+        # defined counters in id order: their names, series (unit) and value types; a
+        # counter of several values named by its first member, its series that member's unit
+        M = self.members
+        cnt_names, series = M.labels(self.defined.names(), self.defined.units("value"), "value")
+        cnt_names, c2 = utf8_names(cnt_names)
+        series, c3 = utf8_names(series)
         self.cnt_names, self.cnt_series = C.literals(cnt_names), C.literals(series)
-        changed += c1 + c2 + c3
+        m_names, c5 = utf8_names(M.names)
+        m_series, c6 = utf8_names(M.member_units("value"))
+        self.m_names, self.m_series = C.literals(m_names), C.literals(m_series)
+        changed += c1 + c2 + c3 + c5 + c6
         if changed and comm.rank == 0:
             warnings.warn(f"{self.final}: {not_utf8_warning(changed)} (JSON's strings are "
                           "UTF-8)")
@@ -90,8 +104,10 @@ class ChromeSink(PartFileSink):
 
     # -- windows --------------------------------------------------------------
     def table_writers(self) -> list:
+        members = [(self.members.table, self._write_members)] if self.members.routed else []
         return [(EVENTS, self._write_events)] + [
-            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters]
+            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters] \
+            + members
 
     def _write_events(self, ev: Table) -> None:
         from ..formats.chrome import encode as C
@@ -186,6 +202,27 @@ class ChromeSink(PartFileSink):
                            b',"ts":', C.micros(tm[a:b]), b',"args":{', *series, b'}}')
             buf, ends = C.text(lines)
             self.append(li[a:b] * self.per_loc + self.tables[name], buf, ends)
+
+    def _write_members(self, t: Table) -> None:
+        """The values after the first of records of counters of several values: each a
+        counter event named by its member, id the location, its series the member's unit."""
+        from ..formats.chrome import encode as C
+        M = self.members
+        li, _, mi, bits, tm = M.take(t, self._index, "Chrome JSON")
+        if not len(li):
+            return
+        value = np.zeros(len(li), "S32")
+        types = M.types[mi]
+        for ty in np.unique(types).tolist():        # a few value types
+            of = types == ty
+            value[of] = C.numbers(counter_values(bits[of], COUNTER_VALUE_TYPES[ty]))
+        for a, b in C.chunks(len(li)):
+            lines = C.join(b',\n{"ph":"C"', self.where[li[a:b]], b',"ts":', C.micros(tm[a:b]),
+                           b',"name":', self.m_names[mi[a:b]], b',"id":',
+                           C.quoted(self.loc_ids[li[a:b]]), b',"args":{',
+                           self.m_series[mi[a:b]], b':', value[a:b], b'}}')
+            buf, ends = C.text(lines)
+            self.append(li[a:b] * self.per_loc + self.per_loc - 1, buf, ends)
 
     # -- end ------------------------------------------------------------------
     def header(self, gathered: list) -> bytes:

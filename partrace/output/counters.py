@@ -3,14 +3,19 @@
 Two sources: the sample tables (Role.SAMPLES: their numeric measure columns, see
 ``counter_columns``) and the COUNTER events of a counter the definitions name
 (``DefinedCounters``: the counters table in id order, each value read as its
-value_type says).
+value_type says).  A defined counter whose records hold several values (the
+``counter_members`` definitions: an OTF2 metric class of several members) has each
+value drawn as a counter of its own (``CounterMembers``): the first is the COUNTER
+event's own value, the others rows of the member values table
+(model.member_values_table).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import PartraceError
 from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
-                     counter_value_types, tables_of_role)
+                     counter_value_types, member_values_table, tables_of_role)
 
 
 def counter_columns(schema: Schema) -> list[tuple[str, list]]:
@@ -70,3 +75,87 @@ class DefinedCounters:
         bits = np.asarray(ev["value"])[g[rows]].astype(np.uint64) if "value" in ev \
             else np.zeros(len(rows), np.uint64)
         return rows, ci, bits
+
+
+class CounterMembers:
+    """The defined counters whose records hold several values (the ``counter_members``
+    definitions, read from the schema's member values table): member 0 is the COUNTER
+    event's own value, the others (``flat``: in counter order, then member order) rows of
+    that table.  None of this where the trace has no such counter (``table`` None)."""
+
+    def __init__(self, defs: Definitions, schema: Schema, defined: DefinedCounters):
+        mem = defs.tables.get("counter_members")
+        self.table = member_values_table(schema) if mem is not None and len(mem) else None
+        self.ids = cnt_ids = defined.ids
+        ncnt = len(cnt_ids)
+        self.count = np.zeros(ncnt, np.int64)       # members after the first, per counter
+        self.first = np.zeros(ncnt, np.int64)       # the first of those in the flat lists
+        self.names: list = []                       # per flat member
+        self.units: list = []
+        self.types = np.zeros(0, np.int64)          # as places in COUNTER_VALUE_TYPES
+        self.head: dict[int, tuple] = {}            # counter index: member 0's (name, unit)
+        if self.table is None:
+            return
+        c = np.asarray(mem["counter"], dtype=np.int64)
+        k = np.asarray(mem["index"], dtype=np.int64)
+        o = np.lexsort((k, c))
+        ci = np.searchsorted(cnt_ids, c[o])
+        ok = (ci < ncnt) & (cnt_ids[np.minimum(ci, max(ncnt - 1, 0))] == c[o]) if ncnt \
+            else np.zeros(len(o), bool)
+        o, ci, k = o[ok], ci[ok], k[o][ok]
+        names, units = list(mem["name"]), list(mem["unit"])
+        types = counter_value_types(mem)
+        rest = k > 0
+        self.count = np.bincount(ci[rest], minlength=ncnt).astype(np.int64)
+        self.first = np.r_[0, np.cumsum(self.count)[:-1]].astype(np.int64)
+        self.names = [names[i] for i in o[rest]]
+        self.units = [units[i] for i in o[rest]]
+        self.types = np.asarray([COUNTER_VALUE_TYPES.index(types[i]) for i in o[rest]],
+                                np.int64)
+        self.head = {int(a): (names[i], units[i]) for a, i in zip(ci[~rest], o[~rest])}
+
+    @property
+    def routed(self) -> set[str]:
+        """The member values table, where there is one: its rows go to their location's
+        owner."""
+        return {self.table} if self.table is not None else set()
+
+    def labels(self, names: list, units: list, default: str) -> tuple[list, list]:
+        """The defined counters' ``names`` and ``units`` (in id order), a counter of several
+        values named by its first member, with that member's unit (``default`` where it
+        has none)."""
+        names, units = list(names), list(units)
+        for ci, (nm, un) in self.head.items():
+            names[ci], units[ci] = nm, un if str(un) else default
+        return names, units
+
+    def member_units(self, default: str) -> list:
+        """Each flat member's unit, ``default`` where it has none."""
+        return [u if str(u) else default for u in self.units]
+
+    def take(self, t: Table, index, what: str):
+        """The rows of the member values table ``t`` holding a member after the first,
+        grouped by location (``index``: the sink's location index of each row's location):
+        their location indices, counter indices, flat member indices, raw 64-bit values
+        and times.  A value the counter_members definitions do not name fails the run."""
+        c = np.asarray(t["counter"], dtype=np.int64)
+        k = np.asarray(t["index"], dtype=np.int64)
+        rows = np.flatnonzero((c != 0) & (k > 0))
+        ids = self.ids
+        ci = np.minimum(np.searchsorted(ids, c[rows]), max(len(ids) - 1, 0))
+        bad = (ids[ci] != c[rows]) | (k[rows] > self.count[ci]) if len(ids) \
+            else np.ones(len(rows), bool)
+        if bad.any():
+            r = rows[np.flatnonzero(bad)[0]]
+            raise PartraceError(f"{self.table}: value {int(k[r])} of counter {int(c[r])}, "
+                                f"which the counter_members definitions do not name ({what} "
+                                "would not show it)")
+        if not len(rows):
+            return (np.zeros(0, np.int64),) * 3 + (np.zeros(0, np.uint64),
+                                                   np.zeros(0, np.int64))
+        mi = self.first[ci] + k[rows] - 1
+        li = index(np.asarray(t["location"])[rows], self.table)
+        g = np.argsort(li, kind="stable")
+        rows = rows[g]
+        return (li[g], ci[g], mi[g], np.asarray(t["value"])[rows].astype(np.uint64),
+                np.asarray(t["time"], dtype=np.int64)[rows])

@@ -6,7 +6,10 @@ attribute list, and the source's global definitions are written again.  The OTF2
 differs from it, on their shared base (otf2_archive.py): the locations are the source's
 refs, the value and attribute tables go with their events to the location's owner, and
 the records are written window by window through event writers held open for the run
-(the library keeps a chunk per location), not spilled and drained at commit.
+(the library keeps a chunk per location), not spilled and drained at commit.  Each
+location has a slot for its metric location's file (the layout's stride, as the OTF2
+sink's): a thread's Metric records that Pipit cannot take go there (replay.py), the
+replay opening that location's writer through the archive when it first needs it.
 """
 from __future__ import annotations
 
@@ -27,14 +30,12 @@ class OTF2ReplaySink(OTF2ArchiveSink):
         self.replay = Replay(defs, super().plan(defs, schema, samples))
         return self.replay.layout
 
-    def files_per_location(self) -> int:
-        return 1        # each source location as it was: its metric records where they were
-
     def written_tables(self) -> set[str]:
         return super().written_tables() | self.replay.tables
 
     def open_writers(self, folder: Path) -> None:
         self.archive.locations = []
+        self.replay.archive = self.archive      # metric locations' writers, as needed
         self.writers = np.asarray([self.archive.writer(int(i)) if self.has_files(int(i)) else 0
                                    for i in self.layout.loc_ids[self.mine]], dtype=np.uint64)
 

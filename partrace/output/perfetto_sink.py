@@ -18,6 +18,10 @@ What a Perfetto user expects to see:
   INSTANTs named by their definition;
 - sample tables (Role.SAMPLES in the schema: measures, not records nor parts of
   records; see ``counter_columns``) as counter tracks, one per (location, table.column).
+- a counter of several values (the ``counter_members`` definitions: an OTF2 metric class of
+  several members) as a counter track per location and member: the first member's is the
+  counter's own, the others' values come from the member values table
+  (model.member_values_table), on a packet sequence of their own per location.
 Strings are UTF-8 (protobuf's rule): a name holding bytes of another character set is
 written with each such byte as ``\\xNN`` (model.utf8_name, as the OTF2 and Chrome outputs).
 
@@ -25,10 +29,12 @@ Layout, identical whatever the rank count: a location's rows go to a fixed owner
 (contiguous blocks of locations in id order).  Event rows of a location form one
 packet sequence (names interned per sequence: a name's first packet on the
 sequence carries it, its first packet clears the sequence's state), its marker
-spots another, each of its sampled columns another.  A rank appends
+spots another, each of its sampled columns another, the values of its counter
+members after the first (where the trace has such counters) another.  A rank appends
 each window's packets, grouped by sequence, to its own part file and notes where
 each sequence's pieces are; at commit every rank copies its sequences' bytes into
-the output at offsets ordered by sequence (location, then events, markers, columns),
+the output at offsets ordered by sequence (location, then events, markers, columns,
+members),
 after the track descriptors that rank 0 writes.  No byte depends on windows or on
 which rank wrote it.
 """
@@ -43,7 +49,7 @@ from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
 from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Role, Schema, Table, counter_values,
                      not_utf8_warning, tables_of_role, utf8_names)
-from .counters import DefinedCounters, counter_columns
+from .counters import CounterMembers, DefinedCounters, counter_columns
 from .flows import MessageFlows
 from .owned import EVENTS
 from .parts import PartFileSink
@@ -96,8 +102,13 @@ class PerfettoSink(PartFileSink):
         # named by their definition: (table, column, definitions table), or None
         self.spots = named_spots(schema, defs)
         self.markers = self.spots is not None
+        # defined counters (COUNTER events), in id order; those of several values a track
+        # per member, the others' values from the member values table
+        self.defined = DefinedCounters(defs)
+        self.members = CounterMembers(defs, schema, self.defined)
         self.own(comm, np.asarray(locs["id"], dtype=np.int64)[order],
-                 routed=self.tables | ({self.spots[0]} if self.markers else set()))
+                 routed=self.tables | self.members.routed
+                 | ({self.spots[0]} if self.markers else set()))
         self.loc_names, changed = utf8_names(locs["name"][i] for i in order)
         self.loc_parents = np.asarray(locs["parent"], dtype=np.int64)[order]
         n = len(self.loc_ids)
@@ -105,8 +116,9 @@ class PerfettoSink(PartFileSink):
         self.first_column = {name: int(a) for (name, _), a in zip(self.counters, starts)}
         ncol = int(starts[-1])
         self.first_counter = 2 if self.markers else 1
-        # sequences (and part keys) per location: events, markers, one per sampled column
-        self.per_loc = self.first_counter + ncol
+        # sequences (and part keys) per location: events, markers, one per sampled column,
+        # then (counters of several values) one for the members after the first
+        self.per_loc = self.first_counter + ncol + len(self.members.routed)
         if n * self.per_loc >= (1 << 32) - 1:
             raise UsageError(f"{n} locations x {self.per_loc} sequences exceed "
                              "Perfetto's 2^32 packet sequences")
@@ -115,13 +127,19 @@ class PerfettoSink(PartFileSink):
         grid = np.repeat(self.loc_ids, ncol), np.tile(np.arange(ncol, dtype=np.int64), n)
         self.counter_uuid = (hash_of(*grid) | np.uint64(1 << 63)).reshape(n, ncol) if ncol \
             else np.zeros((n, 0), np.uint64)
-        # defined counters (COUNTER events), in id order; a track per (location, counter) that
-        # has values, whose uuid hashes (location, counter id, 1): never a sampled column's
-        self.defined = DefinedCounters(defs)
+        # a track per (location, defined counter) that has values, whose uuid hashes
+        # (location, counter id, 1): never a sampled column's; a counter of several values
+        # named by its first member, a track per (location, member after the first) that has
+        # values, whose uuid hashes (location, counter id, 1 + the member's index)
+        M = self.members
         self.cnt_ids = self.defined.ids
-        self.cnt_names, c1 = utf8_names(self.defined.names())
-        self.cnt_units, c2 = utf8_names(self.defined.units(""))
+        cnt_names, cnt_units = M.labels(self.defined.names(), self.defined.units(""), "")
+        self.cnt_names, c1 = utf8_names(cnt_names)
+        self.cnt_units, c2 = utf8_names(cnt_units)
         self.cnt_used: list[np.ndarray] = []        # location index * counters + counter index
+        self.m_names, c5 = utf8_names(M.names)
+        self.m_units, c6 = utf8_names(M.member_units(""))
+        self.m_used: list[np.ndarray] = []          # location index * members + member index
         # interned names: iid 1.. for regions (in id order), then one per kind
         regs = defs.tables["regions"]
         rorder = np.argsort(np.asarray(regs["id"], dtype=np.int64), kind="stable")
@@ -129,7 +147,7 @@ class PerfettoSink(PartFileSink):
         names, c3 = utf8_names(regs["name"][i] for i in rorder)
         names += [KIND_NAMES.get(k, f"kind {k}") for k in range(MAX_KIND)]
         self.marker_ids = np.zeros(0, np.int64)
-        changed += c1 + c2 + c3
+        changed += c1 + c2 + c3 + c5 + c6
         if self.markers:        # then one per marker definition (in id order)
             mdefs = defs.tables[self.spots[2]]
             morder = np.argsort(np.asarray(mdefs["id"], dtype=np.int64), kind="stable")
@@ -153,8 +171,10 @@ class PerfettoSink(PartFileSink):
     # -- windows --------------------------------------------------------------
     def table_writers(self) -> list:
         spots = [(self.spots[0], self._write_markers)] if self.markers else []
+        members = [(self.members.table, self._write_members)] if self.members.routed else []
         return [(EVENTS, self._write_events), *spots] + [
-            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters]
+            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters] \
+            + members
 
     def _write_events(self, ev: Table) -> None:
         from ..formats.perfetto import encode as E
@@ -212,6 +232,33 @@ class PerfettoSink(PartFileSink):
         from ..formats.perfetto.encode import hash_of
         return hash_of(self.loc_ids[li], self.cnt_ids[ci], np.ones(len(li), np.int64)) \
             | np.uint64(1 << 63)
+
+    def _member_track(self, li: np.ndarray, ci: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """The uuid of member ``k`` (from 1) of counter ``ci``'s track on location ``li``
+        (member 0's is the counter's own: hash of (location, counter id, 1))."""
+        from ..formats.perfetto.encode import hash_of
+        return hash_of(self.loc_ids[li], self.cnt_ids[ci], 1 + k) | np.uint64(1 << 63)
+
+    def _write_members(self, t: Table) -> None:
+        """The values after the first of records of counters of several values: each a
+        COUNTER value on its member's track of its location."""
+        from ..formats.perfetto import encode as E
+        M = self.members
+        li, ci, mi, bits, tm = M.take(t, self._index, "Perfetto")
+        if not len(li):
+            return
+        vkind = np.zeros(len(li), np.uint8)
+        vbits = np.zeros(len(li), np.uint64)
+        types = M.types[mi]
+        for ty in np.unique(types).tolist():        # a few value types
+            of = types == ty
+            vkind[of], vbits[of] = counter_bits(bits[of], COUNTER_VALUE_TYPES[ty])
+        self.m_used.append(np.unique(li * len(M.names) + mi))
+        none = np.zeros(len(li), np.uint64)
+        self._write_points(li * self.per_loc + self.per_loc - 1, tm,
+                           self._member_track(li, ci, mi - M.first[ci] + 1),
+                           np.full(len(li), E.COUNTER, np.uint8), np.zeros(len(li), np.int64),
+                           none, none, None, (vkind, vbits))
 
     def _write_markers(self, mk: Table) -> None:
         """Marker spots: instants named by their marker's definition."""
@@ -301,39 +348,49 @@ class PerfettoSink(PartFileSink):
             self.append(keys, buf[:int(ends[-1])], ends)
 
     # -- end ------------------------------------------------------------------
-    def gathered(self) -> np.ndarray:
-        """The counter tracks with values: location index * counters + counter index."""
-        return np.unique(np.concatenate(self.cnt_used)) if self.cnt_used \
-            else np.zeros(0, np.int64)
+    def gathered(self) -> tuple[np.ndarray, np.ndarray]:
+        """The counter tracks with values (location index * counters + counter index), and
+        the member tracks with values (location index * members + member index)."""
+        return tuple(np.unique(np.concatenate(u)) if u else np.zeros(0, np.int64)
+                     for u in (self.cnt_used, self.m_used))
 
     def header(self, gathered: list) -> bytes:
         """The TrackDescriptors: every location's track (under its parent's, where the
         parent is a location), then each location's tracks of sampled columns, then the
         tracks of counters with values (``used``: location index * counters + counter
-        index, sorted), each with its unit."""
+        index, sorted), then those of counter members after the first with values
+        (``mused``: location index * members + member index), each with its unit."""
         from ..formats.perfetto import encode as E
-        used = np.unique(np.concatenate(gathered))
+        used, mused = (np.unique(np.concatenate([g[j] for g in gathered])) for j in (0, 1))
         n = len(self.loc_ids)
         columns = [f"{t}.{c.name}" for t, cols in self.counters for c in cols]
         col_units = [c.unit or "" for _, cols in self.counters for c in cols]
         ncol, ncnt = len(columns), len(self.cnt_ids)
         cl, ci = used // max(ncnt, 1), used % max(ncnt, 1)
+        M, nm = self.members, len(self.m_names)
+        ml, mi = mused // max(nm, 1), mused % max(nm, 1)
+        mci = np.searchsorted(M.first + M.count, mi, "right")   # the member's counter
         known = np.isin(self.loc_parents, self.loc_ids)
         uuid = np.concatenate([self.loc_ids.view(np.uint64), self.counter_uuid.reshape(-1),
-                               self._counter_track(cl, ci)])
+                               self._counter_track(cl, ci),
+                               self._member_track(ml, mci, mi - M.first[mci] + 1)])
         parent = np.concatenate([np.where(known, self.loc_parents, 0),
-                                 np.repeat(self.loc_ids, ncol), self.loc_ids[cl]])
-        # names: locations', sampled columns', counters', then the units (-1: none)
-        units = sorted(set(col_units + self.cnt_units) - {""})
-        unit_at = {u: n + ncol + ncnt + k for k, u in enumerate(units)}
+                                 np.repeat(self.loc_ids, ncol), self.loc_ids[cl],
+                                 self.loc_ids[ml]])
+        # names: locations', sampled columns', counters', members', then the units (-1: none)
+        units = sorted(set(col_units + self.cnt_units + self.m_units) - {""})
+        unit_at = {u: n + ncol + ncnt + nm + k for k, u in enumerate(units)}
         name = np.concatenate([np.arange(n), n + np.tile(np.arange(ncol), n),
-                               n + ncol + ci]).astype(np.int64)
+                               n + ncol + ci, n + ncol + ncnt + mi]).astype(np.int64)
         unit = np.concatenate([np.full(n, -1), np.tile([unit_at.get(u, -1) for u in col_units]
                                                        or np.zeros(0, np.int64), n),
                                np.asarray([unit_at.get(u, -1) for u in self.cnt_units]
-                                          or [-1], np.int64)[ci]]).astype(np.int64)
-        is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol + len(used), bool)]
-        names, off = E.string_table(self.loc_names + columns + self.cnt_names + units)
+                                          or [-1], np.int64)[ci],
+                               np.asarray([unit_at.get(u, -1) for u in self.m_units]
+                                          or [-1], np.int64)[mi]]).astype(np.int64)
+        is_counter = np.r_[np.zeros(n, bool), np.ones(n * ncol + len(used) + len(mused), bool)]
+        names, off = E.string_table(self.loc_names + columns + self.cnt_names + self.m_names
+                                    + units)
         # framing and ids take at most 64 bytes a track, then its name and unit
         lengths = np.diff(off)
         out = np.empty(len(uuid) * 64 + int(lengths[name].sum())

@@ -14,7 +14,7 @@ import pytest
 from partrace.analysis.timeline import _messages
 from partrace.model import Kind, Table
 from tests.conftest import DATA, run_cli
-from tests.support.counters import counter_defs, counter_rows
+from tests.support.counters import counter_defs, counter_rows, member_defs, member_rows
 from tests.support.sink_outputs import decoded, merged_outputs, write_windows
 from tests.formats.test_contract import FIXTURES, _label
 
@@ -206,13 +206,39 @@ def test_counter_events(outputs):
     assert got == {k: [(t, _value(v)) for t, v in rows] for k, rows in want.items()}
 
 
+def test_counter_members(outputs):
+    """A counter of several values (an OTF2 metric class of several members): each member
+    after the first is a counter event of its own named by the member, id the location, its
+    one series named by the member's unit, for every value of it (the first member is the
+    counter's own event: test_counter_events)."""
+    tables, (out, *_) = outputs
+    members = member_defs(tables.path)
+    if not members:
+        pytest.skip("no counter of several values in this trace")
+    events = _load(out)
+    threads = _threads(tables)
+    by_name = {name: key for key, (name, _, _) in members.items() if key[1]}
+    got = defaultdict(list)
+    for e in events:
+        if e["ph"] == "C" and e["name"] in by_name:
+            loc, (c, k) = int(e["id"]), by_name[e["name"]]
+            assert (e["pid"], e["tid"]) == threads[loc]
+            (series, value), = e["args"].items()
+            assert series == (members[(c, k)][1] or "value")
+            got[(loc, c, k)].append((_ns(e["ts"]), _value(value)))
+    want = member_rows(tables.path)
+    assert want, "the fixture's records of several values"
+    assert got == {k: [(t, _value(v)) for t, v in rows] for k, rows in want.items()}
+
+
 def test_counters(outputs):
     """Each row of a sample table: a counter event named by the table, id its location,
     one series per measured column, with the row's values."""
     tables, (out, *_) = outputs
     events = _load(out)
     threads = _threads(tables)
-    defined = {name for name, _, _ in (counter_defs(tables.path) or {}).values()}
+    defined = {name for name, _, _ in (counter_defs(tables.path) or {}).values()} \
+        | {name for name, _, _ in member_defs(tables.path).values()}
     got = defaultdict(list)
     for e in events:
         if e["ph"] == "C" and e["name"] not in defined:

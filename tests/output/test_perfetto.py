@@ -12,7 +12,7 @@ import pytest
 from partrace.analysis.timeline import _messages
 from partrace.model import Kind, Table
 from tests.conftest import run_cli
-from tests.support.counters import counter_defs, counter_rows
+from tests.support.counters import counter_defs, counter_rows, member_defs, member_rows
 from tests.support.sink_outputs import decoded, merged_outputs, write_windows
 from tests.formats.test_contract import FIXTURES, _label
 
@@ -240,10 +240,37 @@ def test_counter_events(outputs):
     assert len([1 for _, name in by_name if name in names]) == len(want)
 
 
+def test_counter_members(outputs):
+    """A counter of several values (an OTF2 metric class of several members): each member
+    after the first is a track of its own on the location (named by the member, with its
+    unit) holding every value of it, as the member's type reads it; the first member is the
+    counter's own track (test_counter_events)."""
+    tables, (out, *_) = outputs
+    members = member_defs(tables.path)
+    if not members:
+        pytest.skip("no counter of several values in this trace")
+    tracks, events = _read(out)
+    units = _units(out)
+    by_name = {(parent, name): uuid for uuid, (name, parent, is_counter) in tracks.items()
+               if is_counter}
+    want = member_rows(tables.path)
+    assert want, "the fixture's records of several values"
+    for (loc, c, k), rows in want.items():
+        name, unit, _ = members[(c, k)]
+        uuid = by_name[(loc, name)]
+        assert units[uuid] == unit
+        assert [(ts, typ, v) for ts, typ, _, _, _, v in events[uuid]] == \
+            [(ts, COUNTER, v) for ts, v in rows], (loc, name)
+    drawn = {(parent, name) for parent, name in by_name
+             if name in {m[0] for (_, k), m in members.items() if k}}
+    assert len(drawn) == len(want)
+
+
 def test_counters(outputs):
     tables, (out, *_) = outputs
     tracks, events = _read(out)
-    defined = {name for name, _, _ in (counter_defs(tables.path) or {}).values()}
+    defined = {name for name, _, _ in (counter_defs(tables.path) or {}).values()} \
+        | {name for name, _, _ in member_defs(tables.path).values()}
     counters = {u: v for u, v in tracks.items() if v[2] and v[0] not in defined}
     samples = [n for n, t in tables.items() if n not in ("events", "locations", "regions", "marker_defs")
                and not set(t.names) & NOT_SAMPLE_COLUMNS]

@@ -19,8 +19,43 @@ def counter_defs(h5) -> dict[int, tuple[str, str, str]] | None:
             return None
         t = read_table(f["definitions"]["counters"])
     types = t["value_type"] if "value_type" in t else ["uint64"] * len(t)
-    return {int(i): (str(n), str(u), str(ty) or "uint64")
-            for i, n, u, ty in zip(t["id"], t["name"], t["unit"], types)}
+    out = {int(i): (str(n), str(u), str(ty) or "uint64")
+           for i, n, u, ty in zip(t["id"], t["name"], t["unit"], types)}
+    # a counter of several values: its event's value is its first member's, drawn as that
+    out.update({c: m for (c, k), m in member_defs(h5).items() if k == 0})
+    return out
+
+
+def member_defs(h5) -> dict[tuple[int, int], tuple[str, str, str]]:
+    """(counter id, member index) -> (name, unit, value type) of the counters of several
+    values (the counter_members definitions), or {}."""
+    with h5py.File(h5, "r") as f:
+        if "counter_members" not in f["definitions"]:
+            return {}
+        t = read_table(f["definitions"]["counter_members"])
+    return {(int(c), int(k)): (str(n), str(u), str(ty) or "uint64")
+            for c, k, n, u, ty in zip(t["counter"], t["index"], t["name"], t["unit"],
+                                      t["value_type"])}
+
+
+def member_rows(h5) -> dict[tuple[int, int, int], list]:
+    """(location, counter id, member index) -> [(time, value)] of the members after the
+    first of counters of several values: the rows of the merge's values table (the OTF2
+    reader's: each Metric record's array) that name a counter, in key order."""
+    members = member_defs(h5)
+    out = defaultdict(list)
+    with h5py.File(h5, "r") as f:
+        if not members or "values" not in json.loads(f.attrs["tables"]):
+            return out
+        t = read_table(f["values"])
+    o = np.lexsort((np.asarray(t["index"]), np.asarray(t["seq"]), np.asarray(t["location"]),
+                    np.asarray(t["time"])))
+    for r in o:         # small fixtures: row by row, independently of the sinks
+        c, k = int(t["counter"][r]), int(t["index"][r])
+        if c and k:
+            out[(int(t["location"][r]), c, k)].append(
+                (int(t["time"][r]), as_number(int(t["value"][r]), members[(c, k)][2])))
+    return out
 
 
 def as_number(bits: int, value_type: str):

@@ -184,6 +184,19 @@ def read_global(anchor: str, errors) -> Definitions:
                                 "group": np.zeros(len(metrics), np.int64),
                                 "value_type": np.asarray(types, object),
                                 "mode": np.asarray(modes, object)})
+    # the members of metrics of several members: each a value of its own (model's
+    # counter_members); the values table's rows of a Metric record hold them
+    member_rows = [(m._ref + mshift, k, x.name, x.unit,
+                    METRIC_VALUE_TYPES.get(str(x.value_type).split(".")[-1], "uint64"))
+                   for m in metrics
+                   for cls in [m if hasattr(m, "members") else m.metric_class]
+                   if len(cls.members) > 1 for k, x in enumerate(cls.members)]
+    if member_rows:
+        c, k, nm, un, vt = zip(*member_rows)
+        tables["counter_members"] = Table({
+            "counter": np.asarray(c, np.int64), "index": np.asarray(k, np.int64),
+            "name": np.asarray(nm, object), "unit": np.asarray(un, object),
+            "value_type": np.asarray(vt, object)})
     tables["otf2_attributes"] = Table({
         "id": np.asarray([a._ref for a in attributes], np.int64),
         "name": np.asarray([a.name for a in attributes], object),

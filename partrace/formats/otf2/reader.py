@@ -144,7 +144,9 @@ class OTF2Reader(TraceReader):
         seq = Column("event_seq", "int64", "seq of the event the row belongs to", refers="events")
         return unsigned_ids({
                 "events": ev,
-                "values": key + [seq, Column("index", "uint32", "position in the record's array"),
+                "values": key + [seq, column("counter", description="a Metric record's metric "
+                                             "(counters/id; 0: another record's array)"),
+                                 Column("index", "uint32", "position in the record's array"),
                                  Column("type", "uint8", "OTF2_Type of the value"),
                                  Column("value", "uint64", "the value's bits (a double's, an "
                                         "integer's as two's complement, a string ref)")],
@@ -220,8 +222,11 @@ class OTF2Reader(TraceReader):
                     side["attribute" if name == "attributes" else "index"] = rows[:, 1]
                     chunk[name] = conform(Table(side), schema[name])
                     if name == "values":
-                        # a Metric's first value is also the event's counter value
-                        first = (rows[:, 1] == 0) & (code[idx] == CODE["Metric"])
+                        # a Metric's values name its metric (each is a counter member's
+                        # value); its first value is also the event's counter value
+                        metric = code[idx] == CODE["Metric"]
+                        chunk[name]["counter"][metric] = chunk["events"]["counter"][idx[metric]]
+                        first = (rows[:, 1] == 0) & metric
                         chunk["events"]["value"][idx[first]] = side["value"][first]
                         vseq += m
                     else:

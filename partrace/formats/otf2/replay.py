@@ -6,6 +6,14 @@ was OTF2 (the sink never asks the source format itself).
 
 A record's values and attributes have its time and location, so a window cut falls between
 them only at the cut key's (time, location): those rows are held for the next window.
+
+Metric records stay where the source has them, but on a thread (a CPU_THREAD location)
+only a record of the first metric class that stands right before a record of its time
+(another than a Metric) stays there: readers that take a thread's metrics from its records
+as the columns of the event they go with (Pipit) read no other.  Every other Metric record
+of a thread goes, in its order, to the thread's metric location (LOCATION_TYPE_METRIC, in
+the thread's location group, named "<thread> metrics", refs after the source's largest),
+defined only where it has records, as the OTF2 output of other inputs places them.
 """
 from __future__ import annotations
 
@@ -38,12 +46,18 @@ class SourceLayout(Layout):
     """The planned layout with locations as the source's OTF2 refs (event writers and file
     names); rows still name partrace locations (``ids``, in the order of the refs)."""
     ids: np.ndarray = None
+    mids: np.ndarray = None         # each location's metric location ref
+
+    @property
+    def metric_ids(self) -> np.ndarray:
+        return self.mids
 
     def location_index(self, locations):
         return Layout.lookup(self, self.ids, np.asarray(locations))
 
 
 GROUP_ROW = 0xFFFFFFFFFFFFFFFF     # OTF2_UNDEFINED_LOCATION: never a location's ref
+CPU_THREAD, LOCATION_TYPE_METRIC = 1, 3     # OTF2_LocationType
 
 
 def location_refs(defs) -> dict[int, int]:
@@ -78,10 +92,25 @@ class Replay:
         self.layout.loc_ids = np.asarray([ref_of.get(i, GROUP_ROW) for i in
                                           layout.loc_ids.tolist()], np.uint64)
         self.held = None
+        # metric locations: refs after the largest of the source's (the same on any rank)
+        n = len(self.layout.loc_ids)
+        top = max(self.refs, default=-1)
+        self.layout.mids = np.asarray([top + 1 + k for k in range(n)], np.uint64).astype(np.int64)
+        rows = {r["ref"]: r for r in self.source.get("locations", [])}
+        self.loc_rows = [rows.get(ref) for ref in self.layout.loc_ids.tolist()]
+        self.thread = np.asarray([r is not None and r.get("type") == CPU_THREAD
+                                  for r in self.loc_rows] or [False], bool)
+        # the first metric class (a reader's "the" metrics of a thread): -1 where none
+        self.first_class = next((r["ref"] for r in self.source.get("metrics", [])
+                                 if r.get("type") == "MetricClass"), -1)
+        self.archive = None         # the sink's EventArchive: metric locations' writers
+        self.all_writers = None     # per location of this rank: its writer, its metric one's
+        self.opened: set[int] = set()
 
     def has_location(self, ref: int) -> bool:
-        """Whether ``ref`` is one of the source's OTF2 locations."""
-        return ref in self.refs
+        """Whether ``ref`` is one of the source's OTF2 locations, or a metric location this
+        rank wrote records to."""
+        return ref in self.refs or ref in self.opened
 
     # -- events ------------------------------------------------------------------------
     def write(self, tables: dict, next_keys, writers, first_mine: int, counts) -> None:
@@ -157,7 +186,9 @@ class Replay:
         astart, acount, attrs = side["attributes"]
         # each location's rows in seq order (writers are independent)
         order = np.lexsort((ev["seq"], li))
-        rc, row = replay_rows(order, np.asarray(writers, np.uint64), li - first_mine,
+        writers, at = self._writers(writers, counts, li - first_mine, ev["time"], record, args,
+                                    order, first_mine)
+        rc, row = replay_rows(order, writers, at,
                               np.asarray(ev["ticks"], np.uint64), record, args,
                               vstart, vtypes.ctypes.data, vvalues.ctypes.data, vrefs.ctypes.data,
                               astart, acount,
@@ -171,6 +202,33 @@ class Replay:
                                 f"{int(ev['seq'][row])}: the OTF2 library refused the record "
                                 f"({what})")
 
+    def _writers(self, writers, counts, loc, time, record, args, order, first_mine):
+        """The writers and each row's place among them: with metric locations (``counts``
+        has two per location) a location's at 2k, its metric location's at 2k + 1, for the
+        Metric records that do not stay on their thread (see the module's doc)."""
+        writers = np.asarray(writers, np.uint64)
+        if len(counts) != 2 * len(writers):
+            return writers, loc
+        if self.all_writers is None:
+            self.all_writers = np.zeros(2 * len(writers), np.uint64)
+            self.all_writers[0::2] = writers
+        n = len(order)
+        r, t, li = record[order], time[order], loc[order]
+        metric = r == METRIC
+        # the next record of the same location (seq order) has the time and is no Metric
+        before = np.zeros(n, bool)
+        before[:-1] = (li[1:] == li[:-1]) & (t[1:] == t[:-1]) & (r[1:] != METRIC)
+        stays = before & self.thread[li + first_mine] \
+            & (args[order, 0].astype(np.int64) == self.first_class)
+        moved = np.zeros(n, bool)
+        moved[order] = metric & ~stays & self.thread[li + first_mine]
+        for k in np.unique(loc[moved]).tolist():
+            if not self.all_writers[2 * k + 1]:
+                ref = int(self.layout.mids[first_mine + k])
+                self.all_writers[2 * k + 1] = self.archive.writer(ref)
+                self.opened.add(ref)
+        return self.all_writers, 2 * loc + moved
+
     def _orphan(self, cols):
         raise PartraceError("values or attributes rows whose event (location, event_seq) is not "
                             "in the events table: they would be lost")
@@ -181,7 +239,35 @@ class Replay:
 
     # -- definitions -------------------------------------------------------------------
     def write_global(self, folder, name, counts, creator) -> None:
-        write_source_global(folder, name, self.source, self.layout.loc_ids, counts, creator)
+        """The source's definitions, and those of the metric locations that have records
+        (``counts``: per location, or per location and its metric location)."""
+        refs, counts, source = self.layout.loc_ids, np.asarray(counts, np.int64), self.source
+        if len(counts) == 2 * len(refs):
+            extra = np.flatnonzero(counts[1::2] > 0)
+            source = self._with_metric_locations(extra.tolist())
+            refs = np.concatenate([refs, self.layout.mids[extra].astype(np.uint64)])
+            counts = np.concatenate([counts[0::2], counts[1::2][extra]])
+        write_source_global(folder, name, source, refs, counts, creator)
+
+    def _with_metric_locations(self, extra: list) -> dict:
+        """The source form with a METRIC location for each location index in ``extra``
+        (its name a new string where the source has no such text)."""
+        if not extra:
+            return self.source
+        strings = list(self.source.get("strings", []))
+        known = {r["name"] for r in strings}
+        top = max((r["ref"] for r in strings), default=-1)
+        locations = list(self.source.get("locations", []))
+        for k in extra:
+            row = self.loc_rows[k]
+            name = f"{row['name']} metrics"
+            if name not in known:
+                top += 1
+                strings.append({"type": "String", "ref": top, "name": name})
+                known.add(name)
+            locations.append({"type": LOCATION_TYPE_METRIC, "ref": int(self.layout.mids[k]),
+                              "name": name, "number_of_events": 0, "group": row["group"]})
+        return {**self.source, "strings": strings, "locations": locations}
 
 
 def _cut_of(next_keys):
