@@ -50,3 +50,11 @@ def jit_mode(request):
     from partrace.kernels import jit
     with jit.Scope(mode="python" if request.param else "numba"):   # as a job fixes it
         yield
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Files holding slow tests first: with pytest-xdist's ``--dist loadfile`` (scripts/test)
+    a file runs whole on one worker, in the order files are handed out, so the longest ones
+    (the warm and wheel tests: minutes each) start at once instead of ending the run alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)     # stable: order within kept
