@@ -34,14 +34,13 @@ after the metadata events rank 0 writes.  No byte depends on windows or ranks.
 from __future__ import annotations
 
 import warnings
-from functools import partial
 
 import numpy as np
 
 from ..engine.mpi import Comm
 from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Schema, Table, counter_values,
                      not_utf8_warning, utf8_names)
-from .counters import CounterMembers, DefinedCounters, counter_columns
+from .counters import CounterMembers, DefinedCounters, counter_columns, sample_writers
 from .flows import MessageFlows
 from .owned import EVENTS
 from .parts import PartFileSink
@@ -104,10 +103,7 @@ class ChromeSink(PartFileSink):
 
     # -- windows --------------------------------------------------------------
     def table_writers(self) -> list:
-        members = [(self.members.table, self._write_members)] if self.members.routed else []
-        return [(EVENTS, self._write_events)] + [
-            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters] \
-            + members
+        return [(EVENTS, self._write_events), *sample_writers(self)]
 
     def _write_events(self, ev: Table) -> None:
         from ..formats.chrome import encode as C

@@ -11,11 +11,23 @@ event's own value, the others rows of the member values table
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..errors import PartraceError
 from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
                      counter_value_types, member_values_table, tables_of_role)
+
+
+def sample_writers(sink) -> list:
+    """The (table, writer) pairs of a sink that draws counters: one per counter table
+    (``sink.counters``, written by ``sink._write_counters``) and the metric members' table
+    where there is one (``sink.members``, ``sink._write_members``): the part-file base's
+    ``table_writers`` after the sink's own events."""
+    members = [(sink.members.table, sink._write_members)] if sink.members.routed else []
+    return [(name, partial(sink._write_counters, name, cols))
+            for name, cols in sink.counters] + members
 
 
 def counter_columns(schema: Schema) -> list[tuple[str, list]]:

@@ -41,7 +41,6 @@ which rank wrote it.
 from __future__ import annotations
 
 import warnings
-from functools import partial
 
 import numpy as np
 
@@ -49,7 +48,7 @@ from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
 from ..model import (COUNTER_VALUE_TYPES, Definitions, Kind, Role, Schema, Table, counter_values,
                      not_utf8_warning, tables_of_role, utf8_names)
-from .counters import CounterMembers, DefinedCounters, counter_columns
+from .counters import CounterMembers, DefinedCounters, counter_columns, sample_writers
 from .flows import MessageFlows
 from .owned import EVENTS
 from .parts import PartFileSink
@@ -171,10 +170,7 @@ class PerfettoSink(PartFileSink):
     # -- windows --------------------------------------------------------------
     def table_writers(self) -> list:
         spots = [(self.spots[0], self._write_markers)] if self.markers else []
-        members = [(self.members.table, self._write_members)] if self.members.routed else []
-        return [(EVENTS, self._write_events), *spots] + [
-            (name, partial(self._write_counters, name, cols)) for name, cols in self.counters] \
-            + members
+        return [(EVENTS, self._write_events), *spots, *sample_writers(self)]
 
     def _write_events(self, ev: Table) -> None:
         from ..formats.perfetto import encode as E
