@@ -38,8 +38,10 @@ import scaling_model as sm
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
-OUTPUTS = {"h5": [], "otf": ["--streams", "4"]}
 UNITS = 64
+# OTF output: a stream is written by one rank, so as many streams as units (the most ranks
+# measured); with fewer, the ranks beyond the stream count have nothing to write
+OUTPUTS = {"h5": [], "otf": ["--streams", str(UNITS)]}
 
 
 def generate(fmt: str, mb: float, folder: Path) -> Path:
