@@ -15,10 +15,12 @@ its own work.  Printed per trace and output:
             values; OTF: every file's bytes)
   wall      the whole command at 2 ranks against 1 rank, interleaved rounds (median
             ratio; only meaningful on 2 idle cores)
-  model     seconds per phase at --model-ranks, the busy time fitted as a/P + b + cP plus the
+  model     seconds per phase at --model-ranks for an input of --model-gb, the busy time
+            fitted as a/P + b + cP (a, the work that divides, grown with the input) plus the
             network (--net-gbs, --net-latency-us), every rank's opens at the metadata server
             (--fs-opens) and, for HDF5's single layout, rank 0 reading and writing the
-            other ranks' share of the output (--fs-read-gbs, --fs-write-gbs)
+            other ranks' share of the output (--fs-read-gbs, --fs-write-gbs); for HDF5
+            also the efficiency without that join (the collective write of parallel h5py)
 """
 from __future__ import annotations
 
@@ -204,19 +206,27 @@ def print_case(name: str, case: dict, ranks: list[int]) -> bool:
     return ok
 
 
-def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list[int]) -> None:
+def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list[int],
+                input_bytes: int, model_bytes: float) -> None:
     ranks = sorted(case["runs"])
     joined = kind == "h5"       # the default (single) layout: rank 0 joins the parts
     size = case["bytes"][ranks[-1]]
-    rows = sm.model(case["runs"], size, joined, rates, [1] + targets)
-    print(f"\nModel of {name} (output {size / 1e6:.1f} MB), seconds on the busiest rank:\n")
+    grow = model_bytes / input_bytes if model_bytes else 1.0
+    rows = sm.model(case["runs"], size, joined, rates, [1] + targets, grow)
+    print(f"\nModel of {name} (output {size / 1e6:.1f} MB), for an input of "
+          f"{input_bytes * grow / 1e9:,.4g} GB, seconds on the busiest rank:\n")
     print("| step | P=1 | " + " | ".join(f"P={p}" for p in targets) + " |")
     print("|---|---:|" + "---:|" * len(targets))
     for step, secs in rows:
-        print(f"| {step} | " + " | ".join(f"{s:.3f}" for s in secs) + " |")
+        print(f"| {step} | " + " | ".join(f"{s:.4g}" for s in secs) + " |")
     total = rows[-1][1]
     print("| modelled E(P) | 1.00 | " + " | ".join(
         f"{total[0] / (p * t):.3g}" for p, t in zip(targets, total[1:])) + " |")
+    if joined:      # the same run written collectively (parallel h5py): no join on rank 0
+        join = dict(rows)["HDF5 join (rank 0's bytes)"]
+        print("| modelled E(P), collective write | 1.00 | " + " | ".join(
+            f"{total[0] / (p * (t - j)):.3g}"
+            for p, t, j in zip(targets, total[1:], join[1:])) + " |")
 
 
 def main(argv=None) -> int:
@@ -232,6 +242,9 @@ def main(argv=None) -> int:
     ap.add_argument("--memory", help="--memory of every merge (default: partrace's; smaller "
                     "makes more windows)")
     ap.add_argument("--model-ranks", default="256,1024")
+    ap.add_argument("--model-gb", type=float, default=1000,
+                    help="input size (GB) of the modelled runs (default 1,000: a 1 TB trace; "
+                         "0: the measured trace's size)")
     ap.add_argument("--net-gbs", type=float, default=5.0,
                     help="GB/s one rank sends (and receives) at once (default 5)")
     ap.add_argument("--net-latency-us", type=float, default=2.0, help="µs a message")
@@ -275,7 +288,7 @@ def measure(args) -> int:
                 print(f"wall, {args.wall_rounds} rounds interleaved: 1 rank {t1:.2f} s, "
                       f"2 ranks {t2:.2f} s, t(2)/t(1) {ratio:.2f} (median of pairs; "
                       f"2 idle cores: ideal 0.50)")
-            print_model(name, case, kind, rates, targets)
+            print_model(name, case, kind, rates, targets, size, args.model_gb * 1e9)
     print(f"\nidentity across rank counts: {'every output the same' if all_same else 'FAILED'}")
     return 0 if all_same else 1
 

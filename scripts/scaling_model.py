@@ -91,18 +91,25 @@ class Rates:
 
 
 def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
-          targets: list[int]) -> list[tuple[str, list[float]]]:
+          targets: list[int], grow: float = 1.0) -> list[tuple[str, list[float]]]:
     """Modelled seconds per phase at each P in ``targets``: the busiest rank's busy time
     fitted over the measured P, plus its network time, plus the serial file-system steps.
-    ``joined``: rank 0 copies the other ranks' parts into one HDF5 file at the end."""
+    ``joined``: rank 0 copies the other ranks' parts into one HDF5 file at the end.
+
+    ``grow``: the modelled input over the measured one.  The work that divides over the
+    ranks (the a/P terms of busy time and bytes) and the output grow with the input; the
+    fixed and growing terms (start-up, a rank's share of a collective) do not.  Message
+    counts grow with it as a whole: the windows' count goes as input / (P x window), and a
+    window costs each rank O(P) messages."""
     ps = sorted(runs)
     rows = []
+    work = np.array([grow, 1.0, 1.0])
     for phase in PHASES:
-        cpu = fit(ps, [busy(runs[p], phase).max() for p in ps])
+        cpu = fit(ps, [busy(runs[p], phase).max() for p in ps]) * work
         if len(ps) > 1:     # P = 1 moves nothing: fit the traffic over the parallel runs
             par = [p for p in ps if p > 1]
-            nbytes = fit(par, [traffic(runs[p], phase)[0] for p in par])
-            msgs = fit(par, [traffic(runs[p], phase)[1] for p in par])
+            nbytes = fit(par, [traffic(runs[p], phase)[0] for p in par]) * work
+            msgs = fit(par, [traffic(runs[p], phase)[1] for p in par]) * grow
         else:
             nbytes = msgs = np.zeros(3)
         rows.append((phase, [at(cpu, p) + (at(nbytes, p) / 2 / rates.net_bytes_s
@@ -116,7 +123,7 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
                  [p * (rates.modules + opened) / rates.fs_opens_s for p in targets]))
     if joined:
         rows.append(("HDF5 join (rank 0's bytes)",
-                     [output_bytes * (p - 1) / p * (1 / rates.fs_read_s + 1 / rates.fs_write_s)
-                      for p in targets]))
+                     [output_bytes * grow * (p - 1) / p
+                      * (1 / rates.fs_read_s + 1 / rates.fs_write_s) for p in targets]))
     rows.append(("total", [sum(r[1][i] for r in rows) for i in range(len(targets))]))
     return rows

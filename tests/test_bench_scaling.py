@@ -29,4 +29,26 @@ def test_bench_scaling_tables_model_and_identity(tmp_path):
     assert "t(2)/t(1)" in out
     assert "| step | P=1 | P=256 | P=1024 |" in out
     assert "| HDF5 join (rank 0's bytes) |" in out and "| modelled E(P) |" in out
+    assert "for an input of 1,000 GB" in out and "| modelled E(P), collective write |" in out
     assert "## " in (tmp_path / "results.md").read_text()
+
+
+def _run(busy_by_rank: list[float]) -> dict:
+    """An account as --stats writes it: every phase's busy time split alike."""
+    return {"ranks": [{"busy_s": b, "phases": {"decode": {"busy_s": b, "sent_bytes": 0,
+                                                         "recv_bytes": 0, "sent_messages": 0,
+                                                         "recv_messages": 0}}}
+                      for b in busy_by_rank]}
+
+
+def test_model_grows_only_the_work_that_divides():
+    """busy = 8/P + 0.5 measured; a 4x larger input models 32/P + 0.5: the fixed share of a
+    rank (its start-up, say) does not grow with the input."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import scaling_model as sm
+    runs = {p: _run([8 / p + 0.5] * p) for p in (1, 2, 4, 8)}
+    rates = sm.Rates(1e9, 0, 1e9, 1e9, 1e9, 0)
+    same = dict(sm.model(runs, 0, False, rates, [1, 64]))["decode"]
+    grown = dict(sm.model(runs, 0, False, rates, [1, 64], grow=4))["decode"]
+    assert same == pytest.approx([8.5, 8 / 64 + 0.5], rel=1e-6)
+    assert grown == pytest.approx([32.5, 32 / 64 + 0.5], rel=1e-6)
