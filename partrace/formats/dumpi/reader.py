@@ -79,6 +79,7 @@ class DumpiReader(TraceReader):
 
     def read_definitions(self, survey: dict[int, RankSurvey] | None = None) -> Definitions:
         from .comms import communicator_tables
+        from .counters import counter_tables
         from .functable import FUNCTIONS
         if getattr(self, "unread", None):     # said once, by the rank reading the definitions
             import warnings
@@ -115,7 +116,7 @@ class DumpiReader(TraceReader):
         }
         tables = {"locations": locs, "regions": regions, **_mpi_tables(),
                   **communicator_tables({r + 1: survey[r].ops for r in ranks}),
-                  **_rank_tables(rfs, ranks)}
+                  **_rank_tables(rfs, ranks), **counter_tables(rfs, ranks)}
         source = {"metafile": self.meta, "ranks": {r: rfs[r].summary() for r in ranks}}
         return Definitions("dumpi", tables, attrs, source)
 
@@ -123,7 +124,9 @@ class DumpiReader(TraceReader):
         from .functable import FUNCTIONS
         from .tables import (events_columns, function_columns, requests_columns, side_columns,
                              table_name)
-        out = {"events": events_columns(), "requests": requests_columns()}
+        counters = defs.tables.get("counters")
+        out = {"events": events_columns(counters is not None and len(counters) > 0),
+               "requests": requests_columns()}
         wanted = set(defs.attrs["recorded_functions"])
         for _f, name, args in FUNCTIONS:
             if args is not None and name in wanted:
@@ -218,7 +221,8 @@ def _mask(rf: RankFile) -> int | None:
 
 
 def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]:
-    """Per-rank header facts, footer counts, datatype sizes, labels and keyvals."""
+    """Per-rank header facts, footer counts, datatype sizes, addresses and keyvals (perf
+    labels: counters.counter_tables)."""
     def obj(xs):
         return np.array(list(xs) + [None], object)[:-1]
 
@@ -236,14 +240,10 @@ def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]
     sizes = [(r + 1, d, s) for r in ranks for d, s in enumerate(rfs[r].datatype_sizes)]
     dts = Table({k: np.array([x[i] for x in sizes], np.int64) for i, k in
                  enumerate(("location", "datatype", "size"))})
-    perf = [(r + 1, i, n) for r in ranks for i, n in enumerate(rfs[r].perf_labels)]
     addr = [(r + 1, a, n) for r in ranks for a, n in rfs[r].addresses]
     kv = [(r + 1, k, v) for r in ranks for k, v in rfs[r].keyvals]
     return {
         "rank_headers": hdr, "footer": footer, "datatype_sizes": dts,
-        "perf_labels": Table({"location": np.array([x[0] for x in perf], np.int64),
-                              "counter": np.array([x[1] for x in perf], np.int64),
-                              "name": obj(x[2] for x in perf)}),
         "function_addresses": Table({"location": np.array([x[0] for x in addr], np.int64),
                                      "address": np.array([x[1] for x in addr], np.uint64),
                                      "name": obj(x[2] for x in addr)}),
