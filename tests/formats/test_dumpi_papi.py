@@ -4,12 +4,18 @@ by value as dumpi2ascii prints them, and the same in every output."""
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from partrace.formats.dumpi import DUMPI
 from partrace.model import Kind
+from tests.conftest import run_cli
+from tests.support.compare import merge_on_rank_counts
+from tests.support.counters import counter_defs, counter_rows
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "dumpi"
 PAPI = DATA / "papi-3rank"
@@ -62,3 +68,84 @@ def test_counter_values_equal_dumpi2ascii():
             kinds = ev["kind"][mine].tolist()
             assert kinds[0] == Kind.ENTER and kinds[-1] == Kind.LEAVE
             assert kinds.count(Kind.COUNTER) == 2 * len(labels)
+
+
+def _want() -> tuple[list[str], dict[tuple[int, str], list[tuple[int, int]]]]:
+    """dumpi2ascii's counters of every rank: the labels, and (location, label) -> [(ns,
+    value)] in call order (entry, then exit)."""
+    out: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for txt in sorted(PAPI.glob("papi3-*.txt")):
+        rank = int(txt.stem.rsplit("-", 1)[1])
+        labels, rows = ascii_counters(txt)
+        for t, name, v in rows:
+            out.setdefault((rank + 1, name), []).append((t, v))
+    return labels, out
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory):
+    """The HDF5 merge (the same on 1 and 3 ranks), and the OTF2 and OTF merges."""
+    tmp = tmp_path_factory.mktemp("papi")
+    h5 = merge_on_rank_counts(PAPI, tmp, ranks=(None, 3))
+    outs = {"h5": h5}
+    for suffix in (".otf2", ".otf"):
+        (tmp / suffix[1:]).mkdir()
+        out = tmp / suffix[1:] / f"m{suffix}"
+        r = run_cli(["merge", str(PAPI), "-o", str(out), "-q"])
+        assert r.returncode == 0, r.stderr
+        outs[suffix] = out
+    return outs
+
+
+@pytest.mark.mpi         # the merge fixture runs on 3 ranks too
+def test_hdf5_merge_holds_dumpi2ascii_values(merged):
+    labels, want = _want()
+    defs = counter_defs(merged["h5"])
+    assert [d[0] for _, d in sorted(defs.items())] == labels
+    assert {d[2] for d in defs.values()} == {"int64"}
+    rows, _ = counter_rows(merged["h5"])
+    assert {(loc, defs[c][0]): v for (loc, c), v in rows.items()} == want
+
+
+@pytest.mark.mpi         # the merge fixture runs on 3 ranks too
+def test_otf2_metrics_in_score_p_shape(merged):
+    """One metric class holds the counters (its members in label order, accumulated since
+    the start, int64), a Metric record of all of them at each call's entry and exit."""
+    otf2 = pytest.importorskip("otf2")
+    labels, want = _want()
+    got: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    with otf2.reader.open(str(merged[".otf2"])) as t:
+        classes = [c for c in t.definitions.metric_classes if len(c.members) > 1]
+        assert len(classes) == 1
+        members = classes[0].members
+        assert [m.name for m in members] == labels
+        assert {str(m.metric_mode) for m in members} == {"MetricMode.ACCUMULATED_START"}
+        assert str(classes[0].occurrence) == "MetricOccurrence.SYNCHRONOUS"
+        assert {str(m.value_type) for m in members} == {"Type.INT64"}
+        res = t.definitions.clock_properties.timer_resolution
+        for loc, ev in t.events:
+            if type(ev).__name__ == "Metric":
+                assert ev.metric._ref == classes[0]._ref
+                for m, v in zip(members, ev.values):
+                    # Metric records of a thread stand on it (no metric locations here)
+                    got.setdefault((loc._ref, m.name), []).append(
+                        (ev.time * 10**9 // res, v))
+    assert got == want
+
+
+@pytest.mark.mpi         # the merge fixture runs on 3 ranks too
+@pytest.mark.skipif(shutil.which("otfprint") is None, reason="otfprint (otf-trace) not installed")
+def test_otf_counter_records(merged):
+    """otfprint's Counter records of the OTF merge: each counter's values per process, as
+    dumpi2ascii printed them, and the DefCounter properties say accumulated, signed."""
+    labels, want = _want()
+    text = subprocess.run(["otfprint", str(merged[".otf"])], capture_output=True, text=True,
+                          check=True).stdout
+    names = {int(m[1]): m[2] for m in re.finditer(
+        r'DefCounter: stream 0, counter (\d+), name "([^"]+)", properties ACC/START/SIGNED8',
+        text)}
+    assert sorted(names.values()) == sorted(labels)
+    got: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for m in re.finditer(r"\t(\d+) Counter: process (\d+), counter (\d+), value (-?\d+)", text):
+        got.setdefault((int(m[2]), names[int(m[3])]), []).append((int(m[1]), int(m[4])))
+    assert got == want
