@@ -149,3 +149,22 @@ def test_otf_counter_records(merged):
     for m in re.finditer(r"\t(\d+) Counter: process (\d+), counter (\d+), value (-?\d+)", text):
         got.setdefault((int(m[2]), names[int(m[3])]), []).append((int(m[1]), int(m[4])))
     assert got == want
+
+
+def test_info_shows_the_counters():
+    """`partrace info`: each counter by name with its COUNTER events (dumpi2ascii's values
+    of it), unit, what a value is and its type."""
+    import json
+    labels, want = _want()
+    r = run_cli(["info", str(PAPI), "--json"])
+    assert r.returncode == 0, r.stderr
+    shown = json.loads(r.stdout)["counters"]
+    assert [(c["name"], c["events"]) for c in shown] == \
+        [(n, sum(len(v) for (_, name), v in want.items() if name == n)) for n in labels]
+    assert {(c["unit"], c["mode"], c["value_type"]) for c in shown} == \
+        {("#", "accumulated_start", "int64")}
+    text = run_cli(["info", str(PAPI)]).stdout
+    assert f"counters ({len(labels)}): " in text
+    for c in shown:
+        assert re.search(rf"^  {re.escape(c['name'])} +{c['events']:,}  #  accumulated_start"
+                         rf"  int64$", text, re.M), c["name"]
