@@ -168,3 +168,32 @@ def test_info_shows_the_counters():
     for c in shown:
         assert re.search(rf"^  {re.escape(c['name'])} +{c['events']:,}  #  accumulated_start"
                          rf"  int64$", text, re.M), c["name"]
+
+
+def test_counters_are_matched_by_label_across_ranks(tmp_path):
+    """Ranks listing their labels in another order: each value is drawn as the counter its
+    own rank's label names (ids by first appearance over the ranks); a value past a rank's
+    labels stays in the perf table only (libdumpi writes as many values as labels)."""
+    from tests.support.dumpi_encode import Call, rank_path, write_meta, write_rank
+    write_meta(tmp_path, "lab", 2)
+    labels = {0: ["A", "B"], 1: ["B", "A", "C"]}
+    perf = {0: ((1, 2), (3, 4), (99, 98)), 1: ((5, 6), (7, 8), (9, 10))}
+    for r in (0, 1):
+        calls = [Call("MPI_Comm_rank", {"comm": 2, "rank": r}, wall=(100 + r, 200 + r),
+                      perf=perf[r])]
+        write_rank(rank_path(tmp_path, "lab", r), calls, mask=0xC8, perf_labels=labels[r])
+    reader = DUMPI.open(tmp_path)
+    defs = reader.read_definitions()
+    assert list(defs.tables["counters"]["name"]) == ["A", "B", "C"]
+    got = {}
+    for unit in reader.units():
+        (chunk,) = reader.decode(unit, defs)
+        ev = chunk["events"]
+        rows = ev["kind"] == Kind.COUNTER
+        for loc, t, c, v in zip(ev["location"][rows], ev["time"][rows], ev["counter"][rows],
+                                ev["value"][rows]):
+            got.setdefault((int(loc), "ABC"[int(c) - 1]), []).append((int(t), int(v)))
+        assert len(chunk["perf"]) == 3
+    assert got == {(1, "A"): [(100, 1), (200, 2)], (1, "B"): [(100, 3), (200, 4)],
+                   (2, "B"): [(101, 5), (201, 6)], (2, "A"): [(101, 7), (201, 8)],
+                   (2, "C"): [(101, 9), (201, 10)]}
