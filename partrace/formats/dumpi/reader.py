@@ -79,7 +79,6 @@ class DumpiReader(TraceReader):
 
     def read_definitions(self, survey: dict[int, RankSurvey] | None = None) -> Definitions:
         from .comms import communicator_tables
-        from .counters import counter_tables
         from .functable import FUNCTIONS
         if getattr(self, "unread", None):     # said once, by the rank reading the definitions
             import warnings
@@ -116,7 +115,7 @@ class DumpiReader(TraceReader):
         }
         tables = {"locations": locs, "regions": regions, **_mpi_tables(),
                   **communicator_tables({r + 1: survey[r].ops for r in ranks}),
-                  **_rank_tables(rfs, ranks), **counter_tables(rfs, ranks)}
+                  **_rank_tables(rfs, ranks)}
         source = {"metafile": self.meta, "ranks": {r: rfs[r].summary() for r in ranks}}
         return Definitions("dumpi", tables, attrs, source)
 
@@ -221,8 +220,10 @@ def _mask(rf: RankFile) -> int | None:
 
 
 def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]:
-    """Per-rank header facts, footer counts, datatype sizes, addresses and keyvals (perf
-    labels: counters.counter_tables)."""
+    """Per-rank header facts, footer counts, datatype sizes, perf labels (and the counters
+    they define: counters.counter_tables), addresses and keyvals."""
+    from .counters import counter_tables
+
     def obj(xs):
         return np.array(list(xs) + [None], object)[:-1]
 
@@ -244,6 +245,7 @@ def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]
     kv = [(r + 1, k, v) for r in ranks for k, v in rfs[r].keyvals]
     return {
         "rank_headers": hdr, "footer": footer, "datatype_sizes": dts,
+        **counter_tables(rfs, ranks),
         "function_addresses": Table({"location": np.array([x[0] for x in addr], np.int64),
                                      "address": np.array([x[1] for x in addr], np.uint64),
                                      "name": obj(x[2] for x in addr)}),
