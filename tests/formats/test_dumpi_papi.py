@@ -197,3 +197,18 @@ def test_counters_are_matched_by_label_across_ranks(tmp_path):
     assert got == {(1, "A"): [(100, 1), (200, 2)], (1, "B"): [(100, 3), (200, 4)],
                    (2, "B"): [(101, 5), (201, 6)], (2, "A"): [(101, 7), (201, 8)],
                    (2, "C"): [(101, 9), (201, 10)]}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("suffix", [".otf2", ".otf", ".json", ".pftrace"])
+def test_outputs_same_on_1_and_3_ranks(tmp_path, suffix):
+    """Every file of the output, byte for byte, whatever the rank count."""
+    written = []
+    for n in (None, 3):
+        folder = tmp_path / f"n{n}"
+        folder.mkdir()
+        r = run_cli(["merge", str(PAPI), "-o", str(folder / f"m{suffix}"), "-q"], nranks=n)
+        assert r.returncode == 0, r.stderr
+        written.append({str(p.relative_to(folder)): p.read_bytes()
+                        for p in sorted(folder.rglob("*")) if p.is_file()})
+    assert len(written[0]) >= 1 and written[0] == written[1]
