@@ -52,6 +52,7 @@ class _Counts:
         self.regions: dict[int, int] = {}
         self.enters: dict[int, int] = {}
         self.mcv: dict[int, int] = {}
+        self.counters: dict[int, int] = {}                    # COUNTER rows per counter id
         self.per_location: dict[tuple[str, int], int] = {}    # (table, location): rows
 
     def step(self, chunk: dict) -> "_Counts":
@@ -61,7 +62,7 @@ class _Counts:
 
     @staticmethod
     def combine(a: "_Counts", b: "_Counts") -> "_Counts":
-        for field in ("rows", "events", "regions", "enters", "mcv", "per_location"):
+        for field in ("rows", "events", "regions", "enters", "mcv", "counters", "per_location"):
             into = getattr(a, field)
             for k, c in getattr(b, field).items():
                 into[k] = into.get(k, 0) + c
@@ -89,6 +90,8 @@ class _Counts:
             _add(self.regions, *_tally(t["region"]))
             enter = t["kind"] == Kind.ENTER
             _add(self.enters, *_tally(t["region"][enter]))
+        if "counter" in t:
+            _add(self.counters, *_tally(t["counter"][t["kind"] == Kind.COUNTER]))
         if all(c in t for c in _MCV_COLUMNS):     # ovni: the event's model, category, value
             # three bytes: one int32 code (half the memory traffic of int64 temporaries)
             code = ((t["model"].astype(np.int32) << 16) | (t["category"].astype(np.int32) << 8)
@@ -98,12 +101,14 @@ class _Counts:
 
 def counted_columns(schema) -> dict[str, tuple[str, ...]]:
     """What _Counts reads of each table: time and location of every row; of events also
-    kind and region, and ovni's model, category and value when the table has all three
-    (OTF's events have a counter's value, which info does not count)."""
+    kind and region, the counter of COUNTER rows where there is a counter column, and
+    ovni's model, category and value when the table has all three (OTF's events have a
+    counter's value, which info does not count)."""
     out = {t: ("time", "location") for t in schema}
     names = {c.name for c in schema.get("events", ())}
     if "events" in out:
-        out["events"] += ("kind", "region") + (_MCV_COLUMNS if names >= set(_MCV_COLUMNS) else ())
+        out["events"] += ("kind", "region") + (("counter",) if "counter" in names else ()) \
+            + (_MCV_COLUMNS if names >= set(_MCV_COLUMNS) else ())
     return out
 
 
@@ -135,7 +140,7 @@ def gather_info(comm: Comm, path, format: str | None = None,
         return None
     parts = [{"rows": counts.rows, "span": counts.span, "events": counts.events,
               "regions": counts.regions, "enters": counts.enters, "mcv": counts.mcv,
-              "per_location": counts.per_location}]
+              "counters": counts.counters, "per_location": counts.per_location}]
     rows, span = _merge(parts, "rows"), {}
     for p in parts:
         for n, (a, b) in p["span"].items():
@@ -176,6 +181,7 @@ def gather_info(comm: Comm, path, format: str | None = None,
         "events_per_kind": by_kind,
         "events_per_region_group": _per_group(per_region, defs),
         "regions": _regions(per_region, enters, defs),
+        "counters": _counters(_merge(parts, "counters"), defs),
         "events_per_location": {str(k): v for k, v in by_loc.items()},
         "rows_per_location": others,
         "location_names": {str(k): names.get(k, f"location {k}") for k in sorted(shown)},
@@ -239,6 +245,22 @@ def _regions(per_region: dict[int, int], enters: dict[int, int], defs) -> list[d
             "enters": enters.get(r, 0), "events": c}
            for r, c in per_region.items() if r]
     return sorted(out, key=lambda d: (-d["events"], d["name"]))
+
+
+def _counters(per_counter: dict[int, int], defs) -> list[dict]:
+    """Every defined counter in id order: name, unit, mode (what a value measures) and its
+    COUNTER events."""
+    from .model import counter_value_types
+    cnt = defs.tables.get("counters")
+    if cnt is None or not len(cnt):
+        return []
+    modes = [str(m) for m in cnt["mode"]] if "mode" in cnt else [""] * len(cnt)
+    units = [str(u) for u in cnt["unit"]] if "unit" in cnt else [""] * len(cnt)
+    rows = [{"id": int(i), "name": str(n), "unit": u, "mode": m or "absolute_point",
+             "value_type": t, "events": per_counter.get(int(i), 0)}
+            for i, n, u, m, t in zip(cnt["id"].tolist(), cnt["name"].tolist(), units, modes,
+                                     counter_value_types(cnt))]
+    return sorted(rows, key=lambda d: d["id"])
 
 
 def _event_types(mcv: dict[int, int], defs) -> dict[str, dict[str, dict]]:
@@ -312,6 +334,12 @@ def render(report: dict, as_json: bool = False) -> str:
         width = max(len(r["name"]) for r in report["regions"])
         lines += [f"  {r['name']:<{width}} {r['enters']:>12,} {r['events']:>12,}  {r['group']}"
                   for r in report["regions"]]
+    if report.get("counters"):
+        lines.append(f"counters ({len(report['counters'])}): events, unit, what a value is, "
+                     "value type")
+        width = max(len(c["name"]) for c in report["counters"])
+        lines += [f"  {c['name']:<{width}} {c['events']:>12,}  {c['unit'] or '-'}  {c['mode']}"
+                  f"  {c['value_type']}" for c in report["counters"]]
     for model, types in report.get("event_types_per_model", {}).items():
         lines.append(f"{model} events: {sum(t['count'] for t in types.values()):,}")
         lines += [f"  {code}  {t['count']:>10,}  {t['description']}" for code, t in types.items()]

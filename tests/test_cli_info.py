@@ -256,9 +256,9 @@ HONOURS_SELECTION = {"otf", "dumpi", "ovni", "ross"}     # OTF2's reader decodes
                          ids=lambda p: p.parts[-2] if p.name == "ovni" else p.name)
 def test_info_asks_readers_for_the_columns_it_counts_and_reports_as_a_full_decode(
         trace, monkeypatch, jit_mode):
-    """info decodes only time, location, kind and region (ovni: its MCV too): readers that
-    honour the selection skip every other column; the report equals one made from every
-    column."""
+    """info decodes only time, location, kind and region (ovni: its MCV too; where events
+    have one, the counter): readers that honour the selection skip every other column; the
+    report equals one made from every column."""
     from partrace import info as info_mod
     from partrace.engine.mpi import serial
     seen: dict[str, set] = {}
@@ -276,7 +276,7 @@ def test_info_asks_readers_for_the_columns_it_counts_and_reports_as_a_full_decod
     if report["format"] in HONOURS_SELECTION:
         assert any(selected[t] < seen[t] for t in seen)          # something was left out
     if trace.suffix == ".otf":
-        assert selected["events"] == {"time", "location", "kind", "region"}
+        assert selected["events"] == {"time", "location", "kind", "region", "counter"}
         assert selected["snapshots"] == selected["statistics"] == {"time", "location"}
         summary = trace.parent.parent / "reference" / "hybrid16.summary.json"
         upstream = json.loads(summary.read_text())["record_counts_by_section"]["events"]

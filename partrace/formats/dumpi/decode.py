@@ -10,6 +10,7 @@ import numpy as np
 from ...errors import TraceError
 from ...model import Table, conform
 from .comms import CommMap
+from .counters import location_counter_ids
 from .events import chunk_events
 from .functable import FUNCTIONS
 from .layout import RankFile, read_rank_file
@@ -153,6 +154,7 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
                for t, cols in schema.items() if want is None or want.get(t) is not None}
     tracking = "events" in columns or "requests" in columns
     comms = CommMap(defs.tables, location) if "events" in columns else None
+    counter_ids = location_counter_ids(defs.tables, location)
     tracker = RequestTracker() if tracking else None
     seq: dict[str, int] = {}
     pos, base = rf.stream_start, 0
@@ -162,7 +164,8 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
         w = Walk(buf, rf, pos, chunk_calls, room)
         room = (len(w.func), len(w.e[0]), len(w.s[0]), len(w.t[0]), len(w.p[0]))
         _check_recorded(w, schema, path)
-        made = [_chunk_tables(w, base, location, sizes, comms, tracker, columns, want, seq)]
+        made = [_chunk_tables(w, base, location, sizes, comms, tracker, columns, want, seq,
+                              counter_ids)]
         pos, base = w.end, base + len(w.func)
         # the walk's arrays (per-call slots, times) are not held while the chunk is used:
         # its tables keep only what they show (views of the side arrays), and neither this
@@ -174,7 +177,8 @@ def decode_rank(path: Path, rank: int, schema: dict, defs, chunk_calls: int | No
 
 
 def _chunk_tables(w: Walk, base: int, location: int, sizes, comms, tracker, columns: dict,
-                  want: dict | None, seq: dict[str, int]) -> dict[str, Table]:
+                  want: dict | None, seq: dict[str, int],
+                  counter_ids: np.ndarray) -> dict[str, Table]:
     """The tables of one walked chunk (``columns``: those asked for, by table); ``seq``
     (rows per table so far) is advanced.  Its temporaries end with the call."""
     ev_want = None if want is None else want.get("events")
@@ -186,7 +190,8 @@ def _chunk_tables(w: Walk, base: int, location: int, sizes, comms, tracker, colu
         done, post, starts = tracker.chunk(w, base, status_first)
     if "events" in columns:
         chunk["events"], rows["events"] = chunk_events(
-            w, base, location, sizes, comms, done, post, starts, status_first, ev_want)
+            w, base, location, sizes, comms, done, post, starts, status_first, ev_want,
+            counter_ids)
     chunk.update(function_tables(w, location, t_in, want))
     chunk.update(side_tables(w, location, t_in, want))
     if "requests" in columns:

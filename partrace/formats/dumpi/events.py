@@ -1,11 +1,13 @@
 """The events table of one chunk: ENTER/LEAVE per call, plus message and collective rows.
 
 Between a call's ENTER and LEAVE, in this order:
+  COUNTER (entry)    each PAPI counter's value at entry (counters.py), in counter order;
   SEND (entry time)  Send/Bsend/Ssend/Rsend, Isend family, Sendrecv(_replace),
                      Start/Startall of a persistent send;
   COLLECTIVE (entry) the 16 MPI-2 collectives;
   RECV (exit time)   Recv, Sendrecv(_replace), and every receive completed by
-                     Wait/Test*/Waitall/... (see requests.py), in element order.
+                     Wait/Test*/Waitall/... (see requests.py), in element order;
+  COUNTER (exit)     each PAPI counter's value at exit.
 ``peer``/``root`` are locations (world rank + 1; 0 = none or not known), the
 comm-local ranks as recorded stay in ``peer_rank``/``root_rank`` (-1 = none).
 """
@@ -28,16 +30,17 @@ FILL = {"peer_rank": -1, "root_rank": -1}          # rank-valued own columns: -1
 
 
 @cache
-def schema_columns() -> tuple:
-    """The events table's columns (tables.events_columns)."""
+def schema_columns(counters: bool = False) -> tuple:
+    """The events table's columns (tables.events_columns; ``counters``: with the counter
+    columns of a trace with perf labels)."""
     from .tables import events_columns
-    return tuple(events_columns())
+    return tuple(events_columns(counters))
 
 
 @cache
 def schema_dtypes() -> dict[str, np.dtype]:
     """The events table's dtypes (tables.events_columns), by column name."""
-    return {c.name: c.element_dtype() for c in schema_columns()}
+    return {c.name: c.element_dtype() for c in schema_columns(True)}
 
 
 def nbytes(count, dtype, sizes: np.ndarray) -> np.ndarray:
@@ -99,10 +102,11 @@ class EventRows:
                 part[k] = v() if callable(v) else v
         return part
 
-    def add(self, calls, kind, **cols):
-        """Rows for the given calls: SEND/COLLECTIVE at entry, RECV at exit."""
+    def add(self, calls, kind, at_exit: bool | None = None, **cols):
+        """Rows for the given calls: SEND/COLLECTIVE at entry, RECV at exit (COUNTER: as
+        ``at_exit`` says)."""
         t_in, t_out, c_in, c_out = self.t
-        entry = kind != Kind.RECV
+        entry = kind != Kind.RECV if at_exit is None else not at_exit
         calls = np.asarray(calls, np.int64)
         self.parts.append(self._part(calls, 1 if entry else 2, kind,
                                      time=lambda: (t_in if entry else t_out)[calls],
@@ -195,13 +199,18 @@ def _dtype(name: str, values: list[np.ndarray], fill: int | None) -> np.dtype:
     return want
 
 
-def chunk_events(w, base, location, sizes, comms, done, post, starts, status_first, want=None):
+def chunk_events(w, base, location, sizes, comms, done, post, starts, status_first, want=None,
+                 counter_ids=None):
     """(columns, number of rows) of the events of one chunk (``call`` global); see the
     module docstring.  ``want``: the columns to make (None = all; the rows are the same
-    whatever it is)."""
+    whatever it is).  ``counter_ids``: per counter index of the rank's perfinfo blocks, its
+    counter id (counters.location_counter_ids; None or empty: no COUNTER rows)."""
+    from .counters import add_counter_rows
     t_in, t_out, c_in, c_out = w.enter_leave()
     rows = EventRows(w, t_in, t_out, c_in, c_out, want)
     v = w.vals
+    counter_ids = np.zeros(0, np.int64) if counter_ids is None else counter_ids
+    add_counter_rows(w, rows, counter_ids, at_exit=False)
 
     def msg(calls, kind, handles, rank, **cols):
         if not len(calls):      # no rows: nothing to compute (a column no row sets is its fill)
@@ -261,12 +270,13 @@ def chunk_events(w, base, location, sizes, comms, done, post, starts, status_fir
         size=lambda: np.where(has, status_field(w, "bytes", srow),
                               nbytes(post["count"], post["datatype"], sizes))[recv],
         request=done["req"][recv])
+    add_counter_rows(w, rows, counter_ids, at_exit=True)
     out, total = rows.place(base)
     if rows.wants("location"):
         out["location"] = locations(location, total)
     # a column no row of this chunk sets (no collective, no message): its fill value on
     # every row, as one value (-1 for the ranks: conform's zeros would read as rank 0)
-    for c in schema_columns():
+    for c in schema_columns(len(counter_ids) > 0):
         if c.name not in out and c.name != "seq" and rows.wants(c.name):
             out[c.name] = repeated(FILL.get(c.name, 0), total, c)
     return out, total

@@ -123,7 +123,9 @@ class DumpiReader(TraceReader):
         from .functable import FUNCTIONS
         from .tables import (events_columns, function_columns, requests_columns, side_columns,
                              table_name)
-        out = {"events": events_columns(), "requests": requests_columns()}
+        counters = defs.tables.get("counters")
+        out = {"events": events_columns(counters is not None and len(counters) > 0),
+               "requests": requests_columns()}
         wanted = set(defs.attrs["recorded_functions"])
         for _f, name, args in FUNCTIONS:
             if args is not None and name in wanted:
@@ -218,7 +220,10 @@ def _mask(rf: RankFile) -> int | None:
 
 
 def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]:
-    """Per-rank header facts, footer counts, datatype sizes, labels and keyvals."""
+    """Per-rank header facts, footer counts, datatype sizes, perf labels (and the counters
+    they define: counters.counter_tables), addresses and keyvals."""
+    from .counters import counter_tables
+
     def obj(xs):
         return np.array(list(xs) + [None], object)[:-1]
 
@@ -236,14 +241,11 @@ def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]
     sizes = [(r + 1, d, s) for r in ranks for d, s in enumerate(rfs[r].datatype_sizes)]
     dts = Table({k: np.array([x[i] for x in sizes], np.int64) for i, k in
                  enumerate(("location", "datatype", "size"))})
-    perf = [(r + 1, i, n) for r in ranks for i, n in enumerate(rfs[r].perf_labels)]
     addr = [(r + 1, a, n) for r in ranks for a, n in rfs[r].addresses]
     kv = [(r + 1, k, v) for r in ranks for k, v in rfs[r].keyvals]
     return {
         "rank_headers": hdr, "footer": footer, "datatype_sizes": dts,
-        "perf_labels": Table({"location": np.array([x[0] for x in perf], np.int64),
-                              "counter": np.array([x[1] for x in perf], np.int64),
-                              "name": obj(x[2] for x in perf)}),
+        **counter_tables(rfs, ranks),
         "function_addresses": Table({"location": np.array([x[0] for x in addr], np.int64),
                                      "address": np.array([x[1] for x in addr], np.uint64),
                                      "name": obj(x[2] for x in addr)}),

@@ -57,7 +57,9 @@ def function_columns(args) -> list[Column]:
     return cols
 
 
-def events_columns() -> list[Column]:
+def events_columns(counters: bool = False) -> list[Column]:
+    """The events table's columns; ``counters``: with ``counter`` and ``value`` (COUNTER rows
+    of the PAPI counters), only in a trace with perf labels."""
     return [
         column("time"), column("location", description="MPI world rank + 1"), column("seq"),
         column("kind"), column("region", enum=REGION_ENUM),
@@ -84,7 +86,9 @@ def events_columns() -> list[Column]:
         column("duration", description="COLLECTIVE: exit - entry", unit="ns"),
         Column("request", "int64", "request handle of a posted SEND / a completed RECV "
                "(table requests); 0 = none", enum=C.REQUEST),
-    ]
+    ] + ([column("counter", description="COUNTER: PAPI counter id (definitions counters)"),
+          column("value", description="COUNTER: the counter's value at the call's entry / "
+                 "exit (int64 bits)")] if counters else [])
 
 
 def requests_columns() -> list[Column]:

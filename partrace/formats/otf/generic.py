@@ -66,6 +66,12 @@ KV_TYPE = {"i1": 1, "u1": 2, "i2": 3, "u2": 4, "i4": 5, "u4": 6, "i8": 7, "u8": 
 BYTE_ARRAY, MAX_ARRAY = 11, 100
 COUNTER_ABS_POINT = 1 | 4                      # OTF_COUNTER_TYPE_ABS | OTF_COUNTER_SCOPE_POINT
 VARTYPE_SIGNED8, VARTYPE_DOUBLE = 32, 288
+# a defined counter's DefCounter properties from the model's mode and value type (OTF has no
+# relative kind: absolute, the model's default); OTF_COUNTER_TYPE_*, _SCOPE_*, _VARTYPE_*
+COUNTER_KIND_BITS = {"accumulated": 0, "absolute": 1, "relative": 1}
+COUNTER_SCOPE_BITS = {"start": 0, "point": 4, "last": 8, "next": 12}
+COUNTER_VARTYPE_BITS = {"uint64": 0, "int64": VARTYPE_SIGNED8, "float32": 256,
+                        "float64": VARTYPE_DOUBLE}
 TICKS_PER_SECOND = 10**9
 
 
@@ -200,8 +206,10 @@ def _counter_records(defs: Definitions, lay: Layout) -> list[dict]:
         recs += [_rec("DefCounterGroup", token=g, name=f"group {g}") for g in gids if g]
         if 0 in gids:
             recs.append(_rec("DefCounterGroup", token=default, name="default"))
-        for i, n, u, g in zip(cnt["id"].tolist(), cnt["name"].tolist(), cnt["unit"].tolist(), cnt["group"].tolist()):
-            recs.append(_rec("DefCounter", token=i, group=g or default, name=str(n), properties=COUNTER_ABS_POINT,
+        props = _counter_properties(cnt)
+        for i, n, u, g, p in zip(cnt["id"].tolist(), cnt["name"].tolist(), cnt["unit"].tolist(),
+                                 cnt["group"].tolist(), props):
+            recs.append(_rec("DefCounter", token=i, group=g or default, name=str(n), properties=p,
                              unit=str(u)))
     for table, cols in lay.counters.items():
         recs.append(_rec("DefCounterGroup", token=lay.counter_groups[table], name=table))
@@ -209,6 +217,20 @@ def _counter_records(defs: Definitions, lay: Layout) -> list[dict]:
             recs.append(_rec("DefCounter", token=cid, group=lay.counter_groups[table], name=f"{table}.{c}",
                              properties=props, unit=""))
     return recs
+
+
+def _counter_properties(cnt: Table) -> list[int]:
+    """Each defined counter's DefCounter properties: its mode (absolute_point where it has
+    none) and value type, as OTF's bits."""
+    from ...model import counter_value_types
+    modes = [str(m) if str(m) else "absolute_point" for m in cnt["mode"]] if "mode" in cnt \
+        else ["absolute_point"] * len(cnt)
+    out = []
+    for mode, vtype in zip(modes, counter_value_types(cnt)):
+        kind, _, scope = mode.partition("_")
+        out.append(COUNTER_KIND_BITS.get(kind, 1) | COUNTER_SCOPE_BITS.get(scope, 4)
+                   | COUNTER_VARTYPE_BITS[vtype])
+    return out
 
 
 # -- records --------------------------------------------------------------------------------
