@@ -25,6 +25,8 @@ class RankSurvey:
     file: RankFile
     ops: list            # its communicator and group calls (comms.Op)
     mask: int | None     # config mask of its first record
+    counts: np.ndarray   # its stream's records per function label
+    first: np.ndarray    # byte offset of each function's first record (-1: none)
 
 
 class DumpiReader(TraceReader):
@@ -67,11 +69,11 @@ class DumpiReader(TraceReader):
                 for r, f in sorted(self.files.items())]
 
     def survey(self, unit: Unit) -> dict[int, RankSurvey]:
-        from .comms import rank_ops, records_comm_calls
+        from .comms import survey_stream
         path, rank = unit.info
         rf = read_rank_file(Path(path))
-        return {rank: RankSurvey(rf, rank_ops(rf) if records_comm_calls(rf) else [],
-                                 _mask(rf))}
+        s = survey_stream(rf)
+        return {rank: RankSurvey(rf, s.ops, _mask(rf), s.counts, s.first)}
 
     @staticmethod
     def combine(a: dict, b: dict) -> dict:
@@ -96,7 +98,10 @@ class DumpiReader(TraceReader):
         calls = np.array([rfs[r].calls for r in ranks], np.int64)
         ignored = np.array([rfs[r].ignored for r in ranks], np.int64)
         recorded = (calls - ignored)[:, :290].sum(axis=0)
-        present = [FUNCTIONS[f][1] for f in np.nonzero(recorded)[0]] + list(ALWAYS)
+        in_streams = np.array([survey[r].counts for r in ranks], np.int64).sum(axis=0)
+        held = set(np.nonzero(recorded)[0]) | set(np.nonzero(in_streams[:290])[0])
+        present = [FUNCTIONS[f][1] for f in sorted(held)] + list(ALWAYS)
+        _warn_uncounted(survey, ranks, calls - ignored)
         first = rfs[ranks[0]]
         attrs = {
             "clock": "wall: CLOCK_MONOTONIC of each host (not epoch); ns",
@@ -215,6 +220,28 @@ def _mask(rf: RankFile) -> int | None:
     with open(rf.path, "rb") as f:
         f.seek(rf.stream_start + 2)
         return f.read(1)[0]
+
+
+def _warn_uncounted(survey: dict[int, RankSurvey], ranks: list[int],
+                    recorded: np.ndarray) -> None:
+    """One warning if a stream holds records of a function its own footer counts no
+    recorded call of (libdumpi's footers always count them; another writer's, or an
+    edited file's, may not): libundumpi reads every record whatever the footer says, and
+    so does partrace; the footer is kept as written (definitions table ``footer``)."""
+    from .functable import FUNCTIONS
+    found = [(r, f) for r in ranks for f in np.nonzero(survey[r].counts[:290])[0]
+             if recorded[ranks.index(r), f] == 0]
+    if not found:
+        return
+    import warnings
+    r, f = found[0]
+    rf = survey[r].file
+    names = sorted({FUNCTIONS[f][1] for _r, f in found})
+    warnings.warn(f"{rf.path}: byte {int(survey[r].first[f])}: {int(survey[r].counts[f])} "
+                  f"{FUNCTIONS[f][1]} record(s) its footer counts no recorded call of "
+                  f"(in all, {len(names)} function(s) in {len({r for r, _f in found})} rank "
+                  f"file(s): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}); "
+                  f"read as libundumpi reads them, the footers kept as written")
 
 
 def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]:

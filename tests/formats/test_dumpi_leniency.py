@@ -1,0 +1,96 @@
+"""DUMPI read as libundumpi reads it: records of a function the footers count no call of.
+
+libundumpi (``undumpi_read_stream``) reads every record of the call stream whatever the
+footer counts (the footer is read only by ``undumpi_read_footer``, and checked by no
+reader).  The case: a copy of the real p2p-4rank fixture whose footers are edited to
+count no MPI_Ssend call on any rank; every call, argument, status and message is compared
+with dumpi2ascii's decode of the clean files beside it (the edit touches only the footer),
+the footer table with that decode's footer less the edited counts; where dumpi2ascii is
+built on this machine, its decode of the edited copy is compared too.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+
+from partrace.formats.dumpi import DUMPI
+from partrace.formats.dumpi.functable import FUNCTIONS
+from partrace.formats.dumpi.layout import FOOT_MAGIC, NUM_FOOTER, read_rank_file
+
+from tests.formats import test_dumpi_fixtures as fixtures
+
+DUMPI2ASCII = Path(os.environ.get("DUMPI2ASCII", "/tmp/pace/inst-dumpi/bin/dumpi2ascii"))
+SSEND = next(f for f, n, _a in FUNCTIONS if n == "MPI_Ssend")
+
+
+def uncounted(tmp_path: Path, fid: int) -> Path:
+    """A copy of p2p-4rank whose footers count no call (and no ignored call) of ``fid``."""
+    folder = tmp_path / "p2p-4rank"
+    shutil.copytree(fixtures.DATA / "p2p-4rank", folder)
+    for f in sorted(folder.glob("*.bin")):
+        at = read_rank_file(f).index["footer"]
+        raw = bytearray(f.read_bytes())
+        assert struct.unpack_from(">Q", raw, at)[0] == FOOT_MAGIC
+        for slot in (fid, NUM_FOOTER + fid):             # calls, ignored
+            struct.pack_into(">I", raw, at + 8 + 4 * slot, 0)
+        f.write_bytes(bytes(raw))
+    return folder
+
+
+def decoded(folder: Path):
+    """The fixture tuple of test_dumpi_fixtures (reader, defs, schema, decoded, refs) for
+    ``folder``, refs parsed from the dumpi2ascii text beside each rank file."""
+    reader = DUMPI.open(folder)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        defs = reader.read_definitions()
+    schema = reader.schema(defs)
+    out = {}
+    for unit in reader.units():
+        chunks = list(reader.decode(unit, defs))
+        assert len(chunks) == 1
+        out[unit.info[1]] = chunks[0]
+    refs = {r: fixtures.parse_ascii(Path(p).with_suffix(".txt"))
+            for p, r in (u.info for u in reader.units())}
+    return (reader, defs, schema, out, refs), [str(w.message) for w in said]
+
+
+def test_records_the_footers_do_not_count_are_read(tmp_path):
+    folder = uncounted(tmp_path, SSEND)
+    trace, said = decoded(folder)
+    _r, defs, schema, _dec, refs = trace
+    # the clean decode's footer less the edited slot: what dumpi2ascii prints of the copy
+    for ref in refs.values():
+        assert ref["footer"]["MPI_Ssend"] != (0, 0)
+        ref["footer"]["MPI_Ssend"] = (0, 0)
+    assert "calls/MPI_Ssend" in schema
+    assert "MPI_Ssend" in defs.attrs["recorded_functions"]
+    # one warning, naming the first rank file and its first MPI_Ssend record's byte
+    assert len(said) == 1, said
+    first = sorted(folder.glob("*-0000.bin"))[0]
+    assert said[0].startswith(f"{first}: byte ")
+    at = int(said[0][len(f"{first}: byte "):].split(":")[0])
+    assert struct.unpack_from(">H", first.read_bytes(), at)[0] == SSEND   # its label
+    assert "1 MPI_Ssend record(s) its footer counts no recorded call of (in all, 1 " \
+           "function(s) in 4 rank file(s): MPI_Ssend); read as libundumpi reads them" in said[0]
+    fixtures.test_header_footer_sizes(trace)
+    fixtures.test_calls_times_and_threads(trace)
+    fixtures.test_every_argument(trace)
+    fixtures.test_message_and_collective_rows(trace)
+    if not DUMPI2ASCII.exists():
+        pytest.skip(f"dumpi2ascii not built here ({DUMPI2ASCII}): compared with the clean "
+                    "files' decode only")
+    for f in sorted(folder.glob("*.bin")):
+        r = subprocess.run([str(DUMPI2ASCII), "-a", str(f)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        mine = tmp_path / (f.stem + ".edited.txt")
+        mine.write_text(r.stdout)
+        rank = int(f.stem.rsplit("-", 1)[1])
+        assert fixtures.parse_ascii(mine) == refs[rank]
