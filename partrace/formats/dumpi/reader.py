@@ -12,7 +12,8 @@ import numpy as np
 from ...errors import TraceError
 from ...model import LOCATION_COLUMNS, REGION_COLUMNS, Definitions, Schema, Table, conform
 from ..base import TraceReader, Unit
-from .layout import RankFile, metafile_line, read_metafile, read_rank_file, regular_file
+from .layout import (NEWEST, RankFile, metafile_line, newer_version_warning, read_metafile,
+                     read_rank_file, regular_file)
 
 _RANK = re.compile(r"-(\d+)\.bin$")
 ALWAYS = ("MPI_Function_enter", "MPI_Function_exit")   # labels without a footer slot
@@ -102,6 +103,10 @@ class DumpiReader(TraceReader):
         held = set(np.nonzero(recorded)[0]) | set(np.nonzero(in_streams[:290])[0])
         present = [FUNCTIONS[f][1] for f in sorted(held)] + list(ALWAYS)
         _warn_uncounted(survey, ranks, calls - ignored)
+        newer = [r for r in ranks if rfs[r].version > NEWEST]
+        if newer:
+            import warnings
+            warnings.warn(newer_version_warning(rfs[newer[0]], len(newer) - 1))
         first = rfs[ranks[0]]
         attrs = {
             "clock": "wall: CLOCK_MONOTONIC of each host (not epoch); ns",
