@@ -132,3 +132,38 @@ def test_newer_versions_are_read_with_a_warning(tmp_path, version):
                     "files' decode only")
     for rank, f in enumerate(files):
         assert _dumpi2ascii(f, tmp_path) == refs[rank]
+
+
+def _reads_as_the_fixture(folder: Path) -> None:
+    """Every call, argument and message of ``folder`` as dumpi2ascii printed the fixture's."""
+    trace, said = decoded(folder)
+    assert said == []
+    for check in (fixtures.test_header_footer_sizes, fixtures.test_calls_times_and_threads,
+                  fixtures.test_every_argument, fixtures.test_message_and_collective_rows):
+        check(trace)
+
+
+def test_metafile_read_as_sst_dumpi_reads_it(tmp_path):
+    """dumpi/bin/metadata.cc skips lines without '=' and reads numprocs with ``>> int``
+    (the integer its value starts with)."""
+    folder = tmp_path / "p2p-4rank"
+    shutil.copytree(fixtures.DATA / "p2p-4rank", folder)
+    meta = next(folder.glob("*.meta"))
+    text = meta.read_text()
+    assert "numprocs=4\n" in text
+    meta.write_text("# written by hand\n" + text.replace("numprocs=4\n", "numprocs=4 ranks\n")
+                    + "a line without an equals sign\n")
+    _reads_as_the_fixture(folder)
+
+
+@pytest.mark.parametrize("width", [5, 1])
+def test_rank_files_of_another_number_width(tmp_path, width):
+    """metadata.cc looks for rank numbers of 4 digits, then 5..9, then 0..3 wide."""
+    folder = tmp_path / "p2p-4rank"
+    shutil.copytree(fixtures.DATA / "p2p-4rank", folder)
+    for f in sorted(folder.glob("*.bin")):
+        stem, rank = f.stem.rsplit("-", 1)
+        f.rename(f.with_name(f"{stem}-{int(rank):0{width}d}.bin"))
+        txt = f.with_suffix(".txt")
+        txt.rename(txt.with_name(f"{stem}-{int(rank):0{width}d}.txt"))
+    _reads_as_the_fixture(folder)

@@ -6,6 +6,7 @@ big-endian throughout; strings are u16 length + bytes.
 """
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,7 +250,9 @@ def newer_version_warning(rf: RankFile, others: int) -> str | None:
 
 
 def read_metafile(path: Path) -> dict[str, str]:
-    """key=value lines (hostname, numprocs, username, startime, fileprefix, version...)."""
+    """key=value lines (hostname, numprocs, username, startime, fileprefix, version...).
+    Read as sst-dumpi's metadata.cc reads them: a line without ``=`` is skipped, and
+    numprocs is the integer its value starts with (``istream >> int``)."""
     regular_file(path, "DUMPI metafile")
     try:
         text = path.read_text(errors="replace")
@@ -257,19 +260,18 @@ def read_metafile(path: Path) -> dict[str, str]:
         raise TraceError(path, None, f"cannot read the DUMPI metafile: {e.strerror}") from None
     out = {}
     lines = text.splitlines()
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for line in lines:
         key, sep, value = line.partition("=")
-        if not sep:
-            raise TraceError.at_line(path, no, "expected key=value")
-        out[key.strip()] = value.strip()
+        if sep:
+            out[key.strip()] = value.strip()
     for key in ("numprocs", "fileprefix"):
         if key not in out:
             raise TraceError.at_line(path, len(lines) + 1, f"the metafile ends without the {key}= line")
-    if not out["numprocs"].isdigit():
+    number = re.match(r"[+-]?\d+", out["numprocs"])
+    if number is None:
         raise TraceError.at_line(path, metafile_line(path, "numprocs"),
                                  f"numprocs={out['numprocs']!r} is not a number")
+    out["numprocs"] = str(int(number[0]))
     return out
 
 

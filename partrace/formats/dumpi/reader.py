@@ -161,7 +161,14 @@ def _rank_files(meta: Path, facts: dict[str, str]) -> tuple[dict[int, Path], str
     line = metafile_line(meta, "numprocs")
     if numprocs < 1:
         raise TraceError.at_line(meta, line, f"numprocs={numprocs}: expected at least 1 rank")
-    files = {r: meta.parent / f"{prefix}-{r:04d}.bin" for r in range(numprocs)}
+    # metadata.cc tries rank numbers of 4 digits, then 5..9, then 0..3, and takes the first
+    # width that names every rank's file (libdumpi writes 4)
+    for width in (*range(4, 10), *range(4)):
+        files = {r: meta.parent / f"{prefix}-{r:0{width}d}.bin" for r in range(numprocs)}
+        if all(os.path.lexists(f) for f in files.values()):
+            break
+    else:
+        files = {r: meta.parent / f"{prefix}-{r:04d}.bin" for r in range(numprocs)}
     for r, f in files.items():
         if not os.path.lexists(f):
             raise TraceError(f, None, f"rank {r} file is missing (metafile {meta} says "
@@ -169,7 +176,8 @@ def _rank_files(meta: Path, facts: dict[str, str]) -> tuple[dict[int, Path], str
     pattern = re.compile(re.escape(Path(prefix).name) + r"-(\d+)\.bin$")
     folder = (meta.parent / prefix).parent
     extra = sorted((p for p in folder.iterdir() if (m := pattern.match(p.name))
-                    and int(m[1]) >= numprocs), key=lambda p: p.name)
+                    and int(m[1]) >= numprocs and p not in files.values()),
+                   key=lambda p: p.name)
     if extra:
         names = ", ".join(p.name for p in extra[:5]) + (" ..." if len(extra) > 5 else "")
         return files, (f"{meta}: line {line}: numprocs={numprocs} but {len(extra)} more rank "
