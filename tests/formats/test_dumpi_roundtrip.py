@@ -340,16 +340,6 @@ def test_generator_script(tmp_path):
         assert (ev["size"][sends] == 64).all()
 
 
-def test_newer_major_version_rejected(tmp_path):
-    """(Older versions decode: tests/formats/test_dumpi_damage.py re-encodes the fixtures.)"""
-    write_meta(tmp_path, "new", 1)
-    f = rank_path(tmp_path, "new", 0)
-    write_rank(f, [Call("MPI_Barrier", dict(comm=2))], version=(14, 0, 0))
-    with pytest.raises(TraceError, match="DUMPI version 14.0.0 is newer than") as e:
-        _decode_all(tmp_path)
-    assert e.value.path == str(f)
-
-
 def test_walk_resumes_where_an_output_array_ran_full(tmp_path, monkeypatch, jit_mode):
     """The walk stops at the record that finds an array full and goes on from it once the
     array is grown: with room for one element per side array to start with (so that every
