@@ -1,5 +1,6 @@
 """DUMPI read as libundumpi reads it: records of a function the footers count no call of,
-rank files of a version newer than sst-dumpi's.
+rank files of a version newer than sst-dumpi's, an end-of-stream label inside the stream,
+metafiles as sst-dumpi's metadata.cc reads them.
 
 libundumpi (``undumpi_read_stream``) reads every record of the call stream whatever the
 footer counts (the footer is read only by ``undumpi_read_footer``, and checked by no
@@ -18,11 +19,13 @@ import subprocess
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from partrace.formats.dumpi import DUMPI
 from partrace.formats.dumpi.functable import FUNCTIONS
 from partrace.formats.dumpi.layout import FOOT_MAGIC, NUM_FOOTER, read_rank_file
+from partrace.formats.dumpi.walk import Walk
 
 from tests.formats import test_dumpi_fixtures as fixtures
 
@@ -167,3 +170,31 @@ def test_rank_files_of_another_number_width(tmp_path, width):
         txt = f.with_suffix(".txt")
         txt.rename(txt.with_name(f"{stem}-{int(rank):0{width}d}.txt"))
     _reads_as_the_fixture(folder)
+
+
+def test_end_of_stream_label_inside_the_stream(tmp_path):
+    """undumpi_read_single_call stops at label 293 wherever it is: rank 0's fourth record
+    label made 293, its first three calls are read (dumpi2ascii prints those three) and one
+    warning says how many bytes are left unread."""
+    folder = tmp_path / "p2p-4rank"
+    shutil.copytree(fixtures.DATA / "p2p-4rank", folder)
+    f = sorted(folder.glob("*-0000.bin"))[0]
+    raw = bytearray(f.read_bytes())
+    rf = read_rank_file(f)
+    # the fourth record's offset, from a walk of the clean file (dumpi2ascii's three calls
+    # before it, below, show it is the fourth record's)
+    at = int(Walk(np.frombuffer(bytes(raw), np.uint8), rf).off[3])
+    struct.pack_into(">H", raw, at, 293)
+    f.write_bytes(bytes(raw))
+    trace, said = decoded(folder)
+    assert said == [f"{f}: byte {at}: end-of-stream label 293 before the end of the call "
+                    f"stream; the {rf.stream_end - at} bytes after it are not read, as "
+                    f"libundumpi stops reading there"]
+    refs = trace[4]
+    refs[0]["calls"] = refs[0]["calls"][:3]
+    fixtures.test_calls_times_and_threads(trace)
+    fixtures.test_every_argument(trace)
+    if not DUMPI2ASCII.exists():
+        pytest.skip(f"dumpi2ascii not built here ({DUMPI2ASCII}): compared with the clean "
+                    "files' decode only")
+    assert _dumpi2ascii(f, tmp_path)["calls"] == refs[0]["calls"]

@@ -279,7 +279,7 @@ def test_bad_index_record(tmp_path):
     assert e.value.where == f"byte {len(data) - 64}"
 
 
-@pytest.mark.parametrize("label", [128, 290, 293, 300])
+@pytest.mark.parametrize("label", [128, 290, 300])   # 293: test_dumpi_leniency
 def test_unknown_function_id(tmp_path, label):
     d = _copy(tmp_path)
     f = next(d.glob("*-0003.bin"))

@@ -63,6 +63,7 @@ class StreamSurvey:
     ops: list[Op]
     counts: np.ndarray      # records per function label
     first: np.ndarray       # byte offset of each function's first record (-1: none)
+    early_end: int | None   # offset of an end-of-stream label before the stream's end
 
 
 def survey_stream(rf) -> StreamSurvey:
@@ -70,7 +71,7 @@ def survey_stream(rf) -> StreamSurvey:
     it holds records of.  libundumpi reads every record whatever the footer counts, so
     the stream, not the footer, says which functions have records (and tables)."""
     buf = np.memmap(rf.path, np.uint8, mode="r") if rf.stream_end > rf.stream_start else None
-    ops, pos, base = [], rf.stream_start, 0
+    ops, pos, base, early_end = [], rf.stream_start, 0, None
     counts = np.zeros(len(FUNCTIONS), np.int64)
     first = np.full(len(FUNCTIONS), -1, np.int64)
     while pos < rf.stream_end:
@@ -89,7 +90,8 @@ def survey_stream(rf) -> StreamSurvey:
                     args[name] = int(w.vals[k, c])
             ops.append(Op(base + int(c), fid, args))
         pos, base = w.end, base + len(w.func)
-    return StreamSurvey(ops, counts, first)
+        early_end = w.early_end
+    return StreamSurvey(ops, counts, first, early_end)
 
 
 class Replay:

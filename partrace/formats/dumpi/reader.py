@@ -28,6 +28,7 @@ class RankSurvey:
     mask: int | None     # config mask of its first record
     counts: np.ndarray   # its stream's records per function label
     first: np.ndarray    # byte offset of each function's first record (-1: none)
+    early_end: int | None = None   # an end-of-stream label before the stream's end
 
 
 class DumpiReader(TraceReader):
@@ -74,7 +75,7 @@ class DumpiReader(TraceReader):
         path, rank = unit.info
         rf = read_rank_file(Path(path))
         s = survey_stream(rf)
-        return {rank: RankSurvey(rf, s.ops, _mask(rf), s.counts, s.first)}
+        return {rank: RankSurvey(rf, s.ops, _mask(rf), s.counts, s.first, s.early_end)}
 
     @staticmethod
     def combine(a: dict, b: dict) -> dict:
@@ -103,6 +104,7 @@ class DumpiReader(TraceReader):
         held = set(np.nonzero(recorded)[0]) | set(np.nonzero(in_streams[:290])[0])
         present = [FUNCTIONS[f][1] for f in sorted(held)] + list(ALWAYS)
         _warn_uncounted(survey, ranks, calls - ignored)
+        _warn_early_end(survey, ranks)
         newer = [r for r in ranks if rfs[r].version > NEWEST]
         if newer:
             import warnings
@@ -255,6 +257,21 @@ def _warn_uncounted(survey: dict[int, RankSurvey], ranks: list[int],
                   f"(in all, {len(names)} function(s) in {len({r for r, _f in found})} rank "
                   f"file(s): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}); "
                   f"read as libundumpi reads them, the footers kept as written")
+
+
+def _warn_early_end(survey: dict[int, RankSurvey], ranks: list[int]) -> None:
+    """One warning if a stream holds an end-of-stream label before its end: libundumpi
+    (undumpi_read_single_call) stops reading there, and so does partrace; the calls
+    after it are not read, and the warning says how many bytes that leaves."""
+    early = [r for r in ranks if survey[r].early_end is not None]
+    if not early:
+        return
+    import warnings
+    rf, at = survey[early[0]].file, survey[early[0]].early_end
+    more = f" (and in {len(early) - 1} more rank file(s))" if len(early) > 1 else ""
+    warnings.warn(f"{rf.path}: byte {at}: end-of-stream label 293 before the end of the call "
+                  f"stream{more}; the {rf.stream_end - at} bytes after it are not read, as "
+                  f"libundumpi stops reading there")
 
 
 def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]:

@@ -39,8 +39,10 @@ NFUNC = len(FUNCTIONS)
 # error codes returned by the kernel; E_BIG: more elements in one argument than the int32
 # index columns (arrays/strings i0, i1, statuses index) hold.  E_FULL + g: output group g
 # (calls, ints, strs, stats, perf) has no room for the record: the caller grows it and
-# walks on from that record (not an error of the trace)
-OK, E_UNKNOWN, E_TRUNC, E_BIG, E_FULL = 0, 1, 2, 3, 4
+# walks on from that record (not an error of the trace).  E_EOS: an end-of-stream label
+# (293) before the stream's end, where libundumpi stops reading (offset: the label's)
+OK, E_UNKNOWN, E_TRUNC, E_BIG, E_EOS, E_FULL = 0, 1, 2, 3, 4, 5
+END_OF_STREAM = 293
 INDEX_MAX = 2**31 - 1
 
 
@@ -139,6 +141,8 @@ def walk(b, pos, end, limit, table, start, calls, ints, strs, stats, perf):
         if pos + 3 > end:
             return E_TRUNC, rec, counts
         fid = _u16(b, pos)
+        if fid == END_OF_STREAM:
+            return E_EOS, rec, counts
         if fid >= fstart.shape[0] or fcount[fid] < 0:
             return E_UNKNOWN, rec, counts
         mask = b[pos + 2]
