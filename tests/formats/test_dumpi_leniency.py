@@ -13,6 +13,7 @@ built on this machine, its decode of the edited copy is compared too.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -198,3 +199,37 @@ def test_end_of_stream_label_inside_the_stream(tmp_path):
         pytest.skip(f"dumpi2ascii not built here ({DUMPI2ASCII}): compared with the clean "
                     "files' decode only")
     assert _dumpi2ascii(f, tmp_path)["calls"] == refs[0]["calls"]
+
+
+def test_statuses_before_0_6_3_have_no_tag(tmp_path):
+    """iodefs.h reads a status of a file written before 0.6.3 as 10 bytes (no tag) and
+    gives it MPI_ANY_TAG: a rank file so written (version 0.6.2) reads the same way."""
+    from tests.support.dumpi_encode import Call, rank_path, write_meta, write_rank
+    recv = [(64, 1, 0, 0, 5)]
+    wait = [(8, 2, 0, 0, 6), (16, 3, 1, 0, 7)]
+    calls = [Call("MPI_Recv", dict(count=8, datatype=9, source=1, tag=5, comm=2, status=recv),
+                  wall=(1000, 2000)),
+             Call("MPI_Waitall", dict(count=2, requests=[4, 5], statuses=wait),
+                  wall=(3000, 4000)),
+             Call("MPI_Barrier", dict(comm=2), wall=(5000, 6000))]
+    write_meta(tmp_path, "old", 1)
+    f = rank_path(tmp_path, "old", 0)
+    write_rank(f, calls, version=(0, 6, 2))
+    reader = DUMPI.open(tmp_path)
+    defs = reader.read_definitions()
+    (chunk,) = list(reader.decode(reader.units()[0], defs))
+    st = chunk["statuses"]
+    got = list(zip(st["call"].tolist(), st["bytes"].tolist(), st["source"].tolist(),
+                   st["cancelled"].tolist(), st["error"].tolist(), st["tag"].tolist()))
+    want = [(0, *s[:4], -1) for s in recv] + [(1, *s[:4], -1) for s in wait]
+    assert got == want
+    assert chunk["calls/MPI_Barrier"]["call"].tolist() == [2]      # the stream stays in step
+    if not DUMPI2ASCII.exists():
+        pytest.skip(f"dumpi2ascii not built here ({DUMPI2ASCII}): compared with sst-dumpi's "
+                    "reading code only")
+    ref = _dumpi2ascii(f, tmp_path)
+    assert [c["name"] for c in ref["calls"]] == ["MPI_Recv", "MPI_Waitall", "MPI_Barrier"]
+    printed = [fixtures.ints(s) for c in ref["calls"] for t, _n, text in c["args"]
+               if t == "MPI_Status" for s in re.findall(r"\{(.*?)\}", text)]
+    # dumpi2ascii prints bytes, cancelled, source, tag, error
+    assert printed == [[b, c, s, t, e] for _call, b, s, c, e, t in want]
