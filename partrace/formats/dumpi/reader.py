@@ -26,8 +26,9 @@ class RankSurvey:
     file: RankFile
     ops: list            # its communicator and group calls (comms.Op)
     mask: int | None     # config mask of its first record
-    counts: np.ndarray   # its stream's records per function label
-    first: np.ndarray    # byte offset of each function's first record (-1: none)
+    # per function label with records in its stream: (records, offset of the first);
+    # only those labels, so that the surveys of many ranks stay small
+    records: dict[int, tuple[int, int]]
     early_end: int | None = None   # an end-of-stream label before the stream's end
 
 
@@ -75,7 +76,8 @@ class DumpiReader(TraceReader):
         path, rank = unit.info
         rf = read_rank_file(Path(path))
         s = survey_stream(rf)
-        return {rank: RankSurvey(rf, s.ops, _mask(rf), s.counts, s.first, s.early_end)}
+        records = {int(f): (int(s.counts[f]), int(s.first[f])) for f in np.flatnonzero(s.counts)}
+        return {rank: RankSurvey(rf, s.ops, _mask(rf), records, s.early_end)}
 
     @staticmethod
     def combine(a: dict, b: dict) -> dict:
@@ -100,8 +102,8 @@ class DumpiReader(TraceReader):
         calls = np.array([rfs[r].calls for r in ranks], np.int64)
         ignored = np.array([rfs[r].ignored for r in ranks], np.int64)
         recorded = (calls - ignored)[:, :290].sum(axis=0)
-        in_streams = np.array([survey[r].counts for r in ranks], np.int64).sum(axis=0)
-        held = set(np.nonzero(recorded)[0]) | set(np.nonzero(in_streams[:290])[0])
+        in_streams = {f for r in ranks for f in survey[r].records if f < 290}
+        held = set(np.nonzero(recorded)[0].tolist()) | in_streams
         present = [FUNCTIONS[f][1] for f in sorted(held)] + list(ALWAYS)
         _warn_uncounted(survey, ranks, calls - ignored)
         _warn_early_end(survey, ranks)
@@ -244,15 +246,16 @@ def _warn_uncounted(survey: dict[int, RankSurvey], ranks: list[int],
     edited file's, may not): libundumpi reads every record whatever the footer says, and
     so does partrace; the footer is kept as written (definitions table ``footer``)."""
     from .functable import FUNCTIONS
-    found = [(r, f) for r in ranks for f in np.nonzero(survey[r].counts[:290])[0]
-             if recorded[ranks.index(r), f] == 0]
+    found = [(r, f) for i, r in enumerate(ranks) for f in sorted(survey[r].records)
+             if f < 290 and recorded[i, f] == 0]
     if not found:
         return
     import warnings
     r, f = found[0]
     rf = survey[r].file
     names = sorted({FUNCTIONS[f][1] for _r, f in found})
-    warnings.warn(f"{rf.path}: byte {int(survey[r].first[f])}: {int(survey[r].counts[f])} "
+    count, at = survey[r].records[f]
+    warnings.warn(f"{rf.path}: byte {at}: {count} "
                   f"{FUNCTIONS[f][1]} record(s) its footer counts no recorded call of "
                   f"(in all, {len(names)} function(s) in {len({r for r, _f in found})} rank "
                   f"file(s): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}); "
