@@ -261,17 +261,6 @@ def _set_version(f: Path, version: tuple[int, int, int]) -> None:
     patch(f, _index(f)["header"], bytes(version))
 
 
-@pytest.mark.parametrize("version", [(14, 0, 0), (255, 1, 2)])
-def test_newer_major_versions_are_refused(tmp_path, version):
-    trace = copy(tmp_path)
-    f = rank(trace, 2)
-    _set_version(f, version)
-    text = ".".join(map(str, version))
-    check(trace, tmp_path, f, f"byte {_index(rank(SRC, 2))['header']}",
-          f"DUMPI version {text} is newer than any sst-dumpi release known; not supported "
-          "(supported: 0.0.0 to 13.x, as sst-dumpi 13.0.0 reads them)")
-
-
 def replace_bytes(f: Path, at: int, end: int, blob: bytes) -> None:
     """Bytes [at, end) of a rank file become ``blob``; index offsets after ``at`` follow."""
     data = f.read_bytes()

@@ -121,14 +121,15 @@ def test_folds_selections_make_nothing_else(trace, monkeypatch):
 
 
 def test_errors_do_not_depend_on_the_selection(tmp_path):
-    """A rank file whose stream holds calls of a function no footer counts is an error
-    whatever is asked for (every call is still walked)."""
+    """A rank file whose stream holds calls of a function the definitions have no table
+    for (the file changed since the survey) is an error whatever is asked for (every call
+    is still walked)."""
     persistent_trace(tmp_path)
     reader = DUMPI.open(tmp_path)
     defs = reader.read_definitions()
     schema = reader.schema(defs)
     name = next(t for t in schema if t.startswith("calls/MPI_Start"))
-    del schema[name]                      # as if the footers counted no MPI_Start calls
+    del schema[name]                      # as if the survey had found no MPI_Start calls
     path = reader.files[0]
     messages = set()
     for want in (None, {t: None for t in schema}, {**{t: None for t in schema},
@@ -136,4 +137,4 @@ def test_errors_do_not_depend_on_the_selection(tmp_path):
         with pytest.raises(TraceError) as err:
             list(decode_rank(path, 0, schema, defs, want=want))
         messages.add(str(err.value))
-    assert len(messages) == 1 and "found, but the footers" in messages.pop()
+    assert len(messages) == 1 and "found, but the survey" in messages.pop()

@@ -152,28 +152,6 @@ def test_stream_version_unknown(tmp_path):
           "1.0 to 1.14 writes), got 2")
 
 
-@pytest.mark.parametrize("nranks", [None, 2])
-def test_bad_event_flags_at_their_byte(tmp_path, nranks):
-    trace = copy(V1, tmp_path)
-    obs = trace / "loom.zoo0" / "proc.31004" / "thread.31006.obs"
-    data = bytearray(obs.read_bytes())
-    data[8] |= 0x80                               # first event header
-    obs.write_bytes(bytes(data))
-    check(trace, tmp_path, obs, "byte 8", "unknown flag bits 0x80", nranks)
-
-
-def test_zeroed_event_is_not_an_event(tmp_path):
-    """The fuzz case: 12 zero bytes at an event start read as an event of model/category/
-    value NUL NUL NUL (and its clock 0), shifting the rest; libovni writes printable MCVs."""
-    trace = copy(V1, tmp_path)
-    obs = trace / "loom.zoo0" / "proc.31004" / "thread.31006.obs"
-    data = bytearray(obs.read_bytes())
-    data[8:20] = bytes(12)                        # the first event's header, zeroed
-    obs.write_bytes(bytes(data))
-    check(trace, tmp_path, obs, "byte 8", "model/category/value bytes 00 00 00 that are not "
-          "printable characters")
-
-
 @pytest.mark.parametrize("version,match", [
     (4, 'expected "version" 3, got 4: not an ovni metadata version partrace knows '
         '(supported: 1, 2, 3'),

@@ -52,7 +52,7 @@ def _times(t: tuple[int, int], offset: int) -> bytes:
     return struct.pack(">HIHI", a // 10**9 - offset, a % 10**9, b // 10**9 - offset, b % 10**9)
 
 
-def encode_args(name: str, args: dict, mask: int) -> bytes:
+def encode_args(name: str, args: dict, mask: int, status_tag: bool = True) -> bytes:
     _fid, layout = BY_NAME[name]
     out = []
     for an, kind, _role, cond in layout:
@@ -70,8 +70,10 @@ def encode_args(name: str, args: dict, mask: int) -> bytes:
         elif kind == "status":
             if mask & 0x03:
                 v = v or []
+                # writers before 0.6.3 left the tag out (iodefs.h put_statuses)
                 out.append(struct.pack(">I", len(v)) + b"".join(
-                    struct.pack(">iiBBi", by, src, canc, err, tag)
+                    struct.pack(">iiBBi", by, src, canc, err, tag) if status_tag
+                    else struct.pack(">iiBB", by, src, canc, err)
                     for by, src, canc, err, tag in v))
         elif kind in ("a32", "a16", "a8"):
             out.append(_arr({"a32": "i", "a16": "H", "a8": "B"}[kind], v or []))
@@ -90,7 +92,8 @@ def encode_args(name: str, args: dict, mask: int) -> bytes:
     return b"".join(out)
 
 
-def encode_call(call: Call, mask: int, cpu_offset: int, wall_offset: int) -> bytes:
+def encode_call(call: Call, mask: int, cpu_offset: int, wall_offset: int,
+                status_tag: bool = True) -> bytes:
     fid, _layout = BY_NAME[call.name]
     out = [struct.pack(">HB", fid, mask)]
     if mask & 0x40:
@@ -102,7 +105,7 @@ def encode_call(call: Call, mask: int, cpu_offset: int, wall_offset: int) -> byt
     if mask & 0x80:
         out.append(struct.pack(">B", len(call.perf)) + b"".join(
             struct.pack(">QQ", a, b) for a, b in call.perf))
-    out.append(encode_args(call.name, call.args, mask))
+    out.append(encode_args(call.name, call.args, mask, status_tag))
     return b"".join(out)
 
 
@@ -114,7 +117,8 @@ def write_rank(path: Path, calls, *, mask: int = 0x4F, cpu_offset: int = 0,
                counts: dict[int, int] | None = None) -> None:
     """One rank file.  ``stream`` (pre-encoded records) and ``counts`` skip ``calls``."""
     if stream is None:
-        stream = b"".join(encode_call(c, mask, cpu_offset, wall_offset) for c in calls)
+        tag = tuple(version) >= (0, 6, 3)
+        stream = b"".join(encode_call(c, mask, cpu_offset, wall_offset, tag) for c in calls)
         counts = {}
         for c in calls:
             fid = BY_NAME[c.name][0]

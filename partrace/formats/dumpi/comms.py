@@ -19,8 +19,8 @@ rank replays the communicator-making calls of all ranks:
   ``call`` on, ``handle`` on that location means ``comm`` (0 after Comm_free).
 
 This needs the calls of all ranks: each rank's are read where that rank file
-is surveyed (:func:`rank_ops`, only if its footer counts a communicator or
-group call), and the replay runs on the definitions rank.
+is surveyed (:func:`survey_stream`, which walks its stream), and the replay runs on
+the definitions rank.
 """
 from __future__ import annotations
 
@@ -55,12 +55,31 @@ class Op:
     args: dict
 
 
-def rank_ops(rf) -> list[Op]:
-    """One rank's calls of TRIGGER functions, in call order (walks its stream)."""
-    buf = np.memmap(rf.path, np.uint8, mode="r")
-    ops, pos, base = [], rf.stream_start, 0
+@dataclass
+class StreamSurvey:
+    """What one walk of a rank's stream gives the definitions: its communicator and group
+    calls, and the number of records of each function with the offset of the first."""
+
+    ops: list[Op]
+    counts: np.ndarray      # records per function label
+    first: np.ndarray       # byte offset of each function's first record (-1: none)
+    early_end: int | None   # offset of an end-of-stream label before the stream's end
+
+
+def survey_stream(rf) -> StreamSurvey:
+    """One walk of a rank's stream: its TRIGGER calls in call order, and which functions
+    it holds records of.  libundumpi reads every record whatever the footer counts, so
+    the stream, not the footer, says which functions have records (and tables)."""
+    buf = np.memmap(rf.path, np.uint8, mode="r") if rf.stream_end > rf.stream_start else None
+    ops, pos, base, early_end = [], rf.stream_start, 0, None
+    counts = np.zeros(len(FUNCTIONS), np.int64)
+    first = np.full(len(FUNCTIONS), -1, np.int64)
     while pos < rf.stream_end:
         w = Walk(buf, rf, pos, CHUNK_CALLS)
+        fids, at = np.unique(w.func, return_index=True)
+        new = first[fids] < 0
+        first[fids[new]] = w.off[at[new]]
+        counts += np.bincount(w.func, minlength=len(FUNCTIONS))
         for c in np.nonzero(np.isin(w.func, list(TRIGGER)))[0]:
             fid = int(w.func[c])
             args = {}
@@ -71,13 +90,8 @@ def rank_ops(rf) -> list[Op]:
                     args[name] = int(w.vals[k, c])
             ops.append(Op(base + int(c), fid, args))
         pos, base = w.end, base + len(w.func)
-    return ops
-
-
-def records_comm_calls(rf) -> bool:
-    """Whether the rank's footer counts a recorded communicator or group call."""
-    recorded = np.asarray(rf.calls, np.int64) - np.asarray(rf.ignored, np.int64)
-    return bool(recorded[sorted(TRIGGER)].sum())
+        early_end = w.early_end
+    return StreamSurvey(ops, counts, first, early_end)
 
 
 class Replay:

@@ -220,12 +220,13 @@ def _room(rf: RankFile, base: int, limit: int, last: tuple | None) -> tuple[int,
 
 
 def _check_recorded(w: Walk, schema: dict, path: Path) -> None:
-    """A function whose calls are in the stream has a table: the footers count it."""
+    """A function whose calls are in the stream has a table: the survey walked every
+    stream and found them (a rank file changed since the survey breaks this)."""
     for fid in w.present():
         fname = FUNCTIONS[fid][1]
         if table_name(fname) not in schema:
-            raise TraceError(path, None, f"{fname} records found, but the footers of all "
-                             f"ranks count no recorded {fname} calls")
+            raise TraceError(path, None, f"{fname} records found, but the survey of the "
+                             f"rank files found none (changed since it was read?)")
 
 
 def _requests(w: Walk, base: int, location: int, done: dict, post: dict) -> dict:

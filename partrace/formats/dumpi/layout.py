@@ -6,6 +6,7 @@ big-endian throughout; strings are u16 length + bytes.
 """
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +22,9 @@ INDEX_FIELDS = ("sizelbl", "addrlbl", "perflbl", "header", "body", "footer", "ke
 FOOTER_BYTES = 8 + 8 * NUM_FOOTER        # magic + calls and ignored counts
 # header versions read as sst-dumpi 13.0.0 (the newest release) reads them: the
 # layouts that changed (header meshsize from 0.5; Init, Cart_get, Type_struct before
-# 0.6.2/0.6.8/0.6.9: scan.OLD_LAYOUTS) are read the old way; a newer major version
-# may have changed anything (sst-dumpi only warns; we refuse)
-NEWEST_MAJOR = 13
-SUPPORTED = "0.0.0 to 13.x, as sst-dumpi 13.0.0 reads them"
+# 0.6.2/0.6.8/0.6.9: scan.OLD_LAYOUTS) are read the old way; a newer version is read
+# with 13.0.0's layouts, with a warning, as dumpi_open_input_file reads it
+NEWEST = (13, 0, 0)
 
 
 class Cursor:
@@ -207,7 +207,6 @@ def read_rank_file(path: Path, data=None) -> RankFile:
         raise TraceError.at_byte(path, c.pos, "expected end-of-stream label 293 before header")
     c.pos = idx["header"]
     version = (c.u8(), c.u8(), c.u8())
-    _check_version(path, idx["header"], version)
     starttime = c.u64("start time")
     hostname, username = c.string("hostname"), c.string("username")
     meshcrd = c.i32s("mesh coordinates")
@@ -238,16 +237,22 @@ def read_rank_file(path: Path, data=None) -> RankFile:
     return rf
 
 
-def _check_version(path: Path, at: int, version: tuple[int, int, int]) -> None:
-    text = ".".join(map(str, version))
-    if version[0] > NEWEST_MAJOR:
-        raise TraceError.at_byte(path, at, f"DUMPI version {text} is newer than any "
-                                 f"sst-dumpi release known; not supported (supported: "
-                                 f"{SUPPORTED})")
+def newer_version_warning(rf: RankFile, others: int) -> str | None:
+    """sst-dumpi's warning for a file newer than its own version (dumpi_open_input_file
+    reads it on with its own layouts), or None; ``others``: further rank files so new."""
+    if rf.version <= NEWEST:
+        return None
+    text = ".".join(map(str, rf.version))
+    more = f" (and {others} more rank file(s))" if others else ""
+    return (f"{rf.path}: byte {rf.index['header']}: DUMPI version {text}{more} is newer than "
+            f"sst-dumpi {'.'.join(map(str, NEWEST))}; read with its layouts, as sst-dumpi "
+            f"reads it (forward compatibility is not guaranteed)")
 
 
 def read_metafile(path: Path) -> dict[str, str]:
-    """key=value lines (hostname, numprocs, username, startime, fileprefix, version...)."""
+    """key=value lines (hostname, numprocs, username, startime, fileprefix, version...).
+    Read as sst-dumpi's metadata.cc reads them: a line without ``=`` is skipped, and
+    numprocs is the integer its value starts with (``istream >> int``)."""
     regular_file(path, "DUMPI metafile")
     try:
         text = path.read_text(errors="replace")
@@ -255,19 +260,18 @@ def read_metafile(path: Path) -> dict[str, str]:
         raise TraceError(path, None, f"cannot read the DUMPI metafile: {e.strerror}") from None
     out = {}
     lines = text.splitlines()
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for line in lines:
         key, sep, value = line.partition("=")
-        if not sep:
-            raise TraceError.at_line(path, no, "expected key=value")
-        out[key.strip()] = value.strip()
+        if sep:
+            out[key.strip()] = value.strip()
     for key in ("numprocs", "fileprefix"):
         if key not in out:
             raise TraceError.at_line(path, len(lines) + 1, f"the metafile ends without the {key}= line")
-    if not out["numprocs"].isdigit():
+    number = re.match(r"[+-]?\d+", out["numprocs"])
+    if number is None:
         raise TraceError.at_line(path, metafile_line(path, "numprocs"),
                                  f"numprocs={out['numprocs']!r} is not a number")
+    out["numprocs"] = str(int(number[0]))
     return out
 
 

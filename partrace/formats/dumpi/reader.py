@@ -12,7 +12,8 @@ import numpy as np
 from ...errors import TraceError
 from ...model import LOCATION_COLUMNS, REGION_COLUMNS, Definitions, Schema, Table, conform
 from ..base import TraceReader, Unit
-from .layout import RankFile, metafile_line, read_metafile, read_rank_file, regular_file
+from .layout import (NEWEST, RankFile, metafile_line, newer_version_warning, read_metafile,
+                     read_rank_file, regular_file)
 
 _RANK = re.compile(r"-(\d+)\.bin$")
 ALWAYS = ("MPI_Function_enter", "MPI_Function_exit")   # labels without a footer slot
@@ -25,6 +26,10 @@ class RankSurvey:
     file: RankFile
     ops: list            # its communicator and group calls (comms.Op)
     mask: int | None     # config mask of its first record
+    # per function label with records in its stream: (records, offset of the first);
+    # only those labels, so that the surveys of many ranks stay small
+    records: dict[int, tuple[int, int]]
+    early_end: int | None = None   # an end-of-stream label before the stream's end
 
 
 class DumpiReader(TraceReader):
@@ -67,11 +72,12 @@ class DumpiReader(TraceReader):
                 for r, f in sorted(self.files.items())]
 
     def survey(self, unit: Unit) -> dict[int, RankSurvey]:
-        from .comms import rank_ops, records_comm_calls
+        from .comms import survey_stream
         path, rank = unit.info
         rf = read_rank_file(Path(path))
-        return {rank: RankSurvey(rf, rank_ops(rf) if records_comm_calls(rf) else [],
-                                 _mask(rf))}
+        s = survey_stream(rf)
+        records = {int(f): (int(s.counts[f]), int(s.first[f])) for f in np.flatnonzero(s.counts)}
+        return {rank: RankSurvey(rf, s.ops, _mask(rf), records, s.early_end)}
 
     @staticmethod
     def combine(a: dict, b: dict) -> dict:
@@ -96,7 +102,15 @@ class DumpiReader(TraceReader):
         calls = np.array([rfs[r].calls for r in ranks], np.int64)
         ignored = np.array([rfs[r].ignored for r in ranks], np.int64)
         recorded = (calls - ignored)[:, :290].sum(axis=0)
-        present = [FUNCTIONS[f][1] for f in np.nonzero(recorded)[0]] + list(ALWAYS)
+        in_streams = {f for r in ranks for f in survey[r].records if f < 290}
+        held = set(np.nonzero(recorded)[0].tolist()) | in_streams
+        present = [FUNCTIONS[f][1] for f in sorted(held)] + list(ALWAYS)
+        _warn_uncounted(survey, ranks, calls - ignored)
+        _warn_early_end(survey, ranks)
+        newer = [r for r in ranks if rfs[r].version > NEWEST]
+        if newer:
+            import warnings
+            warnings.warn(newer_version_warning(rfs[newer[0]], len(newer) - 1))
         first = rfs[ranks[0]]
         attrs = {
             "clock": "wall: CLOCK_MONOTONIC of each host (not epoch); ns",
@@ -153,7 +167,14 @@ def _rank_files(meta: Path, facts: dict[str, str]) -> tuple[dict[int, Path], str
     line = metafile_line(meta, "numprocs")
     if numprocs < 1:
         raise TraceError.at_line(meta, line, f"numprocs={numprocs}: expected at least 1 rank")
-    files = {r: meta.parent / f"{prefix}-{r:04d}.bin" for r in range(numprocs)}
+    # metadata.cc tries rank numbers of 4 digits, then 5..9, then 0..3, and takes the first
+    # width that names every rank's file (libdumpi writes 4)
+    for width in (*range(4, 10), *range(4)):
+        files = {r: meta.parent / f"{prefix}-{r:0{width}d}.bin" for r in range(numprocs)}
+        if all(os.path.lexists(f) for f in files.values()):
+            break
+    else:
+        files = {r: meta.parent / f"{prefix}-{r:04d}.bin" for r in range(numprocs)}
     for r, f in files.items():
         if not os.path.lexists(f):
             raise TraceError(f, None, f"rank {r} file is missing (metafile {meta} says "
@@ -161,7 +182,8 @@ def _rank_files(meta: Path, facts: dict[str, str]) -> tuple[dict[int, Path], str
     pattern = re.compile(re.escape(Path(prefix).name) + r"-(\d+)\.bin$")
     folder = (meta.parent / prefix).parent
     extra = sorted((p for p in folder.iterdir() if (m := pattern.match(p.name))
-                    and int(m[1]) >= numprocs), key=lambda p: p.name)
+                    and int(m[1]) >= numprocs and p not in files.values()),
+                   key=lambda p: p.name)
     if extra:
         names = ", ".join(p.name for p in extra[:5]) + (" ..." if len(extra) > 5 else "")
         return files, (f"{meta}: line {line}: numprocs={numprocs} but {len(extra)} more rank "
@@ -217,6 +239,44 @@ def _mask(rf: RankFile) -> int | None:
     with open(rf.path, "rb") as f:
         f.seek(rf.stream_start + 2)
         return f.read(1)[0]
+
+
+def _warn_uncounted(survey: dict[int, RankSurvey], ranks: list[int],
+                    recorded: np.ndarray) -> None:
+    """One warning if a stream holds records of a function its own footer counts no
+    recorded call of (libdumpi's footers always count them; another writer's, or an
+    edited file's, may not): libundumpi reads every record whatever the footer says, and
+    so does partrace; the footer is kept as written (definitions table ``footer``)."""
+    from .functable import FUNCTIONS
+    found = [(r, f) for i, r in enumerate(ranks) for f in sorted(survey[r].records)
+             if f < 290 and recorded[i, f] == 0]
+    if not found:
+        return
+    import warnings
+    r, f = found[0]
+    rf = survey[r].file
+    names = sorted({FUNCTIONS[f][1] for _r, f in found})
+    count, at = survey[r].records[f]
+    warnings.warn(f"{rf.path}: byte {at}: {count} "
+                  f"{FUNCTIONS[f][1]} record(s) its footer counts no recorded call of "
+                  f"(in all, {len(names)} function(s) in {len({r for r, _f in found})} rank "
+                  f"file(s): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}); "
+                  f"read as libundumpi reads them, the footers kept as written")
+
+
+def _warn_early_end(survey: dict[int, RankSurvey], ranks: list[int]) -> None:
+    """One warning if a stream holds an end-of-stream label before its end: libundumpi
+    (undumpi_read_single_call) stops reading there, and so does partrace; the calls
+    after it are not read, and the warning says how many bytes that leaves."""
+    early = [r for r in ranks if survey[r].early_end is not None]
+    if not early:
+        return
+    import warnings
+    rf, at = survey[early[0]].file, survey[early[0]].early_end
+    more = f" (and in {len(early) - 1} more rank file(s))" if len(early) > 1 else ""
+    warnings.warn(f"{rf.path}: byte {at}: end-of-stream label 293 before the end of the call "
+                  f"stream{more}; the {rf.stream_end - at} bytes after it are not read, as "
+                  f"libundumpi stops reading there")
 
 
 def _rank_tables(rfs: dict[int, RankFile], ranks: list[int]) -> dict[str, Table]:

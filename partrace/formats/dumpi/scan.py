@@ -28,7 +28,11 @@ K = {k: i for i, k in enumerate(KINDS)}
 # the tables keep the current kinds).  ONE_OF: one i32 where the array now is; it
 # becomes the first of as many elements as the array slot named in the op holds (the
 # rest 0), as dumpiio.c fills them.  ARGV_TWICE: argc written twice before the strings.
-ONE_OF, ARGV_TWICE = len(KINDS), len(KINDS) + 1
+# STATUS_NO_TAG: statuses of 10 bytes, no tag (iodefs.h get_statuses before 0.6.3; the
+# tag reads as MPI_ANY_TAG, -1).
+ONE_OF, ARGV_TWICE, STATUS_NO_TAG = len(KINDS), len(KINDS) + 1, len(KINDS) + 2
+STATUS_TAG_SINCE = (0, 6, 3)
+ANY_TAG = -1
 OLD_LAYOUTS = (   # (first version with today's layout, function, argument, old kind, size slot)
     ((0, 6, 9), "MPI_Type_struct", "indices", ONE_OF, "lengths"),
     ((0, 6, 8), "MPI_Cart_get", "coords", ONE_OF, "dims"),
@@ -39,8 +43,10 @@ NFUNC = len(FUNCTIONS)
 # error codes returned by the kernel; E_BIG: more elements in one argument than the int32
 # index columns (arrays/strings i0, i1, statuses index) hold.  E_FULL + g: output group g
 # (calls, ints, strs, stats, perf) has no room for the record: the caller grows it and
-# walks on from that record (not an error of the trace)
-OK, E_UNKNOWN, E_TRUNC, E_BIG, E_FULL = 0, 1, 2, 3, 4
+# walks on from that record (not an error of the trace).  E_EOS: an end-of-stream label
+# (293) before the stream's end, where libundumpi stops reading (offset: the label's)
+OK, E_UNKNOWN, E_TRUNC, E_BIG, E_EOS, E_FULL = 0, 1, 2, 3, 4, 5
+END_OF_STREAM = 293
 INDEX_MAX = 2**31 - 1
 
 
@@ -61,7 +67,11 @@ def compile_table(version: tuple[int, int, int] = (13, 0, 0)):
                 k, size = old[name, an]
                 ops.append((k, slot[size] if size else -1, -1))
                 continue
-            ops.append((K[kind], slot[cond[0]] if cond else -1, slot[cond[1]] if cond else -1))
+            if kind == "status" and tuple(version) < STATUS_TAG_SINCE:
+                kind_id = STATUS_NO_TAG
+            else:
+                kind_id = K[kind]
+            ops.append((kind_id, slot[cond[0]] if cond else -1, slot[cond[1]] if cond else -1))
     return start, count, np.array(ops, np.int32).reshape(-1, 3)
 
 
@@ -70,7 +80,8 @@ _TABLES: dict = {}
 
 def table_for(version: tuple[int, int, int]):
     """The compiled table for a writer version (one per distinct layout, cached)."""
-    key = tuple(since for since, *_ in OLD_LAYOUTS if tuple(version) < since)
+    key = tuple(since for since, *_ in OLD_LAYOUTS if tuple(version) < since) + (
+        tuple(version) < STATUS_TAG_SINCE,)
     if key not in _TABLES:
         _TABLES[key] = compile_table(version)
     return _TABLES[key]
@@ -139,6 +150,8 @@ def walk(b, pos, end, limit, table, start, calls, ints, strs, stats, perf):
         if pos + 3 > end:
             return E_TRUNC, rec, counts
         fid = _u16(b, pos)
+        if fid == END_OF_STREAM:
+            return E_EOS, rec, counts
         if fid >= fstart.shape[0] or fcount[fid] < 0:
             return E_UNKNOWN, rec, counts
         mask = b[pos + 2]
@@ -210,13 +223,14 @@ def walk(b, pos, end, limit, table, start, calls, ints, strs, stats, perf):
                 else:
                     v = np.int64(_u64(b, pos))
                 pos += w
-            elif kind == 4:                       # status(es): only with mask bits 0x03
+            elif kind == 4 or kind == STATUS_NO_TAG:   # status(es): only with mask bits 0x03
                 if mask & 0x03:
                     if pos + 4 > end:
                         return E_TRUNC, rec, counts
                     v = _u32(b, pos)
                     pos += 4
-                    if pos + 14 * v > end:
+                    width = 14 if kind == 4 else 10
+                    if pos + width * v > end:
                         return E_TRUNC, rec, counts
                     if v > INDEX_MAX:
                         return E_BIG, rec, counts
@@ -230,9 +244,9 @@ def walk(b, pos, end, limit, table, start, calls, ints, strs, stats, perf):
                         t_source[nt] = _i32(b, pos + 4)
                         t_cancelled[nt] = b[pos + 8]
                         t_error[nt] = b[pos + 9]
-                        t_tag[nt] = _i32(b, pos + 10)
+                        t_tag[nt] = _i32(b, pos + 10) if kind == 4 else ANY_TAG
                         nt += 1
-                        pos += 14
+                        pos += width
                 else:
                     v = -1
             elif kind == 13:                      # ONE_OF (older writers): one i32 ...

@@ -99,7 +99,10 @@ class Walk:
             g = err - scan.E_FULL
             arrays[g] = _grown(arrays[g], int(n[g]))
         self._check(err, pos, rf, buf)
-        self.end = int(pos)
+        # libundumpi stops at an end-of-stream label, wherever it is: so does the walk (the
+        # survey says what is left unread)
+        self.early_end = int(pos) if err == scan.E_EOS else None
+        self.end = rf.stream_end if err == scan.E_EOS else int(pos)
         nc, ne, ns, nt, npf = (int(x) for x in n)
         calls, self.e, self.s, self.t, self.p = (_cut(g, k) for g, k in
                                                  zip(arrays, (nc, ne, ns, nt, npf)))

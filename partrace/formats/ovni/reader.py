@@ -220,13 +220,6 @@ class OvniReader(TraceReader):
         path = info["path"]
         buf, big = scan.open_stream(Path(path))
         count, end, status, last = scan.check(buf, big)
-        if status in (scan.BAD_FLAGS, scan.BAD_JUMBO, scan.BAD_MCV):
-            what = {scan.BAD_JUMBO: "jumbo flag with a payload size code other than 3",
-                    scan.BAD_MCV: f"model/category/value bytes {bytes(buf[end + 1:end + 4]).hex(' ')} "
-                                  f"that are not printable characters",
-                    }.get(status, f"unknown flag bits {buf[end] & 0xF0:#04x}")
-            raise TraceError.at_byte(path, end, f"expected an event header, found {what} "
-                                     f"(first byte {buf[end]:#04x}) after {count} events")
         if status == scan.TRUNCATED:
             _check_cut(path, buf, end, last, big, count, _finished(info, defs))
         elif count == 0:

@@ -3,8 +3,11 @@
 Stream: 8-byte header (``ovni`` + u32 version 1, in the writer's byte order),
 then events back to back.  Event: 1 byte flags (high nibble, 0x10 = jumbo) |
 payload-size code (low nibble: 0 = none, n = n + 1 bytes), 3 bytes MCV, u64
-clock, payload; a jumbo event's 4-byte payload is a u32 length N followed by N
-bytes of jumbo data.  Sizes vary, so checking the events is one compiled loop
+clock, payload; a jumbo event's payload is a u32 length N followed by N bytes of
+jumbo data.  Sizes are read as libovni's ``ovni_payload_size`` reads them: the
+jumbo bit alone decides a jumbo event (its size code is not looked at), other
+flag bits are ignored, and the MCV bytes are whatever they are (ovnidump prints
+them).  Sizes vary, so checking the events is one compiled loop
 (:func:`check`); a second one (:func:`events`) steps through a chunk of them by
 their sizes and fills every per-event column in one pass.
 """
@@ -27,7 +30,7 @@ JUMBO = 0x10
 REGION = np.int32
 
 # scan status codes
-OK, TRUNCATED, BAD_FLAGS, BAD_JUMBO, BAD_MCV = 0, 1, 2, 3, 4
+OK, TRUNCATED = 0, 1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -41,7 +44,8 @@ def _uint(buf, o, nbytes, big):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _size(buf, pos, big):
-    """Bytes of the (checked) event at ``pos``."""
+    """Bytes of the event at ``pos`` (its header, and with the jumbo bit its length,
+    present), as libovni's ``ovni_ev_size``: the jumbo bit wins over the size code."""
     code = buf[pos] & 0x0F
     if buf[pos] & JUMBO:
         return 16 + np.int64(_uint(buf, pos + 12, 4, big))
@@ -50,10 +54,11 @@ def _size(buf, pos, big):
 
 @numba.njit(cache=True, nogil=True)
 def _walk(buf, start, big):
-    """Checks the events from ``start`` on; returns (count, end, status, last): ``end`` is
-    the offset after the last whole event; on a bad event it is the offset of that event;
+    """Steps through the events from ``start`` on by their sizes; returns (count, end,
+    status, last): ``end`` is the offset after the last whole event (status OK) or of the
+    event the stream ends inside (TRUNCATED, what libovni's stream reader refuses);
     ``last``: the offset of the last whole event (-1: none).  Writes nothing: the fill
-    kernels walk the checked events again by their sizes."""
+    kernels walk the events again by their sizes."""
     n = buf.shape[0]
     pos = start
     count = 0
@@ -61,24 +66,9 @@ def _walk(buf, start, big):
     while pos < n:
         if pos + EV_HEADER > n:
             return count, pos, TRUNCATED, last
-        b = buf[pos]
-        flags = b & 0xF0
-        code = b & 0x0F
-        size = EV_HEADER + (code + 1 if code else 0)
-        if flags == JUMBO:
-            if code != 3:
-                return count, pos, BAD_JUMBO, last
-            if pos + 16 > n:
-                return count, pos, TRUNCATED, last
-            size = 16 + np.int64(_uint(buf, pos + 12, 4, big))
-        elif flags != 0:
-            return count, pos, BAD_FLAGS, last
-        # model, category, value: printable characters (libovni takes them from C strings
-        # such as "OHx"); zeroed or random bytes here are damage, not an event
-        for k in range(1, 4):
-            c = buf[pos + k]
-            if c <= 32 or c >= 127:
-                return count, pos, BAD_MCV, last
+        if buf[pos] & JUMBO and pos + 16 > n:
+            return count, pos, TRUNCATED, last
+        size = _size(buf, pos, big)
         if pos + size > n:
             return count, pos, TRUNCATED, last
         count += 1
@@ -103,9 +93,11 @@ MAX_EVENT_BYTES = 2 << 20
 def implausible_cut(buf: np.ndarray, end: int, last: int, big: bool) -> str | None:
     """Why the bytes from ``end`` to the end of the stream (shorter than the event they
     start claims) cannot be the start of an event a crashed writer left half-written, or
-    None if they can: a first byte, model/category/value no event has (what _walk does
-    not look at in so few bytes), a clock before the last whole event's (clocks of a
-    stream never decrease), a jumbo event longer than libovni's event buffer."""
+    None if they can: a first byte or model/category/value libovni never writes (its
+    events have flags 0x00..0x0f or 0x13 and printable MCVs; the whole events before
+    are read whatever their bytes, as libovni reads them), a clock before the last
+    whole event's (clocks of a stream never decrease), a jumbo event longer than
+    libovni's event buffer."""
     tail = len(buf) - end
     b = int(buf[end])
     flags, code = b & 0xF0, b & 0x0F
@@ -174,16 +166,19 @@ def mcv_lookup(codes: np.ndarray, kinds: np.ndarray, regions: np.ndarray, other_
 
 
 def _key_of(codes: np.ndarray) -> np.ndarray:
-    """:func:`_mcv_key` of MCV codes (model << 16 | category << 8 | value)."""
+    """:func:`_mcv_key` of MCV codes (model << 16 | category << 8 | value) of known
+    MCVs (printable ASCII)."""
     codes = np.asarray(codes, np.int64)
     return (codes >> 16 & 0x7F) << 14 | (codes >> 8 & 0x7F) << 7 | (codes & 0x7F)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _mcv_key(m, c, v):
-    """Index of an MCV in :func:`mcv_lookup`'s table: 7 bits a character, as the checked
-    events' characters are printable ASCII (33..126)."""
-    return np.int64(m) << 14 | np.int64(c) << 7 | np.int64(v)
+    """Index of an MCV in :func:`mcv_lookup`'s table: 7 bits a character, as every known
+    MCV is printable ASCII; an MCV with a byte of 128 or more is none of them and gets
+    key 0 (NUL NUL NUL, not known either), with no branch."""
+    ascii_only = 1 - (np.int64(m | c | v) >> 7)
+    return (np.int64(m) << 14 | np.int64(c) << 7 | np.int64(v)) * ascii_only
 
 
 @numba.njit(cache=True, nogil=True)
@@ -207,7 +202,8 @@ def _fill(buf, start, big, offset, index, known_kind, known_region, cpu_action, 
     for i in range(flags.shape[0]):
         b = buf[o]
         code = b & 0x0F
-        ps = code + 1 if code else 0
+        # a jumbo event's payload column holds its u32 length, whatever its size code
+        ps = 4 if b & JUMBO else (code + 1 if code else 0)
         flags[i] = b & 0xF0
         m, c, v = buf[o + 1], buf[o + 2], buf[o + 3]
         model[i], category[i], value[i] = m, c, v
