@@ -1,10 +1,12 @@
 """Shared test helpers: running the CLI in-process, serially, or under mpiexec."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 SYNTH = "synth=tests.support.synth:Synth"
+
+# A temporary folder of this test process's own (each xdist worker's), which the runs it
+# starts inherit: a run removes the spill folders killed runs left in its temporary folder,
+# with a warning, and a test that expects no warning must not meet those of another
+# worker's kill test, or of any run killed on this machine before.  numba's cache is not in
+# it (partrace/__init__.py: the package's own __pycache__, else the user's cache folder).
+_TMP = tempfile.mkdtemp(prefix="partrace-tests-")
+os.environ["TMPDIR"] = _TMP
+tempfile.tempdir = None
+atexit.register(shutil.rmtree, _TMP, True)
 
 
 def mpiexec() -> str | None:
