@@ -5,8 +5,9 @@ same cut keys from them.  In time mode the key space is cut into W x P
 pieces: window w is pieces w*P .. w*P+P-1 and rank r receives piece w*P+r,
 so rank r's rows of window w follow rank r-1's and precede rank r+1's.  In
 destination mode the key space is cut into W windows and each window's rows
-go to the rank the sink names (as spans where a span's rows go to one rank).  W is chosen so that one window fits the
-memory budget; with W = 1 this is the classic sample sort.
+go to the rank the sink names (as spans where a span's rows go to one rank).
+W is chosen so that one window fits the memory budget; with W = 1 this is the
+classic sample sort.
 """
 from __future__ import annotations
 
