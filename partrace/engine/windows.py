@@ -5,8 +5,9 @@ same cut keys from them.  In time mode the key space is cut into W x P
 pieces: window w is pieces w*P .. w*P+P-1 and rank r receives piece w*P+r,
 so rank r's rows of window w follow rank r-1's and precede rank r+1's.  In
 destination mode the key space is cut into W windows and each window's rows
-go to the rank the sink names.  W is chosen so that one window fits the
-memory budget; with W = 1 this is the classic sample sort.
+go to the rank the sink names (as spans where a span's rows go to one rank).
+W is chosen so that one window fits the memory budget; with W = 1 this is the
+classic sample sort.
 """
 from __future__ import annotations
 
@@ -263,9 +264,46 @@ def window_rows(runs: list[Run], cuts: list[Key], w: int, schema: list[Column]) 
     return SpanRows(spans, schema)
 
 
+# A window's spans cut where the destination changes travel as spans (narrow, no copy
+# on the sender, merged on the receiver as a time window is) while they are at most
+# SPLIT_PER_SPAN times the spans (plus one per rank) or average SPLIT_ROWS rows: each costs
+# a few calls per column, a row sent by destination costs one gather and one scatter
+SPLIT_PER_SPAN = 2
+SPLIT_ROWS = 2048
+
+
+def _spans_by_destination(spans, dest: np.ndarray, size: int) -> list[list] | None:
+    """Per rank, the pieces (run, first, end) of the spans whose rows all go there (rows of
+    the spans' concatenation; ``dest`` per row), or None when the destination changes so
+    often within the spans that sending rows is cheaper."""
+    starts = _span_starts(spans)
+    n = int(starts[-1])
+    cuts = np.union1d(starts, np.flatnonzero(dest[1:] != dest[:-1]) + 1)
+    pieces = len(cuts) - 1
+    if pieces > SPLIT_PER_SPAN * len(spans) + size and pieces * SPLIT_ROWS > n:
+        return None
+    out: list[list] = [[] for _ in range(size)]
+    span = np.searchsorted(starts, cuts[:-1], side="right") - 1
+    for a, b, k, d in zip(cuts[:-1].tolist(), cuts[1:].tolist(), span.tolist(),
+                          dest[cuts[:-1]].tolist()):
+        run, first, _ = spans[k]
+        first += a - int(starts[k])
+        out[d].append((run, first, first + b - a))
+    return out
+
+
 def by_destination(comm: Comm, rows: Table, dest: np.ndarray, schema: list[Column]) -> Table:
     """Send every row to rank dest[i]; each rank's rows come back sorted by key."""
     spans = rows.spans if isinstance(rows, SpanRows) else None
+    pieces = None
+    if comm.size > 1 and spans is not None:
+        pieces = _spans_by_destination(spans, dest, comm.size)
+    # every rank takes the same path (a rank without spans: the rows' own)
+    if comm.size > 1 and comm.allreduce_sum(int(pieces is None)) == 0:
+        # as a time window: the pieces in the runs' narrow forms
+        spans = exchange_spans(comm, pieces, schema)
+        accounts.phase_in_window("merge")
+        return _merged_spans(spans, schema)
     if comm.size > 1:
         perm = np.argsort(dest, kind="stable")
         counts = np.bincount(dest, minlength=comm.size).astype(np.int64)

@@ -8,9 +8,12 @@ commit rank 0 copies every chunk of the parts as its stored bytes (no decoding).
 column's bytes are written at their global byte offset: the byte chunks where one rank's
 text ends and the next one's begins are made whole and encoded once by one of their
 writers, in parallel, and rank 0 stores them.  The parts are then deleted (they never
-leave the hidden staging folder).  What rank 0 carried for the others (the shared chunks
-it gathered, the stored bytes it copied) and how long the join took go to the accounts
-(``written``).
+leave the hidden staging folder).  Each rank lists the chunks its own part holds whole
+(a walk of its chunk index, in parallel) and sends rank 0 the list: rank 0 opens no part
+as HDF5 for them, only reads each chunk's bytes at the address its writer named, so its
+work grows with the chunks it copies, not with ranks x datasets.  What rank 0 carried
+for the others (the shared chunks it gathered, the stored bytes it copied) and how long
+the join took go to the accounts (``written``).
 """
 from __future__ import annotations
 
@@ -83,12 +86,15 @@ class SingleFileLayout(HDF5Layout):
         holds some of them, else the last of its writers; rank 0 stores the bytes
         (it alone writes the final file).  Then rank 0 copies every chunk a part
         holds whole as its stored bytes."""
-        own = None
+        own = whole = None
         with comm.guard():
             with h5py.File(self.sink.staging.path(self.file_name(comm.rank)), "r") as f:
                 own = self._join_plan(f, comm.size)
+                if comm.rank:
+                    whole = _whole_of_part(f, own[0], comm.rank)
         comm.check()
         datasets, jobs = own
+        whole = comm.gather(whole)      # rank 0: per rank, the chunks its part holds whole
         files: dict[int, h5py.File] = {}
         final = None
         try:
@@ -101,7 +107,7 @@ class SingleFileLayout(HDF5Layout):
             self._join_shared(comm, datasets, jobs, files, final)
             with comm.guard():
                 if comm.rank == 0:
-                    self._copy_whole(comm.size, datasets, files, final)
+                    self._copy_whole(whole, datasets, final)
             comm.check()
         finally:
             for r, f in files.items():
@@ -161,6 +167,7 @@ class SingleFileLayout(HDF5Layout):
         most = int(np.bincount([j[3] for j in jobs], minlength=comm.size).max())
         largest = max(d[3] for d in datasets)
         per_round = max(1, JOIN_ROUND_BYTES // (comm.size * largest))
+        targets: dict[int, h5py.Dataset] = {}      # rank 0: each dataset looked up once
         for first in range(0, most, per_round):
             made = []
             with comm.guard():
@@ -172,8 +179,10 @@ class SingleFileLayout(HDF5Layout):
             with comm.guard():
                 if comm.rank == 0:
                     for d, row, made in (m for ms in everyone for m in ms):
-                        name, path = datasets[d][:2]
-                        ds = final[name][path]
+                        if d not in targets:
+                            name, path = datasets[d][:2]
+                            targets[d] = final[name][path]
+                        ds = targets[d]
                         if isinstance(made, np.ndarray):
                             ds[row:row + len(made)] = made
                             self.gathered_bytes += made.nbytes
@@ -198,15 +207,43 @@ class SingleFileLayout(HDF5Layout):
             return chunk[:min(step, src.shape[0] - row)]
         return hdf5_chunks.encode(chunk, how)
 
-    def _copy_whole(self, size: int, datasets, files, final) -> None:
-        """Rank 0: the chunks each part holds whole, as stored bytes."""
-        for name, path, spans, _ in datasets:
-            tally = self.sink.join_counts["text" if "/" in path else "numbers"]
-            for r in range(1, size):
-                if spans[r]:
-                    for k, v in copy_rows(self._file_of(files, r)[name][path], final[name][path],
-                                          spans[r]).items():
+    def _copy_whole(self, whole: list, datasets, final) -> None:
+        """Rank 0: the chunks each part holds whole (``whole[r]``: rank r's list, from
+        :func:`_whole_of_part`), as stored bytes, one part file after the other."""
+        targets: dict[int, h5py.Dataset] = {}
+        for r, chunks in enumerate(whole):
+            if r == 0 or not len(chunks):
+                continue
+            fd = os.open(self.sink.staging.path(self.file_name(r)), os.O_RDONLY)
+            try:
+                ds = chunks[:, 0]
+                for first, end in zip(*_groups(ds)):
+                    d = int(ds[first])
+                    if d not in targets:
+                        name, path = datasets[d][:2]
+                        targets[d] = final[name][path]
+                    tally = self.sink.join_counts["text" if "/" in datasets[d][1] else "numbers"]
+                    for k, v in put_chunks(fd, targets[d], chunks[first:end, 1:]).items():
                         tally[k] += v
+            finally:
+                os.close(fd)
+
+
+def _whole_of_part(f: h5py.File, datasets, rank: int) -> np.ndarray:
+    """(dataset index, row, filter mask, file offset, stored size) of each chunk that
+    ``rank``'s part ``f`` holds whole, dataset by dataset (``datasets``: _join_plan's)."""
+    found = [np.zeros((0, 5), np.int64)]
+    for d, (name, path, spans, _) in enumerate(datasets):
+        if spans[rank]:
+            chunks = whole_chunks(f[name][path], spans[rank])
+            found.append(np.column_stack([np.full(len(chunks), d, np.int64), chunks]))
+    return np.concatenate(found)
+
+
+def _groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of the runs of equal values."""
+    starts = np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1]
+    return starts, np.r_[starts[1:], len(values)]
 
 
 def _amount(nbytes: int) -> str:
@@ -215,33 +252,47 @@ def _amount(nbytes: int) -> str:
 
 def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
     """Copy the chunks of ``src`` that lie wholly inside row ``ranges`` into ``dst``
-    (same shape, chunks and filters) as their stored bytes: read from ``src``'s file
-    at the chunk's address -> write_direct_chunk, no decompression, ~3x less CPU than
-    read_direct_chunk per chunk (``src``'s file must be flushed).  The chunks at a
-    range's ends, shared with other ranks, are not copied (:func:`shared_chunks`).
-    Returns the chunks copied and their stored bytes."""
-    step = src.chunks[0]
-    counts = dict(chunks=0, stored_bytes=0)
-    stored = sorted(_stored_chunks(src))
-    rows = np.array([c[0][0] for c in stored], np.int64)
-    base = src.file.userblock_size     # chunk addresses are relative to it
+    (same shape, chunks and filters) as their stored bytes (:func:`whole_chunks`, then
+    :func:`put_chunks`; ``src``'s file must be flushed).  The chunks at a range's ends,
+    shared with other ranks, are not copied (:func:`shared_chunks`).  Returns the chunks
+    copied and their stored bytes."""
+    chunks = whole_chunks(src, ranges)
     fd = os.open(src.file.filename, os.O_RDONLY)
     try:
-        for a, b in ranges:
-            first, last = -(-a // step), min(b, src.shape[0]) // step   # whole chunks
-            if b == src.shape[0] and b % step:
-                last += 1   # the dataset's last, partial chunk is whole if the range ends it
-            if first >= last:
-                continue
-            # a chunk never written is all zero (the fill value), as in the final file
-            lo, hi = np.searchsorted(rows, (first * step, last * step))
-            for coord, mask, address, size in stored[lo:hi]:
-                dst.id.write_direct_chunk(coord, os.pread(fd, size, base + address), mask)
-                counts["chunks"] += 1
-                counts["stored_bytes"] += size
+        return put_chunks(fd, dst, chunks)
     finally:
         os.close(fd)
-    return counts
+
+
+def whole_chunks(src, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """(first row, filter mask, offset in the file, stored size) of each chunk of ``src``
+    stored wholly inside row ``ranges``, in row order: where another process reads the
+    chunk's bytes from (a chunk never written is all zero, the fill value, as in the
+    final file: not listed)."""
+    step = src.chunks[0]
+    stored = sorted(_stored_chunks(src))
+    base = src.file.userblock_size     # chunk addresses are relative to it
+    table = np.array([(c[0], mask, base + address, size) for c, mask, address, size in stored],
+                     np.int64).reshape(-1, 4)
+    picked = []
+    for a, b in ranges:
+        first, last = -(-a // step), min(b, src.shape[0]) // step   # whole chunks
+        if b == src.shape[0] and b % step:
+            last += 1   # the dataset's last, partial chunk is whole if the range ends it
+        if first < last:
+            lo, hi = np.searchsorted(table[:, 0], (first * step, last * step))
+            picked.append(table[lo:hi])
+    return np.concatenate(picked) if picked else table[:0]
+
+
+def put_chunks(fd: int, dst, chunks: np.ndarray) -> dict[str, int]:
+    """Write ``chunks`` (:func:`whole_chunks`' rows, of the file open as ``fd``) into
+    ``dst`` as their stored bytes: read at the chunk's offset -> write_direct_chunk, no
+    decompression (~3x less CPU than read_direct_chunk).  Returns the chunks and bytes."""
+    tail = (0,) * (dst.ndim - 1)    # a chunk holds whole rows: only its first row varies
+    for row, mask, offset, size in chunks.tolist():
+        dst.id.write_direct_chunk((row,) + tail, os.pread(fd, size, offset), mask)
+    return dict(chunks=len(chunks), stored_bytes=int(chunks[:, 3].sum()) if len(chunks) else 0)
 
 
 def shared_chunks(spans: list[list[tuple[int, int]]], step: int, size: int):

@@ -1,5 +1,6 @@
-"""Time windows exchanged between ranks in the runs' narrow forms: every column of every
-window, on 2 and 3 ranks, equals the one-rank merge of the same real fixture."""
+"""Windows exchanged between ranks in the runs' narrow forms: every column of every
+window, on 2 and 3 ranks, equals the one-rank merge of the same real fixture (time windows;
+rows sent to the rank their location names, as spans or row by row)."""
 import subprocess
 import sys
 
@@ -73,11 +74,11 @@ def test_forms_rebuilt_from_their_bytes_equal_the_runs(trace, memory, tmp_path):
     assert {"Offsets", "Constant", "ndarray"} <= kinds, kinds
 
 
-def _windows_on(nranks: int, trace, memory: int, folder) -> list[dict]:
+def _windows_on(nranks: int, trace, memory: int, folder, mode: str = "time") -> list[dict]:
     """Every window's rows of every rank, in the global order (window by window, rank by rank)."""
     folder.mkdir()
     cmd = [mpiexec(), "-n", str(nranks), sys.executable, "-m", "tests.support.collect_windows",
-           str(trace), str(folder), str(memory)]
+           str(trace), str(folder), str(memory), mode]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     ranks = [np.load(folder / f"rank{r}.npz", allow_pickle=True) for r in range(nranks)]
@@ -122,3 +123,23 @@ def test_every_column_of_a_parallel_merge_equals_the_one_rank_merge(trace, nrank
         assert list(got[name]) == list(cols), name
         for col, values in cols.items():
             _same(got[name][col], values, (name, col))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nranks,memory", [(2, IN_MEMORY), (3, TINY)],
+                         ids=["2-in-memory", "3-spilled"])
+@pytest.mark.parametrize("trace", FIXTURES, ids=["ovni", "dumpi", "ross", "otf"])
+def test_rows_sent_to_their_location_rank_equal_the_one_rank_merge(trace, nranks, memory,
+                                                                   tmp_path):
+    """Destination mode: rank r's windows, end to end, are the one-rank merge's rows of the
+    locations location % nranks == r, every column, in key order."""
+    one, _ = collect(serial(), trace, IN_MEMORY, tmp_path)
+    want = _concatenated(one)
+    windows = _windows_on(nranks, trace, memory, tmp_path / "ranks", "destination")
+    for r in range(nranks):
+        got = _concatenated(windows[r::nranks])
+        for name, cols in want.items():
+            mine = np.flatnonzero(np.asarray(cols["location"], np.int64) % nranks == r)
+            for col, values in cols.items():
+                _same(got[name][col] if name in got else values[:0], values[mine],
+                      (r, name, col))

@@ -4,7 +4,8 @@ import numpy as np
 
 from partrace.engine.mpi import serial
 from partrace.engine.order import merge_order, run_starts
-from partrace.engine.windows import by_destination, choose_cuts, time_window, window_rows
+from partrace.engine.windows import (_spans_by_destination, by_destination, choose_cuts,
+                                     time_window, window_rows)
 from partrace.model import Table
 from tests.engine.test_windows import SCHEMA, _lexsort, _runs
 
@@ -48,3 +49,23 @@ def test_int32_locations_order_as_widened_ones():
     assert np.array_equal(merge_order(t), _lexsort(t))
     assert np.array_equal(run_starts(t["time"], t["location"], t["seq"]),
                           run_starts(wide["time"], wide["location"], wide["seq"]))
+
+
+def test_spans_cut_by_destination_hold_each_ranks_rows_in_span_order():
+    """Each rank's pieces, end to end, are the spans' rows whose destination is that rank,
+    in the spans' order; a destination changing on most rows gives no pieces (rows are
+    sent one by one then)."""
+    rng = np.random.default_rng(8)
+    _, runs = _runs(rng, 30000, SCHEMA, size=5000)
+    spans = [(run, a, min(run.n, a + 3000)) for run in runs for a in (0, run.n // 3)]
+    concat = np.concatenate([run.columns["seq"][a:b] for run, a, b in spans])
+    blocks = np.repeat(rng.integers(0, 3, len(concat) // 1000 + 1), 1000)[:len(concat)]
+    for dest, split in ((blocks, True), (rng.integers(0, 3, len(concat)), False)):
+        pieces = _spans_by_destination(spans, dest, 3)
+        if not split:
+            assert pieces is None
+            continue
+        for r in range(3):
+            got = [run.columns["seq"][a:b] for run, a, b in pieces[r]]
+            assert np.array_equal(np.concatenate(got) if got else concat[:0], concat[dest == r])
+            assert all(b > a for _, a, b in pieces[r])

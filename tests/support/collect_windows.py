@@ -1,11 +1,13 @@
-"""Merge a trace in time windows and keep every rank's rows of every window: the
-engine's exchange seen from outside, without a sink's formatting in between.
+"""Merge a trace in windows and keep every rank's rows of every window: the engine's
+exchange seen from outside, without a sink's formatting in between.
 
 Run under mpiexec (tests/engine/test_exchange.py):
 
-    python -m tests.support.collect_windows TRACE OUT_FOLDER MEMORY_BYTES
+    python -m tests.support.collect_windows TRACE OUT_FOLDER MEMORY_BYTES [MODE]
 
-saves rank r's windows to OUT_FOLDER/rank<r>.npz ("<window>/<table>/<column>").
+saves rank r's windows to OUT_FOLDER/rank<r>.npz ("<window>/<table>/<column>").  MODE
+``time`` (the default) or ``destination``: every row to rank location % ranks, so that
+runs of one location travel whole and runs of many are cut row by row.
 """
 from __future__ import annotations
 
@@ -40,17 +42,27 @@ class CollectWindows(Sink):
         pass
 
 
-def collect(comm: Comm, trace, memory: int, spill_dir) -> tuple[list[dict], object]:
+class CollectByLocation(CollectWindows):
+    """Keeps the rows of the locations ``location % ranks == rank``, window by window."""
+
+    mode = "destination"
+
+    def destinations(self, comm: Comm, name: str, rows) -> np.ndarray:
+        return np.asarray(rows["location"], np.int64) % comm.size
+
+
+def collect(comm: Comm, trace, memory: int, spill_dir, mode: str = "time"
+            ) -> tuple[list[dict], object]:
     """Every window's rows of this rank ({table: {column: array}}) and the run's stats."""
-    sink = CollectWindows()
+    sink = CollectByLocation() if mode == "destination" else CollectWindows()
     stats = run(comm, trace, sink, memory=memory, spill_dir=spill_dir)
     return sink.got, stats
 
 
-def main(trace: str, out: str, memory: str) -> None:
+def main(trace: str, out: str, memory: str, mode: str = "time") -> None:
     comm = world()
     folder = Path(out)
-    windows, stats = collect(comm, trace, int(memory), folder)
+    windows, stats = collect(comm, trace, int(memory), folder, mode)
     arrays = {f"{w}/{name}/{col}": values for w, tables in enumerate(windows)
               for name, cols in tables.items() for col, values in cols.items()}
     arrays["windows"] = np.array(stats.windows)
