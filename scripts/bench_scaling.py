@@ -154,9 +154,13 @@ def wall_pair(trace: Path, kind: str, rounds: int, work: Path) -> tuple[float, f
 
 
 def warm(formats: list[str]) -> None:
-    """The formats' kernels compiled and cached first (those not warm yet), so that no run's
-    busy time includes compiling them."""
+    """The formats' kernels compiled and cached first (those not warm yet), and partrace's
+    modules compiled to bytecode, as an installed package has them (pip compiles them;
+    under PYTHONDONTWRITEBYTECODE a source tree has none, and every rank would compile
+    every module again in its start-up), so that no run's busy time includes compiling."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "partrace")],
+                   check=True, capture_output=True, env=env)
     code = ("import sys; from partrace.warm import is_warm; "
             "print(' '.join(f for f in sys.argv[1:] if not is_warm(f)))")
     cold = subprocess.run([sys.executable, "-c", code, *formats], capture_output=True,
