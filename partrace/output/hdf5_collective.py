@@ -211,15 +211,18 @@ class CollectiveFile:
         whose rows now end at ``end`` (every rank's): written up to the cut, the last
         chunk boundary before ``end`` (``end`` itself when no rows follow), the rest
         carried to the next write.  Every rank calls, with or without rows."""
-        pieces = self.carry.pop(ds.name, [])
-        if values is not None and len(values):
-            pieces.append((start, values))
         step = ds.chunks[0] if ds.chunks else end
         cut = end if last else end - end % step
-        now = [(a, v[:cut - a]) for a, v in pieces if a < cut]
-        self.carry[ds.name] = [(max(a, cut), v[max(cut - a, 0):]) for a, v in pieces
-                               if a + len(v) > cut]
-        if cut > self.stored.get(ds.name, 0):
+        now: list[tuple[int, np.ndarray]] = []
+        with comm.guard():      # this rank's own work: an error is every rank's at the next check
+            pieces = self.carry.pop(ds.name, [])
+            if values is not None and len(values):
+                pieces.append((start, values))
+            now = [(a, v[:cut - a]) for a, v in pieces if a < cut]
+            # copies: a window's columns may live in buffers the engine reuses
+            self.carry[ds.name] = [(max(a, cut), np.array(v[max(cut - a, 0):]))
+                                   for a, v in pieces if a + len(v) > cut]
+        if cut > self.stored.get(ds.name, 0):   # the same on every rank
             self._write(comm, ds, now, cut)
             self.stored[ds.name] = cut
 
