@@ -2,33 +2,53 @@
 
 Where h5py is built against a parallel HDF5 (``h5py.get_config().mpi``) and the
 job has more than one rank, the sink's ``single`` layout is ``CollectiveLayout``:
-every rank writes its own rows of the window straight into the one output file, at
+every rank writes its own rows of each window straight into the one output file, at
 their global row (text: byte) offsets, through HDF5's ``mpio`` driver.  HDF5
 compresses the chunks inside the collective write, each rank those it holds: a chunk
 whose rows two ranks wrote is gathered to one of them by HDF5 and compressed there.
 Nothing is joined at the end, so rank 0 carries no other rank's bytes (the serial
-join, hdf5_joined.py, copies every other rank's chunks into the file on rank 0).
+join, hdf5_joined.py, copies every other rank's chunks into the file on rank 0) and
+its work at commit is metadata (the closing attributes).
 
 It is a layout of hdf5_layouts.py that writes the windows itself (``write_window``):
 under mpio every dataset write is a call of every rank, so the sink's own path (each
 numeric chunk compressed and stored by its owner alone, with ``write_direct_chunk``)
-would leave the other ranks waiting; chunk allocation under mpio is collective.  And it
-runs on a one-window merge only: at the first window (``settle``) a merge of several
-windows hands over to ``SingleFileLayout``, on every rank alike, which is why this
-layout has the join's parts folder made at prepare.
+would leave the other ranks waiting; chunk allocation under mpio is collective.
+
+The tables' datasets are created under mpio, by every rank alike, so that HDF5 gives
+them early allocation: a chunk's file space is allocated (collectively) when the
+dataset is created or grown, never inside a write.  HDF5 1.10.8 (Debian's
+libhdf5-mpich) needs that for its collective writes of filtered chunks, but gives it
+only to datasets created in parallel: datasets created by one rank with the serial
+library's default (incremental) allocation, grown under mpio and then written, left
+the ranks waiting in that write (every write after a grow, even one by a single rank:
+one rank waits for chunk data from another that sends none); the same datasets
+created with early allocation are written at once.  Only the header and the
+definitions are written by rank 0 alone, before every rank opens the file.
+
+Every chunk is written once, whole (or as the dataset's last, partial chunk).  A
+window's rows rarely end on a chunk boundary; writing the part-filled chunk and then
+completing it in the next window would make HDF5 read, decompress and recompress it
+(and leave its first version's space behind in the file).  So each window writes its
+rows up to the last chunk boundary only (the ``cut``); the rows after it stay with the
+ranks that hold them (``carry``, under one chunk per dataset in all) and go into the
+next window's write, at their global offsets, with that window's rows, in one
+selection (HDF5 gathers a chunk's rows from the ranks that hold them).  A table's
+last window (the engine's next keys say no rows follow) and commit write the rest.
 
 The steps, all ranks in the same order (HDF5's collective calls must match):
 
 1. at the first window, rank 0 alone makes the file with the sink's own code (the
-   header, the definitions, and every table's empty datasets with the serial path's
-   dtypes, chunk shapes and filters); then every rank opens it with ``driver="mpio"``
-   on the job's communicator;
-2. per table with rows on any rank: every dataset written collectively, column
-   by column, each rank its slice (a rank without rows selects none, but still
-   calls); a dataset too short is first grown (``resize``, collective, the same
-   size on every rank);
-3. at commit the file is closed on every rank, and rank 0 sets the attributes
-   the serial path sets while writing (``rows``, a text column's ``encoding``).
+   header and the definitions); then every rank opens it with ``driver="mpio"`` on
+   the job's communicator and creates every table's empty datasets with the sink's
+   code (the serial path's dtypes, chunk shapes and filters);
+2. per window, per table with rows on any rank: every dataset grown to its cut
+   (``resize``, collective, the same size on every rank: the cut comes from the
+   window's counts, which are everyone's) and written collectively, each rank its
+   rows before the cut (a rank without any selects none, but still calls);
+3. at commit the rows still carried are written, the file is closed on every rank,
+   and rank 0 sets the attributes the serial path sets while writing (``rows``, a
+   text column's ``encoding``).
 
 The data read back is the serial path's, value for value; the stored bytes are
 not: HDF5's own filter pipeline compresses every chunk (the serial path packs
@@ -46,9 +66,9 @@ import numpy as np
 
 from ..engine.mpi import Comm
 from ..errors import UsageError
+from ..formats.hdf5 import layout as hdf5_layout
 from ..formats.hdf5 import text as hdf5_text
 from ..model import Schema, Table
-from .hdf5_joined import PARTS_DIR, SingleFileLayout
 from .hdf5_layouts import HDF5Layout
 
 ENV = "PARTRACE_H5_COLLECTIVE"      # "0": the serial join; "1": collective or refuse
@@ -76,48 +96,37 @@ def chosen(comm: Comm) -> bool:
     return True
 
 
-def one_window(next_keys: dict | None) -> bool:
-    """Whether the merge is one window (no table has later rows): the collective path's
-    condition.  Datasets grown window after window under mpio (HDF5 1.10.8) left the
-    ranks waiting in the second window's collective writes, so a merge of several
-    windows keeps the serial join; the layout asks at the first window, the same answer
-    on every rank (the engine's next keys are everyone's)."""
-    return next_keys is not None and all(k is None for k in next_keys.values())
-
-
 class CollectiveLayout(HDF5Layout):
-    """The ``single`` layout with every rank writing the one file (mpio), on a one-window
-    merge; a merge of several windows hands over to the serial join."""
-    folder = PARTS_DIR      # the join's, made at prepare: the hand-over comes later
+    """The ``single`` layout with every rank writing the one file (mpio)."""
 
     def __init__(self, sink):
         super().__init__(sink)
         self.file: CollectiveFile | None = None
 
-    def settle(self) -> HDF5Layout:
-        return self if one_window(self.sink.next_keys) else SingleFileLayout(self.sink)
-
     def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
         sink = self.sink
         if self.file is None:
-            counts = {k: sum(e.get(k, 0) for e in everyone) for k in sink.rows}
             with comm.guard():
-                if comm.rank == 0:  # the serial path's file: header, empty datasets
-                    try:
-                        sink._open(comm, counts)
-                    finally:
-                        sink._close()
+                if comm.rank == 0:  # the header and the definitions, by rank 0 alone
+                    sink.new_file(0).close()
             comm.check()
             self.file = CollectiveFile(sink.staging.path(sink.final.name), sink.schema)
             self.file.open(comm)
-        self.file.write(comm, tables, encoded, everyone, sink.rows)
+            counts = {k: sum(e.get(k, 0) for e in everyone) for k in sink.rows}
+            with comm.guard():      # metadata: every rank alike, into the mpio file
+                sink.create_tables(self.file.h5, counts)
+            comm.check()
+        later = sink.next_keys
+        last = {name: later is not None and later.get(name) is None for name in sink.schema}
+        self.file.write(comm, tables, encoded, everyone, sink.rows, last)
 
     def finish(self, comm: Comm) -> list[str]:
         self.file.finish(comm, self.sink.rows)
         return super().finish(comm)
 
     def written(self) -> dict:
-        return dict(path="collective", summary="HDF5 written collectively (mpio)")
+        return dict(path="collective", through_rank0_bytes=0,
+                    summary="HDF5 written collectively (mpio): no join through rank 0")
 
     def release(self) -> None:
         """Collective under mpio (H5Fclose): every rank discards, so every rank closes."""
@@ -134,6 +143,10 @@ class CollectiveFile:
         self._file = None
         self._dxpl = None
         self.not_utf8: set[tuple[str, str]] = set()     # text columns kept as bytes
+        # per dataset (its path): rows (bytes) in the file, the same on every rank, and
+        # this rank's rows after the last cut as [(global first row, values)]
+        self.stored: dict[str, int] = {}
+        self.carry: dict[str, list[tuple[int, np.ndarray]]] = {}
 
     # -- step 1 ------------------------------------------------------------------------
     def open(self, comm: Comm) -> None:
@@ -141,17 +154,24 @@ class CollectiveFile:
         import h5py
         from h5py import h5fd, h5p
         with comm.guard():
-            self._file = h5py.File(self.path, "r+", driver="mpio", comm=comm.mpi)
+            self._file = h5py.File(self.path, "r+", driver="mpio", comm=comm.mpi,
+                                   libver=hdf5_layout.LIBVER)
             self._dxpl = h5p.create(h5p.DATASET_XFER)
             self._dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
         comm.check()
 
+    @property
+    def h5(self):
+        """The open mpio file (every rank's handle)."""
+        return self._file
+
     # -- step 2 ------------------------------------------------------------------------
     def write(self, comm: Comm, tables: dict[str, Table], encoded: dict,
-              everyone: list[dict], before: dict) -> None:
+              everyone: list[dict], before: dict, last: dict[str, bool]) -> None:
         """Collective: one window.  ``encoded``: this rank's text columns as
         (bytes, per-row lengths, not UTF-8); ``everyone``: every rank's rows (text:
-        bytes) per table (text column); ``before``: rows (bytes) of earlier windows."""
+        bytes) per table (text column); ``before``: rows (bytes) of earlier windows;
+        ``last``: per table, whether no rows follow this window."""
         for name, columns in self.schema.items():
             counts = [e.get(name, 0) for e in everyone]
             if not sum(counts):
@@ -164,36 +184,58 @@ class CollectiveFile:
                 if col.is_object:
                     key = (name, col.name)
                     self._write_text(comm, group[col.name], key, encoded, everyone, before,
-                                     start, end)
+                                     start, end, last[name])
                     if any(e.get(("not utf-8",) + key) for e in everyone):
                         self.not_utf8.add(key)
                     continue
                 mine = (np.asarray(table.column_once(col.name)) if table is not None
                         and len(table) else None)
-                self._put(comm, group[col.name], mine, start, end)
+                self._put(comm, group[col.name], mine, start, end, last[name])
 
-    def _write_text(self, comm: Comm, pair, key, encoded, everyone, before, start, end):
+    def _write_text(self, comm: Comm, pair, key, encoded, everyone, before, start, end,
+                    last: bool) -> None:
         """A text column's ``ends`` at its rows, its ``data`` at its global bytes."""
         sizes = [e.get(key, 0) for e in everyone]
         base = before[key] + sum(sizes[:comm.rank])
         data, lengths, _ = encoded.get(key, (None, None, False))
         ends = (base + np.cumsum(lengths, dtype=np.uint64)) if lengths is not None and len(
             lengths) else None
-        self._put(comm, pair[hdf5_text.ENDS], ends, start, end)
+        self._put(comm, pair[hdf5_text.ENDS], ends, start, end, last)
         if sum(sizes):
             self._put(comm, pair[hdf5_text.DATA], data if data is not None and len(data)
-                      else None, base, before[key] + sum(sizes))
+                      else None, base, before[key] + sum(sizes), last)
 
-    def _put(self, comm: Comm, ds, values: np.ndarray | None, start: int, end: int) -> None:
-        """Collective: grow ``ds`` to ``end`` rows, write this rank's ``values`` (None:
-        none) at row ``start``.  Every rank calls, with or without rows."""
-        if ds.shape[0] < end:       # the same on every rank: the window's counts are
-            with comm.guard():      # everyone's
+    def _put(self, comm: Comm, ds, values: np.ndarray | None, start: int, end: int,
+             last: bool) -> None:
+        """Collective: this rank's ``values`` (None: none) at row ``start`` of ``ds``,
+        whose rows now end at ``end`` (every rank's): written up to the cut, the last
+        chunk boundary before ``end`` (``end`` itself when no rows follow), the rest
+        carried to the next write.  Every rank calls, with or without rows."""
+        step = ds.chunks[0] if ds.chunks else end
+        cut = end if last else end - end % step
+        now: list[tuple[int, np.ndarray]] = []
+        with comm.guard():      # this rank's own work: an error is every rank's at the next check
+            pieces = self.carry.pop(ds.name, [])
+            if values is not None and len(values):
+                pieces.append((start, values))
+            now = [(a, v[:cut - a]) for a, v in pieces if a < cut]
+            # copies: a window's columns may live in buffers the engine reuses
+            self.carry[ds.name] = [(max(a, cut), np.array(v[max(cut - a, 0):]))
+                                   for a, v in pieces if a + len(v) > cut]
+        if cut > self.stored.get(ds.name, 0):   # the same on every rank
+            self._write(comm, ds, now, cut)
+            self.stored[ds.name] = cut
+
+    def _write(self, comm: Comm, ds, pieces: list[tuple[int, np.ndarray]], end: int) -> None:
+        """Collective: grow ``ds`` to ``end`` rows, write this rank's ``pieces`` (global
+        first row, values) in one call."""
+        if ds.shape[0] < end:       # the same on every rank: ``end`` is everyone's
+            with comm.guard():
                 ds.resize(end, axis=0)
             comm.check()
         buffer, memory, selected = None, None, None
         with comm.guard():          # this rank's own work: its error stops every rank here
-            buffer, memory, selected = _selection(ds, values, start)
+            buffer, memory, selected = _selection(ds, pieces)
         comm.check()
         with comm.guard():          # collective: an error inside it is HDF5's on every rank
             ds.id.write(memory, selected, buffer, mtype=ds.id.get_type(), dxpl=self._dxpl)
@@ -207,8 +249,18 @@ class CollectiveFile:
             f.close()
 
     def finish(self, comm: Comm, rows: dict) -> None:
-        """Collective: close, then rank 0 sets the attributes the serial path sets as it
-        writes: each table's ``rows``, ``encoding`` of text kept as bytes."""
+        """Collective: the rows still carried (a table whose last window the engine
+        did not name) written, the file closed; then rank 0 sets the attributes the
+        serial path sets as it writes: each table's ``rows``, ``encoding`` of text
+        kept as bytes."""
+        for name, columns in self.schema.items():
+            group = self._file[name]
+            for col in columns:
+                if col.is_object:
+                    self._flush(comm, group[col.name][hdf5_text.ENDS], rows[name])
+                    self._flush(comm, group[col.name][hdf5_text.DATA], rows[name, col.name])
+                else:
+                    self._flush(comm, group[col.name], rows[name])
         with comm.guard():
             self.close()
         comm.check()
@@ -222,20 +274,29 @@ class CollectiveFile:
                         hdf5_text.mark_not_utf8(f[name][col])
         comm.check()
 
+    def _flush(self, comm: Comm, ds, total: int) -> None:
+        """Collective: the carried rows of ``ds`` up to its ``total`` (every rank's)."""
+        if self.stored.get(ds.name, 0) < total:
+            self._put(comm, ds, None, total, total, True)
 
-def _selection(ds, values: np.ndarray | None, start: int):
-    """(buffer, memory space, file space) of a collective write of ``values`` at row
-    ``start`` of ``ds``; with no values, a selection of nothing (the rank still calls)."""
+
+def _selection(ds, pieces: list[tuple[int, np.ndarray]]):
+    """(buffer, memory space, file space) of a collective write of ``pieces`` (global
+    first row, values) into ``ds``; with none, a selection of nothing (the rank still
+    calls)."""
     from h5py import h5s
     tail = tuple(ds.shape[1:])
     space = ds.id.get_space()
-    if values is None:
+    if not pieces:
         buffer = np.zeros((1,) + tail, ds.dtype)
         memory = h5s.create_simple(buffer.shape)
         memory.select_none()
         space.select_none()
         return buffer, memory, space
-    buffer = np.ascontiguousarray(values, dtype=ds.dtype)
+    buffer = np.ascontiguousarray(np.concatenate([v for _, v in pieces]) if len(pieces) > 1
+                                  else pieces[0][1], dtype=ds.dtype)
     memory = h5s.create_simple(buffer.shape)
-    space.select_hyperslab((start,) + (0,) * len(tail), buffer.shape)
+    space.select_none()
+    for a, v in pieces:     # the pieces lie in row order, apart: their union, in order
+        space.select_hyperslab((a,) + (0,) * len(tail), (len(v),) + tail, op=h5s.SELECT_OR)
     return buffer, memory, space

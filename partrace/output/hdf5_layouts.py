@@ -14,9 +14,6 @@ the rows written through formats/hdf5.  A layout answers the rest:
   (text column) ``key`` go in its file this window: (first, size the dataset then has);
 - ``finish(comm)``: collective, once every rank closed its file: the output made of
   the files; rank 0 returns the names to publish;
-- ``settle()``: at the first window, once the engine's next keys say whether more
-  windows follow (the same on every rank): the layout that writes the run, this one or
-  another it hands over to (its ``folder`` and ``owns_chunks`` must be this one's);
 - ``write_window(comm, tables, encoded, everyone)``: collective, one window: here each
   rank writes its slice into its own file, through the sink;
 - ``written()``: how the output was written, for the accounts (``path``, ``summary``);
@@ -28,8 +25,7 @@ beside an index of virtual datasets; ``CollectiveLayout`` (hdf5_collective.py) h
 rank write the one file together through a parallel h5py (MPI-IO).  That one needs more
 than ``open_file``: under MPI-IO every write is a call of every rank (the sink's chunks,
 compressed and stored by one rank each, would leave the others waiting), so it writes
-the windows itself (``write_window``), and it runs on a one-window merge only, handing
-over to ``SingleFileLayout`` otherwise (``settle``).
+the windows itself (``write_window``).
 """
 from __future__ import annotations
 
@@ -68,9 +64,6 @@ class HDF5Layout:
         """At the rank's place in the global order; the dataset grown to the window's end."""
         start, _, end = self.sink.span(key, everyone, rank)
         return start, end
-
-    def settle(self) -> HDF5Layout:
-        return self
 
     def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
         self.sink.write_files(comm, tables, encoded, everyone)

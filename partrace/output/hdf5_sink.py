@@ -12,11 +12,11 @@ is the layout's (``layout=``, hdf5_layouts.py):
   ``OUT.parts`` together).  No copy at commit; ``OUT`` alone is unreadable (partrace
   says which part is missing).
 
-Where h5py has MPI and the job more than one rank, the ``single`` layout of a
-one-window merge is written collectively instead: every rank writes its rows into the
-one file through HDF5's mpio driver, and nothing is joined (hdf5_collective.py:
+Where h5py has MPI and the job more than one rank, the ``single`` layout is written
+collectively instead: every rank writes its rows into the one file through HDF5's
+mpio driver, window after window, and nothing is joined (hdf5_collective.py:
 ``CollectiveLayout``, which writes the windows itself; PARTRACE_H5_COLLECTIVE=0 keeps
-the join, as does a merge of several windows).
+the join).
 
 What every layout shares is here.  Each rank compresses its own chunks
 (formats/hdf5/chunks.py: on a pool of threads, while the engine builds the next column
@@ -136,21 +136,41 @@ class HDF5Sink(StagedSink):
                         else (hdf5_text.CHUNK_BYTES, None))
         return out
 
-    def _open(self, comm: Comm, counts: dict) -> None:
-        f = self.files.open_file(comm.rank)
-        if self.files.is_output(comm.rank):
-            hdf5.write_header(f, self.defs, self.source, self.schema)
-        else:
-            f.attrs["layout"] = hdf5.LAYOUT + "-shard"
+    def create_file(self, comm: Comm, counts: dict) -> None:
+        """This rank's file of the layout, left open for the windows: ``new_file``
+        and its tables (``create_tables``)."""
+        f = self.new_file(comm.rank)
+        self.create_tables(f, counts)
+        for name in self._owned_tables:
+            first = f[name][self.schema[name][0].name] if self.schema[name] else None
+            if first is not None and first.chunks:
+                self._steps[name] = first.chunks[0]
+        self._file = f
+
+    def new_file(self, rank: int) -> h5py.File:
+        """``rank``'s file of the layout (``open_file``), open: the header where it is
+        the output, else a shard's mark."""
+        f = self.files.open_file(rank)
+        try:
+            if self.files.is_output(rank):
+                hdf5.write_header(f, self.defs, self.source, self.schema)
+            else:
+                f.attrs["layout"] = hdf5.LAYOUT + "-shard"
+        except BaseException:
+            f.close()
+            raise
+        return f
+
+    def create_tables(self, f: h5py.File, counts: dict) -> None:
+        """Every table's empty datasets in ``f``, their chunks and sizes from ``counts``
+        (the first window's rows and bytes, all ranks) and the layout's ``shapes``:
+        the same on every rank."""
         shapes = self.files.shapes(self._shapes(counts), counts)
         for name, columns in self.schema.items():
             chunk, rows = shapes[name]
             text = {c.name: (shapes[name, c.name][1], shapes[name, c.name][0])
                     for c in columns if c.is_object}
-            group = hdf5.create_table(f, name, columns, chunk, self.compression, rows, text)
-            if name in self._owned_tables and columns and group[columns[0].name].chunks:
-                self._steps[name] = group[columns[0].name].chunks[0]
-        self._file = f
+            hdf5.create_table(f, name, columns, chunk, self.compression, rows, text)
 
     def _encode_text(self, tables: dict[str, Table]) -> dict:
         """Per (table, text column): (bytes, per-row lengths, not UTF-8), this rank's."""
@@ -173,8 +193,6 @@ class HDF5Sink(StagedSink):
             if bad:
                 mine[("not utf-8",) + key] = True
         everyone = comm.allgather(mine)
-        if not self.blocks:     # the first window: the engine's next keys say if it is the only one
-            self.files = self.files.settle()
         self.blocks.append(everyone)
         self.files.write_window(comm, tables, encoded, everyone)
         for key in self.rows:
@@ -187,7 +205,7 @@ class HDF5Sink(StagedSink):
         owned = {}
         with comm.guard():
             if self._file is None:
-                self._open(comm, {k: sum(e.get(k, 0) for e in everyone) for k in self.rows})
+                self.create_file(comm, {k: sum(e.get(k, 0) for e in everyone) for k in self.rows})
             owned = self._owned_windows(tables, everyone)
         comm.check()
         self._owner.write(comm, owned)
@@ -242,7 +260,8 @@ class HDF5Sink(StagedSink):
         return (start, start + everyone[rank].get(key, 0),
                 self.rows[key] + sum(e.get(key, 0) for e in everyone))
 
-    def _close(self) -> None:
+    def close_file(self) -> None:
+        """The file ``create_file`` opened, closed once its pending chunks are stored."""
         if self._file is not None:
             try:
                 if self._pending is not None:
@@ -256,7 +275,7 @@ class HDF5Sink(StagedSink):
             self.write(comm, {name: Table.empty(cols) for name, cols in self.schema.items()})
         with comm.guard():
             self._owner.flush()     # chunks that end a table held for rows that never came
-            self._close()
+            self.close_file()
         comm.check()
         began = time.perf_counter()
         names = self.files.finish(comm)
@@ -266,7 +285,7 @@ class HDF5Sink(StagedSink):
 
     def release(self) -> None:
         try:
-            self._close()
+            self.close_file()
         except Exception:  # noqa: BLE001 - the file is being thrown away
             self._file = None
         if self.files is not None:

@@ -2,9 +2,10 @@
 
 Runs where scripts/parallel_hdf5 built ``.venv-mpio`` (h5py on a parallel HDF5, with
 Debian's MPICH): fixtures of several formats merged by that venv under
-``mpiexec.mpich`` on 1, 2 and 3 ranks, every dataset and attribute of each output
-compared with the normal venv's one-rank output; which path ran is read from
-``--stats``.  Skips, saying why, where that environment is missing.
+``mpiexec.mpich`` on 1 to 4 ranks, in one window or many, every dataset and
+attribute of each output compared with the normal venv's one-rank output; which path
+ran is read from ``--stats``.  Skips, saying why, where that environment is missing
+(fails instead under ``PARTRACE_REQUIRE_PARALLEL_HDF5=1``, as on CI once it is built).
 """
 from __future__ import annotations
 
@@ -46,9 +47,14 @@ def _missing() -> str | None:
     return None
 
 
+REQUIRE = "PARTRACE_REQUIRE_PARALLEL_HDF5"     # .ci/run sets it once the venv is built
+
+
 @pytest.fixture(autouse=True)
 def _parallel_hdf5():
     why = _missing()
+    if why and os.environ.get(REQUIRE) == "1":
+        pytest.fail(f"{REQUIRE}=1 but {why}")
     if why:
         pytest.skip(why)
 
@@ -149,16 +155,28 @@ def test_chunks_shared_by_ranks(synth_trace, tmp_path):
     _assert_same_file(ref, out)
 
 
-def test_many_windows_keep_the_serial_join(synth_trace, tmp_path):
-    """A merge of several windows (datasets grown window by window: under mpio those
-    writes left the ranks waiting) falls back to the serial join, on every rank."""
+def _windows(summary_path: Path) -> int:
+    return len(json.loads(summary_path.read_text())["ranks"][0]["windows"])
+
+
+@pytest.mark.slow
+def test_many_windows_written_collectively(synth_trace, tmp_path):
+    """A merge of many windows (--memory 1M: 14 on one rank) with 512-row chunks: most
+    windows end inside a chunk, whose rows the next window completes (and the text
+    bytes of all windows share one chunk).  At 1 to 4 ranks every dataset and attribute
+    equals the serial path's, and nothing went through rank 0."""
     trace = synth_trace(locations=7, events=6000, units=5)
     extra = ("--memory", "1M")
-    ref = _serial_reference(trace, tmp_path, extra)
-    out = tmp_path / "n2" / "o.h5"
-    out.parent.mkdir()
-    assert _merge_mpio(trace, out, 2, extra)["path"] == "serial join"
-    _assert_same_file(ref, out, layout=False)
+    env = {"PARTRACE_H5_CHUNK_ROWS": "512"}
+    ref = _serial_reference(trace, tmp_path, extra, env)
+    for n in (1, 2, 3, 4):
+        out = tmp_path / f"n{n}" / "o.h5"
+        out.parent.mkdir()
+        said = _merge_mpio(trace, out, n, extra, env)
+        assert _windows(out.with_suffix(".json")) > 1
+        if n > 1:
+            assert said["path"] == "collective" and said["through_rank0_bytes"] == 0, said
+        _assert_same_file(ref, out)
 
 
 def test_the_serial_join_can_be_kept_and_says_what_rank_0_carried(tmp_path):
@@ -175,13 +193,26 @@ def test_a_rank_failing_in_the_collective_write_leaves_nothing(nth, tmp_path):
     """Rank 1 fails before its first (or a later) dataset write, while the others are on
     their way into the collective call: one error line, exit 2, no rank left waiting,
     nothing beside the trace."""
-    out = tmp_path / "o.h5"
-    r = _mpio(["merge", str(DUMPI), "-o", str(out), "--progress", "none"], 3,
-              env={"PARTRACE_TEST_FAIL_COLLECTIVE": f"1:{nth}"},
+    _assert_fails_cleanly(["merge", str(DUMPI)], 3, nth, tmp_path)
+
+
+def test_a_rank_failing_in_a_later_window_leaves_nothing(synth_trace, tmp_path):
+    """The same in the middle of a merge of many windows: rank 1's 10th write (of 27)
+    is the events' 4th column in a later window, with rows carried from the one before."""
+    trace = synth_trace(locations=7, events=6000, units=5)
+    _assert_fails_cleanly(["merge", str(trace), "--memory", "1M"], 2, 10, tmp_path / "out",
+                          {"PARTRACE_H5_CHUNK_ROWS": "512"})
+
+
+def _assert_fails_cleanly(args, nranks: int, nth: int, where: Path, env=None) -> None:
+    where.mkdir(exist_ok=True)
+    out = where / "o.h5"
+    r = _mpio([*args, "-o", str(out), "--progress", "none"], nranks,
+              env={"PARTRACE_TEST_FAIL_COLLECTIVE": f"1:{nth}", **(env or {})},
               module="tests.support.fail_collective", timeout=120)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("partrace: error: ") and (
         "injected failure in the collective write" in lines[0]), r.stderr
     assert ".partrace-" not in lines[0]
-    assert list(tmp_path.iterdir()) == []
+    assert list(where.iterdir()) == []

@@ -14,14 +14,14 @@ _original = hdf5_collective._selection
 _calls = 0
 
 
-def _failing(ds, values, start):
+def _failing(ds, *args):
     global _calls
     rank, nth = map(int, os.environ["PARTRACE_TEST_FAIL_COLLECTIVE"].split(":"))
     if world().rank == rank:
         _calls += 1
         if _calls == nth:
             raise OSError(f"injected failure in the collective write of {ds.name}")
-    return _original(ds, values, start)
+    return _original(ds, *args)
 
 
 hdf5_collective._selection = _failing
