@@ -53,13 +53,13 @@ def _joined(parts: list[dict[str, Table]]) -> dict[str, Table]:
 
 
 def _first_places(firsts: list[dict[str, tuple[tuple, str]]]) -> list[str]:
-    """Per kind, the warning of the lowest place any rank met it; kinds in name order."""
+    """Per kind, the warning of the lowest place any rank met it, in the order of those places."""
     best: dict[str, tuple[tuple, str]] = {}
     for f in firsts:
         for kind, (place, text) in f.items():
             if kind not in best or place < best[kind][0]:
                 best[kind] = (place, text)
-    return [best[k][1] for k in sorted(best)]
+    return [text for _, text in sorted(best.values())]
 
 
 def with_rows(defs: Definitions, rows: dict[str, Table]) -> Definitions:
