@@ -134,8 +134,8 @@ def test_marker_spot_of_undefined_process(tmp_path):
     spot = next(l for l in _lines(f) if l.startswith(b"MS"))
     proc = spot[spot.index(b"P") + 1:spot.index(b"V")]
     line = _replace_line(f, spot, spot.replace(b"P" + proc + b"V", b"P0V"))
-    _fails(tmp_path, d / "ring8.otf", f"{f}:line {line}", "got MarkerSpot of process 0", nranks=(None, 2),
-           outputs=(".h5", ".otf"))
+    _fails(tmp_path, d / "ring8.otf", f"{f}:line {line}", "got MarkerSpot of process 0",
+           nranks=(None, 2), outputs=(".h5", ".otf"))
 
 
 # ---- files that are not regular files -------------------------------------------------------------

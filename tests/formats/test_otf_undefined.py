@@ -84,7 +84,8 @@ def test_undefined_token_is_read_as_otfprint_reads_it(tmp_path, src, name, old, 
         warnings.simplefilter("error")      # the reader says nothing itself: the run does
         _check_against_otfprint(master.parent, dump)
         reader, defs, tabs = decode_all(master.parent)
-    in_table = "keyvalues" if col == "key" else "statistics" if name.endswith(".stats") else "events"
+    in_table = ("keyvalues" if col == "key" else
+                "statistics" if name.endswith(".stats") else "events")
     assert (np.asarray(tabs[in_table][col]) == token).sum() == 1
     found = reader.found_definitions()
     assert reader.found_definitions() is None       # handed on once

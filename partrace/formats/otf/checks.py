@@ -121,10 +121,10 @@ class References:
         raise TraceError.at_line(path, line, f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} "
                                  f"for type of KeyValue, got {value:x}")
 
-    def check_marker_spots(self, path, marker, loc, lines, marker_ids, kv_owner, kv_key, kv_type) -> None:
+    def check_marker_spots(self, path, loc, lines, kv_owner, kv_type) -> None:
         """Marker spots: their process must be defined (DP + master file), the types of
         their key-value lines OTF types.  A marker (MD) or key (DK) no record defines is
-        kept, as a stream record's references are (found_in_markers)."""
+        kept, as a stream record's references are (reader._note_undefined)."""
         bad_loc = ~np.isin(loc.view(np.uint64), self.processes)
         bad_kv = np.zeros(len(loc), bool)
         kv_bad = np.asarray(kv_type, np.uint64) > G.MAX_KV_TYPE

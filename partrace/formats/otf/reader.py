@@ -84,7 +84,7 @@ class OTFReader(TraceReader):
         self.undefined.tables = defs.tables
         refs.found, refs.unit_key = self.undefined, unit.key
         if unit.key == MARKER_KEY:
-            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs, refs, defs)
+            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs, refs)
             return
         layout = Layout.of({t: self.selected(t, [c.name for c in SCHEMA[t]]) for t in SCHEMA}, tps)
         counts = np.zeros((len(ROW_TABLES), len(refs.processes)), np.int64)   # seq of the row tables
@@ -94,14 +94,14 @@ class OTFReader(TraceReader):
                 yield from decode_stream(Path(p), kind, layout, counts, seqs, chunk, refs)
         p = unit.info["files"].get(MARKER_KEY)
         if p:
-            yield self._markers(Path(p), tps, seqs, refs, defs, first=int(defs.attrs.get("global_marker_spots", 0)))
+            yield self._markers(Path(p), tps, seqs, refs, first=int(defs.attrs.get("global_marker_spots", 0)))
 
     def found_definitions(self):
         """Stand-in definitions of the tokens this rank's decode met that no record defines
         (checks.py, undefined.py)."""
         return self.undefined.take() if self.undefined is not None else None
 
-    def _markers(self, path: Path, tps: int, seqs, refs, defs, first: int | None = None) -> dict[str, Table]:
+    def _markers(self, path: Path, tps: int, seqs, refs, first: int | None = None) -> dict[str, Table]:
         """The spots of NAME.0.marker (seq: the order in the file), or of a stream's marker file
         (`first`: seq per location from the number of spots in NAME.0.marker, so none repeats)."""
         from .defs import _MARKER_INDEX, parse_records
@@ -119,8 +119,7 @@ class OTFReader(TraceReader):
         kv = [(i, k) for i, r in enumerate(recs) for k in r["kv"]]
         lines = [r["line"] for r in recs]
         kv_lines = [recs[i]["line"] for i, _ in kv]
-        refs.check_marker_spots(path, marker, loc, lines, defs.tables["marker_defs"]["id"],
-                                [i for i, _ in kv], [k[0] for _, k in kv], [k[1] for _, k in kv])
+        refs.check_marker_spots(path, loc, lines, [i for i, _ in kv], [k[1] for _, k in kv])
         _note_undefined(path, refs, "marker", marker.view(np.uint64), lines, "MarkerSpot")
         _note_undefined(path, refs, "key", np.array([k[0] for _, k in kv], np.uint64), kv_lines,
                         "KeyValue before the MarkerSpot here")

@@ -298,8 +298,10 @@ def _first_line(buf, limit: int, final: bool, kind: str, tps: int, start, checks
     st, tp, counts = (a.copy() for a in start)
     lay = Layout.of(dict.fromkeys(SCHEMA), tps)         # no table asked for: nothing kept
     caps, bufs, _ = lay.buffers(kind, 0)
-    side = np.zeros((int(np.count_nonzero(buf[int(st[K.S_POS]):limit] == 10)) + 1, K.NSD), np.uint64)
-    out = (tuple(b[0] for b in bufs), tuple(b[1] for b in bufs), tuple(b[2] for b in bufs), counts, side)
+    lines = int(np.count_nonzero(buf[int(st[K.S_POS]):limit] == 10))
+    side = np.zeros((lines + 1, K.NSD), np.uint64)     # a row per line: never full
+    out = (tuple(b[0] for b in bufs), tuple(b[1] for b in bufs), tuple(b[2] for b in bufs),
+           counts, side)
     K.decode_lines(buf, limit, final, K.tables(kind).arrays, checks, lay.kernel_args(caps, side),
                    out, st, tp)
     return int(st[K.S_REF_LINE]), int(st[K.S_REF_REC]), int(tp[K.T_REF_V])
