@@ -153,3 +153,18 @@ def test_lines_off_the_short_form_decode_as_their_short_form(tmp_path, jit_mode,
         assert len(tab) == len(respelled[t]) and (t != "events" or len(tab) > 1000), t
         for c in tab.names:
             assert np.array_equal(tab[c], respelled[t][c]), (t, c)
+
+
+@pytest.mark.parametrize("chunk", [None, 1000])
+def test_a_key_value_type_otf_lacks_after_an_undefined_function_is_still_refused(tmp_path, chunk):
+    """decode_lines remembers the first reference it finds undefined and checks no other in
+    the chunk: a key-value type OTF lacks after an undefined function (kept) is still found."""
+    d = _copy(tmp_path)
+    f = d / "ring8.1.events"
+    fn_line = _edit(f, b"\nE6\n", b"\nE7777\n") + 1
+    kv_line = _edit(f, b"\nK4Y5V0\n", b"\nK4YcV0\n") + 1
+    assert fn_line < kv_line < fn_line + 20
+    with pytest.raises(TraceError) as e:
+        _decode(d, chunk)
+    assert (e.value.path, e.value.where) == (str(f), f"line {kv_line}")
+    assert "expected an OTF value type 0..b for type of KeyValue, got c" in e.value.message

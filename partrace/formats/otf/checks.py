@@ -17,9 +17,12 @@ in a summary, the remote process of a VampirTrace CUDA RMAEnd): kept as 0, no de
 
 What stays an error, as it has no OTF meaning: a key-value line of a type that is no
 OTF type (decode_lines finds the first), and a marker spot of a process the trace does
-not have.  The stream records' references are found with numpy on the decoded columns
-(undefined_in, a pass per column per chunk); the line of the first one of a kind is
-found by decoding its chunk again with that column checked (stream._first_line).
+not have.  decode_lines checks every reference of the stream records as it parses (a
+table load or binary search each) and remembers the first it finds undefined; a chunk
+with none costs nothing more.  In a chunk with some, the tokens are found with numpy on
+the decoded columns (undefined_in), and the chunk is decoded again (keeping no row) for
+what the first hid: a key-value type further on, the line of the first token of a kind
+(stream._first_line).
 """
 from __future__ import annotations
 
@@ -91,11 +94,14 @@ class References:
         self.found = None       # the reader's Undefined (undefined.py): what its decode met
         self.unit_key = ""      # the unit decoded: the first place of each kind met
 
-    def kernel_args(self, column: str | None = None) -> tuple:
-        """What kernel.decode_lines checks stream records with: the process and the
-        key-value type; the references of `column` too when named (stream._first_line)."""
-        keep = -1 if column is None else self.cols.index(column)
-        refmap = np.where(self.refmap == keep, self.refmap, np.int8(-1)).astype(np.int8)
+    def kernel_args(self, column: str | None = "*") -> tuple:
+        """What kernel.decode_lines checks stream records with: the process, the key-value
+        type and the references of `column`: "*" every one, None none, or one column's."""
+        if column == "*":
+            refmap = self.refmap
+        else:
+            keep = -1 if column is None else self.cols.index(column)
+            refmap = np.where(self.refmap == keep, self.refmap, np.int8(-1)).astype(np.int8)
         return (self.processes, self.process_index, refmap, self.flat, self.offsets,
                 self.defined, np.uint64(G.MAX_KV_TYPE))
 

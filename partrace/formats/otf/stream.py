@@ -181,15 +181,21 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
                                      rows + count_records(buf[pos:limit]) + 1)
         if status == K.BAD:
             _syntax_error(path, data, err, eline, erec, efield, epos)
+        def again(checks, start=start, buf=buf, limit=limit, done=done):
+            return _first_line(buf, limit, done, kind, layout.tps, start, checks)
+        # a token no record defines (the kernel's first reference but a key-value type) is
+        # data; a key-value type OTF lacks further in the chunk is still an error
+        undefined = st[K.S_REF_LINE] != 0 and st[K.S_REF_WHAT] != K.BAD_KV_TYPE
+        if undefined:
+            st[K.S_REF_LINE], _, tp[K.T_REF_V] = again(refs.kernel_args(None))
         _deferred_errors(path, st, tp, refs, done)
         carry = data[int(st[K.S_POS]):]
         at += int(st[K.S_POS])
         n = int(st[K.S_N])
         if n:
             tables = _chunk_tables(layout, bufs, side[:int(st[K.S_NSIDE])], st, data, seqs)
-            _note_undefined(path, kind, tables, refs,
-                            lambda col: _first_line(buf, limit, done, kind, layout.tps, start,
-                                                    refs.kernel_args(col)))
+            if undefined:
+                _note_undefined(path, kind, tables, refs, lambda col: again(refs.kernel_args(col)))
             yield tables
             tables = None
             st[K.S_BASE] += n
@@ -263,7 +269,7 @@ def _deferred_errors(path, st, tp, refs, final: bool):
     """What the kernel found and went on past, in the order the checks ran when they
     followed the parse: references, the location's width, ids per table, then key-value
     lines that end the file."""
-    if st[K.S_REF_LINE]:        # the one reference decode_lines checks (refs.kernel_args())
+    if st[K.S_REF_LINE]:        # a key-value type OTF lacks (decode_stream: not a token)
         refs.raise_bad_kv_type(path, int(st[K.S_REF_LINE]), int(tp[K.T_REF_V]))
     if tp[K.T_MAXP] > K.ID_MAX:
         cast(tp[K.T_MAXP:K.T_MAXP + 1], LOCATION)      # raises, naming the value
@@ -292,9 +298,10 @@ def _note_undefined(path, kind: str, tables: dict[str, Table], refs, first_line)
 
 
 def _first_line(buf, limit: int, final: bool, kind: str, tps: int, start, checks) -> tuple:
-    """(line, record code, token) of the chunk's first record whose reference `checks`
-    finds undefined: the chunk decoded again from its `start` state, keeping no row.  Once
-    per kind of undefined reference and rank: the columns say which tokens, not where."""
+    """(line, record code, token or key-value type) of the chunk's first record that
+    `checks` (References.kernel_args) refuses: the chunk decoded again from its `start`
+    state, keeping no row.  Only for a chunk naming an undefined token: the columns say
+    which tokens, not where; the first one hid what follows from the kernel's checks."""
     st, tp, counts = (a.copy() for a in start)
     lay = Layout.of(dict.fromkeys(SCHEMA), tps)         # no table asked for: nothing kept
     caps, bufs, _ = lay.buffers(kind, 0)
