@@ -20,9 +20,9 @@ OTF type (decode_lines finds the first), and a marker spot of a process the trac
 not have.  decode_lines checks every reference of the stream records as it parses (a
 table load or binary search each) and remembers the first it finds undefined; a chunk
 with none costs nothing more.  In a chunk with some, the tokens are found with numpy on
-the decoded columns (undefined_in), and the chunk is decoded again (keeping no row) for
-what the first hid: a key-value type further on, the line of the first token of a kind
-(stream._first_line).
+the decoded columns (undefined_in), its key-value lines' types in its side rows, and
+the line of the first token of a kind this rank had not met by decoding the chunk again,
+keeping no row (stream._first_line).
 """
 from __future__ import annotations
 

@@ -181,13 +181,12 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
                                      rows + count_records(buf[pos:limit]) + 1)
         if status == K.BAD:
             _syntax_error(path, data, err, eline, erec, efield, epos)
-        def again(checks, start=start, buf=buf, limit=limit, done=done):
-            return _first_line(buf, limit, done, kind, layout.tps, start, checks)
         # a token no record defines (the kernel's first reference but a key-value type) is
-        # data; a key-value type OTF lacks further in the chunk is still an error
+        # data; a key-value type OTF lacks further in the chunk (the kernel checked no more)
+        # is still an error
         undefined = st[K.S_REF_LINE] != 0 and st[K.S_REF_WHAT] != K.BAD_KV_TYPE
         if undefined:
-            st[K.S_REF_LINE], _, tp[K.T_REF_V] = again(refs.kernel_args(None))
+            _first_bad_kv_type(st, tp, side)
         _deferred_errors(path, st, tp, refs, done)
         carry = data[int(st[K.S_POS]):]
         at += int(st[K.S_POS])
@@ -195,7 +194,8 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
         if n:
             tables = _chunk_tables(layout, bufs, side[:int(st[K.S_NSIDE])], st, data, seqs)
             if undefined:
-                _note_undefined(path, kind, tables, refs, lambda col: again(refs.kernel_args(col)))
+                _note_undefined(path, kind, tables, refs, lambda col: _first_line(
+                    buf, limit, done, kind, layout.tps, start, refs.kernel_args(col)))
             yield tables
             tables = None
             st[K.S_BASE] += n
@@ -295,6 +295,17 @@ def _note_undefined(path, kind: str, tables: dict[str, Table], refs, first_line)
                     return ((refs.unit_key, FILE_ORDER[kind], line),
                             warning(path, line, G.STREAM_RECORDS[rec].name, col, token))
                 refs.found.add(col, bad, place)
+
+
+def _first_bad_kv_type(st, tp, side) -> None:
+    """The chunk's first key-value line of a type OTF lacks (its line and type where
+    decode_lines keeps its first reference; none: 0), from the side rows: each key-value
+    line of a record kept is one, with its line and type."""
+    rows = side[:int(st[K.S_NSIDE])]
+    bad = np.flatnonzero((rows[:, K.SD_REC] == G.KV_CODE) & (rows[:, K.SD_TYPE] > G.MAX_KV_TYPE))
+    st[K.S_REF_LINE] = int(rows[bad[0], K.SD_LINE]) if len(bad) else 0
+    if len(bad):
+        tp[K.T_REF_V] = rows[bad[0], K.SD_TYPE]
 
 
 def _first_line(buf, limit: int, final: bool, kind: str, tps: int, start, checks) -> tuple:
