@@ -33,7 +33,7 @@ def complete_definitions(comm: Comm, reader, defs: Definitions) -> Definitions:
         reports = [f for f in everyone if f is not None]
         rows = _joined([f.rows for f in reports])
         for text in _first_places([f.first for f in reports]):
-            warnings.warn(text, stacklevel=2)
+            warnings.warn(text)     # one place: a command that decodes twice says it once
     rows = comm.bcast(rows)
     return with_rows(defs, rows) if rows else defs
 
