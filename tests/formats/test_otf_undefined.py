@@ -186,3 +186,13 @@ def test_profile_shows_the_stand_in_region(tmp_path):
         rows = {x["region"]: x for x in json.loads(r.stdout)["regions"]}
         assert rows["function 0x2a"]["calls"] == 2
         assert len(_warnings(r.stderr)) == 1        # profile decodes the regions' columns only
+
+
+def test_a_merge_that_decodes_twice_says_each_kind_once(tmp_path):
+    """--sync offsets reads the messages in a pass of its own before the merge: the process
+    is met by both, and said once."""
+    master, _ = _edited(tmp_path, RING8, EDITS)
+    r = run_cli(["merge", str(master), "-o", str(tmp_path / "s.h5"), "--sync", "offsets"])
+    assert r.returncode == 0, r.stderr
+    said = _warnings(r.stderr)
+    assert len(said) == 3 and sum("as its peer" in x for x in said) == 1, said
