@@ -64,9 +64,12 @@ class DumpSink(Sink):
         return keep
 
     # -- the sink ----------------------------------------------------------------------
-    def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+    def start(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        """The filters as ids and the time window as keys: select needs them while decoding
+        (names the decode adds to the definitions are not among them)."""
+        if self.unit is not None:
+            return
         register()
-        self.defs, self.schema = defs, schema
         from ..timeunit import of
         self.unit = of(defs.attrs)
         if self.shown_time is not None:
@@ -74,6 +77,10 @@ class DumpSink(Sink):
         with comm.guard():  # the same refusal on every rank: said once, by rank 0
             self._resolve_filters(defs)
         comm.check()
+
+    def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        self.start(comm, defs, schema)
+        self.defs, self.schema = defs, schema
         self.loc_names = _lookup(defs.tables["locations"])
         self.reg_names = _lookup(defs.tables["regions"])
         self.extra = [c for c in schema["events"] if c.name not in KEY and not c.is_object

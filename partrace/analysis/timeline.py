@@ -105,11 +105,15 @@ class CollectSink(Sink):
         message = (k == Kind.SEND) | (k == Kind.RECV)
         return (t < self.t1) & (stack | (message & (t >= self.t0)))
 
-    def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
-        self.defs, self.schema = defs, schema
+    def start(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        """The window as keys: select needs it while decoding."""
         if self.shown_time is not None:
             from ..timeunit import of
             self.t0, self.t1 = of(defs.attrs).keys(self.shown_time)
+
+    def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        self.start(comm, defs, schema)
+        self.defs, self.schema = defs, schema
         self.loc_ids = np.sort(np.asarray(defs.tables["locations"]["id"], np.int64))
         self.my_locs = self.loc_ids[comm.rank::comm.size]
         n = len(self.my_locs)

@@ -14,6 +14,7 @@ import os
 from typing import Any, Callable
 
 from ..model import Definitions, Table
+from .found import complete_definitions
 from .mpi import Comm
 from .pipeline import open_on_all_ranks, read_plan
 from .progress import Progress
@@ -41,19 +42,31 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
     reader = reader or open_on_all_ranks(comm, path, format, reader_options)
     units, mine, defs = read_plan(comm, reader)
     progress = progress or Progress(comm, enabled=False)
-    progress.start("decode", sum(u.size for u in units))
     index = {id(u): i for i, u in enumerate(units)}
-    acc = None
-    with comm.guard():
-        acc = start(defs)
-        for unit in mine:
-            for chunk in reader.decode(unit, defs):
-                comm.poll()     # a stop signal here or on another rank ends the loop
-                acc = step(acc, chunk if tables is None else
-                           {n: t for n, t in chunk.items() if n in tables})
-            if end_unit is not None:
-                acc = end_unit(acc, index[id(unit)])
-            progress.advance(unit.size)
-    comm.check()
+
+    def fold_share(defs: Definitions):
+        progress.start("decode", sum(u.size for u in units))
+        acc = None
+        with comm.guard():
+            acc = start(defs)
+            for unit in mine:
+                for chunk in reader.decode(unit, defs):
+                    comm.poll()     # a stop signal here or on another rank ends the loop
+                    acc = step(acc, chunk if tables is None else
+                               {n: t for n, t in chunk.items() if n in tables})
+                if end_unit is not None:
+                    acc = end_unit(acc, index[id(unit)])
+                progress.advance(unit.size)
+        comm.check()
+        return acc
+
+    acc = fold_share(defs)
+    complete = complete_definitions(comm, reader, defs)
+    if complete is not defs:
+        # the decode met ids the definitions lack (engine/found.py): the accumulators index
+        # the definitions they started with, so the units are folded again with them all
+        # (only a trace with such references pays the second pass)
+        defs = complete
+        acc = fold_share(defs)
     progress.done()
     return defs, comm.reduce(acc, combine) if reduce else acc, units

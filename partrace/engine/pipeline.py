@@ -17,6 +17,7 @@ from ..kernels import jit
 from ..formats.base import TraceReader
 from ..model import Definitions, Schema, Table
 from . import accounts, inputs
+from .found import complete_definitions
 from .leftovers import owner_token, run_name
 from .mpi import Comm, RankFailed
 from .plan import share_of
@@ -225,9 +226,11 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                      resident_fraction=COLUMNWISE_KEEP if lean else KEEP)
     try:
         sink.memory = memory
-        sink.prepare(comm, defs, schema)
+        sink.start(comm, defs, schema)
         decode_share(comm, reader, mine, defs, schema, progress, stats, store,
                      select=sink.select, retime=retime)
+        defs = complete_definitions(comm, reader, defs)
+        sink.prepare(comm, defs, schema)
         accounts.phase("cuts")      # the windows' count and cut keys, chosen together
         # a row-wise sink (OTF text) holds about 2.5x a window's row bytes while it formats
         # it: windows of 1/16 of the budget, not 1/10 (merge->otf of the 200 MB traces at

@@ -46,9 +46,15 @@ class Sink(ABC):
         """A mask of the decoded rows of ``table`` to keep (None: all)."""
         return None
 
+    def start(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        """Before decoding, with the definitions as the trace's files give them: what must
+        be refused before the costly decode (the output's paths taken) and what
+        :meth:`select` needs.  Nothing by default."""
+
     @abstractmethod
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
-        """Before decoding: the definitions and the schema of the tables to come."""
+        """Once decoded, before the first window: the definitions (with those the decode
+        found missing: engine/found.py) and the schema of the tables to come."""
 
     def destinations(self, comm: Comm, name: str, table: Table) -> np.ndarray:
         """(destination mode) the rank each row of ``table`` goes to; local, no collectives."""

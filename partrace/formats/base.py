@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
@@ -33,6 +33,22 @@ class Unit:
     key: str
     size: int
     info: Any = None
+
+
+@dataclass
+class Found:
+    """What decoding met that the definitions lack, where the format's own library keeps
+    such a reference as data (an OTF record naming a function no DF record defines): the
+    definition rows that stand in for them, and where each kind was met first, to be said
+    once per run.
+
+    ``rows``: {definitions table: Table of its columns}, one row per new ``id`` (a row
+    depends on its id alone, so ranks that meet the same id give the same row).
+    ``first``: {kind: (place, warning)}; ``place`` orders the places of one kind
+    (comparable tuples, such as (unit key, file, line)): the run says the lowest."""
+
+    rows: dict[str, Table] = field(default_factory=dict)
+    first: dict[str, tuple[tuple, str]] = field(default_factory=dict)
 
 
 class TraceReader(ABC):
@@ -142,6 +158,13 @@ class TraceReader(ABC):
         ``seq`` values are per location and continue across chunks, so the
         union of chunks of all units is the same whatever the chunking.
         """
+
+    def found_definitions(self) -> Found | None:
+        """(after this rank's decode) What the units decoded here named that the
+        definitions lack (see :class:`Found`), then forgotten; None: nothing.  The engine
+        meets every rank's on rank 0 and adds the rows to the definitions before any sink
+        or fold sees them."""
+        return None
 
     def selected(self, table: str, columns: list[str]) -> list[str] | None:
         """The names of ``columns`` (a table's schema, in order) that the selection asks for;

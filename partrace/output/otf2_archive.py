@@ -46,16 +46,28 @@ class OTF2ArchiveSink(LocationOwnedSink):
         return self.layout.location_index(locations)
 
     # -- definitions ---------------------------------------------------------
+    def start(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
+        """The refusals that need no decode, before it: the otf2 package, the schema."""
+        with comm.guard():
+            self._refusals(schema)
+        comm.check()
+        super().start(comm, defs, schema)
+
+    @staticmethod
+    def _refusals(schema: Schema) -> list:
+        """The sample tables' columns, once the otf2 package loads and each table's fit."""
+        from ..formats.otf2.library import load
+        load()          # one clear line on every rank if the otf2 package is missing
+        samples = counter_columns(schema)
+        wide = [t for t, cols in samples if len(cols) > MAX_MEMBERS]
+        if wide:
+            raise UsageError(f"{wide[0]}: more than {MAX_MEMBERS} sampled columns, more "
+                             "than one OTF2 metric record holds")
+        return samples
+
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         with comm.guard():
-            from ..formats.otf2.library import load
-            load()          # one clear line on every rank if the otf2 package is missing
-            samples = counter_columns(schema)
-            wide = [t for t, cols in samples if len(cols) > MAX_MEMBERS]
-            if wide:
-                raise UsageError(f"{wide[0]}: more than {MAX_MEMBERS} sampled columns, more "
-                                 "than one OTF2 metric record holds")
-            self.layout = self.plan(defs, schema, samples)
+            self.layout = self.plan(defs, schema, self._refusals(schema))
         comm.check()
         L = self.layout
         changed = L.names_not_utf8()

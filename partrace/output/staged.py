@@ -27,9 +27,16 @@ class StagedSink(Sink):
         """The paths the output takes: refused if they exist (replaced with overwrite)."""
         return [self.final]
 
+    def start(self, comm: Comm, defs, schema) -> None:
+        """Before the decode: an output path that is taken is refused now, not after it."""
+        self.stage(comm)
+
     def stage(self, comm: Comm) -> None:
         """Collective: the run's staging folder, made by rank 0 once the output's paths are
-        free; every rank may write into it when this returns."""
+        free; every rank may write into it when this returns.  Once per run: a sink that
+        was started has its folder when prepare asks again."""
+        if self.staging is not None:
+            return
         run_id = comm.bcast(run_name())     # rank 0's: one folder for every rank
         self.staging = Staging(self.final, run_id)
         with comm.guard():

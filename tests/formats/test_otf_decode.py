@@ -20,12 +20,13 @@ def _decode(path, chunk=None):
             pass
 
 
-def test_a_syntax_error_further_in_the_chunk_wins_over_an_undefined_function(tmp_path):
+def test_a_syntax_error_further_in_the_chunk_wins_over_a_key_value_type_otf_lacks(tmp_path):
     """The references were checked once a chunk had parsed: a syntax error anywhere in the
-    chunk came first; in a later chunk, after the reference's chunk was refused."""
+    chunk came first; in a later chunk, after the reference's chunk was refused.  (A key-value
+    type is the one reference decode_lines still checks: a token no record defines is data.)"""
     d = _copy(tmp_path)
     f = d / "ring8.1.events"
-    ref_line = _edit(f, b"\nE6\n", b"\nE7777\n") + 1
+    ref_line = _edit(f, b"\nK4Y5V0\n", b"\nK4YcV0\n") + 1
     f.write_bytes(f.read_bytes() + b"QZ\n")
     last = f.read_bytes().count(b"\n")
     assert last > ref_line + 100
@@ -36,7 +37,21 @@ def test_a_syntax_error_further_in_the_chunk_wins_over_an_undefined_function(tmp
     with pytest.raises(TraceError) as e:
         _decode(d, chunk=1000)
     assert (e.value.path, e.value.where) == (str(f), f"line {ref_line}")
-    assert "expected a function defined by a DF record" in e.value.message and "7777" in e.value.message
+    assert "expected an OTF value type 0..b for type of KeyValue, got c" in e.value.message
+
+
+def test_an_undefined_function_is_kept_before_a_syntax_error_further_on(tmp_path):
+    """A function no DF record defines is data: the syntax error further on is the one error,
+    whatever the chunk size."""
+    d = _copy(tmp_path)
+    f = d / "ring8.1.events"
+    _edit(f, b"\nE6\n", b"\nE7777\n")
+    f.write_bytes(f.read_bytes() + b"QZ\n")
+    last = f.read_bytes().count(b"\n")
+    for chunk in (None, 1000):
+        with pytest.raises(TraceError) as e:
+            _decode(d, chunk)
+        assert (e.value.path, e.value.where) == (str(f), f"line {last}")
 
 
 @pytest.mark.parametrize("chunk", [None, 700])
@@ -138,3 +153,18 @@ def test_lines_off_the_short_form_decode_as_their_short_form(tmp_path, jit_mode,
         assert len(tab) == len(respelled[t]) and (t != "events" or len(tab) > 1000), t
         for c in tab.names:
             assert np.array_equal(tab[c], respelled[t][c]), (t, c)
+
+
+@pytest.mark.parametrize("chunk", [None, 1000])
+def test_a_key_value_type_otf_lacks_after_an_undefined_function_is_still_refused(tmp_path, chunk):
+    """decode_lines remembers the first reference it finds undefined and checks no other in
+    the chunk: a key-value type OTF lacks after an undefined function (kept) is still found."""
+    d = _copy(tmp_path)
+    f = d / "ring8.1.events"
+    fn_line = _edit(f, b"\nE6\n", b"\nE7777\n") + 1
+    kv_line = _edit(f, b"\nK4Y5V0\n", b"\nK4YcV0\n") + 1
+    assert fn_line < kv_line < fn_line + 20
+    with pytest.raises(TraceError) as e:
+        _decode(d, chunk)
+    assert (e.value.path, e.value.where) == (str(f), f"line {kv_line}")
+    assert "expected an OTF value type 0..b for type of KeyValue, got c" in e.value.message

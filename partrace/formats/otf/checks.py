@@ -1,16 +1,28 @@
-"""References from records to definitions: every token a record names must be defined.
+"""References from records to definitions, checked as the OTF library checks them.
 
 The OTF library checks none of them: it drops (silently) the records of a process
-the master file does not list and hands any other token on as is.  partrace drops
-the same records (kernel.decode_lines, with one warning per file) and reads a
-process the master file lists without a DP record as a location named after its
-token (defs.read_definitions); a non-zero token of any other kind that no record
-defines is refused, so no row points at a region, counter, ... that the output's
-definition tables do not have.  Token 0 is OTF's "none" in every reference (no
-source location, no communicator, "all" in a summary, the remote process of a
-VampirTrace CUDA RMAEnd): it is kept as 0 and needs no definition.  The stream
-records are checked as they are decoded (kernel.decode_lines: a binary search per
-reference), marker spots with numpy; only the first bad row is turned into a message.
+the master file does not list and hands any other token on as is (otfprint prints it,
+otfmerge copies it).  partrace drops the same records (kernel.decode_lines, with one
+warning per file), reads a process the master file lists without a DP record as a
+location named after its token (defs.read_definitions), and keeps every other token as
+data: a record naming a function, counter, collective operation, process group, source
+code location, file, file or function group, key or marker that no record defines is
+read, its token kept in its column, and the output's definitions get a stand-in row
+named after it ("function 0x2a": undefined.py), so that every id a row uses has a name.
+A peer, root or origin process no DP record defines is kept as its token with no
+location (sinks already take a peer that is no location: a DUMPI peer of another
+communicator).  Each kind is said once per run, at the first record naming one.
+Token 0 is OTF's "none" in every reference (no source location, no communicator, "all"
+in a summary, the remote process of a VampirTrace CUDA RMAEnd): kept as 0, no definition.
+
+What stays an error, as it has no OTF meaning: a key-value line of a type that is no
+OTF type (decode_lines finds the first), and a marker spot of a process the trace does
+not have.  decode_lines checks every reference of the stream records as it parses (a
+table load or binary search each) and remembers the first it finds undefined; a chunk
+with none costs nothing more.  In a chunk with some, the tokens are found with numpy on
+the decoded columns (undefined_in), its key-value lines' types in its side rows, and
+the line of the first token of a kind this rank had not met by decoding the chunk again,
+keeping no row (stream._first_line).
 """
 from __future__ import annotations
 
@@ -34,6 +46,7 @@ TARGETS = {
     "root": ("locations", "DP", "process"),
     "origin": ("locations", "DP", "process"),
     "key": ("keys", "DK", "key"),
+    "marker": ("marker_defs", "MD", "marker"),      # marker spots (no stream record)
 }
 DENSE_IDS = 1 << 16          # ids below this are checked in a table
 
@@ -72,48 +85,66 @@ class References:
         small = self.processes[self.processes < DENSE_IDS].astype(np.int64)
         self.process_index[small] = np.flatnonzero(self.processes < DENSE_IDS)
 
-    def kernel_args(self) -> tuple:
-        """What kernel.decode_lines checks stream records with."""
-        return (self.processes, self.process_index, self.refmap, self.flat, self.offsets,
+        # the ids that need no definition per target column, for undefined_in: 0 and the
+        # defined ones, sorted, and as a table below DENSE_IDS
+        self.known = [np.union1d(x, [0]).astype(np.uint64) for x in sets]
+        self.known_dense = self.defined.copy()
+        if self.known_dense.shape[1]:
+            self.known_dense[:, 0] = True
+        self.found = None       # the reader's Undefined (undefined.py): what its decode met
+        self.unit_key = ""      # the unit decoded: the first place of each kind met
+
+    def kernel_args(self, column: str | None = "*") -> tuple:
+        """What kernel.decode_lines checks stream records with: the process, the key-value
+        type and the references of `column`: "*" every one, None none, or one column's."""
+        if column == "*":
+            refmap = self.refmap
+        else:
+            keep = -1 if column is None else self.cols.index(column)
+            refmap = np.where(self.refmap == keep, self.refmap, np.int8(-1)).astype(np.int8)
+        return (self.processes, self.process_index, refmap, self.flat, self.offsets,
                 self.defined, np.uint64(G.MAX_KV_TYPE))
 
-    def raise_undefined(self, path, line: int, rec: int, what: int, proc: int, value: int) -> None:
-        """TraceError at `line` for decode_lines' first record naming something undefined:
-        `what` is its process (BAD_PROCESS), a key-value's type (BAD_KV_TYPE, `value`) or
-        the field position of the reference (`value` its token)."""
-        from .kernel import BAD_KV_TYPE, BAD_PROCESS
-        r = G.STREAM_RECORDS[rec]
-        if what == BAD_PROCESS:
-            msg = self._process_message(proc, r.name)
-        elif what == BAD_KV_TYPE:
-            msg = f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} for type of KeyValue, got {value:x}"
+    def undefined_in(self, col: str, values: np.ndarray) -> np.ndarray:
+        """The distinct non-zero tokens of a decoded column that no record defines."""
+        v = np.asarray(values)
+        if not len(v) or col not in TARGETS:
+            return np.zeros(0, np.uint64)
+        c = self.cols.index(col)
+        hi = int(v.max())
+        if hi == 0:
+            return np.zeros(0, np.uint64)
+        dense = self.known_dense[c]
+        if hi < len(dense):
+            bad = ~dense[v]
         else:
-            msg = self._token_message(self.cols[self.refmap[what, rec]], value, r.name)
-        raise TraceError.at_line(path, line, msg)
+            v = v[v != 0].astype(np.uint64)
+            bad = ~np.isin(v, self.known[c])
+        return np.unique(v[bad]).astype(np.uint64) if bad.any() else np.zeros(0, np.uint64)
 
-    def check_marker_spots(self, path, marker, loc, lines, marker_ids, kv_owner, kv_key, kv_type) -> None:
-        """Marker spots: their marker must be defined (MD), their process too (DP + master
-        file), and the keys of their key-value lines (DK) with an OTF value type."""
+    def raise_bad_kv_type(self, path, line: int, value: int) -> None:
+        """TraceError at `line`, decode_lines' first key-value line of a type OTF lacks."""
+        raise TraceError.at_line(path, line, f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} "
+                                 f"for type of KeyValue, got {value:x}")
+
+    def check_marker_spots(self, path, loc, lines, kv_owner, kv_type) -> None:
+        """Marker spots: their process must be defined (DP + master file), the types of
+        their key-value lines OTF types.  A marker (MD) or key (DK) no record defines is
+        kept, as a stream record's references are (reader._note_undefined)."""
         bad_loc = ~np.isin(loc.view(np.uint64), self.processes)
-        bad_marker = ~np.isin(marker.view(np.uint64), np.asarray(marker_ids).astype(np.uint64))
         bad_kv = np.zeros(len(loc), bool)
-        kv_key = np.asarray(kv_key, np.uint64)
-        kv_bad = ~np.isin(kv_key, self.ids["keys"]) | (np.asarray(kv_type, np.uint64) > G.MAX_KV_TYPE)
+        kv_bad = np.asarray(kv_type, np.uint64) > G.MAX_KV_TYPE
         bad_kv[np.asarray(kv_owner, np.int64)[kv_bad]] = True
-        bad = np.flatnonzero(bad_loc | bad_marker | bad_kv)
+        bad = np.flatnonzero(bad_loc | bad_kv)
         if not len(bad):
             return
         i = int(bad[0])
         if bad_loc[i]:
             msg = self._process_message(int(loc.view(np.uint64)[i]), "MarkerSpot")
-        elif bad_marker[i]:
-            msg = f"expected a marker defined by an MD record, got MarkerSpot of marker {int(marker.view(np.uint64)[i]):x}"
         else:
             k = np.flatnonzero((np.asarray(kv_owner, np.int64) == i) & kv_bad)[0]
-            msg = (self._token_message("key", int(kv_key[k]), "a key-value line before this MarkerSpot")
-                   if not np.isin(kv_key[k], self.ids["keys"]) else
-                   f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} in the key-value lines before this "
-                   f"MarkerSpot, got {int(kv_type[k]):x}")
+            msg = (f"expected an OTF value type 0..{G.MAX_KV_TYPE:x} in the key-value lines before "
+                   f"this MarkerSpot, got {int(kv_type[k]):x}")
         raise TraceError.at_line(path, int(lines[i]), msg)
 
     def _process_message(self, p: int, rec_name: str) -> str:
@@ -121,8 +152,3 @@ class References:
                else f"{self.master_name} does not list it")
         return (f"expected a process defined by a DP record and listed in {self.master_name}, "
                 f"got {rec_name} of process {p:x} ({why})")
-
-    @staticmethod
-    def _token_message(col: str, v: int, rec_name: str) -> str:
-        _, kw, what = TARGETS[col]
-        return f"expected a {what} defined by a {kw} record, got {rec_name} naming {col} {v:x}"

@@ -25,6 +25,7 @@ class OTFReader(TraceReader):
         super().__init__(path)
         self.stub = stub_of(self.path)
         self.streams = parse_master(self.path)
+        self.undefined = None       # undefined.Undefined, made with the first unit decoded
 
     def units(self) -> list[Unit]:
         units = []
@@ -77,8 +78,13 @@ class OTFReader(TraceReader):
         tps = int(defs.attrs["ticks_per_second"])
         seqs = {t: Seq() for t in SCHEMA}
         refs = References(defs, self.path.name)
+        if self.undefined is None:
+            from .undefined import Undefined
+            self.undefined = Undefined()
+        self.undefined.tables = defs.tables
+        refs.found, refs.unit_key = self.undefined, unit.key
         if unit.key == MARKER_KEY:
-            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs, refs, defs)
+            yield self._markers(Path(unit.info["files"]["marker"]), tps, seqs, refs)
             return
         layout = Layout.of({t: self.selected(t, [c.name for c in SCHEMA[t]]) for t in SCHEMA}, tps)
         counts = np.zeros((len(ROW_TABLES), len(refs.processes)), np.int64)   # seq of the row tables
@@ -88,9 +94,14 @@ class OTFReader(TraceReader):
                 yield from decode_stream(Path(p), kind, layout, counts, seqs, chunk, refs)
         p = unit.info["files"].get(MARKER_KEY)
         if p:
-            yield self._markers(Path(p), tps, seqs, refs, defs, first=int(defs.attrs.get("global_marker_spots", 0)))
+            yield self._markers(Path(p), tps, seqs, refs, first=int(defs.attrs.get("global_marker_spots", 0)))
 
-    def _markers(self, path: Path, tps: int, seqs, refs, defs, first: int | None = None) -> dict[str, Table]:
+    def found_definitions(self):
+        """Stand-in definitions of the tokens this rank's decode met that no record defines
+        (checks.py, undefined.py)."""
+        return self.undefined.take() if self.undefined is not None else None
+
+    def _markers(self, path: Path, tps: int, seqs, refs, first: int | None = None) -> dict[str, Table]:
         """The spots of NAME.0.marker (seq: the order in the file), or of a stream's marker file
         (`first`: seq per location from the number of spots in NAME.0.marker, so none repeats)."""
         from .defs import _MARKER_INDEX, parse_records
@@ -106,8 +117,12 @@ class OTFReader(TraceReader):
         loc = np.array([r["fields"]["location"] for r in recs], np.uint64).view(np.int64)
         marker = np.array([r["fields"]["marker"] for r in recs], np.uint64).view(np.int64)
         kv = [(i, k) for i, r in enumerate(recs) for k in r["kv"]]
-        refs.check_marker_spots(path, marker, loc, [r["line"] for r in recs], defs.tables["marker_defs"]["id"],
-                                [i for i, _ in kv], [k[0] for _, k in kv], [k[1] for _, k in kv])
+        lines = [r["line"] for r in recs]
+        kv_lines = [recs[i]["line"] for i, _ in kv]
+        refs.check_marker_spots(path, loc, lines, [i for i, _ in kv], [k[1] for _, k in kv])
+        _note_undefined(path, refs, "marker", marker.view(np.uint64), lines, "MarkerSpot")
+        _note_undefined(path, refs, "key", np.array([k[0] for _, k in kv], np.uint64), kv_lines,
+                        "KeyValue before the MarkerSpot here")
         if first is None:
             seq = np.arange(n, dtype=np.int64)       # order in the marker file
         else:
@@ -123,3 +138,15 @@ class OTFReader(TraceReader):
                         np.cumsum(slen) - slen, slen, np.array([k[3] for _, k in kv], np.uint64),
                         time, loc, seq, 3, seqs["keyvalues"])
         return {"markers": conform(markers, SCHEMA["markers"]), "keyvalues": kvt}
+
+
+def _note_undefined(path: Path, refs, col: str, values: np.ndarray, lines: list[int], record: str):
+    """The tokens of a marker file's column (`values`, a line each) that no record defines."""
+    from .undefined import FILE_ORDER, warning
+    bad = refs.undefined_in(col, values)
+    if len(bad):
+        def place():
+            i = int(np.flatnonzero(np.isin(values, bad))[0])
+            return ((refs.unit_key, FILE_ORDER["marker"], int(lines[i])),
+                    warning(path, int(lines[i]), record, col, int(values[i])))
+        refs.found.add(col, bad, place)

@@ -20,6 +20,7 @@ from ...errors import TraceError
 from ...model import Table, byte_rows, cast, conform
 from . import grammar as G
 from . import kernel as K
+from .checks import TARGETS
 from .files import read_blocks
 from .tables import KIND_OF, SCHEMA, TYPES, kv_table, ticks_to_ns
 
@@ -166,6 +167,7 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
         caps, bufs, side = layout.buffers(kind, _records_about(buf, limit))
         for s in (K.S_POS, K.S_N, K.S_NSIDE, K.S_M, K.S_M + 1, K.S_M + 2):
             st[s] = 0
+        start = (st.copy(), tp.copy(), counts.copy())     # for _first_line: this chunk again
         while True:
             out = (tuple(b[0] for b in bufs), tuple(b[1] for b in bufs), tuple(b[2] for b in bufs), counts, side)
             status, err, eline, erec, efield, epos = K.decode_lines(
@@ -179,12 +181,23 @@ def decode_stream(path: Path, kind: str, layout: Layout, counts: np.ndarray, seq
                                      rows + count_records(buf[pos:limit]) + 1)
         if status == K.BAD:
             _syntax_error(path, data, err, eline, erec, efield, epos)
+        # a token no record defines (the kernel's first reference but a key-value type) is
+        # data; a key-value type OTF lacks further in the chunk (the kernel checked no more)
+        # is still an error
+        undefined = st[K.S_REF_LINE] != 0 and st[K.S_REF_WHAT] != K.BAD_KV_TYPE
+        if undefined:
+            _first_bad_kv_type(st, tp, side)
         _deferred_errors(path, st, tp, refs, done)
         carry = data[int(st[K.S_POS]):]
         at += int(st[K.S_POS])
         n = int(st[K.S_N])
         if n:
-            yield _chunk_tables(layout, bufs, side[:int(st[K.S_NSIDE])], st, data, seqs)
+            tables = _chunk_tables(layout, bufs, side[:int(st[K.S_NSIDE])], st, data, seqs)
+            if undefined:
+                _note_undefined(path, kind, tables, refs, lambda col: _first_line(
+                    buf, limit, done, kind, layout.tps, start, refs.kernel_args(col)))
+            yield tables
+            tables = None
             st[K.S_BASE] += n
     if carry.strip():
         raise TraceError(path, "end of file", "expected a complete record line")
@@ -256,9 +269,8 @@ def _deferred_errors(path, st, tp, refs, final: bool):
     """What the kernel found and went on past, in the order the checks ran when they
     followed the parse: references, the location's width, ids per table, then key-value
     lines that end the file."""
-    if st[K.S_REF_LINE]:
-        refs.raise_undefined(path, int(st[K.S_REF_LINE]), int(st[K.S_REF_REC]), int(st[K.S_REF_WHAT]),
-                             int(tp[K.T_REF_P]), int(tp[K.T_REF_V]))
+    if st[K.S_REF_LINE]:        # a key-value type OTF lacks (decode_stream: not a token)
+        refs.raise_bad_kv_type(path, int(st[K.S_REF_LINE]), int(tp[K.T_REF_V]))
     if tp[K.T_MAXP] > K.ID_MAX:
         cast(tp[K.T_MAXP:K.T_MAXP + 1], LOCATION)      # raises, naming the value
     for T in range(len(ROW_TABLES)):
@@ -266,6 +278,51 @@ def _deferred_errors(path, st, tp, refs, final: bool):
             raise TraceError.at_line(path, int(st[K.S_BIG + T]), _ID_ERROR)
     if final and st[K.S_KV_SIDE] >= 0:
         raise TraceError.at_line(path, int(st[K.S_KV_LAST]), "expected a record after the key-value lines")
+
+
+def _note_undefined(path, kind: str, tables: dict[str, Table], refs, first_line) -> None:
+    """The tokens of the chunk's reference columns that no record defines, kept for the run
+    (refs.found); the first of a kind this rank had not met is placed by first_line(col)."""
+    from .undefined import FILE_ORDER, warning
+    for tab in tables.values():
+        for col in tab.names:
+            if col not in TARGETS:
+                continue
+            bad = refs.undefined_in(col, tab[col])
+            if len(bad):
+                def place(col=col):
+                    line, rec, token = first_line(col)
+                    return ((refs.unit_key, FILE_ORDER[kind], line),
+                            warning(path, line, G.STREAM_RECORDS[rec].name, col, token))
+                refs.found.add(col, bad, place)
+
+
+def _first_bad_kv_type(st, tp, side) -> None:
+    """The chunk's first key-value line of a type OTF lacks (its line and type where
+    decode_lines keeps its first reference; none: 0), from the side rows: each key-value
+    line of a record kept is one, with its line and type."""
+    rows = side[:int(st[K.S_NSIDE])]
+    bad = np.flatnonzero((rows[:, K.SD_REC] == G.KV_CODE) & (rows[:, K.SD_TYPE] > G.MAX_KV_TYPE))
+    st[K.S_REF_LINE] = int(rows[bad[0], K.SD_LINE]) if len(bad) else 0
+    if len(bad):
+        tp[K.T_REF_V] = rows[bad[0], K.SD_TYPE]
+
+
+def _first_line(buf, limit: int, final: bool, kind: str, tps: int, start, checks) -> tuple:
+    """(line, record code, token or key-value type) of the chunk's first record that
+    `checks` (References.kernel_args) refuses: the chunk decoded again from its `start`
+    state, keeping no row.  Only for a chunk naming an undefined token: the columns say
+    which tokens, not where; the first one hid what follows from the kernel's checks."""
+    st, tp, counts = (a.copy() for a in start)
+    lay = Layout.of(dict.fromkeys(SCHEMA), tps)         # no table asked for: nothing kept
+    caps, bufs, _ = lay.buffers(kind, 0)
+    lines = int(np.count_nonzero(buf[int(st[K.S_POS]):limit] == 10))
+    side = np.zeros((lines + 1, K.NSD), np.uint64)     # a row per line: never full
+    out = (tuple(b[0] for b in bufs), tuple(b[1] for b in bufs), tuple(b[2] for b in bufs),
+           counts, side)
+    K.decode_lines(buf, limit, final, K.tables(kind).arrays, checks, lay.kernel_args(caps, side),
+                   out, st, tp)
+    return int(st[K.S_REF_LINE]), int(st[K.S_REF_REC]), int(tp[K.T_REF_V])
 
 
 def _chunk_tables(layout: Layout, bufs, side, st, data: bytes, seqs) -> dict[str, Table]:
