@@ -221,6 +221,9 @@ class LazyKernel:
             # compress chunks meanwhile (formats/hdf5/chunks.py); holding the GIL
             # through a kernel stalled them and cost GIL hand-offs
             self._dispatcher = numba.njit(**{"nogil": True, **self.options})(self.py_func)
+            if self.options.get("cache"):
+                from .cacheload import light_cache_loads
+                light_cache_loads(self._dispatcher)
         return self._dispatcher
 
     @property
