@@ -9,7 +9,9 @@ called, and then
   runs as Python, on the same numpy arrays: kernels are numba-compatible Python, so
   the result is the same, only slower per element;
 - otherwise imports numba, compiles the function (or loads it from numba's cache,
-  ``cache=True`` as before) and calls the compiled dispatcher from then on.
+  ``cache=True`` as before) and calls the compiled dispatcher from then on.  A kernel
+  found in the cache is loaded without numba's refresh of its compiler contexts
+  (kernels/cacheload.py: about 0.2 s of CPU a process); a miss compiles as numba does.
 
 ``PARTRACE_JIT=python`` or ``=numba`` forces either mode (tests; ``auto``, the default,
 chooses by size).  Kernels that need numba itself (types, ``cfunc``, external C
@@ -221,6 +223,9 @@ class LazyKernel:
             # compress chunks meanwhile (formats/hdf5/chunks.py); holding the GIL
             # through a kernel stalled them and cost GIL hand-offs
             self._dispatcher = numba.njit(**{"nogil": True, **self.options})(self.py_func)
+            if self.options.get("cache"):
+                from .cacheload import light_cache_loads
+                light_cache_loads(self._dispatcher)
         return self._dispatcher
 
     @property

@@ -242,6 +242,11 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
     w = wide[0]
     nw = narrow[0]
     kd = kinds[0]
+    # and where its key columns go (held here: a load through keyrow per record and column
+    # cost more than the record's own fields), the first source order of this call
+    r_time, r_seq, r_ticks = keyrow[0, K_TIME], keyrow[0, K_SEQ], keyrow[0, K_TICKS]
+    r_order, r_loc, r_kind = keyrow[0, K_ORDER], keyrow[0, K_LOC], keyrow[0, K_KIND]
+    base = st[S_BASE]
     while pos < limit:
         line += 1
         lstart = pos
@@ -468,8 +473,9 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
             nw = narrow[T]
             kd = kinds[T]
             wT = T
-        r = keyrow[T, K_TIME]
-        if r >= 0:
+            r_time, r_seq, r_ticks = keyrow[T, K_TIME], keyrow[T, K_SEQ], keyrow[T, K_TICKS]
+            r_order, r_loc, r_kind = keyrow[T, K_ORDER], keyrow[T, K_LOC], keyrow[T, K_KIND]
+        if r_time >= 0:
             if not (have_tm and tm_of == t):
                 if time_b == 1:
                     tm = t * time_a
@@ -478,20 +484,16 @@ def decode_lines(buf, limit, final, grammar, checks, layout, out, st, tp):
                     tm = q * time_a + ((t - q * time_b) * time_a) // time_b
                 tm_of = t
                 have_tm = True
-            w[r, k] = tm
-        r = keyrow[T, K_SEQ]
-        if r >= 0:
-            w[r, k] = seq
-        r = keyrow[T, K_TICKS]
-        if r >= 0:
-            w[r, k] = t
-        r = keyrow[T, K_ORDER]
-        if r >= 0:
-            w[r, k] = st[S_BASE] + n
-        r = keyrow[T, K_LOC]
-        if r >= 0 and p <= ID_MAX:
-            nw[r, k] = p
-        if keyrow[T, K_KIND] >= 0:
+            w[r_time, k] = tm
+        if r_seq >= 0:
+            w[r_seq, k] = seq
+        if r_ticks >= 0:
+            w[r_ticks, k] = t
+        if r_order >= 0:
+            w[r_order, k] = base + n
+        if r_loc >= 0 and p <= ID_MAX:
+            nw[r_loc, k] = p
+        if r_kind >= 0:
             kd[k] = kind_of[rec]
         for j in range(nf[rec]):
             cc = colmap[rec, j]
