@@ -15,6 +15,8 @@ its own work.  Printed per trace and output:
             values; OTF: every file's bytes)
   wall      the whole command at 2 ranks against 1 rank, interleaved rounds (median
             ratio; only meaningful on 2 idle cores)
+  accounts  every case's accounts at every rank count are kept in WORKDIR/accounts/, so
+            that the model can be fitted again from them (scaling_model.py) without the runs
   model     seconds per phase at --model-ranks for an input of --model-gb, the busy time
             fitted as a/P + b + cP (a, the work that divides, grown with the input) plus the
             network (--net-gbs, --net-latency-us), every rank's opens at the metadata server
@@ -286,6 +288,11 @@ def measure(args) -> int:
         for kind in args.outputs.split(","):
             name = f"{fmt} ({size / 1e6:.1f} MB) -> {kind}"
             case = measure_case(trace, kind, ranks, args.workdir / "out")
+            # every rank count's accounts of the case, kept: the model can be fitted again
+            # (other rates, sizes, rank counts) without running the merges again
+            kept = args.workdir / "accounts" / f"{args.mb:g}mb-{fmt}-{kind}.json"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps({"name": name, "input_bytes": size, **case}))
             all_same &= print_case(name, case, ranks)
             if args.wall_rounds > 0:
                 t1, t2, ratio = wall_pair(trace, kind, args.wall_rounds, args.workdir / "out")

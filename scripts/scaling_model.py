@@ -19,6 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 PHASES = ["start-up", "plan", "decode", "cuts", "exchange", "merge", "write", "commit"]
+# the phases whose work is the input's rows, which a larger input grows (the model's
+# ``grow``); start-up, the plan (the files' listing), the cuts (samples per piece) and the
+# commit (rank 0's join is a row of its own) do not grow with the input's bytes
+ROW_PHASES = {"decode", "exchange", "merge", "write"}
 
 
 def phase_field(stats: dict, phase: str, field: str) -> np.ndarray:
@@ -96,20 +100,21 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
     fitted over the measured P, plus its network time, plus the serial file-system steps.
     ``joined``: rank 0 copies the other ranks' parts into one HDF5 file at the end.
 
-    ``grow``: the modelled input over the measured one.  The work that divides over the
-    ranks (the a/P terms of busy time and bytes) and the output grow with the input; the
-    fixed and growing terms (start-up, a rank's share of a collective) do not.  Message
-    counts grow with it as a whole: the windows' count goes as input / (P x window), and a
-    window costs each rank O(P) messages."""
+    ``grow``: the modelled input over the measured one.  In the phases that work on rows
+    (ROW_PHASES) the work that divides over the ranks (the a/P terms of busy time and
+    bytes) grows with the input, and so do the message counts as a whole (the windows'
+    count goes as input / (P x window), and a window costs each rank O(P) messages); their
+    fixed and growing terms, and the other phases, do not.  The output grows with it."""
     ps = sorted(runs)
     rows = []
-    work = np.array([grow, 1.0, 1.0])
     for phase in PHASES:
+        g = grow if phase in ROW_PHASES else 1.0
+        work = np.array([g, 1.0, 1.0])
         cpu = fit(ps, [busy(runs[p], phase).max() for p in ps]) * work
         if len(ps) > 1:     # P = 1 moves nothing: fit the traffic over the parallel runs
             par = [p for p in ps if p > 1]
             nbytes = fit(par, [traffic(runs[p], phase)[0] for p in par]) * work
-            msgs = fit(par, [traffic(runs[p], phase)[1] for p in par]) * grow
+            msgs = fit(par, [traffic(runs[p], phase)[1] for p in par]) * g
         else:
             nbytes = msgs = np.zeros(3)
         rows.append((phase, [at(cpu, p) + (at(nbytes, p) / 2 / rates.net_bytes_s

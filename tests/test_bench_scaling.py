@@ -34,16 +34,18 @@ def test_bench_scaling_tables_model_and_identity(tmp_path):
 
 
 def _run(busy_by_rank: list[float]) -> dict:
-    """An account as --stats writes it: every phase's busy time split alike."""
-    return {"ranks": [{"busy_s": b, "phases": {"decode": {"busy_s": b, "sent_bytes": 0,
-                                                         "recv_bytes": 0, "sent_messages": 0,
-                                                         "recv_messages": 0}}}
+    """An account as --stats writes it: the same busy time in the decode and the start-up."""
+    def phase(b):
+        return {"busy_s": b, "sent_bytes": 0, "recv_bytes": 0, "sent_messages": 0,
+                "recv_messages": 0}
+    return {"ranks": [{"busy_s": 2 * b, "phases": {"decode": phase(b), "start-up": phase(b)}}
                       for b in busy_by_rank]}
 
 
 def test_model_grows_only_the_work_that_divides():
-    """busy = 8/P + 0.5 measured; a 4x larger input models 32/P + 0.5: the fixed share of a
-    rank (its start-up, say) does not grow with the input."""
+    """busy = 8/P + 0.5 measured; a 4x larger input models 32/P + 0.5 in the decode: the
+    fixed share of a rank does not grow with the input, nor does a phase that works on no
+    rows (the start-up keeps 8/P + 0.5)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import scaling_model as sm
     runs = {p: _run([8 / p + 0.5] * p) for p in (1, 2, 4, 8)}
@@ -52,3 +54,5 @@ def test_model_grows_only_the_work_that_divides():
     grown = dict(sm.model(runs, 0, False, rates, [1, 64], grow=4))["decode"]
     assert same == pytest.approx([8.5, 8 / 64 + 0.5], rel=1e-6)
     assert grown == pytest.approx([32.5, 32 / 64 + 0.5], rel=1e-6)
+    start = dict(sm.model(runs, 0, False, rates, [1, 64], grow=4))["start-up"]
+    assert start == pytest.approx(same, rel=1e-6)
