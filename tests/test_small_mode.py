@@ -25,7 +25,7 @@ from tests.conftest import DATA, ROOT
 from tests.support.damage import api_error, decode_units
 
 FIXTURES = {
-    "dumpi": ["dumpi/p2p-4rank", "dumpi/coll-4rank"],
+    "dumpi": ["dumpi/p2p-4rank", "dumpi/coll-4rank", "dumpi/papi-3rank"],
     "otf": ["otf/ring8/trace/ring8.otf", "otf/real-long/trace/ring8_long.otf",
             "otf/real-zlib/trace/ring8_z.otf", "otf/hybrid16/trace/hybrid16.otf",
             "otf/hybrid16/merged_n5/hybrid16_n5.otf", "otf/hybrid16/merged_n16/hybrid16_n16.otf",
