@@ -62,7 +62,12 @@ def ints(text: str) -> list[int]:
 
 @pytest.fixture(scope="module", params=TRACES)
 def trace(request):
-    folder = DATA / request.param
+    return decode_fixture(DATA / request.param)
+
+
+def decode_fixture(folder: Path):
+    """(reader, defs, schema, decoded, refs) of a trace folder whose rank files decode in
+    one chunk each, refs parsed from the dumpi2ascii text beside each rank file."""
     reader = DUMPI.open(folder)
     defs = reader.read_definitions()
     schema = reader.schema(defs)

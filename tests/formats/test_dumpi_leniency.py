@@ -51,19 +51,27 @@ def uncounted(tmp_path: Path, fid: int) -> Path:
 def decoded(folder: Path):
     """The fixture tuple of test_dumpi_fixtures (reader, defs, schema, decoded, refs) for
     ``folder``, refs parsed from the dumpi2ascii text beside each rank file."""
-    reader = DUMPI.open(folder)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        defs = reader.read_definitions()
-    schema = reader.schema(defs)
-    out = {}
-    for unit in reader.units():
-        chunks = list(reader.decode(unit, defs))
-        assert len(chunks) == 1
-        out[unit.info[1]] = chunks[0]
-    refs = {r: fixtures.parse_ascii(Path(p).with_suffix(".txt"))
-            for p, r in (u.info for u in reader.units())}
-    return (reader, defs, schema, out, refs), [str(w.message) for w in said]
+        trace = fixtures.decode_fixture(folder)
+    return trace, [str(w.message) for w in said]
+
+
+def _reads_as_its_refs(trace) -> None:
+    """Every call, argument and message of ``trace`` as its refs (dumpi2ascii) give them."""
+    for check in (fixtures.test_header_footer_sizes, fixtures.test_calls_times_and_threads,
+                  fixtures.test_every_argument, fixtures.test_message_and_collective_rows):
+        check(trace)
+
+
+def _dumpi2ascii_reads_as_refs(files: list[Path], refs: dict, tmp_path: Path) -> None:
+    """dumpi2ascii -a of each edited rank file gives what the refs say (skips where
+    dumpi2ascii is not built)."""
+    if not DUMPI2ASCII.exists():
+        pytest.skip(f"dumpi2ascii not built here ({DUMPI2ASCII}): compared with the clean "
+                    "files' decode only")
+    for rank, f in enumerate(files):
+        assert _dumpi2ascii(f, tmp_path) == refs[rank]
 
 
 def test_records_the_footers_do_not_count_are_read(tmp_path):
@@ -84,15 +92,8 @@ def test_records_the_footers_do_not_count_are_read(tmp_path):
     assert struct.unpack_from(">H", first.read_bytes(), at)[0] == SSEND   # its label
     assert "1 MPI_Ssend record(s) its footer counts no recorded call of (in all, 1 " \
            "function(s) in 4 rank file(s): MPI_Ssend); read as libundumpi reads them" in said[0]
-    fixtures.test_header_footer_sizes(trace)
-    fixtures.test_calls_times_and_threads(trace)
-    fixtures.test_every_argument(trace)
-    fixtures.test_message_and_collective_rows(trace)
-    if not DUMPI2ASCII.exists():
-        pytest.skip(f"dumpi2ascii not built here ({DUMPI2ASCII}): compared with the clean "
-                    "files' decode only")
-    for rank, f in enumerate(sorted(folder.glob("*.bin"))):
-        assert _dumpi2ascii(f, tmp_path) == refs[rank]
+    _reads_as_its_refs(trace)
+    _dumpi2ascii_reads_as_refs(sorted(folder.glob("*.bin")), refs, tmp_path)
 
 
 def _dumpi2ascii(f: Path, tmp_path: Path) -> dict:
@@ -127,24 +128,15 @@ def test_newer_versions_are_read_with_a_warning(tmp_path, version):
                     f"not guaranteed)"]
     for rank in (2, 3):
         refs[rank]["header"]["version"] = text       # all that the edit changes
-    fixtures.test_header_footer_sizes(trace)
-    fixtures.test_calls_times_and_threads(trace)
-    fixtures.test_every_argument(trace)
-    fixtures.test_message_and_collective_rows(trace)
-    if not DUMPI2ASCII.exists():
-        pytest.skip(f"dumpi2ascii not built here ({DUMPI2ASCII}): compared with the clean "
-                    "files' decode only")
-    for rank, f in enumerate(files):
-        assert _dumpi2ascii(f, tmp_path) == refs[rank]
+    _reads_as_its_refs(trace)
+    _dumpi2ascii_reads_as_refs(files, refs, tmp_path)
 
 
 def _reads_as_the_fixture(folder: Path) -> None:
     """Every call, argument and message of ``folder`` as dumpi2ascii printed the fixture's."""
     trace, said = decoded(folder)
     assert said == []
-    for check in (fixtures.test_header_footer_sizes, fixtures.test_calls_times_and_threads,
-                  fixtures.test_every_argument, fixtures.test_message_and_collective_rows):
-        check(trace)
+    _reads_as_its_refs(trace)
 
 
 def test_metafile_read_as_sst_dumpi_reads_it(tmp_path):
