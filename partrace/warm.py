@@ -18,15 +18,15 @@ Python and CPU versions) says which formats were warmed.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import platform
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+# hashlib, platform and tempfile are imported where used: every command imports this
+# module (its SAMPLES name the choices of --format), few ever warm
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -81,6 +81,9 @@ def _kernel_sources() -> list[Path]:
 
 def cache_key() -> str:
     """Changes whenever numba would not reuse its cache: a kernel source, numba, Python, CPU."""
+    import hashlib
+    import platform
+
     import numba
     from llvmlite import binding
     cpu = os.environ.get("NUMBA_CPU_NAME") or binding.get_host_cpu_name()   # numba's own key
@@ -241,6 +244,7 @@ def warm(formats=None, traces=(), log=None, comm=None) -> dict:
 @contextlib.contextmanager
 def _shared_folder(comm):
     """A temporary folder made by rank 0, known to every rank, removed once all are done."""
+    import tempfile
     folder = None
     if comm.rank == 0:
         folder = tempfile.mkdtemp(prefix="partrace-warm-")

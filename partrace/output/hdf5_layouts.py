@@ -140,9 +140,10 @@ class PartsLayout(HDF5Layout):
 
         with h5py.File(sink.staging.path(sink.final.name), "w", libver=hdf5.LIBVER) as f:
             hdf5.write_header(f, sink.defs, sink.source, sink.schema)
+            known = {}      # the file's enum types, found once for all its tables
             for name, columns in sink.schema.items():
                 text = {}
                 for col in (c.name for c in columns if c.is_object):
                     bad = any(w.get(("not utf-8", name, col)) for win in sink.blocks for w in win)
                     text[col] = (*blocks_of((name, col)), bad)
-                hdf5.link_shards(f, name, columns, *blocks_of(name), text)
+                hdf5.link_shards(f, name, columns, *blocks_of(name), text, known)

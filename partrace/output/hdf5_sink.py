@@ -166,11 +166,13 @@ class HDF5Sink(StagedSink):
         (the first window's rows and bytes, all ranks) and the layout's ``shapes``:
         the same on every rank."""
         shapes = self.files.shapes(self._shapes(counts), counts)
+        known = {}      # the file's enum types, found once for all its tables
         for name, columns in self.schema.items():
             chunk, rows = shapes[name]
             text = {c.name: (shapes[name, c.name][1], shapes[name, c.name][0])
                     for c in columns if c.is_object}
-            hdf5.create_table(f, name, columns, chunk, self.compression, rows, text)
+            hdf5.create_table(f, name, columns, chunk, self.compression, rows, text,
+                              known=known)
 
     def _encode_text(self, tables: dict[str, Table]) -> dict:
         """Per (table, text column): (bytes, per-row lengths, not UTF-8), this rank's."""

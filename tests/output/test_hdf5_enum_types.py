@@ -113,3 +113,39 @@ def test_a_mapping_hdf5_cannot_hold_stays_json(tmp_path):
         assert layout.read_enum(f["t/flag"]) == {"a": 1, "b": 1, "c": 2}
         assert list(layout.read_enum(f["t/step"]).items()) == [("z", 5), ("y", 1)]
         assert f["t/step"][:].tolist() == [5, 1, 9]
+
+
+def _types_used(path) -> tuple[dict, dict]:
+    """(type name -> its (name, value)s, column path -> the name of its type)."""
+    with h5py.File(path, "r") as f:
+        types = {t.name: h5py.check_enum_dtype(t.dtype) for t in f["types"].values()}
+        return types, {k: f[v].name for k, v in _enum_columns(f).items()}
+
+
+def test_types_known_across_tables_equal_those_read_from_the_file(tmp_path):
+    """create_table's ``known`` (the file's types read once, kept as they are made) gives
+    the types and references that reading the file's types at every column gives: a
+    mapping met again is the same type, one whose name is taken gets ``<name>_2``, a type
+    the file held before is found, also in a later table."""
+    tables = [[Column("region", "int32", "r", enum={"send": 1, "recv": 2}),
+               Column("kind", "uint8", "k", enum=dict(KIND_ENUM))],
+              [Column("post_region", "int64", "r", enum={"send": 1, "recv": 2}),
+               Column("region", "int16", "other names", enum={"wait": 1, "test": 2})],
+              [Column("region", "int8", "held before", enum={"held": 3})]]
+
+    def make(path, shared: bool) -> None:
+        with h5py.File(path, "w") as f:
+            layout.write_table(f, "before", Table({"region": np.array([3], np.int8)}),
+                               tables[2])
+            known = {} if shared else None
+            for i, cols in enumerate(tables):
+                layout.create_table(f, f"t{i}", cols, 16, rows=None,
+                                    known=known if shared else None)
+    make(tmp_path / "shared.h5", True)
+    make(tmp_path / "each.h5", False)
+    types, used = _types_used(tmp_path / "shared.h5")
+    assert (types, used) == _types_used(tmp_path / "each.h5")
+    assert used["t0/region"] == used["t1/post_region"] == "/types/region_2"
+    assert used["t1/region"] == "/types/region_3"
+    assert used["t2/region"] == used["before/region"] == "/types/region"
+    assert types["/types/region_3"] == {"wait": 1, "test": 2}

@@ -94,15 +94,15 @@ GZIP_LEVEL = 2          # --compress gzip: denser (~2/3 of the bytes), ~1.6x its
 NOT_UTF8 = "bytes"      # value of a text dataset's ``encoding`` attribute
 
 
-def h5_dtype(col: Column, parent: h5py.Group | None = None):
+def h5_dtype(col: Column, parent: h5py.Group | None = None, known: dict | None = None):
     """The dataset dtype of ``col``; given ``parent`` (a group of the file), a
-    ``kind`` column's is the file's committed enum type."""
+    ``kind`` column's is the file's committed enum type (``known``: see enum_type)."""
     if col.dtype == STR:
         return h5py.string_dtype()
     if col.dtype == BYTES:
         return h5py.vlen_dtype(np.uint8)
     if col.name == "kind" and col.enum is not None:
-        shared = enum_type(parent.file, col) if parent is not None else None
+        shared = enum_type(parent.file, col, known) if parent is not None else None
         return shared if shared is not None else (
             h5py.enum_dtype(dict(col.enum), basetype=np.dtype(col.dtype)))
     dt = np.dtype(col.dtype)
@@ -113,25 +113,35 @@ def _enum_json(col: Column) -> str:
     return json.dumps(dict(col.enum), separators=(",", ":"))
 
 
-def enum_type(f: h5py.File, col: Column) -> h5py.Datatype | None:
+def enum_type(f: h5py.File, col: Column, known: dict | None = None) -> h5py.Datatype | None:
     """The file's committed enum type of ``col.enum``, made on first use: one per
     distinct mapping (``region`` and ``post_region`` share one; a ``kind``
     column's, its dtype, is one of its own base type),
     named after the first column that has it (``<name>_2`` ... if taken); None
     for a mapping HDF5 cannot hold (two names for one value).  The same schema
-    makes the same types in the same order on every rank count."""
+    makes the same types in the same order on every rank count.
+
+    ``known``: the caller's dict of ``f``'s types, read from the file at the first call
+    and kept as types are made, for every call on ``f`` while it is in use (a type made
+    by a call without it would be missed and made again): reading every committed type
+    of the file for each enum column was a third of the CPU of making a part file."""
     mapping = dict(col.enum)
     if col.name == "kind":      # the dataset's own dtype
         base = np.dtype(col.dtype)
     else:   # only names the values: the smallest type that holds them, shared by all widths
         base = np.result_type(*map(np.min_scalar_type, (min(mapping.values(), default=0),
                                                         max(mapping.values(), default=0))))
-    types = f.require_group(TYPES)
-    for old in types.values():
-        if old.dtype.base == base and _type_enum(old) == list(mapping.items()):
-            return old
+    known = {} if known is None else known
+    if None not in known:   # the group, and every type the file holds, first found first
+        known[None] = f.require_group(TYPES)
+        for old in known[None].values():
+            known.setdefault((old.dtype.base.str, tuple(_type_enum(old))), old)
+    key = (base.str, tuple(mapping.items()))
+    if key in known:
+        return known[key]
     if len(set(mapping.values())) < len(mapping):
         return None
+    types = known[None]
     # candidate names made lazily: a tuple of all 65,535 cost 6 ms a column
     candidates = itertools.chain([col.name], (f"{col.name}_{i}" for i in range(2, 1 << 16)))
     name = next(n for n in candidates if n not in types)
@@ -139,7 +149,8 @@ def enum_type(f: h5py.File, col: Column) -> h5py.Datatype | None:
     values = list(mapping.values())
     if values != sorted(values):        # HDF5 keeps the names sorted: the model's order
         types[name].attrs["enum"] = _enum_json(col)
-    return types[name]
+    known[key] = types[name]
+    return known[key]
 
 
 def _type_enum(t: h5py.Datatype) -> list[tuple[str, int]]:
@@ -201,12 +212,12 @@ def filters(col: Column, compression: str | None = None) -> dict:
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
 
 
-def _column_attrs(ds, col: Column) -> None:
+def _column_attrs(ds, col: Column, known: dict | None = None) -> None:
     ds.attrs["description"] = col.description
     if col.unit:
         ds.attrs["unit"] = col.unit
     if col.enum:
-        shared = enum_type(ds.file, col)
+        shared = enum_type(ds.file, col, known)
         ds.attrs["enum"] = shared.ref if shared is not None else _enum_json(col)
     if col.refers:
         ds.attrs["refers"] = col.refers
@@ -227,7 +238,8 @@ def _tail(col: Column) -> tuple:
 def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: int,
                  compression: str | None = None, rows: int | None = None,
                  text: dict[str, tuple[int | None, int]] | None = None,
-                 fixed: dict[str, np.ndarray] | None = None) -> h5py.Group:
+                 fixed: dict[str, np.ndarray] | None = None,
+                 known: dict | None = None) -> h5py.Group:
     """An empty table: chunked column datasets of ``chunk`` rows, compressed.
 
     ``rows`` None: resizable (rows appended window after window); else the
@@ -236,7 +248,9 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
     ``text``: per text column, (its final bytes or None, bytes per chunk): the
     column is a data/ends pair (text.py).
     ``fixed``: text columns written whole here as fixed-width byte strings.
+    ``known``: the file's enum types found so far (enum_type), shared by its tables.
     """
+    known = {} if known is None else known
     group = parent.require_group(name)
     for col in columns:
         tail = _tail(col)
@@ -244,7 +258,7 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
             kw = {} if not rows else dict(chunks=(min(chunk, rows),), maxshape=(rows,),
                                           **filters(col, compression))
             ds = group.create_dataset(col.name, data=fixed[col.name], **kw)
-            _column_attrs(ds, col)
+            _column_attrs(ds, col, known)
             continue
         if col.is_object:
             total, byte_chunk = text[col.name]
@@ -252,14 +266,16 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
                              filters(Column("ends", "uint64"), compression))
             continue
         if rows == 0:
-            ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=h5_dtype(col, group))
+            ds = group.create_dataset(col.name, shape=(0,) + tail,
+                                      dtype=h5_dtype(col, group, known))
         else:
             final = rows is not None
             ds = group.create_dataset(col.name, shape=((rows if final else 0),) + tail,
                                       maxshape=((rows if final else None),) + tail,
                                       chunks=((min(chunk, rows) if final else chunk),) + tail,
-                                      dtype=h5_dtype(col, group), **filters(col, compression))
-        _column_attrs(ds, col)
+                                      dtype=h5_dtype(col, group, known),
+                                      **filters(col, compression))
+        _column_attrs(ds, col, known)
     _table_attrs(group, columns, 0)
     return group
 
@@ -313,12 +329,13 @@ def write_table(parent: h5py.Group, name: str, table: Table, columns: list[Colum
 
 def link_shards(parent: h5py.Group, name: str, columns: list[Column],
                 blocks: list[tuple[str, int, int]], shard_rows: dict[str, int],
-                text: dict | None = None) -> h5py.Group:
+                text: dict | None = None, known: dict | None = None) -> h5py.Group:
     """A table made of virtual datasets over blocks of per-rank shard files.
 
     ``blocks``: (relative shard file name, first row in the shard, rows), in
     global order; ``shard_rows``: each shard's row count for this table;
-    ``text``: per text column, (its byte blocks, each shard's bytes, not UTF-8).
+    ``text``: per text column, (its byte blocks, each shard's bytes, not UTF-8);
+    ``known``: the file's enum types found so far (enum_type), shared by its tables.
     """
     group = parent.require_group(name)
     total = sum(rows for _, _, rows in blocks)
@@ -341,7 +358,7 @@ def link_shards(parent: h5py.Group, name: str, columns: list[Column],
                     layout[at:at + rows] = src[start:start + rows]
                     at += rows
             ds = group.create_virtual_dataset(col.name, layout)
-        _column_attrs(ds, col)
+        _column_attrs(ds, col, known)
     _table_attrs(group, columns, total)
     return group
 
