@@ -74,13 +74,13 @@ def survey_stream(rf) -> StreamSurvey:
     functions have records and tables), and its TRIGGER calls in call order.  The skim
     (skim.py) reads record headers and argument lengths only; the full walk reads just the
     TRIGGER records, one each (few in a trace), so a stream without any costs one skim."""
-    from .skim import skim
+    from .skim import skim, table_for
     counts = np.zeros(len(FUNCTIONS), np.int64)
     first = np.full(len(FUNCTIONS), -1, np.int64)
     if rf.stream_end <= rf.stream_start:
         return StreamSurvey([], counts, first, None)
     buf = np.memmap(rf.path, np.uint8, mode="r")
-    table = scan.table_for(rf.version)
+    table = table_for(rf.version)
     pos, call, nt = rf.stream_start, 0, 0
     t_off, t_call = np.empty(16, np.int64), np.empty(16, np.int64)
     while True:

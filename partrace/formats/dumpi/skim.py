@@ -14,8 +14,28 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels.jit import njit   # lazy: numba only for inputs that are not small
+from . import scan
 from .scan import (E_BIG, E_EOS, E_FULL, E_TRUNC, E_UNKNOWN, END_OF_STREAM, INDEX_MAX,
                    MAXARGS, OK, STATUS_NO_TAG, _i32, _u16, _u32, _u64)
+
+
+_SCALAR_BYTES = {0: 4, 1: 2, 2: 1, 3: 8}     # i32, u16, u8, i64 (scan.KINDS)
+_TABLES: dict = {}
+
+
+def table_for(version: tuple[int, int, int]):
+    """scan.table_for's (start, count, ops), and per function the bytes of its arguments
+    when they are scalars of no condition only (-1: not so), that the skim steps over at
+    once: most records of a trace (Send, Irecv, Barrier, Allreduce ...)."""
+    start, count, ops = table = scan.table_for(version)
+    if id(table) not in _TABLES:
+        plain = np.full(len(start), -1, np.int64)
+        for fid in np.flatnonzero(count >= 0):
+            fops = ops[start[fid]:start[fid] + count[fid]]
+            if all(int(k) in _SCALAR_BYTES and a < 0 for k, a, _b in fops):
+                plain[fid] = sum(_SCALAR_BYTES[int(k)] for k, _a, _b in fops)
+        _TABLES[id(table)] = (table, (start, count, ops, plain))
+    return _TABLES[id(table)][1]
 
 
 @njit(cache=True)
@@ -27,8 +47,8 @@ def skim(b, pos, end, call, table, trigger, counts, first, t_off, t_call, nt):
     offset.  Each record whose function has ``trigger`` set goes to ``t_off`` (offset),
     ``t_call`` (call index); when they are full: E_FULL, and the caller grows them and
     skims on from the offset returned (that record not yet counted).  ``table``:
-    scan.table_for's (start, count, ops) of the writer's version."""
-    fstart, fcount, ops = table
+    :func:`table_for` the writer's version."""
+    fstart, fcount, ops, plain = table
     vals = np.zeros(MAXARGS, np.int64)    # the record's scalars: conditions read them
     while pos < end:
         rec = pos
@@ -60,7 +80,11 @@ def skim(b, pos, end, call, table, trigger, counts, first, t_off, t_call, nt):
             if pos + 16 * np_ > end:
                 return E_TRUNC, rec, call, nt
             pos += 16 * np_
-        for k in range(fcount[fid]):
+        if plain[fid] >= 0:                  # scalars only: their bytes at once
+            if pos + plain[fid] > end:
+                return E_TRUNC, rec, call, nt
+            pos += plain[fid]
+        for k in range(fcount[fid] if plain[fid] < 0 else 0):
             kind = ops[fstart[fid] + k, 0]
             ca = ops[fstart[fid] + k, 1]
             v = np.int64(0)
