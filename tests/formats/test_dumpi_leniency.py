@@ -34,10 +34,10 @@ DUMPI2ASCII = Path(os.environ.get("DUMPI2ASCII", "/tmp/pace/inst-dumpi/bin/dumpi
 SSEND = next(f for f, n, _a in FUNCTIONS if n == "MPI_Ssend")
 
 
-def uncounted(tmp_path: Path, fid: int) -> Path:
-    """A copy of p2p-4rank whose footers count no call (and no ignored call) of ``fid``."""
-    folder = tmp_path / "p2p-4rank"
-    shutil.copytree(fixtures.DATA / "p2p-4rank", folder)
+def uncounted(tmp_path: Path, fid: int, fixture: str = "p2p-4rank") -> Path:
+    """A copy of ``fixture`` whose footers count no call (and no ignored call) of ``fid``."""
+    folder = tmp_path / fixture
+    shutil.copytree(fixtures.DATA / fixture, folder)
     for f in sorted(folder.glob("*.bin")):
         at = read_rank_file(f).index["footer"]
         raw = bytearray(f.read_bytes())
@@ -94,6 +94,33 @@ def test_records_the_footers_do_not_count_are_read(tmp_path):
            "function(s) in 4 rank file(s): MPI_Ssend); read as libundumpi reads them" in said[0]
     _reads_as_its_refs(trace)
     _dumpi2ascii_reads_as_refs(sorted(folder.glob("*.bin")), refs, tmp_path)
+
+
+def test_communicator_calls_the_footers_do_not_count_are_read(tmp_path):
+    """coll-4rank's footers edited to count no MPI_Comm_split: its records are still read,
+    and the communicators it makes are as the clean files': the definitions' communicator
+    tables, and each event's communicator."""
+    split = next(f for f, n, _a in FUNCTIONS if n == "MPI_Comm_split")
+    clean, said = decoded(fixtures.DATA / "coll-4rank")
+    assert said == []
+    trace, said = decoded(uncounted(tmp_path, split, "coll-4rank"))
+    _r, defs, schema, dec, refs = trace
+    for ref in refs.values():
+        assert ref["footer"]["MPI_Comm_split"] != (0, 0)
+        ref["footer"]["MPI_Comm_split"] = (0, 0)
+    assert len(said) == 1 and "MPI_Comm_split record(s) its footer counts no recorded call" \
+        " of (in all, 1 function(s) in 4 rank file(s): MPI_Comm_split)" in said[0], said
+    assert "calls/MPI_Comm_split" in schema
+    made = clean[1].tables["communicators"]
+    splits = made["id"][[n.startswith("MPI_Comm_split") for n in made["name"]]]
+    assert all(np.isin(splits, chunk["events"]["comm"]).any() for chunk in clean[3].values())
+    for name in ("communicators", "communicator_members", "communicator_handles"):
+        a, b = defs.tables[name], clean[1].tables[name]
+        assert a.names == b.names and all(np.array_equal(a[c], b[c]) for c in a.names), name
+    for rank, chunk in dec.items():
+        for c in ("call", "kind", "comm", "peer", "root"):
+            assert np.array_equal(chunk["events"][c], clean[3][rank]["events"][c]), (rank, c)
+    _reads_as_its_refs(trace)
 
 
 def _dumpi2ascii(f: Path, tmp_path: Path) -> dict:

@@ -19,8 +19,8 @@ rank replays the communicator-making calls of all ranks:
   ``call`` on, ``handle`` on that location means ``comm`` (0 after Comm_free).
 
 This needs the calls of all ranks: each rank's are read where that rank file
-is surveyed (:func:`survey_stream`, which walks its stream), and the replay runs on
-the definitions rank.
+is surveyed (:func:`survey_stream`, which skims its stream and reads those calls'
+records), and the replay runs on the definitions rank.
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ import numpy as np
 
 from ...model import Table, conform, DEFINITION_TABLES
 from .functable import FUNCTIONS
-from .walk import CHUNK_CALLS, Walk, slot_arrays
+from . import scan
+from .walk import Walk, slot_arrays
 
 WORLD, SELF_HANDLE, NULL_HANDLE = 2, 3, 1
 GROUP_EMPTY = 2
@@ -39,6 +40,7 @@ MATCHED = {84, 85, 86, 99, 101}                     # derivable collective maker
 OTHER_MAKERS = {91, 92, 111, 130, 131, 133, 134, 135, 136}
 FREE = 87
 TRIGGER = GROUP_OPS | MATCHED | OTHER_MAKERS | {FREE}
+_TRIGGERS = np.isin(np.arange(len(FUNCTIONS)), sorted(TRIGGER))   # per function label
 HANDLE_COLUMNS = ["location", "handle", "call", "comm"]
 
 
@@ -57,7 +59,7 @@ class Op:
 
 @dataclass
 class StreamSurvey:
-    """What one walk of a rank's stream gives the definitions: its communicator and group
+    """What the survey of a rank's stream gives the definitions: its communicator and group
     calls, and the number of records of each function with the offset of the first."""
 
     ops: list[Op]
@@ -67,31 +69,41 @@ class StreamSurvey:
 
 
 def survey_stream(rf) -> StreamSurvey:
-    """One walk of a rank's stream: its TRIGGER calls in call order, and which functions
-    it holds records of.  libundumpi reads every record whatever the footer counts, so
-    the stream, not the footer, says which functions have records (and tables)."""
-    buf = np.memmap(rf.path, np.uint8, mode="r") if rf.stream_end > rf.stream_start else None
-    ops, pos, base, early_end = [], rf.stream_start, 0, None
+    """A rank's stream at plan time: which functions it holds records of (libundumpi reads
+    every record whatever the footer counts, so the stream, not the footer, says which
+    functions have records and tables), and its TRIGGER calls in call order.  The skim
+    (skim.py) reads record headers and argument lengths only; the full walk reads just the
+    TRIGGER records, one each (few in a trace), so a stream without any costs one skim."""
+    from .skim import skim, table_for
     counts = np.zeros(len(FUNCTIONS), np.int64)
     first = np.full(len(FUNCTIONS), -1, np.int64)
-    while pos < rf.stream_end:
-        w = Walk(buf, rf, pos, CHUNK_CALLS)
-        fids, at = np.unique(w.func, return_index=True)
-        new = first[fids] < 0
-        first[fids[new]] = w.off[at[new]]
-        counts += np.bincount(w.func, minlength=len(FUNCTIONS))
-        for c in np.nonzero(np.isin(w.func, list(TRIGGER)))[0]:
-            fid = int(w.func[c])
-            args = {}
-            for k, (name, kind, _r, _c) in enumerate(FUNCTIONS[fid][2]):
-                if kind in ("a32", "aa32"):
-                    args[name] = slot_arrays(w, c, k, nested=kind == "aa32")
-                elif kind in ("i32", "u16", "u8", "i64"):
-                    args[name] = int(w.vals[k, c])
-            ops.append(Op(base + int(c), fid, args))
-        pos, base = w.end, base + len(w.func)
-        early_end = w.early_end
-    return StreamSurvey(ops, counts, first, early_end)
+    if rf.stream_end <= rf.stream_start:
+        return StreamSurvey([], counts, first, None)
+    buf = np.memmap(rf.path, np.uint8, mode="r")
+    table = table_for(rf.version)
+    pos, call, nt = rf.stream_start, 0, 0
+    t_off, t_call = np.empty(16, np.int64), np.empty(16, np.int64)
+    while True:
+        err, pos, call, nt = skim(buf, pos, rf.stream_end, call, table, _TRIGGERS, counts,
+                                  first, t_off, t_call, nt)
+        if err != scan.E_FULL:
+            break
+        t_off, t_call = (np.concatenate([a, np.empty(len(a), np.int64)]) for a in (t_off, t_call))
+    Walk._check(err, pos, rf, buf)
+    ops = [_op(Walk(buf, rf, int(at), 1), int(c)) for at, c in zip(t_off[:nt], t_call[:nt])]
+    return StreamSurvey(ops, counts, first, int(pos) if err == scan.E_EOS else None)
+
+
+def _op(w: Walk, call: int) -> Op:
+    """The communicator or group call that ``w`` walked (one record) as an Op."""
+    fid = int(w.func[0])
+    args = {}
+    for k, (name, kind, _r, _c) in enumerate(FUNCTIONS[fid][2]):
+        if kind in ("a32", "aa32"):
+            args[name] = slot_arrays(w, 0, k, nested=kind == "aa32")
+        elif kind in ("i32", "u16", "u8", "i64"):
+            args[name] = int(w.vals[k, 0])
+    return Op(call, fid, args)
 
 
 class Replay:
