@@ -7,6 +7,8 @@ A :class:`Job` holds the communicator and, from entering to leaving it,
   first check, and a failure on one rank alone ends every rank with its files removed;
 - the kernels' mode (kernels/jit.py): chosen once from the input's size, set for the
   job and restored after it (the plan may still turn a small guess to compiled);
+- for a job that decodes, the allocator told to keep freed buffers for the next chunk
+  and window (engine/heap.py: once a process, on glibc);
 - the warm-up of a cold cache before a parallel run (a callable of the layer above:
   warming runs commands, which the engine does not know);
 - the account of every rank's time when ``--stats`` or ``--self-trace`` asks for it.
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from ..errors import PartraceError, one_line
 from ..kernels import jit
-from . import accounts, stop
+from . import accounts, heap, stop
 from .mpi import Comm, RankFailed, Terminated
 
 
@@ -71,6 +73,8 @@ class Job:
             from .mpi import world
             self.comm = world()
         stop.begin(self.comm)
+        if self.decodes:    # before the first chunk's columns are allocated
+            heap.keep_freed_pages()
         if self._account:   # every rank's time accounted, from its start (engine/accounts)
             accounts.begin(self.comm.rank, keep_slices=self._keep_slices)
         try:
