@@ -29,12 +29,17 @@ definitions are written by rank 0 alone, before every rank opens the file.
 Every chunk is written once, whole (or as the dataset's last, partial chunk).  A
 window's rows rarely end on a chunk boundary; writing the part-filled chunk and then
 completing it in the next window would make HDF5 read, decompress and recompress it
-(and leave its first version's space behind in the file).  So each window writes its
-rows up to the last chunk boundary only (the ``cut``); the rows after it stay with the
-ranks that hold them (``carry``, under one chunk per dataset in all) and go into the
-next window's write, at their global offsets, with that window's rows, in one
-selection (HDF5 gathers a chunk's rows from the ranks that hold them).  A table's
-last window (the engine's next keys say no rows follow) and commit write the rest.
+(and leave its first version's space behind in the file).  So each write goes up to
+the last chunk boundary only (the ``cut``); the rows after it stay with the ranks that
+hold them (``carry``) and go into a later write, at their global offsets, with that
+window's rows, in one selection (HDF5 gathers a chunk's rows from the ranks that hold
+them).  A dataset is written only once the cut is a chunk per rank past its stored
+rows: HDF5 compresses each chunk on one rank, inside the collective write, so a write
+of fewer chunks leaves ranks idle (waiting in MPI) while one compresses, and every
+write and grow is a round of collective metadata work whatever its size.  Windows
+smaller than that (a small ``--memory``) are carried on, whole: the carry stays under
+one chunk per rank, and one more, per dataset (all ranks together).  A table's last window (the
+engine's next keys say no rows follow) and commit write the rest.
 
 The steps, all ranks in the same order (HDF5's collective calls must match):
 
@@ -210,19 +215,29 @@ class CollectiveFile:
         """Collective: this rank's ``values`` (None: none) at row ``start`` of ``ds``,
         whose rows now end at ``end`` (every rank's): written up to the cut, the last
         chunk boundary before ``end`` (``end`` itself when no rows follow), the rest
-        carried to the next write.  Every rank calls, with or without rows."""
+        carried to the next write.  Every rank calls, with or without rows.
+
+        Nothing is written before the cut is a chunk per rank past the rows stored:
+        HDF5 compresses each chunk on one rank inside the collective write, so a write
+        of fewer chunks than ranks leaves ranks idle in it, and each write (and the
+        grow before it) is a round of collective metadata work whatever its size."""
         step = ds.chunks[0] if ds.chunks else end
+        stored = self.stored.get(ds.name, 0)
         cut = end if last else end - end % step
+        if not last and cut - stored < comm.size * step:
+            cut = stored        # the same on every rank: carried on, whole
         now: list[tuple[int, np.ndarray]] = []
         with comm.guard():      # this rank's own work: an error is every rank's at the next check
             pieces = self.carry.pop(ds.name, [])
             if values is not None and len(values):
                 pieces.append((start, values))
             now = [(a, v[:cut - a]) for a, v in pieces if a < cut]
-            # copies: a window's columns may live in buffers the engine reuses
-            self.carry[ds.name] = [(max(a, cut), np.array(v[max(cut - a, 0):]))
-                                   for a, v in pieces if a + len(v) > cut]
-        if cut > self.stored.get(ds.name, 0):   # the same on every rank
+            # the window's values copied (they may live in buffers the engine reuses),
+            # a carried piece only where its rows before the cut are let go
+            self.carry[ds.name] = [
+                (max(a, cut), np.array(v[max(cut - a, 0):]) if v is values or a < cut else v)
+                for a, v in pieces if a + len(v) > cut]
+        if cut > stored:        # the same on every rank
             self._write(comm, ds, now, cut)
             self.stored[ds.name] = cut
 
