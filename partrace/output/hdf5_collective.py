@@ -243,14 +243,15 @@ class CollectiveFile:
 
     def _write(self, comm: Comm, ds, pieces: list[tuple[int, np.ndarray]], end: int) -> None:
         """Collective: grow ``ds`` to ``end`` rows, write this rank's ``pieces`` (global
-        first row, values) in one call."""
+        first row, values) in one call.  The selection (this rank's own work) is made
+        first, for the grown shape, so that one check after the grow reports an error
+        of either: every check is a meeting of all ranks."""
+        buffer, memory, selected = None, None, None
+        with comm.guard():          # this rank's own work: its error stops every rank below
+            buffer, memory, selected = _selection(ds, pieces, end)
         if ds.shape[0] < end:       # the same on every rank: ``end`` is everyone's
             with comm.guard():
                 ds.resize(end, axis=0)
-            comm.check()
-        buffer, memory, selected = None, None, None
-        with comm.guard():          # this rank's own work: its error stops every rank here
-            buffer, memory, selected = _selection(ds, pieces)
         comm.check()
         with comm.guard():          # collective: an error inside it is HDF5's on every rank
             ds.id.write(memory, selected, buffer, mtype=ds.id.get_type(), dxpl=self._dxpl)
@@ -295,13 +296,13 @@ class CollectiveFile:
             self._put(comm, ds, None, total, total, True)
 
 
-def _selection(ds, pieces: list[tuple[int, np.ndarray]]):
+def _selection(ds, pieces: list[tuple[int, np.ndarray]], rows: int):
     """(buffer, memory space, file space) of a collective write of ``pieces`` (global
-    first row, values) into ``ds``; with none, a selection of nothing (the rank still
-    calls)."""
+    first row, values) into ``ds`` once it holds ``rows`` rows; with none, a selection
+    of nothing (the rank still calls)."""
     from h5py import h5s
     tail = tuple(ds.shape[1:])
-    space = ds.id.get_space()
+    space = h5s.create_simple((rows,) + tail)
     if not pieces:
         buffer = np.zeros((1,) + tail, ds.dtype)
         memory = h5s.create_simple(buffer.shape)
