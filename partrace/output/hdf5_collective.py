@@ -29,12 +29,17 @@ definitions are written by rank 0 alone, before every rank opens the file.
 Every chunk is written once, whole (or as the dataset's last, partial chunk).  A
 window's rows rarely end on a chunk boundary; writing the part-filled chunk and then
 completing it in the next window would make HDF5 read, decompress and recompress it
-(and leave its first version's space behind in the file).  So each window writes its
-rows up to the last chunk boundary only (the ``cut``); the rows after it stay with the
-ranks that hold them (``carry``, under one chunk per dataset in all) and go into the
-next window's write, at their global offsets, with that window's rows, in one
-selection (HDF5 gathers a chunk's rows from the ranks that hold them).  A table's
-last window (the engine's next keys say no rows follow) and commit write the rest.
+(and leave its first version's space behind in the file).  So each write goes up to
+the last chunk boundary only (the ``cut``); the rows after it stay with the ranks that
+hold them (``carry``) and go into a later write, at their global offsets, with that
+window's rows, in one selection (HDF5 gathers a chunk's rows from the ranks that hold
+them).  A dataset is written only once the cut is a chunk per rank past its stored
+rows: HDF5 compresses each chunk on one rank, inside the collective write, so a write
+of fewer chunks leaves ranks idle (waiting in MPI) while one compresses, and every
+write and grow is a round of collective metadata work whatever its size.  Windows
+smaller than that (a small ``--memory``) are carried on, whole: the carry stays under
+one chunk per rank, and one more, per dataset (all ranks together).  A table's last window (the
+engine's next keys say no rows follow) and commit write the rest.
 
 The steps, all ranks in the same order (HDF5's collective calls must match):
 
@@ -210,32 +215,43 @@ class CollectiveFile:
         """Collective: this rank's ``values`` (None: none) at row ``start`` of ``ds``,
         whose rows now end at ``end`` (every rank's): written up to the cut, the last
         chunk boundary before ``end`` (``end`` itself when no rows follow), the rest
-        carried to the next write.  Every rank calls, with or without rows."""
+        carried to the next write.  Every rank calls, with or without rows.
+
+        Nothing is written before the cut is a chunk per rank past the rows stored:
+        HDF5 compresses each chunk on one rank inside the collective write, so a write
+        of fewer chunks than ranks leaves ranks idle in it, and each write (and the
+        grow before it) is a round of collective metadata work whatever its size."""
         step = ds.chunks[0] if ds.chunks else end
+        stored = self.stored.get(ds.name, 0)
         cut = end if last else end - end % step
+        if not last and cut - stored < comm.size * step:
+            cut = stored        # the same on every rank: carried on, whole
         now: list[tuple[int, np.ndarray]] = []
         with comm.guard():      # this rank's own work: an error is every rank's at the next check
             pieces = self.carry.pop(ds.name, [])
             if values is not None and len(values):
                 pieces.append((start, values))
             now = [(a, v[:cut - a]) for a, v in pieces if a < cut]
-            # copies: a window's columns may live in buffers the engine reuses
-            self.carry[ds.name] = [(max(a, cut), np.array(v[max(cut - a, 0):]))
-                                   for a, v in pieces if a + len(v) > cut]
-        if cut > self.stored.get(ds.name, 0):   # the same on every rank
+            # the window's values copied (they may live in buffers the engine reuses),
+            # a carried piece only where its rows before the cut are let go
+            self.carry[ds.name] = [
+                (max(a, cut), np.array(v[max(cut - a, 0):]) if v is values or a < cut else v)
+                for a, v in pieces if a + len(v) > cut]
+        if cut > stored:        # the same on every rank
             self._write(comm, ds, now, cut)
             self.stored[ds.name] = cut
 
     def _write(self, comm: Comm, ds, pieces: list[tuple[int, np.ndarray]], end: int) -> None:
         """Collective: grow ``ds`` to ``end`` rows, write this rank's ``pieces`` (global
-        first row, values) in one call."""
+        first row, values) in one call.  The selection (this rank's own work) is made
+        first, for the grown shape, so that one check after the grow reports an error
+        of either: every check is a meeting of all ranks."""
+        buffer, memory, selected = None, None, None
+        with comm.guard():          # this rank's own work: its error stops every rank below
+            buffer, memory, selected = _selection(ds, pieces, end)
         if ds.shape[0] < end:       # the same on every rank: ``end`` is everyone's
             with comm.guard():
                 ds.resize(end, axis=0)
-            comm.check()
-        buffer, memory, selected = None, None, None
-        with comm.guard():          # this rank's own work: its error stops every rank here
-            buffer, memory, selected = _selection(ds, pieces)
         comm.check()
         with comm.guard():          # collective: an error inside it is HDF5's on every rank
             ds.id.write(memory, selected, buffer, mtype=ds.id.get_type(), dxpl=self._dxpl)
@@ -280,13 +296,13 @@ class CollectiveFile:
             self._put(comm, ds, None, total, total, True)
 
 
-def _selection(ds, pieces: list[tuple[int, np.ndarray]]):
+def _selection(ds, pieces: list[tuple[int, np.ndarray]], rows: int):
     """(buffer, memory space, file space) of a collective write of ``pieces`` (global
-    first row, values) into ``ds``; with none, a selection of nothing (the rank still
-    calls)."""
+    first row, values) into ``ds`` once it holds ``rows`` rows; with none, a selection
+    of nothing (the rank still calls)."""
     from h5py import h5s
     tail = tuple(ds.shape[1:])
-    space = ds.id.get_space()
+    space = h5s.create_simple((rows,) + tail)
     if not pieces:
         buffer = np.zeros((1,) + tail, ds.dtype)
         memory = h5s.create_simple(buffer.shape)

@@ -197,7 +197,7 @@ def test_a_rank_failing_in_the_collective_write_leaves_nothing(nth, tmp_path):
 
 
 def test_a_rank_failing_in_a_later_window_leaves_nothing(synth_trace, tmp_path):
-    """The same in the middle of a merge of many windows: rank 1's 10th write (of 27)
+    """The same in the middle of a merge of many windows: rank 1's 10th write (of 21)
     is the events' 4th column in a later window, with rows carried from the one before."""
     trace = synth_trace(locations=7, events=6000, units=5)
     _assert_fails_cleanly(["merge", str(trace), "--memory", "1M"], 2, 10, tmp_path / "out",
