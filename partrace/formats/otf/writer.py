@@ -509,8 +509,9 @@ class _FileState:
         # the kernel's arguments of one type whatever the caller holds (a read-only blob, a
         # table cut in passes, a time the kernel gave back as int64): each other type is
         # one more numba compile of this large kernel, one `partrace warm` cannot foresee.
-        # The fields go as (k, rows), C-contiguous: field_columns' own layout, no copy in
-        # one pass
+        # The fields go as (k, rows), C-contiguous: field_columns' own layout, no copy; each
+        # pass reads its rows at an offset (a pass's slice of them is not C-contiguous)
+        fields = np.ascontiguousarray(fields.T)
         blob = (blob if len(blob) else np.zeros(1, np.uint8)).view()
         blob.flags.writeable = False
         kv_line = int(kv_prel.max()) + 17 if kv_on.shape[1] else 0
@@ -523,9 +524,9 @@ class _FileState:
             extra += len(c.ticks) * 40 + c.records * 45       # time and process lines, CNT<id>V<value>
             out = scratch("text", (hi - lo) * 400 + extra + 64)
             o, bad, self.t, self.p = format_rows(
-                rec[lo:hi], ticks[lo:hi], proc[lo:hi], np.ascontiguousarray(fields[lo:hi].T),
-                colof, pre_a[lo:hi], pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw,
-                wt.kwl, wt.nf, wt.tag, wt.tagl, wt.ftype, wt.opt0, out, np.uint64(self.t),
+                rec[lo:hi], ticks[lo:hi], proc[lo:hi], fields, lo, colof, pre_a[lo:hi],
+                pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl, wt.nf, wt.tag,
+                wt.tagl, wt.ftype, wt.opt0, out, np.uint64(self.t),
                 int(self.p), kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
                 c.ticks, c.proc, c.first, c.count, c.id, c.val, _COUNTER)
             if bad >= 0:
