@@ -379,9 +379,8 @@ class StreamWriter:
             order = None
             if "src_order" in tab:
                 # OTF input: equal ticks keep their source order (reproduces the input layout byte
-                # for byte); rows come in time order, so the sort is usually the identity: skipped
-                if not _in_order(ticks, tab["src_order"]):
-                    order = np.lexsort((tab["src_order"], ticks))
+                # for byte); rows come in time order, so only groups of equal ticks are sorted
+                order = source_order(ticks, tab["src_order"])
             elif np.any(ticks[1:] < ticks[:-1]):
                 # clocks finer than 1 ns: equal ns, different ticks -> order by ticks (stable keeps the rest)
                 order = np.argsort(ticks, kind="stable")
@@ -545,13 +544,28 @@ def _sorted(a: np.ndarray) -> bool:
     return bool(np.all(a[1:] >= a[:-1]))
 
 
-def _in_order(ticks: np.ndarray, src_order: np.ndarray) -> bool:
-    """Whether rows are already in np.lexsort((src_order, ticks)) order (a stable sort
-    would leave them where they are)."""
+def source_order(ticks: np.ndarray, src_order: np.ndarray) -> np.ndarray | None:
+    """np.lexsort((src_order, ticks)), or None when that leaves the rows where they are.
+
+    Rows in ticks order (the usual case) are sorted only in the groups of equal ticks whose
+    source order goes down (a trace whose key order of processes at one time is not its
+    files' order has many such groups, but most rows are in none): one lexsort of all the
+    rows cost 0.15 s a window of the suite's OTF trace."""
     if len(ticks) < 2:
-        return True
+        return None
     up, same = ticks[1:] > ticks[:-1], ticks[1:] == ticks[:-1]
-    return bool(np.all(up | (same & (src_order[1:] >= src_order[:-1]))))
+    if not np.all(up | same):
+        return np.lexsort((src_order, ticks))
+    down = same & (src_order[1:] < src_order[:-1])
+    if not down.any():
+        return None
+    group = np.concatenate(([0], np.cumsum(up)))     # each row's group of equal ticks
+    rows = np.flatnonzero(np.isin(group, group[1:][down]))
+    del group, up, same, down
+    order = np.arange(len(ticks))
+    # whole groups, laid out in ticks order: their own lexsort puts them back in their slots
+    order[rows] = rows[np.lexsort((src_order[rows], ticks[rows]))]
+    return order
 
 
 def _unquoted(items: list[str]) -> str:
