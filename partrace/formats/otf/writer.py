@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import zlib
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -619,9 +620,15 @@ _NOOP = G.STREAM_RECORDS.index(G.BY_NAME["NoOp"])
 
 
 def _record_codes(tab: Table, tname: str) -> np.ndarray:
-    kinds = tab["kind"].astype(np.int64) if "kind" in tab else np.full(len(tab), int(Kind.NOOP))
-    rec = _KIND_TO_REC[kinds]
-    ok = np.array([G.STREAM_RECORDS[r].table == tname if r >= 0 else False for r in range(len(G.STREAM_RECORDS))]
-                  + [False])
-    rec = np.where(ok[np.where(rec >= 0, rec, len(G.STREAM_RECORDS))], rec, _NOOP)
-    return rec
+    """Each row's record code (STREAM_RECORDS): its kind's record if that is one of the
+    table's, else NoOp; one lookup a row (the kind column taken as it is)."""
+    if "kind" not in tab:
+        return np.full(len(tab), _codes_of(tname)[int(Kind.NOOP)])
+    return np.take(_codes_of(tname), tab["kind"])
+
+
+@lru_cache(maxsize=None)
+def _codes_of(tname: str) -> np.ndarray:
+    """The record code of each kind (0..255) in a row of table `tname`."""
+    return np.array([r if r >= 0 and G.STREAM_RECORDS[r].table == tname else _NOOP
+                     for r in _KIND_TO_REC.tolist()], np.int64)
