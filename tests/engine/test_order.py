@@ -2,8 +2,8 @@
 import numpy as np
 
 from partrace.engine.mpi import serial
-from partrace.engine.order import (_location_major, key_order, lower_bound, merge_runs, run_starts,
-                                   sort_by_key, time_order)
+from partrace.engine.order import (HEAP_MAX_RUNS, LONG_RUN, _location_major, key_order,
+                                   lower_bound, merge_runs, run_starts, sort_by_key, time_order)
 from partrace.engine.runs import Run
 from partrace.engine.windows import choose_cuts, time_window
 from partrace.engine.plan import assign
@@ -86,10 +86,10 @@ def test_merge_of_sorted_runs_equals_lexsort_with_ties():
         assert np.array_equal(key_order(t), want)
 
 
-def _time_order_equals_lexsort(t, loc, seq):
+def _time_order_equals_lexsort(t, loc, seq, runs=None):
     t, seq = np.asarray(t, np.int64), np.asarray(seq, np.int64)
     want = np.lexsort((seq, loc, t))
-    assert np.array_equal(time_order(t, loc, seq), want)
+    assert np.array_equal(time_order(t, loc, seq, runs), want)
 
 
 def test_time_order_equals_lexsort_over_any_time_span(jit_mode):
@@ -111,6 +111,26 @@ def test_time_order_equals_lexsort_over_any_time_span(jit_mode):
             _time_order_equals_lexsort(t, np.ones(n, np.int64), rng.integers(0, 2, n))
     t = rng.permutation(np.repeat(np.arange(5), 100))      # groups beyond SMALL_TIE rows
     _time_order_equals_lexsort(t, rng.integers(1, 3, 500), rng.integers(0, 2, 500))
+
+
+def test_time_order_of_long_runs_equals_lexsort(jit_mode):
+    """Rows in a few long ascending runs of the key (a window of OTF streams, each in time
+    order): the sort that merges runs gives lexsort's order too, equal times across the
+    runs and within them (groups of few and of many rows) included."""
+    rng = np.random.default_rng(13)
+    for _ in range(20):
+        k = int(rng.integers(HEAP_MAX_RUNS + 1, 12))     # more runs than the heap merges
+        parts = []
+        for _ in range(k):
+            m = int(rng.integers(LONG_RUN, 3 * LONG_RUN))
+            spread = int(rng.choice([5, 300, 2**40]))
+            parts.append(sort_by_key(table(rng.integers(0, spread, m), rng.integers(1, 6, m),
+                                           rng.integers(0, 4, m))))
+        t = Table.concat(parts, [column("time"), column("location"), column("seq")])
+        starts = run_starts(t["time"], t["location"], t["seq"])
+        assert len(t) >= (len(starts) - 1) * LONG_RUN       # long runs: the runs' sort
+        _time_order_equals_lexsort(t["time"], t["location"], t["seq"], len(starts) - 1)
+        assert np.array_equal(key_order(t), np.lexsort((t["seq"], t["location"], t["time"])))
 
 
 def test_run_starts_cut_where_the_key_goes_down():

@@ -139,3 +139,28 @@ def test_hex_and_decimal_digits_are_pythons(compiled):
             end = write()
             assert bytes(out[5:end]) == want.encode(), (v, want)
             assert out[4] == 120 and out[end] == 120, (v, want)
+
+
+def test_source_order_equals_lexsort_of_ticks_then_source_order():
+    """The writer's order of an OTF input's rows (equal ticks in their files' order) sorts
+    only the groups of equal ticks whose source order goes down: the same permutation as
+    np.lexsort((src_order, ticks)), None exactly when that is the identity."""
+    rng = np.random.default_rng(7)
+    seen = set()
+    for trial in range(600):
+        n = int(rng.integers(0, 40))
+        ticks = rng.integers(0, int(rng.choice([2, 6, 1000])), n).astype(np.uint64)
+        if trial % 4:       # usually in ticks order, as the writer gets them
+            ticks = np.sort(ticks)
+        src = rng.integers(0, int(rng.choice([2, 50])), n).astype(np.int64)
+        if trial % 3 == 0:  # often in order already
+            src = src[np.lexsort((src, ticks))]
+            ticks = np.sort(ticks)
+        want = np.lexsort((src, ticks))
+        got = W.source_order(ticks, src)
+        if got is None:
+            assert np.array_equal(want, np.arange(n))
+        else:
+            assert np.array_equal(got, want)
+        seen.add(got is None)
+    assert seen == {True, False}

@@ -227,3 +227,17 @@ def test_compressed_file_does_not_depend_on_how_the_text_is_cut(tmp_path):
     d = zlib.decompressobj()
     assert d.decompress(files[0]) == data and not d.eof        # flushed, not finished
     assert files[0].count(b"\x00\x00\xff\xff") >= 4             # 3 block flushes and the last one
+
+
+def test_rows_grouped_by_stream_keep_their_order(jit_mode):
+    """Each stream's rows of a window, as the sink hands them to the stream's writer: the
+    rows of that stream in their (key) order, streams in ascending order, as a stable
+    argsort of the rows' streams gives them."""
+    from partrace.output.otf_sink import _grouped
+    rng = np.random.default_rng(4)
+    for n, count in ((0, 1), (1, 3), (50, 1), (200, 2), (500, 7), (300, 40)):
+        slot = rng.integers(0, count, n).astype(np.int64)
+        order, starts = _grouped(slot, count)
+        want = np.argsort(slot, kind="stable")
+        assert np.array_equal(order, want)
+        assert np.array_equal(starts, np.searchsorted(slot[want], np.arange(count + 1)))

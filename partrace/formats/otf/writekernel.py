@@ -228,14 +228,16 @@ def _head(out, o, ti, pi, t, p):
 
 
 @njit(cache=True)
-def format_rows(rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b, blob,
+def format_rows(rec, ticks, proc, fields, f0, colof, pre_a, pre_b, str_a, str_b, blob,
                 kw, kwl, nf, tag, tagl, ftype, opt0, out, t0, p0,
                 kv_on, kv_val, kv_pre, kv_prel,
                 c_ticks, c_proc, c_first, c_count, c_id, c_val, cnt):
     """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
 
-    Numeric field j of row i (record code r) is fields[colof[r, j], i], 0 where
-    colof[r, j] < 0 (see field_columns).
+    Numeric field j of row i (record code r) is fields[colof[r, j], f0 + i], 0 where
+    colof[r, j] < 0 (see field_columns): `fields` holds every row of the append, the
+    call formats those from f0 on (a slice of each column for the pass would have to be
+    copied to be C-contiguous, as the kernel's one signature wants it).
 
     Counter rows (c_*: a sample row's time, process and its c_count[k] counters
     c_id/c_val[c_first[k]:...], record code `cnt`) are merged in: before the
@@ -294,7 +296,7 @@ def format_rows(rec, ticks, proc, fields, colof, pre_a, pre_b, str_a, str_b, blo
                 o += 1
                 continue
             c = colof[r, j]
-            v = fields[c, i] if c >= 0 else np.uint64(0)
+            v = fields[c, f0 + i] if c >= 0 else np.uint64(0)
             if opt0[r, j] and v == np.uint64(0):
                 continue
             o = _put_tag(out, o, tag, r, j, tagl[r, j])
