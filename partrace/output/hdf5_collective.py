@@ -37,8 +37,13 @@ them).  A dataset is written only once the cut is a chunk per rank past its stor
 rows: HDF5 compresses each chunk on one rank, inside the collective write, so a write
 of fewer chunks leaves ranks idle (waiting in MPI) while one compresses, and every
 write and grow is a round of collective metadata work whatever its size.  Windows
-smaller than that (a small ``--memory``) are carried on, whole: the carry stays under
-one chunk per rank, and one more, per dataset (all ranks together).  A table's last window (the
+smaller than that (a small ``--memory``) are carried on, whole.  Where the budget
+allows, a table waits for more chunks per rank (at most ``MOST_CHUNKS_PER_RANK``):
+fewer, larger writes.  The rows held over are counted against a share of the budget
+(``HOLD_SHARE``): a table's chunks per rank are that share over the bytes of one chunk
+of every dataset of the tables with rows in the first window (at least 1; a table
+whose rows start later waits for 1).  The carry stays under that many chunks per
+rank, and one more, per dataset (all ranks together).  A table's last window (the
 engine's next keys say no rows follow) and commit write the rest.
 
 The steps, all ranks in the same order (HDF5's collective calls must match):
@@ -77,6 +82,13 @@ from ..model import Schema, Table
 from .hdf5_layouts import HDF5Layout
 
 ENV = "PARTRACE_H5_COLLECTIVE"      # "0": the serial join; "1": collective or refuse
+# Rows held over until a write is due: at most this fraction of the budget per rank.  The
+# engine gives a columnwise sink 7/10 for rows and 1/8 for a window; the sink's pending
+# chunks (1/16) are unused here, where HDF5 compresses inside the write.
+HOLD_SHARE = 8
+# Waiting for 4 chunks per rank instead of 1: 0.69x the wall time of a many-window merge
+# (800k-event OTF trace, 2 ranks, --memory 48M), 24 MiB more peak per rank.
+MOST_CHUNKS_PER_RANK = 4
 
 
 def h5py_has_mpi() -> bool:
@@ -120,6 +132,7 @@ class CollectiveLayout(HDF5Layout):
             counts = {k: sum(e.get(k, 0) for e in everyone) for k in sink.rows}
             with comm.guard():      # metadata: every rank alike, into the mpio file
                 sink.create_tables(self.file.h5, counts)
+                self.file.hold_within(sink.memory, counts)
             comm.check()
         later = sink.next_keys
         last = {name: later is not None and later.get(name) is None for name in sink.schema}
@@ -131,6 +144,8 @@ class CollectiveLayout(HDF5Layout):
 
     def written(self) -> dict:
         return dict(path="collective", through_rank0_bytes=0,
+                    chunks_per_rank=max(self.file.chunks_per_rank.values(), default=1)
+                    if self.file is not None else 1,
                     summary="HDF5 written collectively (mpio): no join through rank 0")
 
     def release(self) -> None:
@@ -152,6 +167,8 @@ class CollectiveFile:
         # this rank's rows after the last cut as [(global first row, values)]
         self.stored: dict[str, int] = {}
         self.carry: dict[str, list[tuple[int, np.ndarray]]] = {}
+        # per table: chunks per rank a write waits for (``hold_within``; absent: 1)
+        self.chunks_per_rank: dict[str, int] = {}
 
     # -- step 1 ------------------------------------------------------------------------
     def open(self, comm: Comm) -> None:
@@ -164,6 +181,18 @@ class CollectiveFile:
             self._dxpl = h5p.create(h5p.DATASET_XFER)
             self._dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
         comm.check()
+
+    def hold_within(self, memory: int | None, counts: dict) -> None:
+        """Each table with rows in the first window (``counts``: every rank's) waits for
+        as many chunks per rank as ``HOLD_SHARE`` of ``memory`` (the budget per rank;
+        None: none given, the most) holds of one chunk of each of their datasets: a
+        rank holds about that many chunks of each.  The same on every rank."""
+        tables = [name for name in self.schema if counts.get(name, 0)]
+        row_set = sum(_chunk_bytes(ds) for name in tables for ds in _datasets(self._file[name]))
+        share = memory // HOLD_SHARE if memory else None
+        most = MOST_CHUNKS_PER_RANK if share is None else min(
+            MOST_CHUNKS_PER_RANK, max(1, share // max(1, row_set)))
+        self.chunks_per_rank = dict.fromkeys(tables, most)
 
     @property
     def h5(self):
@@ -189,42 +218,43 @@ class CollectiveFile:
                 if col.is_object:
                     key = (name, col.name)
                     self._write_text(comm, group[col.name], key, encoded, everyone, before,
-                                     start, end, last[name])
+                                     start, end, last[name], self.chunks_per_rank.get(name, 1))
                     if any(e.get(("not utf-8",) + key) for e in everyone):
                         self.not_utf8.add(key)
                     continue
                 mine = (np.asarray(table.column_once(col.name)) if table is not None
                         and len(table) else None)
-                self._put(comm, group[col.name], mine, start, end, last[name])
+                self._put(comm, group[col.name], mine, start, end, last[name],
+                          self.chunks_per_rank.get(name, 1))
 
     def _write_text(self, comm: Comm, pair, key, encoded, everyone, before, start, end,
-                    last: bool) -> None:
+                    last: bool, wait: int) -> None:
         """A text column's ``ends`` at its rows, its ``data`` at its global bytes."""
         sizes = [e.get(key, 0) for e in everyone]
         base = before[key] + sum(sizes[:comm.rank])
         data, lengths, _ = encoded.get(key, (None, None, False))
         ends = (base + np.cumsum(lengths, dtype=np.uint64)) if lengths is not None and len(
             lengths) else None
-        self._put(comm, pair[hdf5_text.ENDS], ends, start, end, last)
+        self._put(comm, pair[hdf5_text.ENDS], ends, start, end, last, wait)
         if sum(sizes):
             self._put(comm, pair[hdf5_text.DATA], data if data is not None and len(data)
-                      else None, base, before[key] + sum(sizes), last)
+                      else None, base, before[key] + sum(sizes), last, wait)
 
     def _put(self, comm: Comm, ds, values: np.ndarray | None, start: int, end: int,
-             last: bool) -> None:
+             last: bool, wait: int = 1) -> None:
         """Collective: this rank's ``values`` (None: none) at row ``start`` of ``ds``,
         whose rows now end at ``end`` (every rank's): written up to the cut, the last
         chunk boundary before ``end`` (``end`` itself when no rows follow), the rest
         carried to the next write.  Every rank calls, with or without rows.
 
-        Nothing is written before the cut is a chunk per rank past the rows stored:
+        Nothing is written before the cut is ``wait`` chunks per rank past the rows stored:
         HDF5 compresses each chunk on one rank inside the collective write, so a write
         of fewer chunks than ranks leaves ranks idle in it, and each write (and the
         grow before it) is a round of collective metadata work whatever its size."""
         step = ds.chunks[0] if ds.chunks else end
         stored = self.stored.get(ds.name, 0)
         cut = end if last else end - end % step
-        if not last and cut - stored < comm.size * step:
+        if not last and cut - stored < wait * comm.size * step:
             cut = stored        # the same on every rank: carried on, whole
         now: list[tuple[int, np.ndarray]] = []
         with comm.guard():      # this rank's own work: an error is every rank's at the next check
@@ -294,6 +324,19 @@ class CollectiveFile:
         """Collective: the carried rows of ``ds`` up to its ``total`` (every rank's)."""
         if self.stored.get(ds.name, 0) < total:
             self._put(comm, ds, None, total, total, True)
+
+
+def _datasets(group) -> list:
+    """The datasets of a table's group, a text column's pair (data, ends) included."""
+    import h5py
+    out = []
+    group.visititems(lambda _, obj: out.append(obj) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def _chunk_bytes(ds) -> int:
+    """Bytes of one chunk of ``ds`` as rows in memory (a contiguous dataset: all of it)."""
+    return int(np.prod(ds.chunks or ds.shape or (1,))) * ds.dtype.itemsize
 
 
 def _selection(ds, pieces: list[tuple[int, np.ndarray]], rows: int):

@@ -179,6 +179,23 @@ def test_many_windows_written_collectively(synth_trace, tmp_path):
         _assert_same_file(ref, out)
 
 
+def test_windows_held_over_for_several_chunks_per_rank(synth_trace, tmp_path):
+    """256-row chunks under --memory 1M: the budget's hold-over share takes 4 chunks of
+    every dataset per rank, so at 2 ranks a window that holds 2 chunks per rank is carried
+    on, whole, where a chunk per rank would have written it; every dataset and attribute
+    still equals the serial path's."""
+    trace = synth_trace(locations=7, events=6000, units=5)
+    extra = ("--memory", "1M")
+    env = {"PARTRACE_H5_CHUNK_ROWS": "256"}
+    ref = _serial_reference(trace, tmp_path, extra, env)
+    out = tmp_path / "n2" / "o.h5"
+    out.parent.mkdir()
+    said = _merge_mpio(trace, out, 2, extra, env)
+    assert _windows(out.with_suffix(".json")) > 1
+    assert said["path"] == "collective" and said["chunks_per_rank"] == 4, said
+    _assert_same_file(ref, out)
+
+
 def test_the_serial_join_can_be_kept_and_says_what_rank_0_carried(tmp_path):
     ref = _serial_reference(DUMPI, tmp_path)
     out = tmp_path / "join" / "o.h5"
