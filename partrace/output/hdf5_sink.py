@@ -71,6 +71,9 @@ class HDF5Sink(StagedSink):
         self.layout = layout
         self.parts_name = self.final.name + ".parts"
         self._file: h5py.File | None = None
+        # the open file's datasets by (table, column): h5py's path look-up costs more than
+        # writing a near-empty table's window, and a trace has a table per MPI function
+        self._datasets: dict[tuple[str, str], h5py.Dataset] = {}
         self.files: HDF5Layout | None = None              # chosen at prepare
         self._pending: hdf5_chunks.Pending | None = None   # chunks still compressing
         # per window, per rank: rows per table (key: table name), bytes per text
@@ -146,6 +149,14 @@ class HDF5Sink(StagedSink):
             if first is not None and first.chunks:
                 self._steps[name] = first.chunks[0]
         self._file = f
+        self._datasets = {}
+
+    def _dataset(self, table: str, column: str) -> h5py.Dataset:
+        """The open file's dataset of ``table``'s ``column``, looked up once."""
+        ds = self._datasets.get((table, column))
+        if ds is None:
+            ds = self._datasets[table, column] = self._file[table][column]
+        return ds
 
     def new_file(self, rank: int) -> h5py.File:
         """``rank``'s file of the layout (``open_file``), open: the header where it is
@@ -244,8 +255,9 @@ class HDF5Sink(StagedSink):
             end = self.rows[name] + sum(counts)
             group = self._file[name]
             for col in self.schema[name]:
-                if group[col.name].shape[0] < end:
-                    group[col.name].resize(end, axis=0)
+                ds = self._dataset(name, col.name)
+                if ds.shape[0] < end:
+                    ds.resize(end, axis=0)
             group.attrs["rows"] = max(end, int(group.attrs["rows"]))
             later = self.next_keys is None or self.next_keys.get(name) is not None
             out[name] = (self._owner.slices(name, self.rows[name], counts, step), table,
@@ -254,7 +266,7 @@ class HDF5Sink(StagedSink):
 
     def _put_owned(self, name: str, column: str, values: np.ndarray, row: int) -> None:
         col = next(c for c in self.schema[name] if c.name == column)
-        hdf5.write_values(self._file[name][column], col, values, row, self._pending)
+        hdf5.write_values(self._dataset(name, column), col, values, row, self._pending)
 
     def span(self, key, everyone: list[dict], rank: int) -> tuple[int, int, int]:
         """Global (first row or byte of ``rank``'s share, its end, the window's end)."""
@@ -271,6 +283,7 @@ class HDF5Sink(StagedSink):
             finally:
                 self._file.close()
             self._file = None
+            self._datasets = {}
 
     def commit(self, comm: Comm) -> None:
         if not self.blocks:     # no window at all: still an (empty) file
@@ -290,6 +303,7 @@ class HDF5Sink(StagedSink):
             self.close_file()
         except Exception:  # noqa: BLE001 - the file is being thrown away
             self._file = None
+            self._datasets = {}
         if self.files is not None:
             try:
                 self.files.release()
