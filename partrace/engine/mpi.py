@@ -351,11 +351,38 @@ def _one_line(exc: BaseException) -> str:
 _world: Comm | None = None
 
 
+# Launcher variables giving the number of ranks on this node (Hydra, Open MPI, Slurm).
+_LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def sleep_when_oversubscribed() -> None:
+    """More ranks on this node than cores: let MPICH's waits sleep (nanosleep) rather
+    than spin, unless the user chose.  A spinning rank takes the core from one with work:
+    8 ranks on 2 cores spent their waits at full CPU.  MPICH reads the variable at
+    MPI_Init; other MPIs ignore it (Open MPI yields by itself when oversubscribed)."""
+    for var in _LOCAL_SIZE_VARS:
+        try:
+            local = int(os.environ.get(var, "").split("(")[0])
+        except ValueError:
+            continue
+        if local > _usable_cores():
+            os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+        return
+
+
 def world() -> Comm:
     """The world communicator, or a serial one when not launched by MPI."""
     global _world
     if _world is None:
         if launched_by_mpi():
+            sleep_when_oversubscribed()
             from mpi4py import MPI
             _world = Comm(MPI.COMM_WORLD)
         else:
