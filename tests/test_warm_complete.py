@@ -1,8 +1,15 @@
-"""After `partrace warm`, no command compiles anything: every kernel any command can load
-(every output, every input, serial and parallel paths) is in numba's cache."""
+"""A cold cache and `partrace warm`: a parallel run with a cold cache compiles on rank 0 only
+while the others wait; after `partrace warm`, no command compiles anything: every kernel any
+command can load (every output, every input, serial and parallel paths) is in numba's cache.
+
+The first two share one cache, to compile the ovni kernels once: the cold run's rank 0 warms
+the ovni samples, of which OVNI is one, and `partrace warm OVNI` then adds what it covers
+beyond (the parallel paths) before every command runs on OVNI."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -26,13 +33,47 @@ def _run(args, env, nranks=None):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
 
 
+def _env(cache, **more):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT),
+           "PARTRACE_JIT": "numba", **more}     # compiled, however small the trace
+    env.pop("PARTRACE_FORMATS", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory):
+    """`partrace info OVNI` on 2 ranks with an empty cache (PARTRACE_WARM=1: warm first at
+    any rank count): the run, its command and environment, the cache it filled."""
+    cache = tmp_path_factory.mktemp("cold") / "cache"
+    env = _env(cache, PARTRACE_WARM="1")
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "partrace", "info", str(OVNI), "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    return r, cmd, env, cache
+
+
 @pytest.mark.slow
-def test_after_warm_no_command_compiles(tmp_path):
+@pytest.mark.mpi
+def test_cold_parallel_run_compiles_on_rank_0_while_the_others_wait(cold_run):
+    """Rank 0 warms the input's format into an empty cache, once; the answer is the same."""
+    cold, cmd, env, cache = cold_run
+    assert cold.returncode == 0, cold.stderr
+    said = cold.stderr.splitlines()
+    assert len([x for x in said if "compiling the ovni kernels once on rank 0" in x]) == 1, said
+    assert f"numba cache: {cache}" in said[0]
+    assert json.loads((cache / "partrace-warm.json").read_text()).keys() == {"ovni"}
+    assert _cache_state(cache)
+    warm = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert warm.returncode == 0 and warm.stderr == "", warm.stderr
+    assert json.loads(warm.stdout) == json.loads(cold.stdout)
+    assert json.loads(warm.stdout)["events"] > 0
+
+
+@pytest.mark.slow
+def test_after_warm_no_command_compiles(cold_run, tmp_path):
     from partrace.output import OUTPUTS
     cache = tmp_path / "cache"
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT),
-           "PARTRACE_JIT": "numba", "PARTRACE_WARM": "0"}   # compiled, however small the trace
-    env.pop("PARTRACE_FORMATS", None)
+    shutil.copytree(cold_run[3], cache)     # the ovni samples' kernels: compiled once
+    env = _env(cache, PARTRACE_WARM="0")
     r = _run(["warm", str(OVNI)], env)
     assert r.returncode == 0, r.stderr
     said = r.stderr.splitlines()
@@ -69,10 +110,8 @@ def test_after_warm_an_otf_merge_to_otf_on_2_ranks_compiles_nothing(tmp_path):
     """The variants a larger trace meets and the samples do not: the OTF writer's kernel on a
     table cut in passes (a merge to OTF of a million-event trace met three new ones, each a
     compile of minutes on 8 busy ranks), the engine's offset gathers of every integer type."""
-    cache = tmp_path / "cache"
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT),
-           "PARTRACE_JIT": "numba", "PARTRACE_WARM": "0"}
-    env.pop("PARTRACE_FORMATS", None)
+    cache = tmp_path / "cache"     # a cache of its own: nothing compiled for ovni helps
+    env = _env(cache, PARTRACE_WARM="0")
     r = _run(["warm", "--format", "otf", "-q"], env)
     assert r.returncode == 0, r.stderr
     warmed = _cache_state(cache)

@@ -1,8 +1,9 @@
 """`partrace warm` from an installed wheel: the sample traces it compiles on travel in the wheel
 (partrace/samples, package data), so a site-packages install with no source checkout beside
-it warms every format."""
+it warms every format, read-only as a cluster's install is, into the user's cache folder."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from partrace.warm import SAMPLES
-from tests.conftest import ROOT
+from tests.conftest import DATA, ROOT
+from tests.support.installs import kernel_files, readonly_prefix, run_installed
+
+ROSS = DATA / "ross" / "pi-np1-seq-allmodes" / "stats"
 
 # the samples' share of the wheel, compressed (141 KB when they were bundled)
 SAMPLES_MOST_KB = 200
@@ -55,22 +59,39 @@ def test_the_wheel_holds_every_sample_and_stays_small(wheel):
 
 
 @pytest.mark.slow
-def test_warm_from_an_installed_wheel_compiles_every_format(wheel, tmp_path):
+def test_warm_from_a_readonly_wheel_install_compiles_every_format_into_the_user_cache(
+        wheel, tmp_path):
+    """The wheel installed into a folder that cannot be written, as a cluster's site-packages:
+    `partrace warm` runs every format's commands on the samples the wheel carries, compiling
+    into the user's cache folder and nothing into the install; again, everything loads; info
+    and merge from the install give the checkout's answers."""
     site, work = tmp_path / "site", tmp_path / "work"
     work.mkdir()
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target",
                         str(site), str(wheel)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    cache = work / "cache"
-    env = {k: v for k, v in os.environ.items() if k not in ("PARTRACE_FORMATS", "PARTRACE_MPI")}
-    env.update(PYTHONPATH=str(site), NUMBA_CACHE_DIR=str(cache), HOME=str(work),
-               PARTRACE_JIT="numba", PARTRACE_WARM="0")     # compiled, however small the trace
-    r = subprocess.run([sys.executable, "-c", "import partrace; print(partrace.__file__)"],
-                       capture_output=True, text=True, cwd=work, env=env, timeout=300)
-    assert Path(r.stdout.strip()) == site / "partrace" / "__init__.py"     # not the checkout
-    r = subprocess.run([sys.executable, "-m", "partrace", "warm"], capture_output=True,
-                       text=True, cwd=work, env=env, timeout=3000)
+    subprocess.run(["chmod", "-R", "a-w", str(site)], check=True)
+    try:
+        if os.geteuid() == 0 and readonly_prefix(site, ["true"]) is None:
+            pytest.skip("root without a mount namespace: cannot make a folder read-only")
+        _warm_every_format_readonly(site, work)
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(site)], check=True)
+
+
+def _warm_every_format_readonly(site: Path, work: Path) -> None:
+    env = dict(PARTRACE_JIT="numba", PARTRACE_WARM="0")    # compiled, however small the trace
+    r = run_installed(["-c", "import partrace, os; print(partrace.__file__); "
+                             "print(os.environ['NUMBA_CACHE_DIR'])"], site, work, **env)
     assert r.returncode == 0, r.stderr
+    where, cache = r.stdout.split()
+    assert Path(where) == site / "partrace" / "__init__.py"      # the install, not the checkout
+    cache = Path(cache)
+    assert cache == work / "cache" / "partrace" / "numba"
+
+    r = run_installed(["-m", "partrace", "warm"], site, work, timeout=3000, **env)
+    assert r.returncode == 0, r.stderr
+    assert f"cache: {cache}\n" in r.stdout
     said = r.stderr.splitlines()
     for fmt in [*SAMPLES, "hdf5"]:      # every format's commands ran, on its bundled samples
         assert any(re.match(rf"  {fmt}\s+merge -> h5", line) for line in said), (fmt, said)
@@ -78,5 +99,24 @@ def test_warm_from_an_installed_wheel_compiles_every_format(wheel, tmp_path):
     done = re.search(r"kernels ready in .* on (\d+) traces: (\d+) compiled", r.stdout)
     assert done and int(done[1]) == traces and int(done[2]) > 0, r.stdout
     # numba keeps a module's kernels in NAME_<hash of its folder>: one per format's package
-    folders = {p.parent.name.split("_")[0] for p in cache.rglob("*.nbi")}
+    folders = {p.parent.name.split("_")[0] for p in kernel_files(cache)}
     assert {"otf", "dumpi", "ovni", "ross", "otf2", "engine"} <= folders, folders
+    assert not list(site.rglob("*.nbi")) and not list(site.rglob("*.nbc"))
+
+    # again, on one trace: everything comes from that cache
+    r = run_installed(["-m", "partrace", "warm", str(ROSS), "-q"], site, work, **env)
+    again = re.search(r"kernels ready in .* on 1 traces: (\d+) compiled, (\d+) loaded", r.stdout)
+    assert r.returncode == 0 and again and again[1] == "0" and int(again[2]) > 0, r.stdout
+
+    # info and merge from the read-only install: the same answers as from the checkout
+    r = run_installed(["-m", "partrace", "info", str(ROSS), "--json"], site, work)
+    assert r.returncode == 0, r.stderr
+    here = subprocess.run([sys.executable, "-m", "partrace", "info", str(ROSS), "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert json.loads(r.stdout) == json.loads(here.stdout)
+    r = run_installed(["-m", "partrace", "merge", str(ROSS), "-o", str(work / "ross.h5")], site,
+                      work)
+    assert r.returncode == 0, r.stderr
+    r = run_installed(["-m", "partrace", "info", str(work / "ross.h5"), "--json"], site, work)
+    merged = json.loads(r.stdout)
+    assert merged["rows"] == json.loads(here.stdout)["rows"] and merged["events"] > 0

@@ -132,7 +132,7 @@ def _serial_reference(trace, tmp_path: Path, extra=(), env=None) -> Path:
     return ref
 
 
-@pytest.mark.parametrize("trace, ranks", [(RING8, (1, 2, 3)), (DUMPI, (3,)), (OVNI, (2,)),
+@pytest.mark.parametrize("trace, ranks", [(RING8, (1, 2, 3)), (DUMPI, (2,)), (OVNI, (2,)),
                                           (ROSS, (3,))], ids=["otf", "dumpi", "ovni", "ross"])
 def test_collective_file_equals_the_serial_one(trace, ranks, tmp_path):
     ref = _serial_reference(trace, tmp_path)

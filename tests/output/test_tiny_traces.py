@@ -65,6 +65,7 @@ def same_files(a, b) -> None:
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_a_tiny_two_stream_trace_merges_to_every_output_at_1_to_8_ranks(tmp_path):
+    """At 2 ranks each has a stream; at 3 one rank has none; at 8 six have none."""
     trace = write_tiny(tmp_path / "trace")
     first = merge_all(trace, tmp_path / "n1", 1)
     for name in OUTPUTS:
@@ -76,5 +77,5 @@ def test_a_tiny_two_stream_trace_merges_to_every_output_at_1_to_8_ranks(tmp_path
                        ev["region"][:][enter_leave].tolist()))
         assert got == EXPECTED
         assert f["text"]["location"][:].tolist() == [1, 2]
-    for n in range(2, 9):
+    for n in (2, 3, 8):
         same_files(first, merge_all(trace, tmp_path / f"n{n}", n))
