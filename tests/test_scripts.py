@@ -83,3 +83,20 @@ def test_bench_ctools_run_appends_its_table_to_the_results_file(tmp_path):
     assert text.count("\n## ") == 2
     assert f"- command: `python scripts/bench_ctools.py {trace} --repeat 1" in text
     assert text.count("| merge->h5 |") == 2 and r.stdout.strip() in text
+
+
+def test_bench_ctools_net_ratio_takes_the_fixed_cost_off_each_interleaved_run():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench_ctools as b
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    mine = {"merge->h5": b.Command("p", ["p"], runs=[(3.0, 100, 0), (3.4, 100, 0)])}
+    fixed = {"merge->h5": b.Command("p (fixed: s)", ["p", "s"],
+                                    runs=[(1.0, 50, 0), (1.0, 50, 0)])}
+    theirs = {"merge->h5": b.Command("c", ["c"], runs=[(1.0, 5, 0), (2.0, 5, 0)])}
+    ratios = {}
+    lines = b.net_of_fixed(mine, theirs, fixed, ratios)
+    assert ratios["merge->h5 net"] == (1.2, 1.6)        # (3.4-1)/2 and (3-1)/1: min, median
+    assert lines == ["merge->h5: fixed cost 1.000 / 1.000 s (p (fixed: s), peak 50 MiB); "
+                     "net of it over c: 1.20x / 1.60x"]
