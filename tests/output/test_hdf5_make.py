@@ -147,3 +147,23 @@ def test_whole_tables_match_h5py(tmp_path, monkeypatch):
     # the datasets, 4 table groups (calls too), /types and its kind and region types
     assert len(seen["mine.h5"]) == 3 * len(cols) + 4 + 3
     assert seen["mine.h5"] == seen["h5py.h5"]
+
+
+def test_attribute_order_tracking_follows_h5py(tmp_path):
+    """With h5py's ``track_order`` on, a dataset tracks its attributes' order as h5py's
+    own would: the prepared property list is not the one made with it off."""
+    shape, dtype, kw = CASES["ids, fixed size"]
+    maker = make.DatasetMaker()
+    config = h5py.get_config()
+    with h5py.File(tmp_path / "a.h5", "w") as a, h5py.File(tmp_path / "b.h5", "w") as b:
+        maker.create(a, "off", shape, dtype, **kw)
+        old = config.track_order
+        config.track_order = True
+        try:
+            mine = maker.create(a, "on", shape, dtype, **kw)
+            theirs = b.create_dataset("on", shape=shape, dtype=dtype, **kw)
+        finally:
+            config.track_order = old
+        assert _described(mine) == _described(theirs)
+        assert mine.id.get_create_plist().get_attr_creation_order() != 0
+        assert _described(a["off"]) != _described(mine)

@@ -90,7 +90,8 @@ class DatasetMaker:
         if not set(filters) <= known or filters.get("compression") not in (None, "gzip", "lzf"):
             return None
         kind = dtype.dtype.kind if isinstance(dtype, h5py.Datatype) else np.dtype(dtype).kind
-        key = (kind, rank, chunks, tuple(sorted(filters.items())))
+        tracked = h5py.get_config().track_order     # h5py's default for a new dataset
+        key = (kind, rank, chunks, tuple(sorted(filters.items())), tracked)
         dcpl = self._dcpls.get(key)
         if dcpl is not None:
             return dcpl
@@ -111,7 +112,7 @@ class DatasetMaker:
         elif filters.get("compression") == "lzf":
             dcpl.set_filter(h5z.FILTER_LZF, h5z.FLAG_OPTIONAL)
         dcpl.set_obj_track_times(False)
-        if h5py.get_config().track_order:
+        if tracked:
             dcpl.set_attr_creation_order(h5p.CRT_ORDER_TRACKED | h5p.CRT_ORDER_INDEXED)
         else:
             dcpl.set_attr_creation_order(0)
