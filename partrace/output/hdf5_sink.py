@@ -74,6 +74,10 @@ class HDF5Sink(StagedSink):
         # the open file's datasets by (table, column): h5py's path look-up costs more than
         # writing a near-empty table's window, and a trace has a table per MPI function
         self._datasets: dict[tuple[str, str], h5py.Dataset] = {}
+        self._groups: dict[str, h5py.Group] = {}       # its table groups, by name
+        self._codecs: dict[tuple[str, str], object] = {}   # per dataset: chunks.codec's
+        # per table, the rows its file holds (its ``rows`` attribute, set once at commit)
+        self._table_rows: dict[str, int] = {}
         self.files: HDF5Layout | None = None              # chosen at prepare
         self._pending: hdf5_chunks.Pending | None = None   # chunks still compressing
         # per window, per rank: rows per table (key: table name), bytes per text
@@ -143,13 +147,15 @@ class HDF5Sink(StagedSink):
         """This rank's file of the layout, left open for the windows: ``new_file``
         and its tables (``create_tables``)."""
         f = self.new_file(comm.rank)
-        self.create_tables(f, counts)
+        self._datasets, self._codecs = {}, {}
+        self.create_tables(f, counts, self._datasets)
         for name in self._owned_tables:
-            first = f[name][self.schema[name][0].name] if self.schema[name] else None
+            first = self._dataset(name, self.schema[name][0].name) if self.schema[name] else None
             if first is not None and first.chunks:
                 self._steps[name] = first.chunks[0]
         self._file = f
-        self._datasets = {}
+        self._groups = {}
+        self._table_rows = dict.fromkeys(self.schema, 0)
 
     def _dataset(self, table: str, column: str) -> h5py.Dataset:
         """The open file's dataset of ``table``'s ``column``, looked up once."""
@@ -157,6 +163,18 @@ class HDF5Sink(StagedSink):
         if ds is None:
             ds = self._datasets[table, column] = self._file[table][column]
         return ds
+
+    def _group(self, table: str) -> h5py.Group:
+        """The open file's group of ``table``, looked up once."""
+        group = self._groups.get(table)
+        if group is None:
+            group = self._groups[table] = self._file[table]
+        return group
+
+    def _count(self, table: str, end: int) -> int:
+        """The file's rows of ``table`` now that a window's end in it is ``end``."""
+        rows = self._table_rows[table] = max(end, self._table_rows[table])
+        return rows
 
     def new_file(self, rank: int) -> h5py.File:
         """``rank``'s file of the layout (``open_file``), open: the header where it is
@@ -172,18 +190,22 @@ class HDF5Sink(StagedSink):
             raise
         return f
 
-    def create_tables(self, f: h5py.File, counts: dict) -> None:
+    def create_tables(self, f: h5py.File, counts: dict, made: dict | None = None) -> None:
         """Every table's empty datasets in ``f``, their chunks and sizes from ``counts``
         (the first window's rows and bytes, all ranks) and the layout's ``shapes``:
-        the same on every rank."""
+        the same on every rank.  ``made``: given, gets the numeric datasets by
+        (table, column)."""
         shapes = self.files.shapes(self._shapes(counts), counts)
         known = {}      # the file's enum types, found once for all its tables
         for name, columns in self.schema.items():
             chunk, rows = shapes[name]
             text = {c.name: (shapes[name, c.name][1], shapes[name, c.name][0])
                     for c in columns if c.is_object}
+            table = {} if made is not None else None
             hdf5.create_table(f, name, columns, chunk, self.compression, rows, text,
-                              known=known)
+                              known=known, made=table)
+            if made is not None:
+                made.update(((name, col), ds) for col, ds in table.items())
 
     def _encode_text(self, tables: dict[str, Table]) -> dict:
         """Per (table, text column): (bytes, per-row lengths, not UTF-8), this rank's."""
@@ -226,7 +248,7 @@ class HDF5Sink(StagedSink):
             for name, table in tables.items():
                 if name in owned:
                     continue
-                group, text = self._file[name], {}
+                group, text = self._group(name), {}
                 for col in (c.name for c in self.schema[name] if c.is_object):
                     data, lengths, _ = encoded[name, col]
                     # the bytes where the layout puts them; the ends say the global offsets
@@ -237,9 +259,11 @@ class HDF5Sink(StagedSink):
                     if any(e.get(("not utf-8", name, col)) for e in everyone) and (
                             self.files.is_output(comm.rank)):
                         hdf5_text.mark_not_utf8(group[col])
-                at, end = self.files.place(name, int(group.attrs["rows"]), everyone, comm.rank,
+                at, end = self.files.place(name, self._table_rows[name], everyone, comm.rank,
                                            len(table))
-                hdf5.write_rows(group, table, self.schema[name], at, end, text, self._pending)
+                hdf5.write_rows(group, table, self.schema[name], at, end, text, self._pending,
+                                count=False)
+                self._count(name, end)
         comm.check()
 
     def _owned_windows(self, tables: dict[str, Table], everyone: list[dict]) -> dict:
@@ -253,12 +277,12 @@ class HDF5Sink(StagedSink):
                 continue
             counts = [e.get(name, 0) for e in everyone]
             end = self.rows[name] + sum(counts)
-            group = self._file[name]
-            for col in self.schema[name]:
-                ds = self._dataset(name, col.name)
-                if ds.shape[0] < end:
-                    ds.resize(end, axis=0)
-            group.attrs["rows"] = max(end, int(group.attrs["rows"]))
+            if end > self._table_rows[name]:   # the datasets are as long as the rows so far
+                for col in self.schema[name]:
+                    ds = self._dataset(name, col.name)
+                    if ds.shape[0] < end:
+                        ds.resize(end, axis=0)
+            self._count(name, end)
             later = self.next_keys is None or self.next_keys.get(name) is not None
             out[name] = (self._owner.slices(name, self.rows[name], counts, step), table,
                          [c.name for c in self.schema[name]], later)
@@ -266,13 +290,23 @@ class HDF5Sink(StagedSink):
 
     def _put_owned(self, name: str, column: str, values: np.ndarray, row: int) -> None:
         col = next(c for c in self.schema[name] if c.name == column)
-        hdf5.write_values(self._dataset(name, column), col, values, row, self._pending)
+        how = self._codecs.get((name, column), False)
+        if how is False:    # the dataset's filters, read once a file
+            how = self._codecs[name, column] = hdf5_chunks.codec(self._dataset(name, column))
+        hdf5.write_values(self._dataset(name, column), col, values, row, self._pending, how)
 
     def span(self, key, everyone: list[dict], rank: int) -> tuple[int, int, int]:
         """Global (first row or byte of ``rank``'s share, its end, the window's end)."""
         start = self.rows[key] + sum(e.get(key, 0) for e in everyone[:rank])
         return (start, start + everyone[rank].get(key, 0),
                 self.rows[key] + sum(e.get(key, 0) for e in everyone))
+
+    def _set_rows(self) -> None:
+        """The open file's tables' ``rows`` attributes (made 0), once their rows are in."""
+        if self._file is not None:
+            for name, rows in self._table_rows.items():
+                if rows:
+                    hdf5.set_rows(self._group(name), rows)
 
     def close_file(self) -> None:
         """The file ``create_file`` opened, closed once its pending chunks are stored."""
@@ -283,13 +317,14 @@ class HDF5Sink(StagedSink):
             finally:
                 self._file.close()
             self._file = None
-            self._datasets = {}
+            self._datasets, self._groups, self._codecs = {}, {}, {}
 
     def commit(self, comm: Comm) -> None:
         if not self.blocks:     # no window at all: still an (empty) file
             self.write(comm, {name: Table.empty(cols) for name, cols in self.schema.items()})
         with comm.guard():
             self._owner.flush()     # chunks that end a table held for rows that never came
+            self._set_rows()
             self.close_file()
         comm.check()
         began = time.perf_counter()

@@ -74,6 +74,7 @@ from ...timeunit import of as time_unit_of
 from ...version import __version__
 from . import chunks as hdf5_chunks
 from . import text as hdf5_text
+from .make import DatasetMaker, set_attrs
 from .values import write_values
 
 LAYOUT = "partrace-hdf5"
@@ -92,6 +93,8 @@ TABLES_ATTR = "tables"
 DEFLATE_LEVEL = 1       # the default: zlib-ng's fastest deflate (chunks.py)
 GZIP_LEVEL = 2          # --compress gzip: denser (~2/3 of the bytes), ~1.6x its CPU
 NOT_UTF8 = "bytes"      # value of a text dataset's ``encoding`` attribute
+# the tables' datasets, made with property lists prepared once per kind (make.py)
+_MAKER = DatasetMaker()
 
 
 def h5_dtype(col: Column, parent: h5py.Group | None = None, known: dict | None = None):
@@ -213,21 +216,28 @@ def filters(col: Column, compression: str | None = None) -> dict:
 
 
 def _column_attrs(ds, col: Column, known: dict | None = None) -> None:
-    ds.attrs["description"] = col.description
+    """A new column dataset's attributes (in this order)."""
+    attrs = {"description": col.description}
     if col.unit:
-        ds.attrs["unit"] = col.unit
+        attrs["unit"] = col.unit
     if col.enum:
         shared = enum_type(ds.file, col, known)
-        ds.attrs["enum"] = shared.ref if shared is not None else _enum_json(col)
+        attrs["enum"] = shared.ref if shared is not None else _enum_json(col)
     if col.refers:
-        ds.attrs["refers"] = col.refers
+        attrs["refers"] = col.refers
     if not col.measure:
-        ds.attrs["measure"] = False
+        attrs["measure"] = False
+    set_attrs(ds, attrs)
 
 
 def _table_attrs(group, columns: list[Column], rows: int) -> None:
-    group.attrs["columns"] = json.dumps([c.name for c in columns])
-    group.attrs["rows"] = rows
+    """A new table group's attributes."""
+    set_attrs(group, {"columns": json.dumps([c.name for c in columns]), "rows": int(rows)})
+
+
+def set_rows(group: h5py.Group, rows: int) -> None:
+    """A table's ``rows`` attribute, once its rows are written (the same type as made)."""
+    group.attrs["rows"] = int(rows)
 
 
 def _tail(col: Column) -> tuple:
@@ -239,7 +249,7 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
                  compression: str | None = None, rows: int | None = None,
                  text: dict[str, tuple[int | None, int]] | None = None,
                  fixed: dict[str, np.ndarray] | None = None,
-                 known: dict | None = None) -> h5py.Group:
+                 known: dict | None = None, made: dict | None = None) -> h5py.Group:
     """An empty table: chunked column datasets of ``chunk`` rows, compressed.
 
     ``rows`` None: resizable (rows appended window after window); else the
@@ -249,6 +259,8 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
     column is a data/ends pair (text.py).
     ``fixed``: text columns written whole here as fixed-width byte strings.
     ``known``: the file's enum types found so far (enum_type), shared by its tables.
+    ``made``: given, gets each numeric column's dataset by column name (a writer that
+    keeps them need not look them up).
     """
     known = {} if known is None else known
     group = parent.require_group(name)
@@ -266,28 +278,31 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
                              filters(Column("ends", "uint64"), compression))
             continue
         if rows == 0:
-            ds = group.create_dataset(col.name, shape=(0,) + tail,
-                                      dtype=h5_dtype(col, group, known))
+            ds = _MAKER.create(group, col.name, (0,) + tail, h5_dtype(col, group, known))
         else:
             final = rows is not None
-            ds = group.create_dataset(col.name, shape=((rows if final else 0),) + tail,
-                                      maxshape=((rows if final else None),) + tail,
-                                      chunks=((min(chunk, rows) if final else chunk),) + tail,
-                                      dtype=h5_dtype(col, group, known),
-                                      **filters(col, compression))
+            ds = _MAKER.create(group, col.name, ((rows if final else 0),) + tail,
+                               h5_dtype(col, group, known),
+                               maxshape=((rows if final else None),) + tail,
+                               chunks=((min(chunk, rows) if final else chunk),) + tail,
+                               **filters(col, compression))
         _column_attrs(ds, col, known)
+        if made is not None:
+            made[col.name] = ds
     _table_attrs(group, columns, 0)
     return group
 
 
 def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: int,
                rows: int, text: dict | None = None,
-               pending: hdf5_chunks.Pending | None = None) -> None:
+               pending: hdf5_chunks.Pending | None = None, count: bool = True) -> None:
     """Write a table's rows at global row ``start`` of a table that will hold ``rows``
     rows (datasets grown to that, so every rank's part has the same shape).
 
     ``text``: per data/ends pair column, (bytes, lengths, global byte offset of
-    the first, where the bytes go in this file's data, the data's size after)."""
+    the first, where the bytes go in this file's data, the data's size after).
+    ``count`` False: the caller keeps the table's rows and sets its ``rows`` attribute
+    (set_rows) once, not at every window."""
     for col in columns:     # one column at a time: a merged window builds each on read
         obj = group[col.name]
         if hdf5_text.is_pair(obj):
@@ -298,7 +313,8 @@ def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: in
             obj.resize(rows, axis=0)
         if len(table):
             write_values(obj, col, np.asarray(table.column_once(col.name)), start, pending)
-    group.attrs["rows"] = max(rows, int(group.attrs["rows"]))
+    if count:
+        group.attrs["rows"] = max(rows, int(group.attrs["rows"]))
 
 
 def write_table(parent: h5py.Group, name: str, table: Table, columns: list[Column],

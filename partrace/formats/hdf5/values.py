@@ -8,9 +8,11 @@ import numpy as np
 from ...model import Column
 from . import chunks as hdf5_chunks
 
+UNREAD = object()   # write_values' ``how`` not given: read from the dataset
+
 
 def write_values(ds, col: Column | None, values: np.ndarray, start: int,
-                 pending: hdf5_chunks.Pending | None = None) -> None:
+                 pending: hdf5_chunks.Pending | None = None, how=UNREAD) -> None:
     """Write numeric ``values`` at rows start.. of ``ds`` (which must be long enough);
     with ``pending`` (a writer's, drained before its file closes) chunks may still be
     compressing when this returns.
@@ -19,11 +21,15 @@ def write_values(ds, col: Column | None, values: np.ndarray, start: int,
     reads back for them, they take no bytes and no compression time.  Columns that
     do not apply to most records (an OTF trace's file, RMA and collective fields,
     a DUMPI rank's root) are zero for whole chunks; writing skips them.
+
+    ``how``: the dataset's ``chunks.codec``, where the caller keeps it (reading the
+    filters back costs more than writing a near-empty column's chunk).
     """
     n = len(values)
     if not n:
         return
-    how = hdf5_chunks.codec(ds)
+    if how is UNREAD:
+        how = hdf5_chunks.codec(ds)
     if how is not None:     # compressed here (chunks.py); h5py's pipeline for the rest
         hdf5_chunks.write(ds, values, start, how, pending)
         return
