@@ -119,16 +119,19 @@ def _unserialize_lazily(codegen, state, classes):
     return library
 
 
-_installed = False
+_installed: dict[int, bool] = {}     # id of a codegen -> whether it loads lazily
 
 
 def install(codegen) -> bool:
     """Make ``codegen`` (numba's CPU JIT codegen of the process) load cached libraries with
     their bitcode deferred; False (numba's own loading) where it is not the verified
-    numba or class."""
-    global _installed
-    if _installed:
-        return True
+    numba or class.  Decided once per codegen: every kernel load asks."""
+    if id(codegen) not in _installed:
+        _installed[id(codegen)] = _install(codegen)
+    return _installed[id(codegen)]
+
+
+def _install(codegen) -> bool:
     try:
         import numba
         from numba.core import codegen as codegen_module
@@ -156,5 +159,4 @@ def install(codegen) -> bool:
         return library if library is not None else numba_unserialize(serialized)
 
     codegen.unserialize_library = unserialize_library
-    _installed = True
     return True
