@@ -9,6 +9,8 @@ context is made), the NRT's allocation functions (registered by ``rtsys.initiali
 which the full refresh calls first; without them a kernel that allocates crashes) and
 the hash secret (``numba.cpython.hashing``, registered on import).  A cache miss still
 compiles as before: numba's compiler refreshes both contexts itself when it starts.
+A loaded kernel's LLVM bitcode is parsed only when a compiled kernel links it in
+(kernels/lazylink.py).
 
 Only numba's own cache class is changed, and only where it has the methods this
 relies on (private ones: else the kernel keeps numba's loader).
@@ -22,9 +24,12 @@ def _load_only_class(caching):
     """FunctionCache whose load_overload makes ready only what loaded code links against."""
     from numba.core.runtime import rtsys
 
+    from . import lazylink
+
     class LoadOnlyCache(caching.FunctionCache):
         def load_overload(self, sig, target_context):
             rtsys.initialize(target_context)
+            lazylink.install(target_context.codegen())
             import numba.cpython.hashing    # noqa: F401  (its symbols: the hash secret)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
