@@ -370,6 +370,19 @@ class _StreamRows(MergedTable):
     def column_once(self, name: str) -> np.ndarray:
         return self._built[name] if name in self._built else self._gather(name)
 
+    def column_into(self, name: str, out: np.ndarray) -> None:
+        """column_once(name) into `out` (the writer's uint64 field row), gathered straight
+        into it from the pieces (formats.otf.taken.column_into)."""
+        from ..formats.otf.taken import take_into
+        if name in self._built:
+            out[:] = self._built[name]
+        elif self._parent is not None and name in self._parent._built:
+            take_into(out, self._parent._built[name], self._sel)
+        elif len(self.pieces) == 1:
+            take_into(out, self.pieces[0][name], self.idx)
+        else:
+            out[:] = self._gather(name)
+
     def take_rows(self, sel) -> "_StreamRows":
         """Rows `sel` (index array or slice) of these, gathered when read."""
         from ..formats.otf.taken import compose_rows

@@ -87,6 +87,41 @@ def test_stream_rows_compose_as_takes_of_the_joined_pieces(decoded):
                         assert np.array_equal(picked[c.name], joined[c.name][want[sub]]), (c.name, sel, sub)
 
 
+def test_columns_gathered_into_uint64_rows_equal_numpy_casts(decoded):
+    """column_into (the OTF writer's fields, gathered straight into its uint64 matrix) of rows
+    of rows of pieces, or of one table, equals numpy's astype(np.uint64) of the same rows
+    taken from the pieces joined: every integer column, its negated values too (signed
+    columns sign-extended as astype does), whether or not the rows read it first."""
+    from partrace.formats.otf.taken import column_into, take_rows
+    from partrace.output.otf_sink import _take
+    _, schema, tables = decoded
+    events, cols = tables["events"], schema["events"]
+    ints = [c.name for c in cols if not c.is_object and np.dtype(c.dtype).subdtype is None
+            and np.dtype(c.dtype).kind in "iu"]
+    signed = {n for n in ints if np.dtype(events[n].dtype).kind == "i"}
+    negated = Table({n: (-events[n] if n in signed else events[n]) for n in events.names})
+    cut = len(events) // 3
+    rng = np.random.default_rng(5)
+    for tab in (events, negated):
+        pieces = [tab.take(np.arange(cut)), tab.take(np.arange(cut, len(tab)))]
+        joined = Table.concat(pieces, cols)
+        idx = np.sort(rng.choice(len(tab), len(tab) // 2, replace=False))
+        first = np.arange(cut)          # rows of one piece: a slice of it
+        for rows, want, first_read in ((_take(pieces, idx, cols), idx, False),
+                                       (_take(pieces, idx, cols), idx, True),
+                                       (take_rows(joined, idx), idx, True),
+                                       (_take(pieces, first, cols), first, False)):
+            if first_read:
+                [rows[n] for n in ints]
+            sel = rng.permutation(len(want))[: len(want) // 2]
+            for picked, at in ((rows, want), (rows.take_rows(sel), want[sel])):
+                for n in ints:
+                    out = np.full((3, len(picked)), 7, np.uint64)[1]       # a row of a matrix
+                    column_into(picked, n, out)
+                    assert np.array_equal(out, joined[n][at].astype(np.uint64)), n
+    assert signed
+
+
 def test_raw_bits_written_in_place_equal_the_copies(decoded):
     """The key-value bits of every numeric events column, written into the formatter's uint64
     matrix without a temporary (generic._put_raw_bits), are generic._raw_bits of the column:

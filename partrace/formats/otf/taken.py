@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...kernels.jit import njit
 from ...model import take
 
 
@@ -13,6 +14,33 @@ def take_rows(tab, sel):
     that composes its own rows (take_rows: _Taken, the OTF sink's rows of a stream) does so here:
     rows picked from rows picked are gathered once, straight from the source into this order."""
     return tab.take_rows(sel) if hasattr(tab, "take_rows") else _Taken(tab, sel)
+
+
+def column_into(tab, name: str, out: np.ndarray) -> None:
+    """Column `name` of `tab` into `out` (cast as astype casts): a table of rows taken lazily
+    gathers it straight into `out`, one pass instead of a take into a new array (fresh
+    pages, each faulted in) and a cast copy."""
+    if hasattr(tab, "column_into"):
+        tab.column_into(name, out)
+    else:
+        out[:] = tab[name]
+
+
+def take_into(out: np.ndarray, values: np.ndarray, rows) -> None:
+    """``out[:] = values[rows]`` (rows: index array or slice), integers in one pass."""
+    if (isinstance(rows, slice) or values.ndim != 1 or values.dtype.kind not in "iu"
+            or out.dtype.kind not in "iu"):
+        out[:] = take(values, rows)
+        return
+    _take_into(out, np.ascontiguousarray(values), np.ascontiguousarray(rows, np.int64))
+
+
+@njit(cache=True)
+def _take_into(out, values, rows):
+    # an integer stored into out's integer type: numba casts as numpy's astype does
+    # (wider: sign- or zero-extended by the source's sign; same width: the same bits)
+    for i in range(len(out)):
+        out[i] = values[rows[i]]
 
 
 def compose_rows(order, sel, n: int):
@@ -59,6 +87,15 @@ class _Taken:
         if self._parent is not None and name in self._parent.cols:
             return take(self._parent.cols[name], self._sel)
         return take(self.tab[name], self.order)
+
+    def column_into(self, name: str, out: np.ndarray) -> None:
+        """column_once(name) into `out`, gathered straight into it (see column_into)."""
+        if name in self.cols:
+            out[:] = self.cols[name]
+        elif self._parent is not None and name in self._parent.cols:
+            take_into(out, self._parent.cols[name], self._sel)
+        else:
+            take_into(out, self.tab[name], self.order)
 
     def take_rows(self, sel) -> "_Taken":
         return _Taken(self.tab, compose_rows(self.order, sel, self.n), self, sel)

@@ -362,6 +362,7 @@ class StreamWriter:
         `markers` rows (an OTF input's, if local_markers) go to the stream's marker file."""
         if not own_source(self.defs):
             return self._append_generic(tables)
+        from .taken import column_into
         from .writekernel import field_columns
         mk = tables.get("markers")
         if mk is not None and len(mk):
@@ -391,7 +392,7 @@ class StreamWriter:
             rec = _record_codes(tab, tname)
 
             def put(col, out, tab=tab):
-                out[:] = tab[col]       # as astype(np.uint64), into the formatter's matrix
+                column_into(tab, col, out)      # as astype(np.uint64), into the formatter's matrix
 
             fields, colof = field_columns(tname, rec, tab.__contains__, put)
             proc = tab["location"].astype(np.int64, copy=False)
