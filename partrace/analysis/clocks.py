@@ -169,28 +169,32 @@ def _packed_key(rec: np.ndarray) -> np.ndarray | None:
     return key * 2 + rec[:, SIDE]
 
 
-def _by_time(rec: np.ndarray) -> np.ndarray:
-    """The records' order by (time, seq), equal ones in input order: one stable sort of the
-    times (the records come mostly in time order, which it is quick on), and the lexsort of
-    both only where records of one time are out of seq order."""
+def _in_group_order(rec: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The records' order by (packed ``key``, time, seq), equal ones in input order: where
+    the key and the time fit one int64 too, one stable sort of that (quick on records that
+    come mostly in order, as they do), its ties then checked to be in seq order (else, or
+    where they do not fit, a lexsort of the three)."""
     time, seq = rec[:, TIME], rec[:, SEQ]
-    order = np.argsort(time, kind="stable")
-    t, q = time[order], seq[order]
-    if ((t[1:] == t[:-1]) & (q[1:] < q[:-1])).any():
-        return np.lexsort((seq, time))
-    return order
+    t0 = int(time.min())
+    span = int(time.max()) - t0 + 1
+    if (int(key.max()) + 1) * span < 1 << 63:
+        joint = key * span + (time - t0)
+        order = np.argsort(joint, kind="stable")
+        j, q = joint[order], seq[order]
+        if not ((j[1:] == j[:-1]) & (q[1:] < q[:-1])).any():
+            return order
+    return np.lexsort((seq, time, key))
 
 
 def _sorted_groups(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The records' order by (sender, receiver, comm, tag, side, time, seq), where each run of
     one (sender, receiver, comm, tag) starts in it, and whether each record in it is a
-    receive.  Where the first five fit one word (ids and tags of a few bits each): a stable
-    sort by (time, seq), then a stable one of the packed key; else a lexsort of all seven.
-    The order is the same either way."""
+    receive.  Where the first five fit one word (ids and tags of a few bits each), a sort of
+    that word with the time (:func:`_in_group_order`); else a lexsort of all seven.  The
+    order is the same either way."""
     key = _packed_key(rec)
     if key is not None:
-        order = _by_time(rec)
-        order = order[np.argsort(key[order], kind="stable")]
+        order = _in_group_order(rec, key)
         key = key[order]
         group = key >> 1
         starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])

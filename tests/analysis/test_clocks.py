@@ -297,11 +297,13 @@ def _matched_by_the_rule(rec: np.ndarray) -> tuple[list, int, int]:
     return out, sends, recvs
 
 
-@pytest.mark.parametrize("wide", [False, True], ids=["fields-in-one-word", "wide-ids"])
-def test_match_follows_the_non_overtaking_rule(wide):
-    """The matcher against the rule it implements, on records with ties of time (seq
-    decides) and out of time order: with fields whose ranges fit one sort key, and with
-    64-bit ids and tags (a sort of every field)."""
+@pytest.mark.parametrize("layout", ["in-seq-order", "ties-out-of-seq-order", "long-times",
+                                    "wide-ids"])
+def test_match_follows_the_non_overtaking_rule(layout):
+    """The matcher against the rule it implements, on records out of time order with ties of
+    time (seq decides): ids, tags and times that fit one sort key, whose ties are (or are
+    not) in seq order; times too long for that (a key of the ids beside them); 64-bit ids
+    and tags (a sort of every field)."""
     from partrace.analysis.clocks import match
     rng = np.random.default_rng(7)
     n = 4000
@@ -310,7 +312,11 @@ def test_match_follows_the_non_overtaking_rule(wide):
     rec[:, 2], rec[:, 3] = rng.integers(0, 3, n), rng.integers(-1, 4, n)
     rec[:, 4], rec[:, 5] = rng.integers(0, 2, n), rng.integers(0, 300, n)
     rec[:, 6] = rng.permutation(n)
-    if wide:
+    if layout == "in-seq-order":
+        rec[:, 6] = np.argsort(np.argsort(rec[:, 5], kind="stable"))
+    if layout == "long-times":
+        rec[:, 5] = rec[:, 5] * (1 << 52)
+    if layout == "wide-ids":
         rec[:, 0] = rec[:, 0] * (1 << 60) - (1 << 62)
         rec[:, 3] = rec[:, 3] * (1 << 40)
     msgs, sends, recvs = match(rec)
