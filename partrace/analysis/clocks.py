@@ -152,23 +152,73 @@ def _run_starts(keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
 
 
+def _packed_key(rec: np.ndarray) -> np.ndarray | None:
+    """(sender, receiver, comm, tag, side) of each record as one int64 that sorts as the five
+    do (side the lowest bit), or None when their ranges together need more than 62 bits."""
+    span, bounds = 1, []
+    for col in (SENDER, RECEIVER, COMM, TAG):
+        lo, hi = int(rec[:, col].min()), int(rec[:, col].max())
+        bounds.append((col, lo, hi - lo + 1))
+        span *= hi - lo + 1
+    if span * 2 > 1 << 62:
+        return None
+    key = np.zeros(len(rec), np.int64)
+    for col, lo, width in bounds:
+        key *= width
+        key += rec[:, col] - lo
+    return key * 2 + rec[:, SIDE]
+
+
+def _in_group_order(rec: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The records' order by (packed ``key``, time, seq), equal ones in input order: where
+    the key and the time fit one int64 too, one stable sort of that (quick on records that
+    come mostly in order, as they do), its ties then checked to be in seq order (else, or
+    where they do not fit, a lexsort of the three)."""
+    time, seq = rec[:, TIME], rec[:, SEQ]
+    t0 = int(time.min())
+    span = int(time.max()) - t0 + 1
+    if (int(key.max()) + 1) * span < 1 << 63:
+        joint = key * span + (time - t0)
+        order = np.argsort(joint, kind="stable")
+        j, q = joint[order], seq[order]
+        if not ((j[1:] == j[:-1]) & (q[1:] < q[:-1])).any():
+            return order
+    return np.lexsort((seq, time, key))
+
+
+def _sorted_groups(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The records' order by (sender, receiver, comm, tag, side, time, seq), where each run of
+    one (sender, receiver, comm, tag) starts in it, and whether each record in it is a
+    receive.  Where the first five fit one word (ids and tags of a few bits each), a sort of
+    that word with the time (:func:`_in_group_order`); else a lexsort of all seven.  The
+    order is the same either way."""
+    key = _packed_key(rec)
+    if key is not None:
+        order = _in_group_order(rec, key)
+        key = key[order]
+        group = key >> 1
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        return order, starts, (key & 1).astype(bool)
+    c = rec.T
+    order = np.lexsort((c[SEQ], c[TIME], c[SIDE], c[TAG], c[COMM], c[RECEIVER], c[SENDER]))
+    return order, _run_starts(rec[order, :SIDE]), rec[order, SIDE] != 0
+
+
 def match(rec: np.ndarray) -> tuple[np.ndarray, int, int]:
     """(messages (n, 6): sender, receiver, send time, receive time, send seq, receive seq;
     unmatched sends; unmatched receives).  The k-th send of (sender, receiver, comm, tag) in
     the sender's (time, seq) order meets the k-th receive of it in the receiver's order."""
-    c = rec.T
-    rec = rec[np.lexsort((c[SEQ], c[TIME], c[SIDE], c[TAG], c[COMM], c[RECEIVER], c[SENDER]))]
-    # per (sender, receiver, comm, tag): its sends in order, then its receives in order
-    starts = _run_starts(rec[:, :SIDE])
-    if not len(starts):
+    if not len(rec):
         return np.zeros((0, 6), np.int64), 0, 0
-    sent = np.add.reduceat((rec[:, SIDE] == 0).astype(np.int64), starts)
+    order, starts, recv = _sorted_groups(rec)
+    # per (sender, receiver, comm, tag): its sends in order, then its receives in order
+    sent = np.add.reduceat((~recv).astype(np.int64), starts)
     got = np.diff(np.r_[starts, len(rec)]) - sent
     run = np.repeat(np.arange(len(starts)), sent)       # the run of each send (sends lead)
     k = np.arange(len(run)) - np.repeat(np.cumsum(sent) - sent, sent)
     send = np.repeat(starts, sent) + k
     keep = k < got[run]
-    send, recv = send[keep], (starts[run] + sent[run] + k)[keep]
+    send, recv = order[send[keep]], order[(starts[run] + sent[run] + k)[keep]]
     out = np.stack([rec[send, SENDER], rec[send, RECEIVER], rec[send, TIME], rec[recv, TIME],
                     rec[send, SEQ], rec[recv, SEQ]], axis=1)
     return out, int(sent.sum()) - len(out), int(got.sum()) - len(out)

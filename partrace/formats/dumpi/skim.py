@@ -16,7 +16,8 @@ import numpy as np
 from ...kernels.jit import njit   # lazy: numba only for inputs that are not small
 from . import scan
 from .scan import (E_BIG, E_EOS, E_FULL, E_TRUNC, E_UNKNOWN, END_OF_STREAM, INDEX_MAX,
-                   MAXARGS, OK, STATUS_NO_TAG, _i32, _u16, _u32, _u64)
+                   MAXARGS, OK, ONE_OF, STATUS_NO_TAG, _u16, element_bytes, read_arg,
+                   read_count, read_length)
 
 
 _SCALAR_BYTES = {0: 4, 1: 2, 2: 1, 3: 8}     # i32, u16, u8, i64 (scan.KINDS)
@@ -87,92 +88,41 @@ def skim(b, pos, end, call, table, trigger, counts, first, t_off, t_call, nt):
         for k in range(fcount[fid] if plain[fid] < 0 else 0):
             kind = ops[fstart[fid] + k, 0]
             ca = ops[fstart[fid] + k, 1]
-            v = np.int64(0)
             if ca >= 0 and kind < 13 and vals[ca] != vals[ops[fstart[fid] + k, 2]]:
                 vals[k] = -1 if kind >= 4 else 0     # root-only field, absent here
                 continue
-            if kind == 0 or kind == 1 or kind == 2 or kind == 3:
-                w = 4 if kind == 0 else (2 if kind == 1 else (1 if kind == 2 else 8))
-                if pos + w > end:
-                    return E_TRUNC, rec, call, nt
-                if kind == 0:                 # conditions compare scalars: keep them
-                    v = _i32(b, pos)
-                elif kind == 1:
-                    v = _u16(b, pos)
-                elif kind == 2:
-                    v = np.int64(b[pos])
-                else:
-                    v = np.int64(_u64(b, pos))
-                pos += w
-            elif kind == 4 or kind == STATUS_NO_TAG:   # status(es): only with mask bits 0x03
-                if mask & 0x03:
-                    if pos + 4 > end:
-                        return E_TRUNC, rec, call, nt
-                    v = _u32(b, pos)
-                    pos += 4
-                    width = 14 if kind == 4 else 10
-                    if pos + width * v > end:
-                        return E_TRUNC, rec, call, nt
-                    if v > INDEX_MAX:
-                        return E_BIG, rec, call, nt
-                    pos += width * v
-                else:
-                    v = -1
-            elif kind == 13:                      # ONE_OF (older writers): one i32
-                if pos + 4 > end:
-                    return E_TRUNC, rec, call, nt
-                pos += 4
+            err, pos, v = read_arg(b, pos, end, kind, mask)   # conditions compare scalars
+            if err != OK:
+                return err, rec, call, nt
+            if kind == 4 or kind == STATUS_NO_TAG or (kind >= 5 and kind <= 7):
+                if v > 0:                         # -1: no statuses recorded
+                    pos += element_bytes(kind) * v
+            elif kind == ONE_OF:                  # older writers: one i32 as an array
                 v = max(vals[ca], 1)
-            elif kind <= 8:                       # arrays of i32 / u16 / u8 / of i32 arrays
-                if pos + 4 > end:
-                    return E_TRUNC, rec, call, nt
-                v = _u32(b, pos)
-                pos += 4
-                outer = v if kind == 8 else 1
-                w = 4 if (kind == 5 or kind == 8) else (2 if kind == 6 else 1)
-                for i0 in range(outer):
+            elif kind == 8:                       # arrays of i32 arrays
+                for i0 in range(v):
                     if i0 >= INDEX_MAX:
                         return E_BIG, rec, call, nt
-                    m = v
-                    if kind == 8:
-                        if pos + 4 > end:
-                            return E_TRUNC, rec, call, nt
-                        m = _u32(b, pos)
-                        pos += 4
-                    if pos + w * m > end:
-                        return E_TRUNC, rec, call, nt
-                    if m > INDEX_MAX:
-                        return E_BIG, rec, call, nt
-                    pos += w * m
-            else:                                 # strings: 1, 2 or 3 levels; argv = 2 levels
-                if pos + 4 > end:
-                    return E_TRUNC, rec, call, nt
-                v = _u32(b, pos)
+                    err, pos, m = read_count(b, pos, end, 4)
+                    if err != OK:
+                        return err, rec, call, nt
+                    pos += 4 * m
+            elif kind >= 9:                       # strings: 1, 2 or 3 levels; argv = 2 levels
                 n0 = 1 if kind == 9 else v
-                if kind != 9:
-                    pos += 4
-                if kind == 14:                    # ARGV_TWICE: the repeated argc
-                    if pos + 4 > end:
-                        return E_TRUNC, rec, call, nt
-                    pos += 4
                 for i0 in range(n0):
                     if i0 >= INDEX_MAX:
                         return E_BIG, rec, call, nt
-                    n1 = 1
+                    n1 = np.int64(1)
                     if kind == 11:
-                        if pos + 4 > end:
-                            return E_TRUNC, rec, call, nt
-                        n1 = _u32(b, pos)
-                        pos += 4
+                        err, pos, n1 = read_length(b, pos, end, 0)
+                        if err != OK:
+                            return err, rec, call, nt
                     for i1 in range(n1):
                         if i1 >= INDEX_MAX:
                             return E_BIG, rec, call, nt
-                        if pos + 4 > end:
-                            return E_TRUNC, rec, call, nt
-                        m = _u32(b, pos)
-                        pos += 4
-                        if pos + m > end:
-                            return E_TRUNC, rec, call, nt
+                        err, pos, m = read_length(b, pos, end, 1)
+                        if err != OK:
+                            return err, rec, call, nt
                         pos += m
             vals[k] = v
         if first[fid] < 0:
