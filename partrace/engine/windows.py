@@ -292,6 +292,14 @@ def _spans_by_destination(spans, dest: np.ndarray, size: int) -> list[list] | No
     return out
 
 
+def _narrowest(ranks: np.ndarray, size: int) -> np.ndarray:
+    """``ranks`` (each below ``size``) as the narrowest unsigned integers that hold them:
+    numpy's stable sort of 8- and 16-bit integers is a radix sort, O(n), where int64's is
+    a merge sort (5 M rows to 2 ranks: about a quarter of the time)."""
+    kind = np.uint8 if size <= 1 << 8 else np.uint16 if size <= 1 << 16 else None
+    return ranks if kind is None else ranks.astype(kind, copy=False)
+
+
 def by_destination(comm: Comm, rows: Table, dest: np.ndarray, schema: list[Column]) -> Table:
     """Send every row to rank dest[i]; each rank's rows come back sorted by key."""
     spans = rows.spans if isinstance(rows, SpanRows) else None
@@ -305,7 +313,7 @@ def by_destination(comm: Comm, rows: Table, dest: np.ndarray, schema: list[Colum
         accounts.phase_in_window("merge")
         return _merged_spans(spans, schema)
     if comm.size > 1:
-        perm = np.argsort(dest, kind="stable")
+        perm = np.argsort(_narrowest(dest, comm.size), kind="stable")
         counts = np.bincount(dest, minlength=comm.size).astype(np.int64)
         if spans is not None:   # each column gathered and put in destination order when sent
             rows = _merged_spans(spans, schema, perm)

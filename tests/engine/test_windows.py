@@ -2,6 +2,7 @@
 import pickle
 
 import numpy as np
+import pytest
 
 from partrace.engine.merged import MergedTable
 from partrace.engine.mpi import serial
@@ -144,3 +145,12 @@ def test_spans_of_one_location_each_are_merged_location_by_location():
     mixed = spans + [(Run({"time": np.arange(3), "location": np.array([1, 2, 3], np.int32),
                            "seq": np.zeros(3, np.int64)}), 0, 3)]
     assert _by_location(mixed) == mixed        # a run of several locations: left as it is
+
+
+@pytest.mark.parametrize("size", [2, 255, 256, 257, 1 << 16, (1 << 16) + 1])
+def test_destinations_sorted_narrow_in_the_same_stable_order(size):
+    from partrace.engine.windows import _narrowest
+    dest = np.random.default_rng(size).integers(0, size, 50_000).astype(np.int64)
+    narrow = _narrowest(dest, size)
+    assert narrow.dtype.itemsize <= (1 if size <= 256 else 2 if size <= 1 << 16 else 8)
+    assert np.array_equal(np.argsort(narrow, kind="stable"), np.argsort(dest, kind="stable"))
