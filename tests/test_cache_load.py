@@ -63,9 +63,11 @@ print(json.dumps(out))
 '''
 
 
-def _run(tmp_path: Path, which: str) -> dict:
+def _run(tmp_path: Path, which: str, script: str = RUN) -> dict:
+    """``script`` run with ``which`` in a fresh process on the kernels' cache: its last line's
+    JSON."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PARTRACE_JIT": "numba"}
-    res = subprocess.run([sys.executable, "-c", RUN, str(tmp_path), which], env=env,
+    res = subprocess.run([sys.executable, "-c", script, str(tmp_path), which], env=env,
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -139,14 +141,6 @@ print(json.dumps(out))
 '''
 
 
-def _run_lazy(tmp_path: Path, how: str) -> dict:
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PARTRACE_JIT": "numba"}
-    res = subprocess.run([sys.executable, "-c", LAZY, str(tmp_path), how], env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
 def test_a_cached_kernel_parses_its_bitcode_only_when_a_compiled_kernel_links_it(tmp_path):
     import numba
     from partrace.kernels import lazylink
@@ -156,8 +150,8 @@ def test_a_cached_kernel_parses_its_bitcode_only_when_a_compiled_kernel_links_it
     expected = np.cumsum(a * a)
     _run(tmp_path, "first")                     # compiled and saved to the cache
 
-    lazy = _run_lazy(tmp_path, "lazy")
-    own = _run_lazy(tmp_path, "numba")
+    lazy = _run(tmp_path, "lazy", LAZY)
+    own = _run(tmp_path, "numba", LAZY)
     for got in (lazy, own):
         assert got["hits"] == 1 and got["squares"] == expected.tolist()
         assert got["last"] == int(expected[-1])
