@@ -171,10 +171,16 @@ class HDF5Sink(StagedSink):
             group = self._groups[table] = self._file[table]
         return group
 
-    def _count(self, table: str, end: int) -> int:
-        """The file's rows of ``table`` now that a window's end in it is ``end``."""
-        rows = self._table_rows[table] = max(end, self._table_rows[table])
-        return rows
+    def _codec(self, table: str, column: str):
+        """The open file's ``chunks.codec`` of a numeric column: its filters, read once."""
+        how = self._codecs.get((table, column), False)
+        if how is False:
+            how = self._codecs[table, column] = hdf5_chunks.codec(self._dataset(table, column))
+        return how
+
+    def _count(self, table: str, end: int) -> None:
+        """The file's rows of ``table``, now that a window's end in it is ``end``."""
+        self._table_rows[table] = max(end, self._table_rows[table])
 
     def new_file(self, rank: int) -> h5py.File:
         """``rank``'s file of the layout (``open_file``), open: the header where it is
@@ -253,16 +259,18 @@ class HDF5Sink(StagedSink):
                     data, lengths, _ = encoded[name, col]
                     # the bytes where the layout puts them; the ends say the global offsets
                     base = self.span((name, col), everyone, comm.rank)[0]
-                    at, end = self.files.place((name, col), group[col][hdf5_text.DATA].shape[0],
+                    pair = self._dataset(name, col)
+                    at, end = self.files.place((name, col), pair[hdf5_text.DATA].shape[0],
                                                everyone, comm.rank, len(data))
                     text[col] = (data, lengths, base, at, end)
                     if any(e.get(("not utf-8", name, col)) for e in everyone) and (
                             self.files.is_output(comm.rank)):
-                        hdf5_text.mark_not_utf8(group[col])
+                        hdf5_text.mark_not_utf8(pair)
                 at, end = self.files.place(name, self._table_rows[name], everyone, comm.rank,
                                            len(table))
                 hdf5.write_rows(group, table, self.schema[name], at, end, text, self._pending,
-                                count=False)
+                                count=False, objects=lambda c, t=name: self._dataset(t, c),
+                                codecs=lambda c, t=name: self._codec(t, c))
                 self._count(name, end)
         comm.check()
 
@@ -290,10 +298,8 @@ class HDF5Sink(StagedSink):
 
     def _put_owned(self, name: str, column: str, values: np.ndarray, row: int) -> None:
         col = next(c for c in self.schema[name] if c.name == column)
-        how = self._codecs.get((name, column), False)
-        if how is False:    # the dataset's filters, read once a file
-            how = self._codecs[name, column] = hdf5_chunks.codec(self._dataset(name, column))
-        hdf5.write_values(self._dataset(name, column), col, values, row, self._pending, how)
+        hdf5.write_values(self._dataset(name, column), col, values, row, self._pending,
+                          self._codec(name, column))
 
     def span(self, key, everyone: list[dict], rank: int) -> tuple[int, int, int]:
         """Global (first row or byte of ``rank``'s share, its end, the window's end)."""

@@ -75,7 +75,7 @@ from ...version import __version__
 from . import chunks as hdf5_chunks
 from . import text as hdf5_text
 from .make import DatasetMaker, set_attrs
-from .values import write_values
+from .values import UNREAD, write_values
 
 LAYOUT = "partrace-hdf5"
 LAYOUT_VERSION = 4     # 4: enums once, in /types; 3: text columns as data/ends pairs
@@ -295,16 +295,19 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
 
 def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: int,
                rows: int, text: dict | None = None,
-               pending: hdf5_chunks.Pending | None = None, count: bool = True) -> None:
+               pending: hdf5_chunks.Pending | None = None, count: bool = True,
+               objects=None, codecs=None) -> None:
     """Write a table's rows at global row ``start`` of a table that will hold ``rows``
     rows (datasets grown to that, so every rank's part has the same shape).
 
     ``text``: per data/ends pair column, (bytes, lengths, global byte offset of
     the first, where the bytes go in this file's data, the data's size after).
     ``count`` False: the caller keeps the table's rows and sets its ``rows`` attribute
-    (set_rows) once, not at every window."""
+    (set_rows) once, not at every window.  ``objects`` and ``codecs``: a writer's
+    look-ups kept across windows, column name -> its object in ``group`` and -> its
+    numeric dataset's ``chunks.codec``, instead of reading both from the file."""
     for col in columns:     # one column at a time: a merged window builds each on read
-        obj = group[col.name]
+        obj = objects(col.name) if objects is not None else group[col.name]
         if hdf5_text.is_pair(obj):
             data, lengths, base, at, total = text[col.name]
             hdf5_text.write(obj, data, lengths, start, rows, base, at, total, pending)
@@ -312,7 +315,9 @@ def write_rows(group: h5py.Group, table: Table, columns: list[Column], start: in
         if obj.shape[0] < rows:
             obj.resize(rows, axis=0)
         if len(table):
-            write_values(obj, col, np.asarray(table.column_once(col.name)), start, pending)
+            how = codecs(col.name) if codecs is not None else UNREAD
+            write_values(obj, col, np.asarray(table.column_once(col.name)), start, pending,
+                         how)
     if count:
         group.attrs["rows"] = max(rows, int(group.attrs["rows"]))
 
