@@ -19,7 +19,8 @@ its own work.  Printed per trace and output:
             that the model can be fitted again from them (scaling_model.py) without the runs
   model     seconds per phase at --model-ranks for an input of --model-gb, the busy time
             fitted as a/P + b + cP (a, the work that divides, grown with the input) plus the
-            network (--net-gbs, --net-latency-us), every rank's opens at the metadata server
+            network (--net-gbs, --net-latency-us; the window phases' messages per window,
+            times the windows the modelled input takes), every rank's opens at the metadata server
             (--fs-opens) and, for HDF5's single layout, rank 0 reading and writing the
             other ranks' share of the output (--fs-read-gbs, --fs-write-gbs); for HDF5
             also the efficiency without that join (the collective write of parallel h5py)
@@ -247,7 +248,7 @@ def main(argv=None) -> int:
                     help="interleaved rounds of 1 and 2 ranks for the wall time (0: skip)")
     ap.add_argument("--memory", help="--memory of every merge (default: partrace's; smaller "
                     "makes more windows)")
-    ap.add_argument("--model-ranks", default="256,1024")
+    ap.add_argument("--model-ranks", default="32,256,1024")
     ap.add_argument("--model-gb", type=float, default=1000,
                     help="input size (GB) of the modelled runs (default 1,000: a 1 TB trace; "
                          "0: the measured trace's size)")

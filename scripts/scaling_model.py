@@ -14,6 +14,7 @@ rank 0's serial HDF5 join (the output's bytes through one client).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,9 @@ PHASES = ["start-up", "plan", "decode", "cuts", "exchange", "merge", "write", "c
 # ``grow``); start-up, the plan (the files' listing), the cuts (samples per piece) and the
 # commit (rank 0's join is a row of its own) do not grow with the input's bytes
 ROW_PHASES = {"decode", "exchange", "merge", "write"}
+# the phases a window repeats: their messages are O(P) a window (a collective per table),
+# whatever its rows, and the windows' count goes as the input over P x a window's bytes
+WINDOW_PHASES = {"exchange", "merge", "write"}
 
 
 def phase_field(stats: dict, phase: str, field: str) -> np.ndarray:
@@ -82,6 +86,41 @@ def at(coef, p: float) -> float:
     return float(coef[0] / p + coef[1] + coef[2] * p)
 
 
+def windows(stats: dict) -> int:
+    """The run's window count (every rank walks the same windows)."""
+    return max((len(r.get("windows", ())) for r in stats["ranks"]), default=0)
+
+
+def windows_at_one(runs: dict[int, dict]) -> float:
+    """The input's decoded bytes over one window's, from the measured window counts:
+    W(P) = ceil(x / P) puts x in ((W - 1) P, W P] at every P; the middle of what all
+    the runs leave open."""
+    lo, hi = 0.0, float("inf")
+    for p, stats in runs.items():
+        w = windows(stats)
+        if w:
+            lo, hi = max(lo, (w - 1) * p), min(hi, w * p)
+    return 1.0 if hi == float("inf") else (lo + hi) / 2
+
+
+def fit_per_window(ps, values, counts) -> tuple[float, float]:
+    """Non-negative b, c of  W(P) (b + c (P - 1))  through the measured points: what each
+    window sends (``counts``: W at each P), a collective per table reaching P - 1 peers.
+    (Not fit's a/P + b + c P: P - 1 peers would need a negative b.)"""
+    ps = np.asarray(ps, float)
+    y = np.asarray(values, float) / np.maximum(np.asarray(counts, float), 1)
+    basis = np.stack([np.ones_like(ps), ps - 1], axis=1)
+    scale = np.maximum(y, 1e-9)
+    a, y = basis / scale[:, None], y / scale
+    for free in ([0, 1], [1], [0]):
+        coef = np.zeros(2)
+        coef[free] = np.linalg.lstsq(a[:, free], y, rcond=None)[0]
+        if (coef >= 0).all():
+            break
+    coef = np.maximum(coef, 0)
+    return float(coef[0]), float(coef[1])
+
+
 @dataclass
 class Rates:
     """The site's figures the model needs (bench_scaling.py's options)."""
@@ -102,10 +141,13 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
 
     ``grow``: the modelled input over the measured one.  In the phases that work on rows
     (ROW_PHASES) the work that divides over the ranks (the a/P terms of busy time and
-    bytes) grows with the input, and so do the message counts as a whole (the windows'
-    count goes as input / (P x window), and a window costs each rank O(P) messages); their
-    fixed and growing terms, and the other phases, do not.  The output grows with it."""
+    bytes) grows with the input; their fixed and growing terms, and the other phases, do
+    not.  Messages: a phase a window repeats (WINDOW_PHASES) sends O(P) of them a window,
+    fitted per window as b + c P, times the modelled run's windows, ceil(x grow / P) (x:
+    the measured input's decoded bytes over a window's, windows_at_one); the others' do not
+    grow.  The output grows with it."""
     ps = sorted(runs)
+    per_window = windows_at_one(runs) * grow
     rows = []
     for phase in PHASES:
         g = grow if phase in ROW_PHASES else 1.0
@@ -114,12 +156,18 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
         if len(ps) > 1:     # P = 1 moves nothing: fit the traffic over the parallel runs
             par = [p for p in ps if p > 1]
             nbytes = fit(par, [traffic(runs[p], phase)[0] for p in par]) * work
-            msgs = fit(par, [traffic(runs[p], phase)[1] for p in par]) * g
+            sent = [traffic(runs[p], phase)[1] for p in par]
+            if phase in WINDOW_PHASES:
+                b, c = fit_per_window(par, sent, [windows(runs[p]) for p in par])
+                msgs = [max(1, math.ceil(per_window / p)) * (b + c * (p - 1))
+                        for p in targets]
+            else:
+                msgs = [at(fit(par, sent), p) for p in targets]
         else:
-            nbytes = msgs = np.zeros(3)
+            nbytes, msgs = np.zeros(3), [0.0] * len(targets)
         rows.append((phase, [at(cpu, p) + (at(nbytes, p) / 2 / rates.net_bytes_s
-                                           + at(msgs, p) * rates.net_latency_s)
-                             for p in targets]))
+                                           + m * rates.net_latency_s)
+                             for p, m in zip(targets, msgs)]))
     # every rank opens its modules and the files it opens itself at start-up and in the
     # plan; the metadata server serves them all
     opened = max(phase_field(runs[ps[-1]], "start-up", "files_opened").max()

@@ -1,5 +1,6 @@
 """scripts/bench_scaling.py on a tiny trace at 1 and 2 ranks: its tables, its model and the
 check that every rank count wrote the same output."""
+import math
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ def test_bench_scaling_tables_model_and_identity(tmp_path):
     assert "same data at every P: yes" in out           # the identity check ran and held
     assert "identity across rank counts: every output the same" in out
     assert "t(2)/t(1)" in out
-    assert "| step | P=1 | P=256 | P=1024 |" in out
+    assert "| step | P=1 | P=32 | P=256 | P=1024 |" in out
     assert "| HDF5 join (rank 0's bytes) |" in out and "| modelled E(P) |" in out
     assert "for an input of 1,000 GB" in out and "| modelled E(P), collective write |" in out
     assert "## " in (tmp_path / "results.md").read_text()
@@ -56,3 +57,27 @@ def test_model_grows_only_the_work_that_divides():
     assert grown == pytest.approx([32.5, 32 / 64 + 0.5], rel=1e-6)
     start = dict(sm.model(runs, 0, False, rates, [1, 64], grow=4))["start-up"]
     assert start == pytest.approx(same, rel=1e-6)
+
+
+def _windowed(p: int, x: float, per_window: float) -> dict:
+    """An account of a run of ceil(x / P) windows whose exchange sends ``per_window``
+    messages a window on every rank."""
+    w = math.ceil(x / p)
+    phase = {"busy_s": 1.0, "sent_bytes": 0, "recv_bytes": 0,
+             "sent_messages": w * per_window * (p > 1), "recv_messages": 0}
+    return {"ranks": [{"busy_s": 1.0, "phases": {"exchange": phase},
+                       "windows": [{"window": k} for k in range(w)]} for _ in range(p)]}
+
+
+def test_model_sends_each_window_s_messages_for_the_windows_a_larger_input_takes():
+    """Windows of a run: ceil(x / P), x the input's decoded bytes over a window's (6.5
+    here).  A window costs each rank 2 (P - 1) messages whatever the input; a 100x larger
+    input takes ceil(650 / P) windows, so at P = 64 it sends 11 x 126 messages a rank,
+    not 100 x what the measured run sent."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import scaling_model as sm
+    runs = {p: _windowed(p, 6.5, 2 * (p - 1)) for p in (1, 2, 4, 8, 16)}
+    assert sm.windows_at_one(runs) == pytest.approx(6.5)
+    rates = sm.Rates(1e9, 1.0, 1e9, 1e9, 1e9, 0)       # a second a message: seconds = messages
+    cpu = dict(sm.model(runs, 0, False, rates, [64], grow=100))["exchange"][0] - 1.0
+    assert cpu == pytest.approx(math.ceil(650 / 64) * 2 * 63, rel=1e-6)
