@@ -62,7 +62,8 @@ The steps, all ranks in the same order (HDF5's collective calls must match):
 
 The data read back is the serial path's, value for value; the stored bytes are
 not: HDF5's own filter pipeline compresses every chunk (the serial path packs
-small-range integer chunks by scale-offset alone and skips all-zero chunks).
+small-range integer chunks by scale-offset alone and skips all-zero chunks), and
+the tables declare no scale-offset, which the pipeline would apply to every chunk.
 
 ``PARTRACE_H5_COLLECTIVE=0`` keeps the serial join where this path could run
 (tests compare the two); ``=1`` refuses to run without a parallel h5py.
@@ -131,7 +132,8 @@ class CollectiveLayout(HDF5Layout):
             self.file.open(comm)
             counts = {k: sum(e.get(k, 0) for e in everyone) for k in sink.rows}
             with comm.guard():      # metadata: every rank alike, into the mpio file
-                sink.create_tables(self.file.h5, counts)
+                # HDF5's pipeline compresses these chunks: no scale-offset (layout.filters)
+                sink.create_tables(self.file.h5, counts, scaled=False)
                 self.file.hold_within(sink.memory, counts)
             comm.check()
         later = sink.next_keys
