@@ -51,11 +51,13 @@ The steps, all ranks in the same order (HDF5's collective calls must match):
 1. at the first window, rank 0 alone makes the file with the sink's own code (the
    header and the definitions); then every rank opens it with ``driver="mpio"`` on
    the job's communicator and creates every table's empty datasets with the sink's
-   code (the serial path's dtypes, chunk shapes and filters);
+   code (the serial path's dtypes, chunk shapes and compression; no scale-offset, and
+   chunks filled with zeros when allocated: layout.filters' ``piped``);
 2. per window, per table with rows on any rank: every dataset grown to its cut
    (``resize``, collective, the same size on every rank: the cut comes from the
    window's counts, which are everyone's) and written collectively, each rank its
-   rows before the cut (a rank without any selects none, but still calls);
+   rows before the cut (a rank without any selects none, but still calls), unless
+   those rows are zeros on every rank (the allocated chunks hold them already);
 3. at commit the rows still carried are written, the file is closed on every rank,
    and rank 0 sets the attributes the serial path sets while writing (``rows``, a
    text column's ``encoding``).
@@ -132,8 +134,9 @@ class CollectiveLayout(HDF5Layout):
             self.file.open(comm)
             counts = {k: sum(e.get(k, 0) for e in everyone) for k in sink.rows}
             with comm.guard():      # metadata: every rank alike, into the mpio file
-                # HDF5's pipeline compresses these chunks: no scale-offset (layout.filters)
-                sink.create_tables(self.file.h5, counts, scaled=False)
+                # HDF5's pipeline compresses these chunks (layout.filters: no scale-offset,
+                # chunks filled with zeros when allocated)
+                sink.create_tables(self.file.h5, counts, piped=True)
                 self.file.hold_within(sink.memory, counts)
             comm.check()
         later = sink.next_keys
@@ -278,13 +281,18 @@ class CollectiveFile:
         first row, values) in one call.  The selection (this rank's own work) is made
         first, for the grown shape, so that one check after the grow reports an error
         of either: every check is a meeting of all ranks."""
-        buffer, memory, selected = None, None, None
+        buffer, memory, selected, zeros = None, None, None, True
         with comm.guard():          # this rank's own work: its error stops every rank below
             buffer, memory, selected = _selection(ds, pieces, end)
+            zeros = all(_zeros(v) for _, v in pieces)
         if ds.shape[0] < end:       # the same on every rank: ``end`` is everyone's
             with comm.guard():
                 ds.resize(end, axis=0)
         comm.check()
+        # rows of zeros on every rank (a column no record of the window uses): the chunks
+        # already hold them (filled when allocated), and HDF5 would compress each again
+        if _filled(ds) and comm.allreduce_sum(int(not zeros)) == 0:
+            return
         with comm.guard():          # collective: an error inside it is HDF5's on every rank
             ds.id.write(memory, selected, buffer, mtype=ds.id.get_type(), dxpl=self._dxpl)
         comm.check()
@@ -326,6 +334,22 @@ class CollectiveFile:
         """Collective: the carried rows of ``ds`` up to its ``total`` (every rank's)."""
         if self.stored.get(ds.name, 0) < total:
             self._put(comm, ds, None, total, total, True)
+
+
+def _zeros(values: np.ndarray) -> bool:
+    """Every byte of ``values`` is 0 (what a chunk filled with the fill value 0 holds)."""
+    return not np.ascontiguousarray(values).view(np.uint8).any()
+
+
+def _filled(ds) -> bool:
+    """Its chunks hold zeros from their allocation on (layout.filters' piped datasets)."""
+    import h5py
+    dcpl = ds.id.get_create_plist()
+    if dcpl.get_fill_time() != h5py.h5d.FILL_TIME_ALLOC:
+        return False
+    fill = np.zeros(1, ds.dtype)
+    dcpl.get_fill_value(fill)
+    return _zeros(fill)
 
 
 def _datasets(group) -> list:

@@ -197,11 +197,11 @@ class HDF5Sink(StagedSink):
         return f
 
     def create_tables(self, f: h5py.File, counts: dict, made: dict | None = None,
-                      scaled: bool = True) -> None:
+                      piped: bool = False) -> None:
         """Every table's empty datasets in ``f``, their chunks and sizes from ``counts``
         (the first window's rows and bytes, all ranks) and the layout's ``shapes``:
         the same on every rank.  ``made``: given, gets the numeric datasets by
-        (table, column).  ``scaled``: integers declare scale-offset (layout.filters)."""
+        (table, column).  ``piped``: HDF5's pipeline compresses the chunks (layout.filters)."""
         shapes = self.files.shapes(self._shapes(counts), counts)
         known = {}      # the file's enum types, found once for all its tables
         for name, columns in self.schema.items():
@@ -210,7 +210,7 @@ class HDF5Sink(StagedSink):
                     for c in columns if c.is_object}
             table = {} if made is not None else None
             hdf5.create_table(f, name, columns, chunk, self.compression, rows, text,
-                              known=known, made=table, scaled=scaled)
+                              known=known, made=table, piped=piped)
             if made is not None:
                 made.update(((name, col), ds) for col, ds in table.items())
 

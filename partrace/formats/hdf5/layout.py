@@ -193,29 +193,32 @@ def chunk_rows(rows: int, longest: int = CHUNK_ROWS) -> int:
     return int(min(longest, max(16, 1 << max(0, int(rows) - 1).bit_length())))
 
 
-def filters(col: Column, compression: str | None = None, scaled: bool = True) -> dict:
+def filters(col: Column, compression: str | None = None, piped: bool = False) -> dict:
     """create_dataset keywords: built-in filters only (any h5py/HDF5 reads them).
 
     ``compression`` None: shuffle + deflate level 1; "gzip": level 2 (fewer
     bytes, more CPU); "lzf": shuffle + lzf (written by HDF5's pipeline on the
     calling thread; lzf ships with h5py, not with every HDF5 tool).
-    ``scaled`` False: no scale-offset, for datasets whose chunks go through HDF5's
-    own pipeline (the collective write).  The pipeline puts every chunk through every
-    filter, and scale-offset before shuffle costs more CPU than shuffle and deflate
-    together and leaves more bytes (chunks.py applies it alone, to small ranges only).
+    ``piped``: a dataset whose chunks go through HDF5's own pipeline (the collective
+    write).  The pipeline puts every chunk through every filter, and scale-offset before
+    shuffle costs more CPU than shuffle and deflate together and leaves more bytes
+    (chunks.py applies it alone, to small ranges only): none declared.  Its chunks are
+    filled with zeros when allocated (fill value 0, written at allocation: HDF5
+    compresses the fill chunk once), so that a write of zeros alone can be left out.
     """
     dtype = None if col.is_object else np.dtype(h5_dtype(col))
     shuffle = dtype is not None and dtype.itemsize > 1
+    fill = dict(fillvalue=0, fill_time="alloc") if piped and dtype is not None else {}
     if compression == "lzf":
-        return dict(compression="lzf", shuffle=shuffle)
+        return dict(compression="lzf", shuffle=shuffle, **fill)
     if compression in (None, "gzip"):
         level = GZIP_LEVEL if compression == "gzip" else DEFLATE_LEVEL
         # integers (not enums: HDF5's scale-offset takes no enum type) get lossless
         # scale-offset too, which chunks.py applies to chunks of a small range
-        scaled = (scaled and dtype is not None and dtype.kind in "iu"
+        scaled = (not piped and dtype is not None and dtype.kind in "iu"
                   and h5py.check_enum_dtype(dtype) is None)
         return dict(compression="gzip", compression_opts=level, shuffle=shuffle,
-                    **(dict(scaleoffset=0) if scaled else {}))
+                    **(dict(scaleoffset=0) if scaled else {}), **fill)
     raise ValueError(f"unknown HDF5 compression {compression!r} (gzip or lzf)")
 
 
@@ -254,7 +257,7 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
                  text: dict[str, tuple[int | None, int]] | None = None,
                  fixed: dict[str, np.ndarray] | None = None,
                  known: dict | None = None, made: dict | None = None,
-                 scaled: bool = True) -> h5py.Group:
+                 piped: bool = False) -> h5py.Group:
     """An empty table: chunked column datasets of ``chunk`` rows, compressed.
 
     ``rows`` None: resizable (rows appended window after window); else the
@@ -266,7 +269,7 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
     ``known``: the file's enum types found so far (enum_type), shared by its tables.
     ``made``: given, gets each numeric column's dataset by column name (a writer that
     keeps them need not look them up).
-    ``scaled``: integers declare scale-offset (filters()).
+    ``piped``: HDF5's pipeline compresses the chunks (filters()).
     """
     known = {} if known is None else known
     group = parent.require_group(name)
@@ -274,14 +277,14 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
         tail = _tail(col)
         if fixed and col.name in fixed:     # filters() gives no shuffle to text
             kw = {} if not rows else dict(chunks=(min(chunk, rows),), maxshape=(rows,),
-                                          **filters(col, compression, scaled))
+                                          **filters(col, compression, piped))
             ds = group.create_dataset(col.name, data=fixed[col.name], **kw)
             _column_attrs(ds, col, known)
             continue
         if col.is_object:
             total, byte_chunk = text[col.name]
             hdf5_text.create(group, col, rows, chunk, total, byte_chunk,
-                             filters(Column("ends", "uint64"), compression, scaled))
+                             filters(Column("ends", "uint64"), compression, piped))
             continue
         if rows == 0:
             ds = _MAKER.create(group, col.name, (0,) + tail, h5_dtype(col, group, known))
@@ -291,7 +294,7 @@ def create_table(parent: h5py.Group, name: str, columns: list[Column], chunk: in
                                h5_dtype(col, group, known),
                                maxshape=((rows if final else None),) + tail,
                                chunks=((min(chunk, rows) if final else chunk),) + tail,
-                               **filters(col, compression, scaled))
+                               **filters(col, compression, piped))
         _column_attrs(ds, col, known)
         if made is not None:
             made[col.name] = ds
