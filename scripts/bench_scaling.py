@@ -23,7 +23,12 @@ its own work.  Printed per trace and output:
             times the windows the modelled input takes), every rank's opens at the metadata server
             (--fs-opens) and, for HDF5's single layout, rank 0 reading and writing the
             other ranks' share of the output (--fs-read-gbs, --fs-write-gbs); for HDF5
-            also the efficiency without that join (the collective write of parallel h5py)
+            also the efficiency without that join, at the serial path's write CPU
+  h5c       (--outputs h5c) the one HDF5 file written collectively, where
+            scripts/parallel_hdf5 built .venv-mpio (run with mpiexec.mpich): the model of
+            that path, with the CPU of HDF5's own filter pipeline.  The accounts see only
+            partrace's own MPI calls: a rank waiting inside HDF5's collective write counts
+            as busy (MPICH with UCX polls), so measure it with no more ranks than cores
 """
 from __future__ import annotations
 
@@ -46,7 +51,12 @@ SCRIPTS = ROOT / "scripts"
 UNITS = 64
 # OTF output: a stream is written by one rank, so as many streams as units (the most ranks
 # measured); with fewer, the ranks beyond the stream count have nothing to write
-OUTPUTS = {"h5": [], "otf": ["--streams", str(UNITS)]}
+OUTPUTS = {"h5": [], "otf": ["--streams", str(UNITS)], "h5c": []}
+# h5c: the one HDF5 file written collectively, by the parallel h5py scripts/parallel_hdf5
+# builds (.venv-mpio, launched by Debian's MPICH), so that the model of that path has the
+# CPU of HDF5's own filter pipeline, not the serial path's
+MPIO_PYTHON = ROOT / ".venv-mpio" / "bin" / "python"
+MPIO_LAUNCHER = "mpiexec.mpich"
 
 
 def generate(fmt: str, mb: float, folder: Path) -> Path:
@@ -80,15 +90,21 @@ def mpiexec() -> str:
 EXTRA: list[str] = []       # options for every merge (--memory)
 
 
-def merge(trace: Path, out: Path, p: int, extra: list[str], stats: Path | None) -> float:
-    """Wall seconds of one whole merge command at ``p`` ranks."""
-    cmd = [mpiexec(), "-n", str(p), sys.executable, "-m", "partrace", "merge", str(trace),
+def merge(trace: Path, out: Path, p: int, extra: list[str], stats: Path | None,
+          collective: bool = False) -> float:
+    """Wall seconds of one whole merge command at ``p`` ranks (``collective``: under the
+    parallel h5py, the HDF5 file written collectively from 2 ranks on)."""
+    launcher, python = (MPIO_LAUNCHER, str(MPIO_PYTHON)) if collective else (
+        mpiexec(), sys.executable)
+    cmd = [launcher, "-n", str(p), python, "-m", "partrace", "merge", str(trace),
            "-o", str(out), "-q", "--overwrite", *EXTRA, *extra]
     if stats is not None:
         cmd += ["--stats", str(stats)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if collective:
+        env["PARTRACE_H5_COLLECTIVE"] = "1" if p > 1 else "0"
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"merge failed ({' '.join(cmd)}):\n{r.stderr}")
     return time.perf_counter() - t0
@@ -120,6 +136,11 @@ def _hash_h5(path: Path, h) -> None:
         f.visititems(visit)
 
 
+def output(folder: Path, kind: str) -> Path:
+    """The output file of a case (its suffix chooses the format: h5c writes .h5)."""
+    return folder / f"out.{'h5' if kind == 'h5c' else kind}"
+
+
 def output_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
@@ -132,7 +153,7 @@ def measure_case(trace: Path, kind: str, ranks: list[int], work: Path) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         stats = work / f"{kind}-{p}.json"
-        merge(trace, folder / f"out.{kind}", p, OUTPUTS[kind], stats)
+        merge(trace, output(folder, kind), p, OUTPUTS[kind], stats, kind == "h5c")
         runs[p] = json.loads(stats.read_text())
         same[p], sizes[p] = digest(folder), output_bytes(folder)
         shutil.rmtree(folder)
@@ -148,7 +169,7 @@ def wall_pair(trace: Path, kind: str, rounds: int, work: Path) -> tuple[float, f
         for p in ((1, 2) if i % 2 == 0 else (2, 1)):
             folder = work / f"wall-{p}"
             folder.mkdir(parents=True, exist_ok=True)
-            got[p] = merge(trace, folder / f"out.{kind}", p, OUTPUTS[kind], None)
+            got[p] = merge(trace, output(folder, kind), p, OUTPUTS[kind], None, kind == "h5c")
             shutil.rmtree(folder)
         t1.append(got[1])
         t2.append(got[2])
@@ -229,9 +250,10 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
     total = rows[-1][1]
     print("| modelled E(P) | 1.00 | " + " | ".join(
         f"{total[0] / (p * t):.3g}" for p, t in zip(targets, total[1:])) + " |")
-    if joined:      # the same run written collectively (parallel h5py): no join on rank 0
+    if joined:      # the same run without rank 0's join, at the serial path's write CPU
+        # (the collective write's own is the h5c case's: HDF5's filter pipeline)
         join = dict(rows)["HDF5 join (rank 0's bytes)"]
-        print("| modelled E(P), collective write | 1.00 | " + " | ".join(
+        print("| modelled E(P) without the join | 1.00 | " + " | ".join(
             f"{total[0] / (p * (t - j)):.3g}"
             for p, t, j in zip(targets, total[1:], join[1:])) + " |")
 
@@ -295,6 +317,10 @@ def measure(args) -> int:
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text(json.dumps({"name": name, "input_bytes": size, **case}))
             all_same &= print_case(name, case, ranks)
+            if kind == "h5c" and max(ranks) > (os.cpu_count() or 1):
+                print(f"\n(h5c beyond {os.cpu_count()} ranks: a rank waiting inside HDF5's "
+                      "collective write counts as busy, polling for a core; not a cost "
+                      "of its own there)")
             if args.wall_rounds > 0:
                 t1, t2, ratio = wall_pair(trace, kind, args.wall_rounds, args.workdir / "out")
                 print(f"wall, {args.wall_rounds} rounds interleaved: 1 rank {t1:.2f} s, "

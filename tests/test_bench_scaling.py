@@ -30,7 +30,7 @@ def test_bench_scaling_tables_model_and_identity(tmp_path):
     assert "t(2)/t(1)" in out
     assert "| step | P=1 | P=32 | P=256 | P=1024 |" in out
     assert "| HDF5 join (rank 0's bytes) |" in out and "| modelled E(P) |" in out
-    assert "for an input of 1,000 GB" in out and "| modelled E(P), collective write |" in out
+    assert "for an input of 1,000 GB" in out and "| modelled E(P) without the join |" in out
     assert "## " in (tmp_path / "results.md").read_text()
 
 
