@@ -313,6 +313,13 @@ def kernels() -> list[LazyKernel]:
     return list(_kernels)
 
 
+def import_numba():
+    """numba, imported as a kernel's make imports it (the account's ``kernels`` phase): for
+    code that needs numba before any kernel does (warm.py's check of the cache)."""
+    with _MAKE:
+        return _numba()
+
+
 _REGISTERED = False
 
 
