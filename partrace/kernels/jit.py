@@ -12,6 +12,9 @@ called, and then
   ``cache=True`` as before) and calls the compiled dispatcher from then on.  A kernel
   found in the cache is loaded without numba's refresh of its compiler contexts
   (kernels/cacheload.py: about 0.2 s of CPU a process); a miss compiles as numba does.
+  That making (numba's import, the dispatcher, each overload loaded or compiled, with the
+  kernels it calls) is told to the rank's account while one is kept (:func:`account_makes`),
+  which counts it as a phase of its own: a fixed cost of the process, not work on the trace.
 
 ``PARTRACE_JIT=python`` or ``=numba`` forces either mode (tests; ``auto``, the default,
 chooses by size).  Kernels that need numba itself (types, ``cfunc``, external C
