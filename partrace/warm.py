@@ -363,7 +363,8 @@ def before_parallel_run(comm, trace, fmt: str | None) -> None:
     jit.import_numba()
     with comm.guard():
         if comm.rank == 0:
-            _warm_for_run(trace, fmt)
+            with jit.making():  # compiles: its runs' phases are no part of this run's account
+                _warm_for_run(trace, fmt)
     comm.check()
 
 

@@ -209,7 +209,7 @@ def test_compiled_kernels_are_made_in_a_phase_of_their_own(synth_trace, tmp_path
     which resume after it; the phases' slices still follow each other end to end over the
     rank's whole run.  PARTRACE_WARM=1: the check of the kernels' cache imports numba in
     the start-up (synth has no samples to warm on: nothing is compiled there), and that
-    import is the first ``kernels`` slice."""
+    import is the first ``kernels`` slice, within the start-up."""
     stats, chrome = tmp_path / "s.json", tmp_path / "self.json"
     r = run_cli(["merge", str(synth_trace()), "--format", "synth", "-o", str(tmp_path / "o.h5"),
                  "--memory", "1M", "-q", "--stats", str(stats), "--self-trace", str(chrome)],
@@ -231,7 +231,9 @@ def test_compiled_kernels_are_made_in_a_phase_of_their_own(synth_trace, tmp_path
                    for a, b in zip(mine, mine[1:]))      # end to end (microseconds)
         assert sum(e["dur"] for e in mine) / 1e6 == pytest.approx(rank["wall_s"])
         names = [e["name"] for e in mine]
-        assert names[:4] == ["start-up", "kernels", "start-up", "plan"]
+        started = names[:names.index("plan")]     # the import (rank 0: and its check) cut in
+        assert started[0] == started[-1] == "start-up" and "kernels" in started
+        assert set(started) == {"start-up", "kernels"}
         cut = [i for i, name in enumerate(names) if name == "kernels"]
         assert cut and all(0 < i < len(names) - 1 for i in cut)
         for i in cut:       # the phase before goes on after (through consecutive makes)

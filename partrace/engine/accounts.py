@@ -85,7 +85,11 @@ class Account:
         return self._name is not None
 
     def phase(self, name: str | None, window: int | None = None) -> None:
-        """The current phase ends; ``name`` (None: none, the account is closed) begins."""
+        """The current phase ends; ``name`` (None: none, the account is closed) begins.
+        Inside a make (:meth:`interrupt`) the switch is the make's own work (rank 0's
+        warm-up runs commands to compile kernels): the make goes on."""
+        if name is not None and self._interrupted is not None:
+            return
         self._interrupted = None
         self._switch(name, window)
 

@@ -316,6 +316,12 @@ def kernels() -> list[LazyKernel]:
     return list(_kernels)
 
 
+def making() -> _Make:
+    """A context in which what runs is making kernels, as a kernel's own make (the account's
+    ``kernels`` phase): warm.py's runs that compile the kernels before a parallel run."""
+    return _MAKE
+
+
 def import_numba():
     """numba, imported as a kernel's make imports it (the account's ``kernels`` phase): for
     code that needs numba before any kernel does (warm.py's check of the cache)."""

@@ -222,6 +222,20 @@ def test_making_a_kernel_is_its_own_phase_and_the_phase_it_broke_into_resumes():
     assert report["wall_s"] == pytest.approx((slices[-1][3] - slices[0][2]) / 1e9)
 
 
+def test_phases_switched_inside_a_make_are_the_makes_own_work():
+    """Rank 0's warm-up runs commands (their phases) to compile kernels: all of it is the
+    make's, and the phase it broke into resumes after it."""
+    accounts.begin(rank=0)
+    accounts.phase("plan")
+    with jit.making():
+        accounts.phase("decode")
+        accounts.phase("write", 0)
+    accounts.phase("commit")
+    report = accounts.end().report()
+    assert list(report["phases"]) == ["start-up", "plan", accounts.KERNELS, "commit"]
+    assert report["windows"] == []
+
+
 def test_a_kernel_run_as_python_makes_nothing():
     accounts.begin(rank=0)
     with jit.Scope(mode="python"):
