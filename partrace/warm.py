@@ -360,10 +360,11 @@ def before_parallel_run(comm, trace, fmt: str | None) -> None:
     # Rank 0's check needs numba (its version is in the cache key).  Every rank imports it
     # now, side by side, as its kernels need it anyway: else rank 0 alone would import it
     # (a third of a second) while the others wait, and import it themselves afterwards.
-    import numba  # noqa: F401
+    jit.import_numba()
     with comm.guard():
         if comm.rank == 0:
-            _warm_for_run(trace, fmt)
+            with jit.making():  # compiles: its runs' phases are no part of this run's account
+                _warm_for_run(trace, fmt)
     comm.check()
 
 

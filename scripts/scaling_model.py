@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PHASES = ["start-up", "plan", "decode", "cuts", "exchange", "merge", "write", "commit"]
+PHASES = ["start-up", "kernels", "plan", "decode", "cuts", "exchange", "merge", "write",
+          "commit"]
 # the phases whose work is the input's rows, which a larger input grows (the model's
-# ``grow``); start-up, the plan (the files' listing), the cuts (samples per piece) and the
-# commit (rank 0's join is a row of its own) do not grow with the input's bytes
+# ``grow``); start-up, the kernels (loaded or compiled once a process, whichever phase
+# needs them), the plan (the files' listing), the cuts (samples per piece) and the commit
+# (rank 0's join is a row of its own) do not grow with the input's bytes
 ROW_PHASES = {"decode", "exchange", "merge", "write"}
 # the phases a window repeats: their messages are O(P) a window (a collective per table),
 # whatever its rows, and the windows' count goes as the input over P x a window's bytes
@@ -168,10 +170,10 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
         rows.append((phase, [at(cpu, p) + (at(nbytes, p) / 2 / rates.net_bytes_s
                                            + m * rates.net_latency_s)
                              for p, m in zip(targets, msgs)]))
-    # every rank opens its modules and the files it opens itself at start-up and in the
-    # plan; the metadata server serves them all
-    opened = max(phase_field(runs[ps[-1]], "start-up", "files_opened").max()
-                 + phase_field(runs[ps[-1]], "plan", "files_opened").max(), 0)
+    # every rank opens its modules, the files it opens itself at start-up and in the plan,
+    # and numba's cache files of the kernels it loads; the metadata server serves them all
+    opened = max(sum(phase_field(runs[ps[-1]], phase, "files_opened").max()
+                     for phase in ("start-up", "kernels", "plan")), 0)
     rows.append(("metadata (all ranks' opens)",
                  [p * (rates.modules + opened) / rates.fs_opens_s for p in targets]))
     if joined:

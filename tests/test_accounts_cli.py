@@ -20,7 +20,8 @@ PHASES = ["start-up", "plan", "decode", "cuts", "exchange", "merge", "write", "c
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A merge on 1 and on 3 ranks with --stats, in several windows (a 1M budget), and
-    --self-trace: Chrome JSON on 1 rank, Perfetto on 3."""
+    --self-trace: Chrome JSON on 1 rank, Perfetto on 3.  Kernels run as Python (as on any
+    input this small), so no rank makes one: no ``kernels`` phase."""
     tmp = tmp_path_factory.mktemp("accounts")
     trace = tmp / "synth.json"
     trace.write_text('{"synth": {"locations": 7, "events": 2000, "units": 5, "seed": 3}}')
@@ -30,7 +31,8 @@ def runs(tmp_path_factory):
         trace_of_run = tmp / ("self.json" if n == 1 else "self.pftrace")
         r = run_cli(["merge", str(trace), "--format", "synth", "-o", str(tmp / f"o{n}.h5"),
                      "--memory", "1M", "--progress", "none", "--stats", str(stats),
-                     "--self-trace", str(trace_of_run)], nranks=n)
+                     "--self-trace", str(trace_of_run)], nranks=n,
+                    env={"PARTRACE_JIT": "python"})
         assert r.returncode == 0, r.stderr
         out[n] = r, json.loads(stats.read_text())
     out["pftrace"], out["chrome"] = tmp / "self.pftrace", tmp / "self.json"
@@ -201,9 +203,52 @@ def test_self_trace_in_chrome_json_has_a_thread_per_rank_with_its_phases(runs):
                          for e in calls)
 
 
+def test_compiled_kernels_are_made_in_a_phase_of_their_own(synth_trace, tmp_path):
+    """Kernels compiled (PARTRACE_JIT=numba): loading them (or compiling, in a cold cache) is
+    the ``kernels`` phase on every rank, cut out of the phases that first called them,
+    which resume after it; the phases' slices still follow each other end to end over the
+    rank's whole run.  PARTRACE_WARM=1: the check of the kernels' cache imports numba in
+    the start-up (synth has no samples to warm on: nothing is compiled there), and that
+    import is the first ``kernels`` slice, within the start-up."""
+    stats, chrome = tmp_path / "s.json", tmp_path / "self.json"
+    r = run_cli(["merge", str(synth_trace()), "--format", "synth", "-o", str(tmp_path / "o.h5"),
+                 "--memory", "1M", "-q", "--stats", str(stats), "--self-trace", str(chrome)],
+                nranks=2, env={"PARTRACE_JIT": "numba", "PARTRACE_WARM": "1"})
+    assert r.returncode == 0, r.stderr
+    ranks = json.loads(stats.read_text())["ranks"]
+    slices = [e for e in json.loads(chrome.read_text())["traceEvents"]
+              if e["ph"] == "X" and e["cat"] == "phase"]
+    for rank in ranks:
+        assert set(rank["phases"]) == {*PHASES, "kernels"}
+        assert rank["phases"]["kernels"]["busy_s"] > 0
+        for field in FIELDS:
+            parts = [p[field] for p in rank["phases"].values()]
+            whole = max(parts) if field == "peak_rss_bytes" else sum(parts)
+            assert rank[field] == pytest.approx(whole), field
+        assert all(set(w["phases"]) <= set(WINDOW_PHASES) for w in rank["windows"])
+        mine = sorted((e for e in slices if e["tid"] == rank["rank"]), key=lambda e: e["ts"])
+        assert all(a["ts"] + a["dur"] == pytest.approx(b["ts"], abs=0.01)
+                   for a, b in zip(mine, mine[1:]))      # end to end (microseconds)
+        assert sum(e["dur"] for e in mine) / 1e6 == pytest.approx(rank["wall_s"])
+        names = [e["name"] for e in mine]
+        started = names[:names.index("plan")]     # the import (rank 0: and its check) cut in
+        assert started[0] == started[-1] == "start-up" and "kernels" in started
+        assert set(started) == {"start-up", "kernels"}
+        cut = [i for i, name in enumerate(names) if name == "kernels"]
+        assert cut and all(0 < i < len(names) - 1 for i in cut)
+        for i in cut:       # the phase before goes on after (through consecutive makes)
+            before = next(n for n in reversed(names[:i]) if n != "kernels")
+            after = next(n for n in names[i:] if n != "kernels")
+            assert before == after, (before, after)
+        kernels = [e for e in mine if e["name"] == "kernels"]
+        assert sum(e["args"]["busy_s"] for e in kernels) == pytest.approx(
+            rank["phases"]["kernels"]["busy_s"])
+
+
 def test_the_account_is_kept_per_call_not_per_row(tmp_path):
     """Ten times the events, the same units and one window: the same MPI calls and
-    messages in every phase on every rank; only the bytes of the rows grow."""
+    messages in every phase on every rank; only the bytes of the rows grow.  Kernels
+    compiled in both (by size the smaller would run them as Python: no kernels phase)."""
     docs = []
     for events in (1000, 10000):
         trace = tmp_path / f"synth-{events}.json"
@@ -211,7 +256,7 @@ def test_the_account_is_kept_per_call_not_per_row(tmp_path):
                          % events)
         stats = tmp_path / f"s{events}.json"
         r = run_cli(["merge", str(trace), "--format", "synth", "-o", str(tmp_path / f"{events}.h5"),
-                     "-q", "--stats", str(stats)], nranks=3)
+                     "-q", "--stats", str(stats)], nranks=3, env={"PARTRACE_JIT": "numba"})
         assert r.returncode == 0, r.stderr
         docs.append(json.loads(stats.read_text()))
     small, large = ([{name: (p["mpi_calls"], p["sent_messages"]) for name, p in r["phases"].items()}

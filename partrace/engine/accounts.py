@@ -1,7 +1,11 @@
 """Each rank's account of its run: where its time went, phase by phase.
 
 A phase (start-up, plan, decode, cuts, each window's exchange, merge and write,
-commit) runs from one :func:`phase` call to the next.  For each the account keeps
+commit) runs from one :func:`phase` call to the next.  Making a numba kernel (importing
+numba, loading a kernel from its cache or compiling it: kernels/jit.py says when) breaks
+into whatever phase needs the kernel first: that time is the phase ``kernels``, a fixed
+cost of each process however large its share of the trace, and the phase it interrupted
+resumes after it (in the same window).  For each the account keeps
 
 - ``wall_s``: its wall time; ``mpi_wait_s``: wall time inside MPI calls made through
   :class:`~partrace.engine.mpi.Comm` (collectives, and waits for all ranks);
@@ -33,14 +37,18 @@ from __future__ import annotations
 import functools
 import os
 import resource
+import threading
 import time
 
 import numpy as np
+
+from ..kernels import jit
 
 COUNTS = ("sent_bytes", "recv_bytes", "sent_messages", "recv_messages", "mpi_calls",
           "files_opened")
 FIELDS = ("wall_s", "busy_s", "mpi_wait_s", "mpi_cpu_s", *COUNTS, "peak_rss_bytes")
 WINDOW_PHASES = ("exchange", "merge", "write")
+KERNELS = "kernels"     # the phase of making kernels, inside any other
 MAX_SLICES = 20_000     # slices kept for the self-trace per rank (later MPI calls: only counted)
 
 
@@ -60,6 +68,8 @@ class Account:
         self._in_mpi = False
         self._name: str | None = "start-up"
         self._window: int | None = None
+        self._interrupted: tuple | None = None  # the phase (name, window) a make broke into
+        self._thread = threading.get_ident()    # makes on other threads stay in their phase
         self._t0 = time.perf_counter_ns() - _process_age_ns()
         self._cpu0 = 0.0        # process CPU is counted from the process's start
         self._open0 = 0
@@ -75,7 +85,29 @@ class Account:
         return self._name is not None
 
     def phase(self, name: str | None, window: int | None = None) -> None:
-        """The current phase ends; ``name`` (None: none, the account is closed) begins."""
+        """The current phase ends; ``name`` (None: none, the account is closed) begins.
+        Inside a make (:meth:`interrupt`) the switch is the make's own work (rank 0's
+        warm-up runs commands to compile kernels): the make goes on."""
+        if name is not None and self._interrupted is not None:
+            return
+        self._interrupted = None
+        self._switch(name, window)
+
+    def interrupt(self, name: str) -> None:
+        """``name`` breaks into the current phase until :meth:`resume` (on this account's
+        thread, and not inside another interruption)."""
+        if (self._name is not None and self._interrupted is None
+                and threading.get_ident() == self._thread):
+            self._interrupted = self._name, self._window
+            self._switch(name, None)
+
+    def resume(self) -> None:
+        """The phase :meth:`interrupt` broke into goes on."""
+        if self._interrupted is not None and threading.get_ident() == self._thread:
+            (name, window), self._interrupted = self._interrupted, None
+            self._switch(name, window)
+
+    def _switch(self, name: str | None, window: int | None) -> None:
         if self._name is None:
             return
         now, cpu = time.perf_counter_ns(), time.process_time()
@@ -169,6 +201,7 @@ def begin(rank: int, keep_slices: bool = False) -> Account:
     global _current
     _current = Account(rank, keep_slices)
     _watch_opens()
+    jit.account_makes(_make_begins, _make_ends)
     return _current
 
 
@@ -181,6 +214,7 @@ def end() -> Account | None:
     global _current
     account, _current = _current, None
     _unwatch_opens()
+    jit.account_makes(None, None)
     if account is not None:
         account.phase(None)
     return account
@@ -190,6 +224,16 @@ def phase(name: str, window: int | None = None) -> None:
     """Switch this rank's phase (nothing when no account is kept)."""
     if _current is not None:
         _current.phase(name, window)
+
+
+def _make_begins() -> None:
+    if _current is not None:
+        _current.interrupt(KERNELS)
+
+
+def _make_ends() -> None:
+    if _current is not None:
+        _current.resume()
 
 
 def note_output(**fields) -> None:

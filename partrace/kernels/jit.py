@@ -12,6 +12,9 @@ called, and then
   ``cache=True`` as before) and calls the compiled dispatcher from then on.  A kernel
   found in the cache is loaded without numba's refresh of its compiler contexts
   (kernels/cacheload.py: about 0.2 s of CPU a process); a miss compiles as numba does.
+  That making (numba's import, the dispatcher, each overload loaded or compiled, with the
+  kernels it calls) is told to the rank's account while one is kept (:func:`account_makes`),
+  which counts it as a phase of its own: a fixed cost of the process, not work on the trace.
 
 ``PARTRACE_JIT=python`` or ``=numba`` forces either mode (tests; ``auto``, the default,
 chooses by size).  Kernels that need numba itself (types, ``cfunc``, external C
@@ -68,6 +71,58 @@ class _Depth(threading.local):
 _depth = _Depth()
 _kernels: list["LazyKernel"] = []
 _hold = _compiled = None     # engine/stop.py's held and after_compile (hold_signals)
+
+
+_on_make = None     # engine/accounts.py's (begin, end) of a make, while it keeps an account
+
+
+class _Making(threading.local):
+    """How deep this thread is in making kernels: a kernel numba compiles makes the kernels
+    it calls inside its own make, and only the outermost make is reported."""
+    depth = 0
+    hooks = None        # the (begin, end) told of the outermost make, to be told its end
+
+
+_making = _Making()
+
+
+class _Make:
+    """A kernel being made: numba imported, its dispatcher built, or an overload loaded
+    from numba's cache or compiled.  The account (engine/accounts.py) keeps that time as
+    its own phase: a fixed cost of each process, not work on the trace."""
+
+    def __enter__(self):
+        _making.depth += 1
+        if _making.depth == 1 and _on_make is not None:
+            _making.hooks = _on_make
+            _on_make[0]()
+
+    def __exit__(self, *exc):
+        _making.depth -= 1
+        if _making.depth == 0 and _making.hooks is not None:
+            hooks, _making.hooks = _making.hooks, None
+            hooks[1]()
+
+
+_MAKE = _Make()
+
+
+def account_makes(begin, end) -> None:
+    """Call ``begin()`` when this thread starts making a kernel and ``end()`` when it is
+    made (the outermost make only); None, None: stop.  Injected by engine/accounts.py, as
+    :func:`hold_signals` is, so that this module imports nothing of the engine."""
+    global _on_make
+    _on_make = None if begin is None else (begin, end)
+
+
+def _made_here(compile_):
+    """A dispatcher's ``compile`` (numba calls it on the first call with new argument types,
+    and for the kernels a compiled kernel calls) inside a make."""
+    @functools.wraps(compile_)
+    def compile(sig):
+        with _MAKE:
+            return compile_(sig)
+    return compile
 
 
 def hold_signals(context, compiled) -> None:
@@ -218,14 +273,17 @@ class LazyKernel:
     def compiled(self):
         """numba's dispatcher of this kernel (importing numba the first time)."""
         if self._dispatcher is None:
-            numba = _numba()
-            # nogil: a kernel touches no Python object, and the HDF5 writer's threads
-            # compress chunks meanwhile (formats/hdf5/chunks.py); holding the GIL
-            # through a kernel stalled them and cost GIL hand-offs
-            self._dispatcher = numba.njit(**{"nogil": True, **self.options})(self.py_func)
-            if self.options.get("cache"):
-                from .cacheload import light_cache_loads
-                light_cache_loads(self._dispatcher)
+            with _MAKE:
+                numba = _numba()
+                # nogil: a kernel touches no Python object, and the HDF5 writer's threads
+                # compress chunks meanwhile (formats/hdf5/chunks.py); holding the GIL
+                # through a kernel stalled them and cost GIL hand-offs
+                d = numba.njit(**{"nogil": True, **self.options})(self.py_func)
+                if self.options.get("cache"):
+                    from .cacheload import light_cache_loads
+                    light_cache_loads(d)
+                d.compile = _made_here(d.compile)   # numba looks it up on the instance
+                self._dispatcher = d
         return self._dispatcher
 
     @property
@@ -256,6 +314,19 @@ def njit(*args, **options):
 def kernels() -> list[LazyKernel]:
     """Every kernel defined so far (of the modules imported)."""
     return list(_kernels)
+
+
+def making() -> _Make:
+    """A context in which what runs is making kernels, as a kernel's own make (the account's
+    ``kernels`` phase): warm.py's runs that compile the kernels before a parallel run."""
+    return _MAKE
+
+
+def import_numba():
+    """numba, imported as a kernel's make imports it (the account's ``kernels`` phase): for
+    code that needs numba before any kernel does (warm.py's check of the cache)."""
+    with _MAKE:
+        return _numba()
 
 
 _REGISTERED = False

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from partrace.engine import accounts
+from partrace.kernels import jit
+from partrace.kernels.jit import njit
 
 
 @pytest.fixture(autouse=True)
@@ -134,7 +136,8 @@ def test_estimate_is_about_the_pickled_size_without_pickling():
 def test_the_user_docs_name_every_field_and_phase():
     from pathlib import Path
     doc = (Path(__file__).resolve().parents[2] / "docs" / "accounts.md").read_text()
-    phases = ["start-up", "plan", "decode", "cuts", *accounts.WINDOW_PHASES, "commit"]
+    phases = ["start-up", accounts.KERNELS, "plan", "decode", "cuts", *accounts.WINDOW_PHASES,
+              "commit"]
     first_cells = [line.split("|")[1] for line in doc.splitlines() if line.startswith("|")]
     missing = [name for name in (*accounts.FIELDS, *phases)
                if not any(f"`{name}`" in cell for cell in first_cells)]
@@ -167,3 +170,93 @@ def test_self_trace_slices_stop_at_the_cap_and_calls_are_still_counted(monkeypat
     assert report["phases"]["plan"]["mpi_calls"] == 25
     assert sum(1 for s in account.slices if s[1]) == 10 - 1     # after start-up's slice
     assert [s[0] for s in account.slices if not s[1]] == ["start-up", "plan", "commit"]
+
+
+# --- making kernels -------------------------------------------------------------------------
+# Kernels of these tests alone (a kernel is made once a process), without numba's cache.
+@njit
+def _inner(a):
+    return a.sum()
+
+
+@njit
+def _outer(a):
+    return _inner(a) + 1
+
+
+@njit
+def _on_python(a):
+    return a.sum()
+
+
+@njit
+def _on_a_thread(a):
+    return a.sum()
+
+
+def _phase_slices(account):
+    return [s for s in account.slices if not s[1]]
+
+
+def test_making_a_kernel_is_its_own_phase_and_the_phase_it_broke_into_resumes():
+    """The outer kernel's make (its dispatcher, then its overload, in which numba makes
+    the inner kernel it calls) is taken out of window 0's exchange, which then goes on."""
+    account = accounts.begin(rank=0, keep_slices=True)
+    with jit.Scope(mode="numba"):
+        accounts.phase("exchange", 0)
+        assert _outer(np.arange(5)) == 11
+        assert _inner.dispatcher is not None
+        accounts.phase("commit")
+    report = accounts.end().report()
+    assert jit._on_make is None         # the account's hook went with it
+    assert list(report["phases"]) == ["start-up", "exchange", accounts.KERNELS, "commit"]
+    assert report["phases"][accounts.KERNELS]["busy_s"] > 0
+    assert list(report["windows"][0]["phases"]) == ["exchange"]
+    names = [s[0] for s in _phase_slices(account)]
+    assert names == ["start-up", "exchange 0", accounts.KERNELS, "exchange 0", accounts.KERNELS,
+                     "exchange 0", "commit"]
+    slices = _phase_slices(account)
+    assert all(a[3] == b[2] for a, b in zip(slices, slices[1:]))    # end to end, no overlap
+    for field in ("wall_s", "busy_s"):
+        assert report[field] == pytest.approx(sum(p[field] for p in report["phases"].values()))
+    assert report["wall_s"] == pytest.approx((slices[-1][3] - slices[0][2]) / 1e9)
+
+
+def test_phases_switched_inside_a_make_are_the_makes_own_work():
+    """Rank 0's warm-up runs commands (their phases) to compile kernels: all of it is the
+    make's, and the phase it broke into resumes after it."""
+    accounts.begin(rank=0)
+    accounts.phase("plan")
+    with jit.making():
+        accounts.phase("decode")
+        accounts.phase("write", 0)
+    accounts.phase("commit")
+    report = accounts.end().report()
+    assert list(report["phases"]) == ["start-up", "plan", accounts.KERNELS, "commit"]
+    assert report["windows"] == []
+
+
+def test_a_kernel_run_as_python_makes_nothing():
+    accounts.begin(rank=0)
+    with jit.Scope(mode="python"):
+        accounts.phase("decode")
+        assert _on_python(np.arange(5)) == 10
+    report = accounts.end().report()
+    assert _on_python.dispatcher is None
+    assert list(report["phases"]) == ["start-up", "decode"]
+
+
+def test_a_kernel_made_on_another_thread_stays_in_the_phase_that_ran_it():
+    """The account's phases are its thread's: a make on another thread (the HDF5 writer's
+    pool) cannot say which of them it interrupts."""
+    import threading
+    accounts.begin(rank=0)
+    with jit.Scope(mode="numba"):
+        accounts.phase("write", 0)
+        results = []
+        worker = threading.Thread(target=lambda: results.append(_on_a_thread(np.arange(5))))
+        worker.start()
+        worker.join()
+        assert results == [10] and _on_a_thread.dispatcher is not None
+    report = accounts.end().report()
+    assert list(report["phases"]) == ["start-up", "write"]
