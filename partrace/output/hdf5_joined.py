@@ -7,7 +7,7 @@ chunk of a numeric table has one owner that writes it whole (chunk_owners.py), s
 commit rank 0 copies every chunk of the parts as its stored bytes (no decoding).  A text
 column's bytes are written at their global byte offset: the byte chunks where one rank's
 text ends and the next one's begins are made whole and encoded once by one of their
-writers, in parallel, and rank 0 stores them.  The parts are then deleted (they never
+writers, in parallel, and rank 0 stores them.  Each rank then deletes its part (they never
 leave the hidden staging folder).  Each rank lists the chunks its own part holds whole
 (a walk of its chunk index, in parallel) and sends rank 0 the list: rank 0 opens no part
 as HDF5 for them, only reads each chunk's bytes at the address its writer named, so its
@@ -117,9 +117,8 @@ class SingleFileLayout(HDF5Layout):
             if final is not None:
                 final.close()
         with comm.guard():
-            if comm.rank == 0:
-                for r in range(1, comm.size):
-                    os.unlink(self.sink.staging.path(self.file_name(r)))
+            if comm.rank:   # each its own, in parallel: freeing a part's pages is not free
+                os.unlink(self.sink.staging.path(self.file_name(comm.rank)))
         comm.check()
 
     def _join_plan(self, f: h5py.File, size: int):
