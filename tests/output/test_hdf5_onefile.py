@@ -22,6 +22,7 @@ import pytest
 import partrace
 from partrace.errors import TraceError
 from partrace.formats.hdf5 import chunks as hdf5_chunks
+from partrace.output.hdf5_joined import _reads, put_chunks, whole_chunks
 from partrace.output.hdf5_sink import (_stored_chunks, _stored_chunks_by_lookup, copy_rows,
                                       shared_chunks)
 from tests.conftest import DATA, ROOT, mpiexec, run_cli
@@ -207,6 +208,52 @@ def test_join_copies_whole_chunks_raw_and_encodes_shared_ones_once(tmp_path):
         # chunk 4 (256..319) lies inside rank 2's rows, the last chunk in rank 1's
         assert dst.id.read_direct_chunk((256,)) == f["p2"].id.read_direct_chunk((256,))
         assert dst.id.read_direct_chunk((960,)) == f["p1"].id.read_direct_chunk((960,))
+
+
+def test_put_chunks_reads_runs_of_adjacent_chunks(tmp_path):
+    """Chunks stored one after another are read together into the reused buffer, a run
+    cut where it would overflow it and a chunk larger than it read alone: every chunk
+    lands as HDF5 stored it, and a part shorter than its chunks is an error naming it
+    and the byte where it ends."""
+    rng = np.random.default_rng(3)
+    values = np.cumsum(rng.integers(0, 1 << rng.integers(1, 40, 20).repeat(64), 1280))
+    src_path = tmp_path / "part.h5"
+    with h5py.File(src_path, "w", libver="v110") as f:
+        src = f.create_dataset("v", shape=(1280,), chunks=(64,), dtype="i8",
+                               compression="gzip", shuffle=True)
+        for a in range(0, 1280, 64):
+            src[a:a + 64] = values[a:a + 64]
+    with h5py.File(src_path, "r") as f, h5py.File(tmp_path / "d.h5", "w") as g:
+        src = f["v"]
+        chunks = whole_chunks(src, [(0, 1280)])
+        sizes = chunks[:, 3]
+        space = memoryview(bytearray(int(sizes.max()) - 1))    # the largest read alone
+        reads = list(_reads(chunks.tolist(), len(space)))
+        assert any(end - first > 1 for first, end, _, _ in reads)
+        assert any(n > len(space) for _, _, _, n in reads)
+        dst = g.create_dataset("v", shape=(1280,), chunks=(64,), dtype="i8",
+                               compression="gzip", shuffle=True)
+        fd = os.open(src_path, os.O_RDONLY)
+        try:
+            assert put_chunks(fd, dst, chunks, space) == dict(chunks=20,
+                                                              stored_bytes=int(sizes.sum()))
+        finally:
+            os.close(fd)
+        assert np.array_equal(dst[:], values)
+        for row in range(0, 1280, 64):
+            assert dst.id.read_direct_chunk((row,)) == src.id.read_direct_chunk((row,))
+        end = int(chunks[-1, 2] + chunks[-1, 3])
+    short = tmp_path / "short.h5"
+    short.write_bytes(src_path.read_bytes()[:end - 5])
+    with h5py.File(tmp_path / "e.h5", "w") as g:
+        dst = g.create_dataset("v", shape=(1280,), chunks=(64,), dtype="i8",
+                               compression="gzip", shuffle=True)
+        fd = os.open(short, os.O_RDONLY)
+        try:
+            with pytest.raises(OSError, match=f"{re.escape(str(short))}: byte {end - 5}: "):
+                put_chunks(fd, dst, chunks, space, str(short))
+        finally:
+            os.close(fd)
 
 
 @pytest.mark.parametrize("step", [1, 4, 16, 64])
