@@ -237,10 +237,19 @@ def print_case(name: str, case: dict, ranks: list[int]) -> bool:
 def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list[int],
                 input_bytes: int, model_bytes: float) -> None:
     ranks = sorted(case["runs"])
+    if kind == "h5c" and len([p for p in ranks if p > 1]) < 2:
+        # one rank writes the serial path's way: the collective write's terms need two
+        # rank counts of its own to be told apart (its work that divides from its fixed)
+        print(f"\nNo model of {name}: it needs two rank counts above 1 (the collective "
+              "write), with no more ranks than cores")
+        return
     joined = kind == "h5"       # the default (single) layout: rank 0 joins the parts
     size = case["bytes"][ranks[-1]]
     grow = model_bytes / input_bytes if model_bytes else 1.0
-    rows = sm.model(case["runs"], size, joined, rates, [1] + targets, grow)
+    runs = case["runs"]
+    if kind == "h5c":   # fitted to the collective runs alone (one rank writes serially)
+        runs = {p: r for p, r in runs.items() if p > 1}
+    rows = sm.model(runs, size, joined, rates, [1] + targets, grow)
     print(f"\nModel of {name} (output {size / 1e6:.1f} MB), for an input of "
           f"{input_bytes * grow / 1e9:,.4g} GB, seconds on the busiest rank:\n")
     print("| step | P=1 | " + " | ".join(f"P={p}" for p in targets) + " |")
