@@ -87,11 +87,26 @@ def _cuts_from(everyone: list[tuple], pieces: int) -> list[Key]:
     if not everyone:
         return []
     t, loc, seq, w = (np.concatenate(a) for a in zip(*everyone))
-    order = np.lexsort((seq, loc, t))
+    order = key_order(t, loc, seq)
     acc = np.cumsum(w[order]) * pieces      # exact: no float in the comparison
     goal = np.arange(1, pieces, dtype=np.int64) * (acc[-1] // pieces)
     at = order[np.minimum(np.searchsorted(acc, goal, side="left"), len(order) - 1)]
     return list(zip(t[at].tolist(), loc[at].tolist(), seq[at].tolist()))
+
+
+def key_order(t: np.ndarray, loc: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """The order of keys (time, location, seq) that ``np.lexsort((seq, loc, t))`` gives:
+    one stable sort of the times, then only the groups of equal times put in (location,
+    seq) order.  Rank 0 sorts every rank's samples alone, P x more at P ranks; a lexsort
+    of the three columns sorts all three (about 3x one sort at 0.5 M samples)."""
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    tied = np.flatnonzero(ts[1:] == ts[:-1])
+    if len(tied):       # whole groups of equal times, in time order: sorted among themselves
+        rows = np.union1d(tied, tied + 1)
+        sub = order[rows]
+        order[rows] = sub[np.lexsort((seq[sub], loc[sub], t[sub]))]
+    return order
 
 
 def _cut(cuts: list[Key], j: int):

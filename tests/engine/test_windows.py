@@ -8,7 +8,8 @@ from partrace.engine.merged import MergedTable
 from partrace.engine.mpi import serial
 from partrace.engine.order import SMALL_TIE, merge_order, sort_by_key, time_order
 from partrace.engine.runs import Run
-from partrace.engine.windows import choose_cuts, choose_shared_cuts, next_window_keys, time_window
+from partrace.engine.windows import (choose_cuts, choose_shared_cuts, key_order, next_window_keys,
+                                     time_window)
 from partrace.model import STR, Column, Table, column
 
 
@@ -154,3 +155,17 @@ def test_destinations_sorted_narrow_in_the_same_stable_order(size):
     narrow = _narrowest(dest, size)
     assert narrow.dtype.itemsize <= (1 if size <= 256 else 2 if size <= 1 << 16 else 8)
     assert np.array_equal(np.argsort(narrow, kind="stable"), np.argsort(dest, kind="stable"))
+
+
+@pytest.mark.parametrize("span", [3, 1000, 10**12])
+def test_key_order_is_lexsort_s(span):
+    """Rank 0 orders the samples by key with one sort of the times and the tied groups
+    sorted on their own: the very order of a lexsort of the three columns, with many equal
+    times (span 3), few, or none; equal whole keys keep their places, as lexsort's do."""
+    rng = np.random.default_rng(span)
+    n = 20_000
+    t = rng.integers(0, span, n)
+    loc = rng.integers(0, 5, n)
+    seq = rng.integers(0, 4, n)
+    assert np.array_equal(key_order(t, loc, seq), np.lexsort((seq, loc, t)))
+    assert np.array_equal(key_order(t[:1], loc[:1], seq[:1]), [0])
