@@ -70,14 +70,22 @@ def fit(ps, values) -> np.ndarray:
     """Non-negative a, b, c of  a/P + b + c P  through the measured points (least squares,
     relative: small P and large P weigh alike).  The growth term c needs at least four rank
     counts: fitted to fewer, it would turn noise into a cost growing with P."""
-    ps, values = np.asarray(ps, float), np.asarray(values, float)
-    basis = np.stack([1 / ps, np.ones_like(ps), ps], axis=1)
-    scale = np.maximum(values, 1e-9)
-    a, y = basis / scale[:, None], values / scale
+    ps = np.asarray(ps, float)
     points = len(set(ps.tolist()))
     free = [0, 1, 2] if points >= 4 else [0, 1] if points >= 2 else [1]
-    while True:         # drop the most negative term until all are >= 0 (3 terms: tiny NNLS)
-        coef = np.zeros(3)
+    return _non_negative(np.stack([1 / ps, np.ones_like(ps), ps], axis=1), values, free)
+
+
+def _non_negative(basis: np.ndarray, values, free: list[int]) -> np.ndarray:
+    """The coefficients of ``basis``' columns ``free`` (the others 0) through ``values``,
+    by least squares relative to each value, the most negative term dropped until all are
+    >= 0 (a tiny NNLS: a few terms)."""
+    values = np.asarray(values, float)
+    scale = np.maximum(values, 1e-9)
+    a, y = basis / scale[:, None], values / scale
+    free = list(free)
+    while True:
+        coef = np.zeros(basis.shape[1])
         coef[free] = np.linalg.lstsq(a[:, free], y, rcond=None)[0]
         if (coef >= 0).all() or len(free) == 1:
             return np.maximum(coef, 0)
@@ -110,17 +118,9 @@ def fit_per_window(ps, values, counts) -> tuple[float, float]:
     window sends (``counts``: W at each P), a collective per table reaching P - 1 peers.
     (Not fit's a/P + b + c P: P - 1 peers would need a negative b.)"""
     ps = np.asarray(ps, float)
-    y = np.asarray(values, float) / np.maximum(np.asarray(counts, float), 1)
-    basis = np.stack([np.ones_like(ps), ps - 1], axis=1)
-    scale = np.maximum(y, 1e-9)
-    a, y = basis / scale[:, None], y / scale
-    for free in ([0, 1], [1], [0]):
-        coef = np.zeros(2)
-        coef[free] = np.linalg.lstsq(a[:, free], y, rcond=None)[0]
-        if (coef >= 0).all():
-            break
-    coef = np.maximum(coef, 0)
-    return float(coef[0]), float(coef[1])
+    per = np.asarray(values, float) / np.maximum(np.asarray(counts, float), 1)
+    b, c = _non_negative(np.stack([np.ones_like(ps), ps - 1], axis=1), per, [0, 1])
+    return float(b), float(c)
 
 
 @dataclass
@@ -145,7 +145,7 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
     (ROW_PHASES) the work that divides over the ranks (the a/P terms of busy time and
     bytes) grows with the input; their fixed and growing terms, and the other phases, do
     not.  Messages: a phase a window repeats (WINDOW_PHASES) sends O(P) of them a window,
-    fitted per window as b + c P, times the modelled run's windows, ceil(x grow / P) (x:
+    fitted per window as b + c (P - 1), times the modelled run's windows, ceil(x grow / P) (x:
     the measured input's decoded bytes over a window's, windows_at_one); the others' do not
     grow.  The output grows with it."""
     ps = sorted(runs)
