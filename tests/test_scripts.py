@@ -27,7 +27,7 @@ def test_sbatch_runs_partrace_under_srun(name, command):
 @pytest.mark.parametrize("gen", ["gen_otf", "gen_dumpi", "gen_ovni", "gen_ross", "bench",
                                  "bench_ctools", "bench_h5write", "bench_h5window",
                                  "bench_startup", "bench_otf2", "h5_overhead", "gen_cli_docs",
-                                 "bench_scaling"])
+                                 "bench_scaling", "bench_parts_index"])
 def test_python_scripts_answer_help(gen):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{gen}.py"), "--help"],
                        capture_output=True, text=True)

@@ -99,6 +99,36 @@ def test_many_windows_give_the_same_single_file(tmp_path):
         assert_same_content(ref, out)
 
 
+def _mappings(path: Path) -> dict[str, int]:
+    """Per virtual dataset of the file, its mappings."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, o: out.__setitem__(name, len(o.virtual_sources()))
+                     if isinstance(o, h5py.Dataset) and o.is_virtual else None)
+    return out
+
+
+def test_parts_index_maps_each_part_once(tmp_path):
+    """Layout "parts" at 3 ranks and many windows, text columns too: the index reads the
+    same rows as the single file, each of its virtual datasets mapping each part once
+    (a part's pieces of every window, one mapping), not once a window."""
+    generated = _gen_otf(tmp_path, 40000)
+    for trace, extra in ((generated, ["--memory", "1M"]), (DUMPI, [])):
+        ref = tmp_path / f"ref-{trace.name}" / "o.h5"
+        ref.parent.mkdir()
+        _merge(trace, ref, None)
+        out = tmp_path / f"parts-{trace.name}" / "o.h5"
+        out.parent.mkdir()
+        said = _merge(trace, out, 3, ["--layout", "parts", *extra])
+        if extra:
+            assert int(re.search(r"(\d+) window\(s\)", said).group(1)) > 3
+        assert_same_content(ref, out)
+        mapped = _mappings(out)
+        assert mapped and max(mapped.values()) <= 3, mapped
+        if trace == DUMPI:      # text columns: their data and ends are mapped per part too
+            assert any(name.endswith("/data") for name in mapped)
+
+
 OWNED = """
 import json, sys
 from partrace.engine.mpi import world

@@ -74,6 +74,7 @@ from ...timeunit import of as time_unit_of
 from ...version import __version__
 from . import chunks as hdf5_chunks
 from . import text as hdf5_text
+from . import virtual as hdf5_virtual
 from .make import DatasetMaker, set_attrs
 from .values import UNREAD, write_values
 
@@ -379,15 +380,8 @@ def link_shards(parent: h5py.Group, name: str, columns: list[Column],
         if total == 0:
             ds = group.create_dataset(col.name, shape=(0,) + tail, dtype=dtype)
         else:
-            layout = h5py.VirtualLayout(shape=(total,) + tail, dtype=dtype)
-            at = 0
-            for fname, start, rows in blocks:
-                if rows:
-                    src = h5py.VirtualSource(fname, f"{name}/{col.name}",
-                                             shape=(shard_rows[fname],) + tail)
-                    layout[at:at + rows] = src[start:start + rows]
-                    at += rows
-            ds = group.create_virtual_dataset(col.name, layout)
+            ds = hdf5_virtual.create(group, col.name, dtype, tail, blocks, shard_rows,
+                                     f"{name}/{col.name}")
         _column_attrs(ds, col, known)
     _table_attrs(group, columns, total)
     return group

@@ -25,6 +25,7 @@ import h5py
 import numpy as np
 
 from ...model import BYTES, STR, Column, byte_rows
+from . import virtual as hdf5_virtual
 from .faults import check_ends     # a damaged file: never a row cut short in silence
 from .values import write_values
 
@@ -180,11 +181,4 @@ def link(group: h5py.Group, col: Column, row_blocks, byte_blocks, table: str,
         if total == 0:
             g.create_dataset(name, shape=(0,), dtype=dtype)
             continue
-        layout = h5py.VirtualLayout(shape=(total,), dtype=dtype)
-        at = 0
-        for fname, first, n in blocks:
-            if n:
-                src = h5py.VirtualSource(fname, f"{table}/{col.name}/{name}", shape=(sizes[fname],))
-                layout[at:at + n] = src[first:first + n]
-                at += n
-        g.create_virtual_dataset(name, layout)
+        hdf5_virtual.create(g, name, dtype, (), blocks, sizes, f"{table}/{col.name}/{name}")
