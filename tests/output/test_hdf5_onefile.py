@@ -129,6 +129,47 @@ def test_parts_index_maps_each_part_once(tmp_path):
             assert any(name.endswith("/data") for name in mapped)
 
 
+@pytest.mark.skipif(shutil.which("h5dump") is None,
+                    reason="h5dump (Debian's hdf5-tools, HDF5's own C tools) is not installed")
+def test_hdf5s_own_tool_reads_the_parts_index(tmp_path):
+    """HDF5's C library through its own h5dump (Debian's: 1.10) reads every virtual
+    dataset of a parts index, mappings of many windows' blocks included, as the values
+    of the single file of a 1-rank merge."""
+    trace = _gen_otf(tmp_path, 40000)
+    ref = tmp_path / "ref" / "o.h5"
+    ref.parent.mkdir()
+    _merge(trace, ref, None)
+    out = tmp_path / "parts" / "o.h5"
+    out.parent.mkdir()
+    _merge(trace, out, 3, ["--layout", "parts", "--memory", "1M"])
+    mapped = _mappings(out)
+    assert max(mapped.values()) > 1
+    with h5py.File(ref, "r") as f:
+        for name in mapped:
+            want = f[name][()]
+            names = h5py.check_enum_dtype(f[name].dtype)
+            got = _h5dump_enum(out, name, names) if names else _h5dump_numbers(out, name, want)
+            assert np.array_equal(got, want), name
+
+
+def _h5dump_numbers(path: Path, name: str, like: np.ndarray) -> np.ndarray:
+    raw = path.parent / "raw.bin"
+    r = subprocess.run(["h5dump", "-d", f"/{name}", "-b", "LE", "-o", str(raw), str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return np.fromfile(raw, like.dtype.newbyteorder("<")).reshape(like.shape)
+
+
+def _h5dump_enum(path: Path, name: str, names: dict) -> np.ndarray:
+    """An enum dataset as h5dump prints it, its values' names (its binary output of
+    an enum is empty), as numbers."""
+    r = subprocess.run(["h5dump", "-y", "-w", "0", "-d", f"/{name}", str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    data = r.stdout.split("DATA {", 1)[1].split("}", 1)[0]
+    return np.array([names[v.strip()] for v in data.replace("\n", " ").split(",") if v.strip()])
+
+
 OWNED = """
 import json, sys
 from partrace.engine.mpi import world
