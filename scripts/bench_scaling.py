@@ -13,8 +13,10 @@ its own work.  Printed per trace and output:
   traffic   bytes and messages (sent + received) of the rank that moves the most, per phase
   same      whether the output's data equals the output at 1 rank (HDF5: every dataset's
             values; OTF: every file's bytes)
-  wall      the whole command at 2 ranks against 1 rank, interleaved rounds (median
-            ratio; only meaningful on 2 idle cores)
+  wall      the whole command at 2 ranks against 1 rank, in rounds of turning order
+            (median ratio; only meaningful on 2 idle cores), beside two bounds: two 1-rank
+            merges run side by side (half their ratio to one is what this machine allows
+            t(2)/t(1)), and the 1-rank account's fixed part (every process pays it whole)
   accounts  every case's accounts at every rank count are kept in WORKDIR/accounts/, so
             that the model can be fitted again from them (scaling_model.py) without the runs
   model     seconds per phase at --model-ranks for an input of --model-gb, the busy time
@@ -91,22 +93,28 @@ EXTRA: list[str] = []       # options for every merge (--memory)
 
 
 def merge(trace: Path, out: Path, p: int, extra: list[str], stats: Path | None,
-          collective: bool = False) -> float:
+          collective: bool = False, copies: int = 1) -> float:
     """Wall seconds of one whole merge command at ``p`` ranks (``collective``: under the
-    parallel h5py, the HDF5 file written collectively from 2 ranks on)."""
+    parallel h5py, the HDF5 file written collectively from 2 ranks on); ``copies``: that
+    many of the command side by side, each writing its own output beside ``out``, until
+    the last one ends."""
     launcher, python = (MPIO_LAUNCHER, str(MPIO_PYTHON)) if collective else (
         mpiexec(), sys.executable)
-    cmd = [launcher, "-n", str(p), python, "-m", "partrace", "merge", str(trace),
-           "-o", str(out), "-q", "--overwrite", *EXTRA, *extra]
+    outs = [out] if copies == 1 else [out.with_name(f"{k}-{out.name}") for k in range(copies)]
+    cmds = [[launcher, "-n", str(p), python, "-m", "partrace", "merge", str(trace),
+             "-o", str(o), "-q", "--overwrite", *EXTRA, *extra] for o in outs]
     if stats is not None:
-        cmd += ["--stats", str(stats)]
+        cmds[0] += ["--stats", str(stats)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if collective:
         env["PARTRACE_H5_COLLECTIVE"] = "1" if p > 1 else "0"
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        raise SystemExit(f"merge failed ({' '.join(cmd)}):\n{r.stderr}")
+    running = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env) for cmd in cmds]
+    for cmd, r in zip(cmds, running):
+        _, err = r.communicate()
+        if r.returncode != 0:
+            raise SystemExit(f"merge failed ({' '.join(cmd)}):\n{err}")
     return time.perf_counter() - t0
 
 
@@ -160,21 +168,51 @@ def measure_case(trace: Path, kind: str, ranks: list[int], work: Path) -> dict:
     return {"runs": runs, "digest": same, "bytes": sizes}
 
 
-def wall_pair(trace: Path, kind: str, rounds: int, work: Path) -> tuple[float, float, float]:
-    """Median wall seconds at 1 and 2 ranks and the median paired ratio t(2)/t(1), in rounds
-    A B, B A, ... so that a drift of the machine's speed weighs on both."""
-    t1, t2, ratio = [], [], []
+def wall_pair(trace: Path, kind: str, rounds: int, work: Path) -> dict[str, float]:
+    """Median wall seconds of the merge at 1 rank, at 2 ranks, and of two 1-rank merges side
+    by side ("pair": what this machine gives two copies of the same work at once), and the
+    median paired ratios to 1 rank, in rounds whose order turns (1 2 pair, 2 pair 1, ...)
+    so that a drift of the machine's speed weighs on each."""
+    times: dict[str, list[float]] = {"1": [], "2": [], "pair": []}
+    ratios: dict[str, list[float]] = {"2": [], "pair": []}
+    runs = {"1": (1, 1), "2": (2, 1), "pair": (1, 2)}      # ranks, copies
+    order = list(runs)
     for i in range(rounds):
         got = {}
-        for p in ((1, 2) if i % 2 == 0 else (2, 1)):
-            folder = work / f"wall-{p}"
+        for name in order[i % 3:] + order[:i % 3]:
+            folder = work / f"wall-{name}"
             folder.mkdir(parents=True, exist_ok=True)
-            got[p] = merge(trace, output(folder, kind), p, OUTPUTS[kind], None, kind == "h5c")
+            p, copies = runs[name]
+            got[name] = merge(trace, output(folder, kind), p, OUTPUTS[kind], None,
+                              kind == "h5c", copies)
             shutil.rmtree(folder)
-        t1.append(got[1])
-        t2.append(got[2])
-        ratio.append(got[2] / got[1])
-    return statistics.median(t1), statistics.median(t2), statistics.median(ratio)
+        for name in times:
+            times[name].append(got[name])
+        for name in ratios:
+            ratios[name].append(got[name] / got["1"])
+    return {**{f"t{k}": statistics.median(v) for k, v in times.items()},
+            **{f"ratio{k}": statistics.median(v) for k, v in ratios.items()}}
+
+
+def divisible_seconds(one: dict) -> float:
+    """Of a 1-rank account, the busy time of the phases whose work the ranks share: all
+    but start-up and kernels, which every process pays whole."""
+    (rank,) = one["ranks"]
+    return sum(v["busy_s"] for k, v in rank["phases"].items() if k not in ("start-up", "kernels"))
+
+
+def print_wall(rounds: int, wall: dict[str, float], divisible: float | None) -> None:
+    """The wall figures at 2 ranks against 1, beside the bounds on them that this machine
+    and the fixed costs set."""
+    t1 = wall["t1"]
+    print(f"wall, {rounds} rounds, order turning: 1 rank {t1:.2f} s, 2 ranks {wall['t2']:.2f} s, "
+          f"t(2)/t(1) {wall['ratio2']:.2f} (median of pairs; 2 idle cores: ideal 0.50)")
+    print(f"  two 1-rank merges side by side: {wall['tpair']:.2f} s, {wall['ratiopair']:.2f} "
+          f"of t(1): this machine's ideal t(2)/t(1) is {wall['ratiopair'] / 2:.2f}")
+    if divisible is not None and divisible < t1:
+        fixed = t1 - divisible      # launch, interpreter, start-up, kernels
+        print(f"  fixed per process (t(1) less the 1-rank account's phases the ranks share): "
+              f"{fixed:.2f} s; with the rest halved, t(2)/t(1) {(fixed + divisible / 2) / t1:.2f}")
 
 
 def warm(formats: list[str]) -> None:
@@ -276,7 +314,8 @@ def main(argv=None) -> int:
     ap.add_argument("--formats", default="otf,dumpi,ovni,ross")
     ap.add_argument("--outputs", default="h5,otf")
     ap.add_argument("--wall-rounds", type=int, default=3,
-                    help="interleaved rounds of 1 and 2 ranks for the wall time (0: skip)")
+                    help="rounds of 1 rank, 2 ranks and two 1-rank runs side by side for the "
+                         "wall time (0: skip)")
     ap.add_argument("--memory", help="--memory of every merge (default: partrace's; smaller "
                     "makes more windows)")
     ap.add_argument("--model-ranks", default="32,256,1024")
@@ -331,10 +370,9 @@ def measure(args) -> int:
                       "collective write counts as busy, polling for a core; not a cost "
                       "of its own there)")
             if args.wall_rounds > 0:
-                t1, t2, ratio = wall_pair(trace, kind, args.wall_rounds, args.workdir / "out")
-                print(f"wall, {args.wall_rounds} rounds interleaved: 1 rank {t1:.2f} s, "
-                      f"2 ranks {t2:.2f} s, t(2)/t(1) {ratio:.2f} (median of pairs; "
-                      f"2 idle cores: ideal 0.50)")
+                wall = wall_pair(trace, kind, args.wall_rounds, args.workdir / "out")
+                one = case["runs"].get(1)
+                print_wall(args.wall_rounds, wall, divisible_seconds(one) if one else None)
             print_model(name, case, kind, rates, targets, size, args.model_gb * 1e9)
     print(f"\nidentity across rank counts: {'every output the same' if all_same else 'FAILED'}")
     return 0 if all_same else 1

@@ -28,6 +28,7 @@ def test_bench_scaling_tables_model_and_identity(tmp_path):
     assert "same data at every P: yes" in out           # the identity check ran and held
     assert "identity across rank counts: every output the same" in out
     assert "t(2)/t(1)" in out
+    assert "two 1-rank merges side by side" in out and "fixed per process" in out
     assert "| step | P=1 | P=32 | P=256 | P=1024 |" in out
     assert "| HDF5 join (rank 0's bytes) |" in out and "| modelled E(P) |" in out
     assert "for an input of 1,000 GB" in out and "| modelled E(P) without the join |" in out
@@ -81,3 +82,26 @@ def test_model_sends_each_window_s_messages_for_the_windows_a_larger_input_takes
     rates = sm.Rates(1e9, 1.0, 1e9, 1e9, 1e9, 0)       # a second a message: seconds = messages
     cpu = dict(sm.model(runs, 0, False, rates, [64], grow=100))["exchange"][0] - 1.0
     assert cpu == pytest.approx(math.ceil(650 / 64) * 2 * 63, rel=1e-6)
+
+
+def _bench_scaling():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench_scaling
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return bench_scaling
+
+
+def test_wall_bounds_split_the_fixed_part_from_the_work_the_ranks_share(capsys):
+    """t(1) = 3 s with 2 s of shared phases: 1 s fixed, 1 + 2 / 2 = 2 s at best on 2 ranks;
+    two copies side by side in 3.3 s: this machine allows 1.1 / 2."""
+    bench = _bench_scaling()
+    one = {"ranks": [{"phases": {"start-up": {"busy_s": 0.2}, "kernels": {"busy_s": 0.3},
+                                 "decode": {"busy_s": 1.5}, "write": {"busy_s": 0.5}}}]}
+    assert math.isclose(bench.divisible_seconds(one), 2.0)
+    bench.print_wall(3, {"t1": 3.0, "t2": 2.4, "ratio2": 0.8, "tpair": 3.3, "ratiopair": 1.1},
+                     bench.divisible_seconds(one))
+    out = capsys.readouterr().out
+    assert "t(2)/t(1) 0.80" in out and "ideal t(2)/t(1) is 0.55" in out
+    assert "1.00 s; with the rest halved, t(2)/t(1) 0.67" in out
