@@ -31,6 +31,8 @@ its own work.  Printed per trace and output:
             that path, with the CPU of HDF5's own filter pipeline.  The accounts see only
             partrace's own MPI calls: a rank waiting inside HDF5's collective write counts
             as busy (MPICH with UCX polls), so measure it with no more ranks than cores
+  h5p       (--outputs h5p) HDF5 in layout "parts": each rank's file and rank 0's index
+            of virtual datasets over them, no join (the model has none either)
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ SCRIPTS = ROOT / "scripts"
 UNITS = 64
 # OTF output: a stream is written by one rank, so as many streams as units (the most ranks
 # measured); with fewer, the ranks beyond the stream count have nothing to write
-OUTPUTS = {"h5": [], "otf": ["--streams", str(UNITS)], "h5c": []}
+OUTPUTS = {"h5": [], "otf": ["--streams", str(UNITS)], "h5c": [], "h5p": ["--layout", "parts"]}
 # h5c: the one HDF5 file written collectively, by the parallel h5py scripts/parallel_hdf5
 # builds (.venv-mpio, launched by Debian's MPICH), so that the model of that path has the
 # CPU of HDF5's own filter pipeline, not the serial path's
@@ -145,8 +147,8 @@ def _hash_h5(path: Path, h) -> None:
 
 
 def output(folder: Path, kind: str) -> Path:
-    """The output file of a case (its suffix chooses the format: h5c writes .h5)."""
-    return folder / f"out.{'h5' if kind == 'h5c' else kind}"
+    """The output file of a case (its suffix chooses the format: h5c and h5p write .h5)."""
+    return folder / f"out.{'h5' if kind in ('h5c', 'h5p') else kind}"
 
 
 def output_bytes(folder: Path) -> int:
