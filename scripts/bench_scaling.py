@@ -121,9 +121,12 @@ def merge(trace: Path, out: Path, p: int, extra: list[str], stats: Path | None,
 
 
 def digest(folder: Path) -> str:
-    """The data of an output folder: HDF5 files by their datasets' values, others by bytes."""
+    """The data of an output folder: HDF5 files by their datasets' values, others by bytes
+    (a folder left out: layout parts' OUT.h5.parts/, read through OUT.h5's datasets)."""
     h = hashlib.sha256()
     for f in sorted(folder.iterdir()):
+        if f.is_dir():
+            continue
         h.update(f.name.encode())
         if f.suffix == ".h5":
             _hash_h5(f, h)
