@@ -190,8 +190,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     # here, not at the top: these load numba's compiled merge kernels, which
     # ``info`` and the folds (open_on_all_ranks, read_plan) never use
     from .runs import RunStore, row_bytes
-    from .windows import (by_destination, choose_cuts, choose_shared_cuts, next_window_keys,
-                          time_window, window_count, window_rows)
+    from .windows import (by_destination, choose_cuts, choose_shared_cuts, location_bytes,
+                          next_window_keys, time_window, window_count, window_rows)
     stats = RunStats()
     progress = progress or Progress(comm, enabled=False)
     progress.phase("plan")
@@ -230,6 +230,9 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         decode_share(comm, reader, mine, defs, schema, progress, stats, store,
                      select=sink.select, retime=retime)
         defs = complete_definitions(comm, reader, defs)
+        if sink.weighs_locations and comm.size > 1:
+            sink.location_bytes = location_bytes(
+                comm, store.runs, {name: row_bytes(schema[name]) for name in schema})
         sink.prepare(comm, defs, schema)
         accounts.phase("cuts")      # the windows' count and cut keys, chosen together
         # a row-wise sink (OTF text) holds about 2.5x a window's row bytes while it formats

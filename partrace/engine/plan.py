@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from ..formats.base import Unit
 
 
@@ -40,6 +42,18 @@ def assign_contiguous(units: list[Unit], nranks: int) -> list[list[Unit]]:
         out[min(nranks - 1, (2 * done + size) * nranks // (2 * total))].append(u)
         done += size
     return out
+
+
+def contiguous_owners(weights, nranks: int) -> np.ndarray:
+    """The rank of each item (in their order): consecutive items per rank, balanced by
+    weight.  An item goes to the rank whose share holds its middle, as units do in
+    assign_contiguous (integer arithmetic: the same on every rank); a weight under 1
+    counts as 1."""
+    w = np.maximum(np.asarray(weights, dtype=np.int64), 1)
+    if not len(w):
+        return np.zeros(0, np.int64)
+    done = np.cumsum(w) - w
+    return np.minimum(nranks - 1, (2 * done + w) * nranks // (2 * int(w.sum())))
 
 
 def share_of(reader, units: list[Unit], nranks: int) -> list[list[Unit]]:

@@ -37,7 +37,13 @@ class Sink(ABC):
     #: (None: every table and column of the schema).
     needs: dict[str, tuple[str, ...] | None] | None = None
 
+    #: True: before prepare(), on more than one rank, the engine sets ``location_bytes``:
+    #: (location ids, sorted; the bytes of their rows in the tables decoded), estimated
+    #: from samples and the same on every rank, for a sink that deals locations to ranks
+    weighs_locations: ClassVar[bool] = False
+
     next_keys: dict | None = None
+    location_bytes: tuple[np.ndarray, np.ndarray] | None = None
     #: the run's memory budget per rank in bytes, set by the engine before prepare()
     #: (a sink with a fixed cost per location can refuse a run it would not fit)
     memory: int | None = None

@@ -74,6 +74,31 @@ def choose_shared_cuts(comm: Comm, runs: dict[str, list[Run]], row_bytes: dict[s
     return _cuts_on_rank0(comm, mine, pieces)
 
 
+def location_bytes(comm: Comm, runs: dict[str, list[Run]], row_bytes: dict[str, int]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Every location's rows of all tables in bytes, as (location ids sorted, bytes), the
+    same on every rank: each rank weighs the samples of its runs (exact for a run of one
+    location), rank 0 adds the ranks' sums up.  For a sink that deals locations to
+    ranks: by these, not by count, so a rank is not given the heavy ones (ovni's busy
+    threads, a master rank) together."""
+    count = SAMPLES_PER_RANK
+    parts = [_weighted_samples(runs[name], count, row_bytes[name]) for name in runs]
+    loc = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    weight = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0, np.int64)
+    everyone = comm.gather(_summed(loc, weight))
+    total = None
+    if comm.rank == 0:
+        total = _summed(np.concatenate([ids for ids, _ in everyone]),
+                        np.concatenate([b for _, b in everyone]))
+    return comm.bcast(total)
+
+
+def _summed(ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ids (sorted) and the sum of the weights of each."""
+    unique, where = np.unique(ids, return_inverse=True)
+    return unique, np.bincount(where, weights=weights, minlength=len(unique)).astype(np.int64)
+
+
 def _cuts_on_rank0(comm: Comm, mine: tuple, pieces: int) -> list[Key]:
     everyone = comm.gather(mine)
     cuts = _cuts_from(everyone, pieces) if comm.rank == 0 else None

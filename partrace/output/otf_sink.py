@@ -1,9 +1,10 @@
 """Writing merged rows as an OTF trace whose processes sit on M streams.
 
 Rows go to the rank that owns their output stream (streams are dealt to
-ranks in contiguous blocks); each rank writes its streams' files, marker
-files included: the OTF library keeps markers per stream (NAME.<s>.marker)
-and its reader reads every listed stream's marker file after NAME.0.marker.
+ranks in contiguous blocks, balanced by the bytes of their rows); each rank
+writes its streams' files, marker files included: the OTF library keeps
+markers per stream (NAME.<s>.marker) and its reader reads every listed
+stream's marker file after NAME.0.marker.
 The point events of a non-OTF input (formats.otf.generic.point_events) are
 such per-stream marker spots.  Rank 0 writes the master file, the
 definitions and NAME.0.marker: the DefMarker lines (the marker ids used are
@@ -38,8 +39,10 @@ from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Schema, Table, take
 from ..engine.merged import MergedTable
+from ..engine.plan import contiguous_owners
 from ..formats.otf.grammar import MARKER_TABLE     # keyvalues.ref_table of a marker's key-values
 from ..kernels.jit import njit
+from .owned import weights_of
 from .staged import StagedSink
 
 MARKERS, KEYVALUES = "markers", "keyvalues"
@@ -52,6 +55,7 @@ DEFAULT_MAX_STREAMS = 1024
 
 class OTFSink(StagedSink):
     mode = "destination"
+    weighs_locations = True
     windows = True      # write() appends window after window
     wants_next_keys = True
 
@@ -109,20 +113,22 @@ class OTFSink(StagedSink):
         self.shared: dict = {}      # what all stream writers of the run share (the layout)
         self.markers = None
         streams = sorted(self.map)
-        # contiguous blocks of streams per rank, so that a rank writes neighbours
-        self.owner = {s: i * comm.size // len(streams) for i, s in enumerate(streams)}
-        locs, ranks, idx = [], [], []
-        for k, s in enumerate(streams):
-            for p in self.map[s]:
-                locs.append(p)
-                ranks.append(self.owner[s])
-                idx.append(k)
-        order = np.argsort(np.asarray(locs, dtype=np.int64), kind="stable")
-        self._locs = np.asarray(locs, dtype=np.int64)[order]
-        self._rank_of = np.asarray(ranks, dtype=np.int64)[order]
+        locs = np.asarray([p for s in streams for p in self.map[s]], dtype=np.int64)
+        idx = np.repeat(np.arange(len(streams), dtype=np.int64), [len(self.map[s]) for s in streams])
+        # contiguous blocks of streams per rank, so that a rank writes neighbours, balanced
+        # by the bytes of their processes' rows where the engine weighed them, else by count
+        weights = (np.ones(len(streams), np.int64) if self.location_bytes is None
+                   else np.bincount(idx, weights=weights_of(locs, self.location_bytes),
+                                    minlength=len(streams)))
+        owner = contiguous_owners(weights, comm.size)
+        self.owner = dict(zip(streams, owner.tolist()))
+        ranks = owner[idx]
+        order = np.argsort(locs, kind="stable")
+        self._locs = locs[order]
+        self._rank_of = ranks[order]
         # each location's stream as its index in self._streams (ascending stream numbers)
         self._streams = np.asarray(streams, dtype=np.int64)
-        self._slot_of = np.asarray(idx, dtype=np.int64)[order]
+        self._slot_of = idx[order]
         # location ids are small and dense (ranks, threads, LPs): a row's entry is then read
         # from a table indexed by id (-1: no such location) instead of a binary search
         self._dense = None

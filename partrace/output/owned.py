@@ -2,15 +2,17 @@
 
 Locations are dealt to ranks in contiguous blocks of the id order, so the rows of a
 location reach one rank (destination mode) and each rank writes its own locations'
-pieces: no byte then depends on the rank count.  A sink on this base sets its sorted
-location ids with ``own`` and names the tables it writes in ``routed``; every other
-table's rows stay where they are.
+pieces: no byte then depends on the rank count.  The blocks are balanced by the bytes of
+the locations' rows where the engine weighed them (``location_bytes``), else by count.
+A sink on this base sets its sorted location ids with ``own`` and names the tables it
+writes in ``routed``; every other table's rows stay where they are.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..engine.mpi import Comm
+from ..engine.plan import contiguous_owners
 from ..errors import PartraceError
 from ..model import Table
 from .staged import StagedSink
@@ -18,8 +20,18 @@ from .staged import StagedSink
 EVENTS = "events"
 
 
+def weights_of(ids: np.ndarray, location_bytes) -> np.ndarray:
+    """The weighed bytes of each of ``ids`` (0 where none were weighed)."""
+    known, weight = location_bytes
+    if not len(known):
+        return np.zeros(len(ids), np.int64)
+    at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
+    return np.where(known[at] == ids, weight[at], 0)
+
+
 class LocationOwnedSink(StagedSink):
     mode = "destination"
+    weighs_locations = True
     #: what a location becomes in this output, for the error of a trace with none
     location_role = "to write events of"
 
@@ -28,7 +40,9 @@ class LocationOwnedSink(StagedSink):
         written besides the events, each row to its location's owner."""
         self.loc_ids = loc_ids
         n = len(loc_ids)
-        self.owner = (np.arange(n, dtype=np.int64) * comm.size) // max(n, 1)
+        weights = (np.ones(n, np.int64) if self.location_bytes is None
+                   else weights_of(loc_ids, self.location_bytes))
+        self.owner = contiguous_owners(weights, comm.size)
         self.routed = {EVENTS, *routed}
 
     def location_index(self, locations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
