@@ -85,7 +85,7 @@ def main(argv=None) -> int:
         print(f"h5py {h5py.__version__}, HDF5 {h5py.version.hdf5_version}; {n} rows a block; "
               "seconds, and per part / per block")
         print()
-        print("| P | W | mappings per block / per part | write index | open | "
+        print("| P | W | mappings per part / per block | write index | open | "
               "1,000 rows | all rows |")
         print("|---:|---:|---|---|---|---|---|")
         for p in (int(v) for v in args.ranks.split(",")):
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
                     new = measure(folder, per_part, blocks, shard_rows, expected)
                 cells = " | ".join(f"{b:.4f} / {a:.4f} ({b / a:.2f})" if a > 0 else f"{b:.4f}"
                                    for a, b in zip(old, new))
-                print(f"| {p} | {w} | {w * p} / {p} | {cells} |", flush=True)
+                print(f"| {p} | {w} | {p} / {w * p} | {cells} |", flush=True)
     return 0
 
 
