@@ -485,6 +485,10 @@ def counter_values(bits: np.ndarray, value_type: str) -> np.ndarray:
     return bits
 
 
+# The events columns whose ids a definition table below names (what a reader shows by name).
+NAMED_IN = {"comm": "communicators", "collop": "collectives", "counter": "counters",
+            "file": "files"}
+
 # Optional definition tables with one meaning across formats.  A format fills
 # those it has; writers (OTF) use them to emit groups, communicators,
 # collective operations and counters.  Ids are the values found in the

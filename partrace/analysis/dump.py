@@ -2,7 +2,9 @@
 
     TIME_NS  LOCATION  KIND  REGION  column=value ...
 
-(non-zero columns only; peers, roots and origins by location name).  Rows are
+(non-zero columns only; peers, roots and origins by location name; communicators,
+collective operations, counters and files by the names their definitions give; a counter's
+value as its value type reads it: signed, a float).  Rows are
 filtered while they are decoded (time range, locations, kinds, regions), merged
 by the engine in windows under the memory budget, formatted on the rank that
 holds them with numpy's vectorized string operations (no Python loop per row),
@@ -18,7 +20,8 @@ from ..engine.mpi import Comm
 from ..engine.sink import Sink
 from ..display import READABLE, register
 from ..errors import UsageError
-from ..model import Definitions, Kind, Schema, Table
+from ..model import (COUNTER_VALUE_TYPES, NAMED_IN, Definitions, Kind, Schema, Table,
+                     counter_value_types, counter_values)
 from ..timeunit import END_OF_TIME
 
 BLOCK = 1 << 15            # rows formatted at once (fixed-width strings: bounded memory)
@@ -85,6 +88,9 @@ class DumpSink(Sink):
         self.reg_names = _lookup(defs.tables["regions"])
         self.extra = [c for c in schema["events"] if c.name not in KEY and not c.is_object
                       and not np.dtype(c.dtype).subdtype]
+        self.named = {col: _lookup(defs.tables[t]) for col, t in NAMED_IN.items()
+                      if t in defs.tables and len(defs.tables[t])}
+        self.counters = _counter_types(defs.tables.get("counters"))
 
     def _resolve_filters(self, defs: Definitions) -> None:
         """Names and ids of the filters as ids; an unknown one is refused, by name or id."""
@@ -141,9 +147,30 @@ class DumpSink(Sink):
             v = np.asarray(ev[c.name][lo:hi])
             if not v.any():
                 continue
-            shown = self.loc_names(v) if c.name in LOCATION_COLUMNS else v.astype("U24")
+            if c.name in LOCATION_COLUMNS:
+                shown = self.loc_names(v)
+            elif c.name in self.named:
+                shown = self.named[c.name](v)
+            elif c.name == "value" and "counter" in ev:
+                shown = self._values(np.asarray(ev["counter"][lo:hi]), v)
+            else:
+                shown = v.astype("U24")
             line = np.char.add(line, np.where(v != 0, np.char.add(f"  {c.name}=", shown), ""))
         return ("\n".join(line.tolist()) + "\n").encode("utf-8", READABLE)
+
+    def _values(self, counter: np.ndarray, bits: np.ndarray) -> np.ndarray:
+        """Counter values as text, each as its counter's value type reads its 64 bits
+        (uint64 where the counter is not defined)."""
+        shown = bits.astype("U24")
+        ids, types = self.counters
+        if not len(ids):
+            return shown
+        at = np.minimum(np.searchsorted(ids, counter), len(ids) - 1)
+        kind = np.where(ids[at] == counter, types[at], 0)
+        for t in np.unique(kind[kind > 0]).tolist():        # a few value types
+            rows = kind == t
+            shown[rows] = counter_values(bits[rows], COUNTER_VALUE_TYPES[t]).astype("U24")
+        return shown
 
     def commit(self, comm: Comm) -> None:
         pass
@@ -165,6 +192,18 @@ def _lookup(table: Table):
         found = (ids[pos] == values) if len(ids) else np.zeros(len(values), bool)
         return np.where(found, names[pos] if len(ids) else "", values.astype("U20"))
     return names_of
+
+
+def _counter_types(counters: Table | None) -> tuple[np.ndarray, np.ndarray]:
+    """The defined counters' ids (sorted) and each one's value type as its place in
+    COUNTER_VALUE_TYPES (0: uint64, the raw bits)."""
+    if counters is None or not len(counters):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ids = np.asarray(counters["id"], np.int64)
+    order = np.argsort(ids, kind="stable")
+    types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in counter_value_types(counters)],
+                       np.int64)
+    return ids[order], types[order]
 
 
 def _ids(wanted, table: Table, what: str):

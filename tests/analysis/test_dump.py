@@ -2,6 +2,8 @@
 same text on any rank count, and a closed pipe ends the run quietly."""
 from __future__ import annotations
 
+import collections
+import re
 import subprocess
 import sys
 
@@ -112,3 +114,28 @@ def test_a_closed_pipe_ends_the_run_quietly(nranks, tmp_path):
             break
         time.sleep(0.2)
     assert not left
+
+
+APEX = DATA / "corpus" / "otf2" / "apex-movielens" / "APEX.otf2"     # metrics of doubles
+
+
+def test_counters_by_name_with_their_values_as_the_otf2_library_reads_them():
+    """Every Metric record of an APEX archive (one double each), as OTF2's own Python reader
+    gives it, is a COUNTER line naming its metric, its value the double (not its bits)."""
+    otf2 = pytest.importorskip("otf2")
+    want = collections.Counter()
+    with otf2.reader.open(str(APEX)) as trace:
+        for _, ev in trace.events:
+            if type(ev).__name__ == "Metric":
+                members = ev.metric.members if hasattr(ev.metric, "members") else \
+                    ev.metric.metric_class.members
+                assert len(members) == 1 and isinstance(ev.values[0], float)
+                want[members[0].name, ev.values[0]] += 1
+    r = run_cli(["dump", str(APEX), "--kind", "counter"])
+    assert r.returncode == 0, r.stderr
+    got = collections.Counter()
+    for line in r.stdout.splitlines():
+        name = re.search(r"  counter=(.*?)  (value=|record=)", line).group(1)
+        value = re.search(r"  value=(\S+)", line)
+        got[name, float(value.group(1)) if value else 0.0] += 1
+    assert sum(want.values()) > 1000 and got == want
