@@ -22,21 +22,40 @@ def _loads(owner, weights, ranks):
     return np.bincount(owner, weights=weights, minlength=ranks)
 
 
+def _best_max(w, ranks: int) -> int:
+    """The smallest possible heaviest rank of a contiguous split (dynamic programming)."""
+    n = len(w)
+    pre = np.concatenate([[0], np.cumsum(w)])
+    best = np.full((ranks + 1, n + 1), np.inf)
+    best[0][0] = 0
+    for r in range(1, ranks + 1):
+        for j in range(n + 1):
+            best[r][j] = min(max(best[r - 1][i], pre[j] - pre[i]) for i in range(j + 1))
+    return int(best[ranks][n])
+
+
 def test_contiguous_owners_balance_by_weight_in_order():
     assert contiguous_owners([], 3).tolist() == []
     assert contiguous_owners([5, 5, 5, 5], 2).tolist() == [0, 0, 1, 1]
     assert contiguous_owners([0, 0, 0], 1).tolist() == [0, 0, 0]
+    # near-equal weights, two a rank: never three on one (the middle-byte rule's slip)
+    assert np.bincount(contiguous_owners([100, 101, 99, 100, 102, 98], 3)).tolist() == [2, 2, 2]
     rng = np.random.default_rng(4)
     for ranks in (2, 3, 8, 33):
         w = rng.integers(1, 1000, 500)
         w[:40] *= 20        # the heavy ones together at the start (ovni's busy threads)
         owner = contiguous_owners(w, ranks)
-        assert np.all(np.diff(owner) >= 0) and owner[0] == 0 and owner[-1] == ranks - 1
+        assert np.all(np.diff(owner) >= 0) and owner[-1] == ranks - 1
         loads = _loads(owner, w, ranks)
-        # each rank within one item of its share: the middle of an item decides its rank
-        assert np.all(np.abs(loads - w.sum() / ranks) <= w.max()), (ranks, loads)
+        assert loads.max() <= w.sum() / ranks + w.max(), (ranks, loads)
         by_count = (np.arange(len(w)) * ranks) // len(w)
         assert loads.max() < _loads(by_count, w, ranks).max()
+    for trial in range(60):     # the heaviest rank is the lightest any contiguous split gives
+        w = rng.integers(1, 50, int(rng.integers(1, 12)))
+        ranks = int(rng.integers(1, 6))
+        owner = contiguous_owners(w, ranks)
+        assert np.all(np.diff(owner) >= 0) and owner.max() < ranks
+        assert _loads(owner, w, ranks).max() == _best_max(w, ranks), (trial, w, ranks)
 
 
 def _table(rng, n, locations):
