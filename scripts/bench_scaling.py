@@ -218,6 +218,9 @@ def print_wall(rounds: int, wall: dict[str, float], divisible: float | None) -> 
         fixed = t1 - divisible      # launch, interpreter, start-up, kernels
         print(f"  fixed per process (t(1) less the 1-rank account's phases the ranks share): "
               f"{fixed:.2f} s; with the rest halved, t(2)/t(1) {(fixed + divisible / 2) / t1:.2f}")
+    elif divisible is not None:     # a rank's threads (compressing, writing) add CPU past the wall
+        print(f"  fixed per process: not told apart (the 1-rank account's shared phases took "
+              f"{divisible:.2f} s of CPU, more than t(1))")
 
 
 def warm(formats: list[str]) -> None:

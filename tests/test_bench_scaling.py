@@ -105,3 +105,7 @@ def test_wall_bounds_split_the_fixed_part_from_the_work_the_ranks_share(capsys):
     out = capsys.readouterr().out
     assert "t(2)/t(1) 0.80" in out and "ideal t(2)/t(1) is 0.55" in out
     assert "1.00 s; with the rest halved, t(2)/t(1) 0.67" in out
+    bench.print_wall(3, {"t1": 1.5, "t2": 1.0, "ratio2": 0.7, "tpair": 1.6, "ratiopair": 1.05},
+                     bench.divisible_seconds(one))        # more CPU than wall: said, no bound
+    assert "not told apart (the 1-rank account's shared phases took 2.00 s" in \
+        capsys.readouterr().out
