@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.scripts import script
 
 
 @pytest.mark.slow
@@ -48,8 +49,7 @@ def test_model_grows_only_the_work_that_divides():
     """busy = 8/P + 0.5 measured; a 4x larger input models 32/P + 0.5 in the decode: the
     fixed share of a rank does not grow with the input, nor does a phase that works on no
     rows (the start-up keeps 8/P + 0.5)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import scaling_model as sm
+    sm = script("scaling_model")
     runs = {p: _run([8 / p + 0.5] * p) for p in (1, 2, 4, 8)}
     rates = sm.Rates(1e9, 0, 1e9, 1e9, 1e9, 0)
     same = dict(sm.model(runs, 0, False, rates, [1, 64]))["decode"]
@@ -75,8 +75,7 @@ def test_model_sends_each_window_s_messages_for_the_windows_a_larger_input_takes
     here).  A window costs each rank 2 (P - 1) messages whatever the input; a 100x larger
     input takes ceil(650 / P) windows, so at P = 64 it sends 11 x 126 messages a rank,
     not 100 x what the measured run sent."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import scaling_model as sm
+    sm = script("scaling_model")
     runs = {p: _windowed(p, 6.5, 2 * (p - 1)) for p in (1, 2, 4, 8, 16)}
     assert sm.windows_at_one(runs) == pytest.approx(6.5)
     rates = sm.Rates(1e9, 1.0, 1e9, 1e9, 1e9, 0)       # a second a message: seconds = messages
@@ -84,19 +83,10 @@ def test_model_sends_each_window_s_messages_for_the_windows_a_larger_input_takes
     assert cpu == pytest.approx(math.ceil(650 / 64) * 2 * 63, rel=1e-6)
 
 
-def _bench_scaling():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import bench_scaling
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return bench_scaling
-
-
 def test_wall_bounds_split_the_fixed_part_from_the_work_the_ranks_share(capsys):
     """t(1) = 3 s with 2 s of shared phases: 1 s fixed, 1 + 2 / 2 = 2 s at best on 2 ranks;
     two copies side by side in 3.3 s: this machine allows 1.1 / 2."""
-    bench = _bench_scaling()
+    bench = script("bench_scaling")
     one = {"ranks": [{"phases": {"start-up": {"busy_s": 0.2}, "kernels": {"busy_s": 0.3},
                                  "decode": {"busy_s": 1.5}, "write": {"busy_s": 0.5}}}]}
     assert math.isclose(bench.divisible_seconds(one), 2.0)

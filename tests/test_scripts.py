@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.scripts import script
 
 SHELL = ["slurm/merge.sbatch", "slurm/convert.sbatch", "scripts/test", "scripts/demo",
          "scripts/bench_suite", "scripts/slurm_cluster", "scripts/parallel_hdf5", ".ci/run"]
@@ -36,12 +37,7 @@ def test_python_scripts_answer_help(gen):
 
 
 def _bench_results():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import bench_results
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return bench_results
+    return script("bench_results")
 
 
 def test_bench_record_appends_with_machine_commit_and_command(tmp_path, capsys):
@@ -86,11 +82,7 @@ def test_bench_ctools_run_appends_its_table_to_the_results_file(tmp_path):
 
 
 def test_bench_ctools_net_ratio_takes_the_fixed_cost_off_each_interleaved_run():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import bench_ctools as b
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    b = script("bench_ctools")
     mine = {"merge->h5": b.Command("p", ["p"], runs=[(3.0, 100, 0), (3.4, 100, 0)])}
     fixed = {"merge->h5": b.Command("p (fixed: s)", ["p", "s"],
                                     runs=[(1.0, 50, 0), (1.0, 50, 0)])}
