@@ -473,6 +473,21 @@ def counter_value_types(counters: "Table") -> list[str]:
     return [str(t) if str(t) in COUNTER_VALUE_TYPES else "uint64" for t in types]
 
 
+def counter_types_by_id(counters: "Table | None") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The defined counters' ids sorted, the order that sorts the table's rows so, and
+    each counter's value type (in that order) as its place in COUNTER_VALUE_TYPES
+    (numbers: a row's type is looked up without Python objects; 0 is uint64, the raw
+    bits).  Empty arrays where there is no counters table."""
+    if counters is None or not len(counters):
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    ids = np.asarray(counters["id"], dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in counter_value_types(counters)],
+                       np.int64)
+    return ids[order], order, types[order]
+
+
 def counter_values(bits: np.ndarray, value_type: str) -> np.ndarray:
     """Raw 64-bit counter values as the numbers their type says (uint64, int64, float64)."""
     bits = np.ascontiguousarray(bits, dtype=np.uint64)

@@ -21,7 +21,7 @@ from ..engine.sink import Sink
 from ..display import READABLE, register
 from ..errors import UsageError
 from ..model import (COUNTER_VALUE_TYPES, NAMED_IN, Definitions, Kind, Schema, Table,
-                     counter_value_types, counter_values)
+                     counter_types_by_id, counter_values)
 from ..timeunit import END_OF_TIME
 
 BLOCK = 1 << 15            # rows formatted at once (fixed-width strings: bounded memory)
@@ -90,7 +90,8 @@ class DumpSink(Sink):
                       and not np.dtype(c.dtype).subdtype]
         self.named = {col: _lookup(defs.tables[t]) for col, t in NAMED_IN.items()
                       if t in defs.tables and len(defs.tables[t])}
-        self.counters = _counter_types(defs.tables.get("counters"))
+        ids, _, types = counter_types_by_id(defs.tables.get("counters"))
+        self.counters = ids, types
 
     def _resolve_filters(self, defs: Definitions) -> None:
         """Names and ids of the filters as ids; an unknown one is refused, by name or id."""
@@ -192,18 +193,6 @@ def _lookup(table: Table):
         found = (ids[pos] == values) if len(ids) else np.zeros(len(values), bool)
         return np.where(found, names[pos] if len(ids) else "", values.astype("U20"))
     return names_of
-
-
-def _counter_types(counters: Table | None) -> tuple[np.ndarray, np.ndarray]:
-    """The defined counters' ids (sorted) and each one's value type as its place in
-    COUNTER_VALUE_TYPES (0: uint64, the raw bits)."""
-    if counters is None or not len(counters):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ids = np.asarray(counters["id"], np.int64)
-    order = np.argsort(ids, kind="stable")
-    types = np.asarray([COUNTER_VALUE_TYPES.index(t) for t in counter_value_types(counters)],
-                       np.int64)
-    return ids[order], types[order]
 
 
 def _ids(wanted, table: Table, what: str):

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import PartraceError
 from ..model import (COUNTER_VALUE_TYPES, KEY_COLUMNS, Definitions, Kind, Role, Schema, Table,
-                     counter_value_types, member_values_table, tables_of_role)
+                     counter_types_by_id, counter_value_types, member_values_table,
+                     tables_of_role)
 
 
 def sample_writers(sink) -> list:
@@ -48,18 +49,7 @@ class DefinedCounters:
     def __init__(self, defs: Definitions):
         cnt = defs.tables.get("counters")
         self.table = cnt if cnt is not None and len(cnt) else None
-        if self.table is None:
-            self.order = np.zeros(0, np.int64)
-            self.ids = np.zeros(0, np.int64)
-            self.types = np.zeros(0, np.int64)
-            return
-        ids = np.asarray(cnt["id"], dtype=np.int64)
-        self.order = np.argsort(ids, kind="stable")
-        self.ids = ids[self.order]
-        # each counter's value type as its place in COUNTER_VALUE_TYPES (numbers: compared
-        # per row without Python objects)
-        self.types = np.asarray([COUNTER_VALUE_TYPES.index(t)
-                                 for t in counter_value_types(cnt)], np.int64)[self.order]
+        self.ids, self.order, self.types = counter_types_by_id(self.table)
 
     def __len__(self) -> int:
         return len(self.ids)
