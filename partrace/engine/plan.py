@@ -27,20 +27,15 @@ def assign(units: list[Unit], nranks: int) -> list[list[Unit]]:
 
 
 def assign_contiguous(units: list[Unit], nranks: int) -> list[list[Unit]]:
-    """Consecutive units in key order per rank, balanced by bytes.
+    """Consecutive units in key order per rank, balanced by bytes (``contiguous_owners``).
 
     For readers whose units continue from the ones before them: a rank then
-    needs only what precedes its first unit.  A unit goes to the rank whose
-    byte share holds the unit's middle byte (integer arithmetic: deterministic).
+    needs only what precedes its first unit.
     """
     order = sorted(units, key=lambda u: u.key)
-    total = sum(max(u.size, 1) for u in order)
     out: list[list[Unit]] = [[] for _ in range(nranks)]
-    done = 0
-    for u in order:
-        size = max(u.size, 1)
-        out[min(nranks - 1, (2 * done + size) * nranks // (2 * total))].append(u)
-        done += size
+    for u, r in zip(order, contiguous_owners([u.size for u in order], nranks).tolist()):
+        out[r].append(u)
     return out
 
 
@@ -54,7 +49,8 @@ def contiguous_owners(weights, nranks: int) -> np.ndarray:
     the last rank, rank 0 (which also plans, cuts and commits) gets what is left, and a
     split that needs fewer ranks leaves the first ones idle.  (Each item to the rank
     whose share holds its middle, as units are dealt, can put three near-equal items
-    where two would do: the max, not the fit, sets the run's time.)"""
+    where two would do: the max, not the fit, sets the run's time.)  Units of ordered
+    readers and the locations of destination sinks are both dealt so."""
     w = np.maximum(np.asarray(weights, dtype=np.int64), 1)
     n = len(w)
     if n == 0 or nranks <= 1:
