@@ -230,11 +230,13 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         decode_share(comm, reader, mine, defs, schema, progress, stats, store,
                      select=sink.select, retime=retime)
         defs = complete_definitions(comm, reader, defs)
+        # the windows' count and cut keys, chosen together; before them, what the sink
+        # prepares from the decoded runs (its locations' bytes), which is not decoding
+        accounts.phase("cuts")
         if sink.weighs_locations and comm.size > 1:
             sink.location_bytes = location_bytes(
                 comm, store.runs, {name: row_bytes(schema[name]) for name in schema})
         sink.prepare(comm, defs, schema)
-        accounts.phase("cuts")      # the windows' count and cut keys, chosen together
         # a row-wise sink (OTF text) holds about 2.5x a window's row bytes while it formats
         # it: windows of 1/16 of the budget, not 1/10 (merge->otf of the 200 MB traces at
         # 1 rank, peak: DUMPI 699 -> 634 MiB, ovni 674 -> 593, ROSS 631 -> 573; CPU, paired:
