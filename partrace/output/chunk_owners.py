@@ -110,16 +110,23 @@ class OwnedWriter:
         at, who = self.open.get(name, (None, None))
         return Slices.of(first, counts, step, at, who)
 
-    def write(self, comm, windows: dict) -> None:
-        """``windows``: per table, (its Slices, this rank's table, its columns (names),
-        whether rows come later).  Collective: one exchange of heads."""
-        heads, pieces = [], {}
+    def write(self, comm, plan, then) -> None:
+        """One window, collective: one exchange of heads.  ``plan()`` gives the window's
+        tables written here, per table (its Slices, this rank's table, its columns (names),
+        whether rows come later); ``then(those)`` is the rest of the window's local work
+        (the sink's other tables).  Each runs inside the guard of the work beside it, so
+        that a window meets the other ranks at two checks (before and after the exchange),
+        not four: each check waits for the slowest rank, and imbalances that would cancel
+        within the window add up across checks."""
+        heads, pieces, windows = [], {}, {}
         with comm.guard():      # a failed write fails every rank alike, before the exchange
+            windows = plan()
             heads, pieces = self._cut(comm.rank, comm.size, windows)
         comm.check()
         got = comm.alltoall(heads) if comm.size > 1 else []
         with comm.guard():
             self._finish(windows, pieces, got)
+            then(windows)
         comm.check()
 
     def _cut(self, rank: int, size: int, windows: dict) -> tuple[list[dict], dict]:

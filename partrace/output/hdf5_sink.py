@@ -244,36 +244,39 @@ class HDF5Sink(StagedSink):
                     everyone: list[dict]) -> None:
         """One window, each rank its slice into its own file (the layout's): ``encoded``,
         this rank's text columns; ``everyone``, every rank's counts."""
-        owned = {}
-        with comm.guard():
+        def plan() -> dict:
             if self._file is None:
                 self.create_file(comm, {k: sum(e.get(k, 0) for e in everyone) for k in self.rows})
-            owned = self._owned_windows(tables, everyone)
-        comm.check()
-        self._owner.write(comm, owned)
-        with comm.guard():
-            for name, table in tables.items():
-                if name in owned:
-                    continue
-                group, text = self._group(name), {}
-                for col in (c.name for c in self.schema[name] if c.is_object):
-                    data, lengths, _ = encoded[name, col]
-                    # the bytes where the layout puts them; the ends say the global offsets
-                    base = self.span((name, col), everyone, comm.rank)[0]
-                    pair = self._dataset(name, col)
-                    at, end = self.files.place((name, col), pair[hdf5_text.DATA].shape[0],
-                                               everyone, comm.rank, len(data))
-                    text[col] = (data, lengths, base, at, end)
-                    if any(e.get(("not utf-8", name, col)) for e in everyone) and (
-                            self.files.is_output(comm.rank)):
-                        hdf5_text.mark_not_utf8(pair)
-                at, end = self.files.place(name, self._table_rows[name], everyone, comm.rank,
-                                           len(table))
-                hdf5.write_rows(group, table, self.schema[name], at, end, text, self._pending,
-                                count=False, objects=lambda c, t=name: self._dataset(t, c),
-                                codecs=lambda c, t=name: self._codec(t, c))
-                self._count(name, end)
-        comm.check()
+            return self._owned_windows(tables, everyone)
+
+        self._owner.write(comm, plan, lambda owned: self._write_unowned(
+            comm.rank, tables, encoded, everyone, owned))
+
+    def _write_unowned(self, rank: int, tables: dict[str, Table], encoded: dict,
+                       everyone: list[dict], owned: dict) -> None:
+        """The tables not written in owned chunks (the layout's places for this rank's
+        rows; text columns), local: inside the owners' second guard."""
+        for name, table in tables.items():
+            if name in owned:
+                continue
+            group, text = self._group(name), {}
+            for col in (c.name for c in self.schema[name] if c.is_object):
+                data, lengths, _ = encoded[name, col]
+                # the bytes where the layout puts them; the ends say the global offsets
+                base = self.span((name, col), everyone, rank)[0]
+                pair = self._dataset(name, col)
+                at, end = self.files.place((name, col), pair[hdf5_text.DATA].shape[0],
+                                           everyone, rank, len(data))
+                text[col] = (data, lengths, base, at, end)
+                if any(e.get(("not utf-8", name, col)) for e in everyone) and (
+                        self.files.is_output(rank)):
+                    hdf5_text.mark_not_utf8(pair)
+            at, end = self.files.place(name, self._table_rows[name], everyone, rank,
+                                       len(table))
+            hdf5.write_rows(group, table, self.schema[name], at, end, text, self._pending,
+                            count=False, objects=lambda c, t=name: self._dataset(t, c),
+                            codecs=lambda c, t=name: self._codec(t, c))
+            self._count(name, end)
 
     def _owned_windows(self, tables: dict[str, Table], everyone: list[dict]) -> dict:
         """The tables written in whole chunks by their owners (chunk_owners.py): each
