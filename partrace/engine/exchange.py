@@ -12,8 +12,8 @@ every value is the one the sender holds, whatever the rank count.
 
 One object alltoall tells each rank what it will get: per span its row count
 and each column's form without its rows (a layout).  Then the rows of every
-column go in one Alltoallv of bytes (one call a window and table: a call a
-column made the ranks meet once a column), every leaf array (offsets, values)
+column go in one Alltoallv of bytes (one call a window for all its tables: a call a
+column, or a table, made the ranks meet once for each), every leaf array (offsets, values)
 padded to 8 bytes so that the receiver views them in place, aligned.  A rank
 keeps its spans to itself: they are not sent, not copied.
 """
@@ -96,32 +96,48 @@ def pack(forms_to: list[list]) -> tuple[np.ndarray, np.ndarray]:
 def exchange_spans(comm: Comm, spans_to: list[list], schema: list[Column]) -> list:
     """Send ``spans_to[r]`` (spans (run, first, end)) to rank r; returns the spans every
     rank sent here, senders in rank order, this rank's own spans as they are."""
+    return exchange_tables(comm, {"": spans_to}, {"": schema})[""]
+
+
+def exchange_tables(comm: Comm, spans_to: dict[str, list[list]],
+                    schemas: dict[str, list[Column]]) -> dict[str, list]:
+    """``exchange_spans`` of several tables at once (``spans_to`` and ``schemas`` per
+    table): the ranks meet once for them all (one object alltoall, one Alltoallv), not
+    once a table, so a rank's local work between tables is not waited for table by
+    table; per table the spans every rank sent here, senders in rank order."""
     me = comm.rank
-    numeric = [c.name for c in schema if not c.is_object]
-    objects = [c.name for c in schema if c.is_object]
+    numeric = {t: [c.name for c in schemas[t] if not c.is_object] for t in spans_to}
+    objects = {t: [c.name for c in schemas[t] if c.is_object] for t in spans_to}
     # every span's columns to every other rank in their forms (a spilled run's rows read
     # here), packed before the ranks meet: what one rank sends is ready when all are
-    sent = [[] if r == me else [[run.piece(name, a, b) for name in numeric] for run, a, b in spans]
-            for r, spans in enumerate(spans_to)]
-    buf, counts = pack([[f for forms in spans for f in forms] for spans in sent])
-    # what each rank gets besides those bytes: per span its rows, each column's layout
-    # and its str/bytes columns (small side tables: pickled)
+    sent = {t: [[] if r == me else [[run.piece(name, a, b) for name in numeric[t]]
+                                    for run, a, b in spans]
+                for r, spans in enumerate(to)] for t, to in spans_to.items()}
+    buf, counts = pack([[f for t in spans_to for forms in sent[t][r] for f in forms]
+                        for r in range(comm.size)])
+    # what each rank gets besides those bytes: per table and span its rows, each column's
+    # layout and its str/bytes columns (small side tables: pickled)
     told = [None if r == me else
-            [(b - a, [layout_of(f) for f in forms], [run.piece(name, a, b) for name in objects])
-             for (run, a, b), forms in zip(spans_to[r], sent[r])] for r in range(comm.size)]
+            {t: [(b - a, [layout_of(f) for f in forms], [run.piece(name, a, b)
+                                                          for name in objects[t]])
+                 for (run, a, b), forms in zip(spans_to[t][r], sent[t][r])]
+             for t in spans_to} for r in range(comm.size)]
     del sent
     comm.wait_for_all()     # the ranks that finished their local work first wait asleep
     told = comm.alltoall(told)
     buf, at = comm.alltoallv(buf, counts), 0
-    out = []
-    for s, spans in enumerate(told):
+    out: dict[str, list] = {t: [] for t in spans_to}
+    for s, tables in enumerate(told):
         if s == me:
-            out.extend(spans_to[me])
+            for t in spans_to:
+                out[t].extend(spans_to[t][me])
             continue
-        for n, layouts, cells in spans:
-            forms = {}
-            for name, layout in zip(numeric, layouts):
-                forms[name], at = rebuilt(layout, n, buf, at)
-            forms.update(zip(objects, cells))
-            out.append((Run.of_forms({c.name: forms[c.name] for c in schema}, n), 0, n))
+        for t in spans_to:      # in the order they were packed: table, then span
+            for n, layouts, cells in tables[t]:
+                forms = {}
+                for name, layout in zip(numeric[t], layouts):
+                    forms[name], at = rebuilt(layout, n, buf, at)
+                forms.update(zip(objects[t], cells))
+                out[t].append((Run.of_forms({c.name: forms[c.name] for c in schemas[t]}, n),
+                               0, n))
     return out

@@ -191,7 +191,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     # ``info`` and the folds (open_on_all_ranks, read_plan) never use
     from .runs import RunStore, row_bytes
     from .windows import (by_destination, choose_cuts, choose_shared_cuts, location_bytes,
-                          next_window_keys, time_window, window_count, window_rows)
+                          next_window_keys, time_windows, window_count, window_rows)
     stats = RunStats()
     progress = progress or Progress(comm, enabled=False)
     progress.phase("plan")
@@ -259,11 +259,12 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             if sink.wants_next_keys:    # lets a sink write out rows no later window precedes
                 sink.next_keys = next_window_keys(cuts, w, windows, pieces // windows)
             merged = {}
-            for name in schema:
+            if sink.mode == "time":     # every table's rows exchanged together
                 accounts.phase("exchange", w)
-                if sink.mode == "time":
-                    merged[name] = time_window(comm, store.runs[name], cuts[name], w, schema[name])
-                else:
+                merged = time_windows(comm, store.runs, cuts, w, schema)
+            for name in schema:
+                if sink.mode != "time":
+                    accounts.phase("exchange", w)
                     rows = window_rows(store.runs[name], cuts[name], w, schema[name])
                     dest = None
                     with comm.guard():

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..model import KEY_COLUMNS, Column, Table
 from . import accounts
-from .exchange import exchange_spans
+from .exchange import exchange_spans, exchange_tables
 from .gather import merged_column, ordered_column, run_of, span_of
 from .merged import MergedTable, ordered
 from .mpi import Comm
@@ -285,16 +285,25 @@ def _sorted_lazily(table: Table, schema: list[Column]) -> Table:
 def time_window(comm: Comm, runs: list[Run], cuts: list[Key], w: int,
                 schema: list[Column]) -> Table:
     """Rank r's rows of window w in time mode, sorted by key (columns built on read)."""
+    return time_windows(comm, {"": runs}, {"": cuts}, w, {"": schema})[""]
+
+
+def time_windows(comm: Comm, runs: dict[str, list[Run]], cuts: dict[str, list[Key]], w: int,
+                 schemas: dict[str, list[Column]]) -> dict[str, Table]:
+    """``time_window`` of every table (``runs``, ``cuts`` and ``schemas`` per table), the
+    tables exchanged together: the ranks meet once a window, not once a table."""
     p = comm.size
-    bounds = [_cut(cuts, w * p + r) for r in range(p + 1)]
-    spans_to = _spans_between(runs, bounds)
+    spans_to = {}
+    for name in schemas:
+        bounds = [_cut(cuts[name], w * p + r) for r in range(p + 1)]
+        spans_to[name] = _spans_between(runs[name], bounds)
     if p > 1:       # the spans travel in the runs' narrow forms, rebuilt as runs here
-        spans = exchange_spans(comm, spans_to, schema)
+        spans = exchange_tables(comm, spans_to, schemas)
     else:
-        spans = spans_to[0]
+        spans = {name: to[0] for name, to in spans_to.items()}
     # the order from the keys alone; every column is taken in it when read
     accounts.phase_in_window("merge")
-    return _merged_spans(spans, schema)
+    return {name: _merged_spans(spans[name], schemas[name]) for name in schemas}
 
 
 def window_rows(runs: list[Run], cuts: list[Key], w: int, schema: list[Column]) -> Table:
