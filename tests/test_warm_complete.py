@@ -99,22 +99,3 @@ def test_after_warm_no_command_compiles(cold_run, tmp_path):
         r = _run(["merge", str(OVNI), "-o", str(out / f"p{o.suffixes[0]}"), "-q"], env, 3)
         assert r.returncode == 0, (o.name, r.stderr)
         assert _cache_state(cache) == warmed, ("compiled by a 3-rank merge to", o.name)
-
-
-WRF = DATA / "corpus" / "otf" / "otfvis-wrf" / "wrf.otf"
-
-
-@pytest.mark.slow
-@pytest.mark.mpi
-def test_after_warm_an_otf_merge_to_otf_on_2_ranks_compiles_nothing(tmp_path):
-    """The variants a larger trace meets and the samples do not: the OTF writer's kernel on a
-    table cut in passes (a merge to OTF of a million-event trace met three new ones, each a
-    compile of minutes on 8 busy ranks), the engine's offset gathers of every integer type."""
-    cache = tmp_path / "cache"     # a cache of its own: nothing compiled for ovni helps
-    env = _env(cache, PARTRACE_WARM="0")
-    r = _run(["warm", "--format", "otf", "-q"], env)
-    assert r.returncode == 0, r.stderr
-    warmed = _cache_state(cache)
-    r = _run(["merge", str(WRF), "-o", str(tmp_path / "m.otf"), "-q"], env, 2)
-    assert r.returncode == 0, r.stderr
-    assert _cache_state(cache) == warmed, sorted(set(_cache_state(cache)) - set(warmed))

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from partrace.warm import SAMPLES
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, mpiexec
 from tests.support.installs import kernel_files, readonly_prefix, run_installed
 
 ROSS = DATA / "ross" / "pi-np1-seq-allmodes" / "stats"
+WRF = DATA / "corpus" / "otf" / "otfvis-wrf" / "wrf.otf"
 
 # the samples' share of the wheel, compressed (141 KB when they were bundled)
 SAMPLES_MOST_KB = 200
@@ -59,6 +60,7 @@ def test_the_wheel_holds_every_sample_and_stays_small(wheel):
 
 
 @pytest.mark.slow
+@pytest.mark.mpi
 def test_warm_from_a_readonly_wheel_install_compiles_every_format_into_the_user_cache(
         wheel, tmp_path):
     """The wheel installed into a folder that cannot be written, as a cluster's site-packages:
@@ -77,6 +79,12 @@ def test_warm_from_a_readonly_wheel_install_compiles_every_format_into_the_user_
         _warm_every_format_readonly(site, work)
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(site)], check=True)
+
+
+def _cache_state(folder: Path) -> dict:
+    """Each cache file numba wrote (index .nbi, code .nbc), with its size and mtime."""
+    return {p.relative_to(folder): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*.nb[ic]")}
 
 
 def _warm_every_format_readonly(site: Path, work: Path) -> None:
@@ -107,6 +115,16 @@ def _warm_every_format_readonly(site: Path, work: Path) -> None:
     r = run_installed(["-m", "partrace", "warm", str(ROSS), "-q"], site, work, **env)
     again = re.search(r"kernels ready in .* on 1 traces: (\d+) compiled, (\d+) loaded", r.stdout)
     assert r.returncode == 0 and again and again[1] == "0" and int(again[2]) > 0, r.stdout
+
+    # the variants a larger trace meets and the samples do not, covered by the warm: a
+    # merge to OTF on 2 ranks of a million-event trace (the OTF writer's kernel on a table
+    # cut in passes: once three new kernels, each a compile of minutes on 8 busy ranks;
+    # the engine's offset gathers of every integer type) compiles nothing
+    warmed = _cache_state(cache)
+    r = run_installed(["-m", "partrace", "merge", str(WRF), "-o", str(work / "wrf.otf"), "-q"],
+                      site, work, launcher=[mpiexec(), "-n", "2"], **env)
+    assert r.returncode == 0, r.stderr
+    assert _cache_state(cache) == warmed, sorted(set(_cache_state(cache)) - set(warmed))
 
     # info and merge from the read-only install: the same answers as from the checkout
     r = run_installed(["-m", "partrace", "info", str(ROSS), "--json"], site, work)

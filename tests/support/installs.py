@@ -32,13 +32,14 @@ def readonly_prefix(site: Path, probe=None) -> list[str] | None:
     return prefix
 
 
-def run_installed(args, site: Path, work: Path, timeout: float = 600,
+def run_installed(args, site: Path, work: Path, timeout: float = 600, launcher=(),
                   **env) -> subprocess.CompletedProcess:
     """``python ARGS`` with ``site`` first on the path, read-only, in ``work`` (the user's
-    home and cache home)."""
+    home and cache home); ``launcher``: what starts it (``mpiexec -n 2``)."""
     full = {k: v for k, v in os.environ.items()
             if k not in ("NUMBA_CACHE_DIR", "PARTRACE_FORMATS", "PARTRACE_MPI")}
     full.update(PYTHONPATH=str(site), XDG_CACHE_HOME=str(work / "cache"), HOME=str(work))
     full.update(env)
-    return subprocess.run([*readonly_prefix(site), sys.executable, *args], capture_output=True,
+    return subprocess.run([*readonly_prefix(site), *launcher, sys.executable, *args],
+                          capture_output=True,
                           text=True, cwd=work, env=full, timeout=timeout)
