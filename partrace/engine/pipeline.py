@@ -262,8 +262,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             if sink.mode == "time":     # every table's rows exchanged together
                 accounts.phase("exchange", w)
                 merged = time_windows(comm, store.runs, cuts, w, schema)
-            for name in schema:
-                if sink.mode != "time":
+            else:                       # each table's rows sent where the sink says
+                for name in schema:
                     accounts.phase("exchange", w)
                     rows = window_rows(store.runs[name], cuts[name], w, schema[name])
                     dest = None
@@ -271,6 +271,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                         dest = sink.destinations(comm, name, rows)
                     comm.check()
                     merged[name] = by_destination(comm, rows, dest, schema[name])
+            for name in schema:
                 written[name] += len(merged[name])
             comm.poll()     # notices of a stop are read between windows too
             accounts.phase("write", w)
