@@ -36,12 +36,8 @@ def test_python_scripts_answer_help(gen):
     assert gen.startswith("gen_") or "--results FILE" in r.stdout     # every benchmark records
 
 
-def _bench_results():
-    return script("bench_results")
-
-
 def test_bench_record_appends_with_machine_commit_and_command(tmp_path, capsys):
-    results = _bench_results()
+    results = script("bench_results")
     path = tmp_path / "results" / "bench_x.md"
     for n in (1, 2):
         with results.recorded("bench_x", ["TRACE", "--repeat", str(n)], str(path)):
@@ -56,7 +52,7 @@ def test_bench_record_appends_with_machine_commit_and_command(tmp_path, capsys):
 
 
 def test_bench_record_none_and_failed_runs_write_nothing(tmp_path):
-    results = _bench_results()
+    results = script("bench_results")
     with results.recorded("bench_x", [], "none"):
         print("not kept")
     path = tmp_path / "bench_x.md"

@@ -16,14 +16,9 @@ import sys
 import pytest
 
 from tests.conftest import DATA, ROOT, mpiexec
+from tests.support.installs import cache_state
 
 OVNI = DATA / "ovni" / "v3-mpisim-small" / "ovni"
-
-
-def _cache_state(folder):
-    """Each cache file numba wrote (index .nbi, code .nbc), with its size and mtime."""
-    return {p.relative_to(folder): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in folder.rglob("*.nb[ic]")}
 
 
 def _run(args, env, nranks=None):
@@ -61,7 +56,7 @@ def test_cold_parallel_run_compiles_on_rank_0_while_the_others_wait(cold_run):
     assert len([x for x in said if "compiling the ovni kernels once on rank 0" in x]) == 1, said
     assert f"numba cache: {cache}" in said[0]
     assert json.loads((cache / "partrace-warm.json").read_text()).keys() == {"ovni"}
-    assert _cache_state(cache)
+    assert cache_state(cache)
     warm = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert warm.returncode == 0 and warm.stderr == "", warm.stderr
     assert json.loads(warm.stdout) == json.loads(cold.stdout)
@@ -81,7 +76,7 @@ def test_after_warm_no_command_compiles(cold_run, tmp_path):
         assert any(f"merge -> {o.suffixes[0][1:]}" in line for line in said), (o.name, said)
     for cmd in ("info", "profile", "comm", "dump", "timeline"):
         assert any(f" {cmd} " in line for line in said), (cmd, said)
-    warmed = _cache_state(cache)
+    warmed = cache_state(cache)
     assert warmed
     out = tmp_path / "out"
     out.mkdir()
@@ -93,9 +88,9 @@ def test_after_warm_no_command_compiles(cold_run, tmp_path):
     for args in runs:
         r = _run(args, env)
         assert r.returncode == 0, (args, r.stderr)
-        assert _cache_state(cache) == warmed, ("compiled by", args)
+        assert cache_state(cache) == warmed, ("compiled by", args)
     for o in OUTPUTS.values():      # the parallel paths: rows exchanged and taken by rank
         # (warm rehearses on 2 ranks; 3 splits the rows otherwise)
         r = _run(["merge", str(OVNI), "-o", str(out / f"p{o.suffixes[0]}"), "-q"], env, 3)
         assert r.returncode == 0, (o.name, r.stderr)
-        assert _cache_state(cache) == warmed, ("compiled by a 3-rank merge to", o.name)
+        assert cache_state(cache) == warmed, ("compiled by a 3-rank merge to", o.name)

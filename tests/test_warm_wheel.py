@@ -16,7 +16,7 @@ import pytest
 
 from partrace.warm import SAMPLES
 from tests.conftest import DATA, ROOT, mpiexec
-from tests.support.installs import kernel_files, readonly_prefix, run_installed
+from tests.support.installs import cache_state, kernel_files, readonly_prefix, run_installed
 
 ROSS = DATA / "ross" / "pi-np1-seq-allmodes" / "stats"
 WRF = DATA / "corpus" / "otf" / "otfvis-wrf" / "wrf.otf"
@@ -81,12 +81,6 @@ def test_warm_from_a_readonly_wheel_install_compiles_every_format_into_the_user_
         subprocess.run(["chmod", "-R", "u+w", str(site)], check=True)
 
 
-def _cache_state(folder: Path) -> dict:
-    """Each cache file numba wrote (index .nbi, code .nbc), with its size and mtime."""
-    return {p.relative_to(folder): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in folder.rglob("*.nb[ic]")}
-
-
 def _warm_every_format_readonly(site: Path, work: Path) -> None:
     env = dict(PARTRACE_JIT="numba", PARTRACE_WARM="0")    # compiled, however small the trace
     r = run_installed(["-c", "import partrace, os; print(partrace.__file__); "
@@ -120,11 +114,11 @@ def _warm_every_format_readonly(site: Path, work: Path) -> None:
     # merge to OTF on 2 ranks of a million-event trace (the OTF writer's kernel on a table
     # cut in passes: once three new kernels, each a compile of minutes on 8 busy ranks;
     # the engine's offset gathers of every integer type) compiles nothing
-    warmed = _cache_state(cache)
+    warmed = cache_state(cache)
     r = run_installed(["-m", "partrace", "merge", str(WRF), "-o", str(work / "wrf.otf"), "-q"],
                       site, work, launcher=[mpiexec(), "-n", "2"], **env)
     assert r.returncode == 0, r.stderr
-    assert _cache_state(cache) == warmed, sorted(set(_cache_state(cache)) - set(warmed))
+    assert cache_state(cache) == warmed, sorted(set(cache_state(cache)) - set(warmed))
 
     # info and merge from the read-only install: the same answers as from the checkout
     r = run_installed(["-m", "partrace", "info", str(ROSS), "--json"], site, work)

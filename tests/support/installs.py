@@ -13,6 +13,13 @@ def kernel_files(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*.nbi"))
 
 
+def cache_state(folder: Path) -> dict:
+    """Each cache file numba wrote under ``folder`` (index .nbi, code .nbc), with its size
+    and mtime: equal before and after a command that compiled nothing."""
+    return {p.relative_to(folder): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*.nb[ic]")}
+
+
 def readonly_prefix(site: Path, probe=None) -> list[str] | None:
     """The command prefix under which ``site`` cannot be written.
 
