@@ -70,8 +70,14 @@ def jit_mode(request):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Files holding slow tests first: with pytest-xdist's ``--dist loadfile`` (scripts/test)
-    a file runs whole on one worker, in the order files are handed out, so the longest ones
-    (the warm and wheel tests: minutes each) start at once instead of ending the run alone."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)     # stable: order within kept
+    """Files holding slow tests first, the longest of them (``@pytest.mark.slow(minutes=N)``:
+    about N minutes on a 2-core machine) at the head: with pytest-xdist's ``--dist loadfile``
+    (scripts/test) a file runs whole on one worker, in the order files are handed out, so the
+    longest ones (the warm and wheel tests, which compile every kernel from scratch) start at
+    once instead of ending the run alone."""
+    minutes: dict = {}
+    for item in items:
+        for mark in item.iter_markers("slow"):
+            minutes[item.path] = minutes.get(item.path, 0) + mark.kwargs.get("minutes", 0)
+    # stable: the order within a file is kept
+    items.sort(key=lambda item: (item.path not in minutes, -minutes.get(item.path, 0)))

@@ -46,7 +46,7 @@ def cold_run(tmp_path_factory):
     return r, cmd, env, cache
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 @pytest.mark.mpi
 def test_cold_parallel_run_compiles_on_rank_0_while_the_others_wait(cold_run):
     """Rank 0 warms the input's format into an empty cache, once; the answer is the same."""
@@ -63,7 +63,7 @@ def test_cold_parallel_run_compiles_on_rank_0_while_the_others_wait(cold_run):
     assert json.loads(warm.stdout)["events"] > 0
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=1)
 def test_after_warm_no_command_compiles(cold_run, tmp_path):
     from partrace.output import OUTPUTS
     cache = tmp_path / "cache"

@@ -59,7 +59,7 @@ def test_the_wheel_holds_every_sample_and_stays_small(wheel):
     assert not [n for n in names if n.startswith("tests/")]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=5)
 @pytest.mark.mpi
 def test_warm_from_a_readonly_wheel_install_compiles_every_format_into_the_user_cache(
         wheel, tmp_path):
