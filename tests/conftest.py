@@ -71,10 +71,10 @@ def jit_mode(request):
 
 def pytest_collection_modifyitems(session, config, items):
     """Files holding slow tests first, the longest of them (``@pytest.mark.slow(minutes=N)``:
-    about N minutes on a 2-core machine) at the head: with pytest-xdist's ``--dist loadfile``
-    (scripts/test) a file runs whole on one worker, in the order files are handed out, so the
-    longest ones (the warm and wheel tests, which compile every kernel from scratch) start at
-    once instead of ending the run alone."""
+    about N minutes on a 2-core machine) at the head: with pytest-xdist's ``--dist loadfile
+    --no-loadscope-reorder`` (scripts/test) a file runs whole on one worker, in the order
+    files are handed out, so the longest ones (the warm and wheel tests, which compile every
+    kernel from scratch) start at once instead of ending the run alone."""
     minutes: dict = {}
     for item in items:
         for mark in item.iter_markers("slow"):
