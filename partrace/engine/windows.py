@@ -327,9 +327,14 @@ def _spans_by_destination(spans, dest: np.ndarray, size: int) -> list[list] | No
     often within the spans that sending rows is cheaper."""
     starts = _span_starts(spans)
     n = int(starts[-1])
-    cuts = np.union1d(starts, np.flatnonzero(dest[1:] != dest[:-1]) + 1)
+    changes = np.flatnonzero(dest[1:] != dest[:-1]) + 1
+    # the pieces are at least the changes + 1 (the cuts hold 0, n and every change): rows
+    # whose destination alternates are sent as rows without merging the span starts in
+    if _rows_cheaper(len(changes) + 1, len(spans), size, n):
+        return None
+    cuts = _sorted_union(starts, changes)
     pieces = len(cuts) - 1
-    if pieces > SPLIT_PER_SPAN * len(spans) + size and pieces * SPLIT_ROWS > n:
+    if _rows_cheaper(pieces, len(spans), size, n):
         return None
     out: list[list] = [[] for _ in range(size)]
     span = np.searchsorted(starts, cuts[:-1], side="right") - 1
@@ -339,6 +344,22 @@ def _spans_by_destination(spans, dest: np.ndarray, size: int) -> list[list] | No
         first += a - int(starts[k])
         out[d].append((run, first, first + b - a))
     return out
+
+
+def _rows_cheaper(pieces: int, spans: int, size: int, n: int) -> bool:
+    """Whether n rows in ``pieces`` of one destination each travel better as rows."""
+    return pieces > SPLIT_PER_SPAN * spans + size and pieces * SPLIT_ROWS > n
+
+
+def _sorted_union(few: np.ndarray, many: np.ndarray) -> np.ndarray:
+    """np.union1d of two ascending arrays, ``many`` without repeats, in O(len(many)): the
+    few inserted where they belong, not the two sorted again (a window's destination
+    changes can be millions)."""
+    few = np.unique(few)
+    at = np.searchsorted(many, few)
+    new = at >= len(many)
+    new[~new] = many[at[~new]] != few[~new]
+    return np.insert(many, at[new], few[new])
 
 
 def _narrowest(ranks: np.ndarray, size: int) -> np.ndarray:

@@ -4,8 +4,8 @@ import numpy as np
 
 from partrace.engine.mpi import serial
 from partrace.engine.order import merge_order, run_starts
-from partrace.engine.windows import (_spans_by_destination, by_destination, choose_cuts,
-                                     time_window, window_rows)
+from partrace.engine.windows import (_sorted_union, _spans_by_destination, by_destination,
+                                     choose_cuts, time_window, window_rows)
 from partrace.model import Table
 from tests.engine.test_windows import SCHEMA, _lexsort, _runs
 
@@ -69,3 +69,15 @@ def test_spans_cut_by_destination_hold_each_ranks_rows_in_span_order():
             got = [run.columns["seq"][a:b] for run, a, b in pieces[r]]
             assert np.array_equal(np.concatenate(got) if got else concat[:0], concat[dest == r])
             assert all(b > a for _, a, b in pieces[r])
+
+
+def test_span_starts_merged_into_the_destination_changes_as_numpys_union():
+    """The cuts of a window's spans (span starts, some repeated where a span is empty, merged
+    into the ascending destination changes) are np.union1d's, empty arrays and ends included."""
+    rng = np.random.default_rng(5)
+    for _ in range(3000):
+        many = np.unique(rng.integers(1, 300, rng.integers(0, 80)))
+        few = np.sort(rng.integers(0, 320, rng.integers(1, 9)))
+        got = _sorted_union(few, many)
+        assert got.dtype == np.int64
+        assert np.array_equal(got, np.union1d(few, many))
