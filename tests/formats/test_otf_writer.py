@@ -94,6 +94,32 @@ def test_strings_are_sanitized_like_the_library():
     assert format_record(BY_NAME["DefProcess"], {"token": 1, "name": "x", "parent": 0}) == 'DP1NM"x"\n'
 
 
+def test_records_formatted_by_column_equal_each_formatted_alone():
+    """grammar.format_records (the definitions per location, region or communicator) gives
+    format_record's lines: every field type, optional fields at 0 and left out, strings the
+    library sanitizes."""
+    import random
+    from partrace.formats.otf import grammar as G
+    rng = random.Random(2)
+    for name in ("DefProcess", "DefFunction", "DefProcessGroup", "DefCounter", "DefFile",
+                 "DefVersion", "DefKeyValue", "DefCollectiveOperation", "DefFunctionGroup"):
+        rec = G.BY_NAME[name]
+        for _ in range(40):
+            n = rng.randint(0, 12)
+            cols = {}
+            for f in rec.fields:
+                if f.ftype == G.STRING:
+                    cols[f.col] = [rng.choice(["", 'a "b"', "x\ny", "PE 3", "é"]) for _ in range(n)]
+                elif f.ftype == G.MEMBERS:
+                    cols[f.col] = [[rng.randint(0, 99) for _ in range(rng.randint(0, 3))] for _ in range(n)]
+                elif f.ftype == G.VERSION:
+                    cols[f.col] = [[1, 12, 4, "salmon"]] * n
+                elif rng.random() < 0.8:    # a number column left out is 0, as format_record's
+                    cols[f.col] = [rng.choice([0, 1, 255, 2 ** 40]) for _ in range(n)]
+            alone = [G.format_record(rec, {c: v[i] for c, v in cols.items()}) for i in range(n)]
+            assert G.format_records(rec, cols, n) == "".join(alone), (name, cols)
+
+
 def test_default_streams_one_per_location_up_to_the_cap(monkeypatch):
     """Without --streams a non-OTF input gets a stream per location, and beyond
     DEFAULT_MAX_STREAMS locations that many streams in otfmerge's contiguous blocks."""

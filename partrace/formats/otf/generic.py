@@ -154,34 +154,43 @@ def _names(defs: Definitions, table: str) -> dict[int, str]:
     return {} if t is None else {int(i): str(n) for i, n in zip(t["id"].tolist(), t["name"].tolist())}
 
 
-def definition_records(defs: Definitions, schema: Schema) -> list[dict]:
-    """The definition records of a non-OTF trace (see the module docstring)."""
+def definition_text(defs: Definitions, schema: Schema) -> str:
+    """The definition lines of a non-OTF trace (see the module docstring), as NAME.0.def holds
+    them.  The families with a record per location, region or communicator are formatted
+    column by column (grammar.format_records): a ROSS run defines tens of thousands."""
     lay = layout(defs, schema)
     recs = [_rec("DefCreator", creator=f"partrace (from {defs.format})"),
             _rec("DefTimerResolution", ticks_per_second=TICKS_PER_SECOND)]
     for c in lay.kv:
         recs.append(_rec("DefKeyValue", key=c.key, type=c.type, name=c.name,
                          description=f"events column {c.name} of the {defs.format} trace"))
+    chunks = [_lines(recs)]
     loc = defs.tables["locations"]
-    for i, n, p in zip(loc["id"].tolist(), loc["name"].tolist(), loc["parent"].tolist()):
-        recs.append(_rec("DefProcess", token=i, name=str(n), parent=p))
+    chunks.append(G.format_records(G.BY_NAME["DefProcess"], {
+        "token": loc["id"].tolist(), "name": [str(n) for n in loc["name"].tolist()],
+        "parent": loc["parent"].tolist()}, len(loc)))
     members: dict[int, list[int]] = {}
     cm = defs.tables.get("communicator_members")
     if cm is not None:
         for c, m in zip(cm["comm"].tolist(), cm["location"].tolist()):
             members.setdefault(int(c), []).append(int(m))
-    for i, n in _names(defs, "communicators").items():
-        recs.append(_rec("DefProcessGroup", token=i, members=members.get(i, []), name=n))
+    comms = _names(defs, "communicators")
+    chunks.append(G.format_records(G.BY_NAME["DefProcessGroup"], {
+        "token": list(comms), "members": [members.get(i, []) for i in comms],
+        "name": list(comms.values())}, len(comms)))
     reg = defs.tables["regions"]
     groups = _names(defs, "region_groups")
     used = sorted(set(reg["group"].tolist()))
     default = max(list(groups) + used + [0]) + 1
-    for g in sorted(set(groups) | {g for g in used if g}):
-        recs.append(_rec("DefFunctionGroup", token=g, name=groups.get(g, f"group {g}")))
+    recs = [_rec("DefFunctionGroup", token=g, name=groups.get(g, f"group {g}"))
+            for g in sorted(set(groups) | {g for g in used if g})]
     if 0 in used:
         recs.append(_rec("DefFunctionGroup", token=default, name="default"))
-    for i, n, g in zip(reg["id"].tolist(), reg["name"].tolist(), reg["group"].tolist()):
-        recs.append(_rec("DefFunction", token=i, group=g or default, name=str(n)))
+    chunks.append(_lines(recs))
+    chunks.append(G.format_records(G.BY_NAME["DefFunction"], {
+        "token": reg["id"].tolist(), "group": [g or default for g in reg["group"].tolist()],
+        "name": [str(n) for n in reg["name"].tolist()]}, len(reg)))
+    recs = []
     col = defs.tables.get("collectives")
     if col is not None:
         for i, n, t in zip(col["id"].tolist(), col["name"].tolist(), col["type"].tolist()):
@@ -191,10 +200,15 @@ def definition_records(defs: Definitions, schema: Schema) -> list[dict]:
     if files:
         recs.append(_rec("DefFileGroup", token=1, name="files"))
         recs += [_rec("DefFile", token=i, name=n, group=1) for i, n in files.items()]
-    text = "".join(G.format_record(G.BY_NAME[r["type"]], r["fields"]) for r in recs)
+    chunks.append(_lines(recs))
+    text = "".join(chunks)
     head = [_rec("DefVersion", version=[1, 12, 4, "salmon"]),
             _rec("DefUniqueId", uid=zlib.crc32(text.encode("utf-8", "surrogateescape")))]
-    return head + recs
+    return _lines(head) + text
+
+
+def _lines(recs: list[dict]) -> str:
+    return "".join(G.format_record(G.BY_NAME[r["type"]], r["fields"]) for r in recs)
 
 
 def _counter_records(defs: Definitions, lay: Layout) -> list[dict]:

@@ -206,6 +206,29 @@ def kv_line(key: int, typ: int, value, length: int, raw: bytes = b"") -> str:
     return f"K{key:x}Y{typ:x}V{v:x}\n"
 
 
+def format_records(rec: Rec, cols: dict[str, list], n: int) -> str:
+    """The lines of many records of one type, each as format_record's, built field by field
+    over all of them (a definition per location or region: tens of thousands in a ROSS run).
+    ``cols``: per field's column, its n values; a column left out is format_record's
+    default (0, or "" for a string)."""
+    pieces = [[rec.short] * n]
+    for j, f in enumerate(rec.fields):
+        vals = cols.get(f.col, ["" if f.ftype == STRING else 0] * n)
+        tag = f.short if j else ""
+        if f.ftype == STRING:
+            text = [tag + _quoted(v) for v in vals]
+        elif f.ftype == MEMBERS:
+            text = [tag + "".join(f"{m:x}," for m in v) for v in vals]
+        elif f.ftype == VERSION:
+            text = [f"{tag}{v[0]:x}.{v[1]:x}.{v[2]:x}{_quoted(v[3])}" for v in vals]
+        else:
+            text = [f"{tag}{int(v):x}" for v in vals]
+        if f.opt == OPT0:
+            text = [t if v else "" for t, v in zip(text, vals)]
+        pieces.append(text)
+    return "".join(["".join(line) + "\n" for line in zip(*pieces)])
+
+
 def format_record(rec: Rec, vals: dict) -> str:
     """One record line in short format (definitions and markers)."""
     out = [rec.short]

@@ -29,7 +29,7 @@ import numpy as np
 from ...errors import PartraceError
 from ...model import Definitions, Kind, Schema, Table
 from . import grammar as G
-from .generic import (definition_records, kv_prefix_arrays, layout, marker_defs, marker_spots,
+from .generic import (definition_text, kv_prefix_arrays, layout, marker_defs, marker_spots,
                       stream_rows)
 from .taken import take_rows
 
@@ -139,13 +139,6 @@ def written_tables(defs: Definitions, schema: Schema) -> tuple[list[str], list[s
     return ["events"] + counters, (["events"] + counters if counters else [])
 
 
-def _def_records(defs: Definitions, schema: Schema | None) -> list[dict]:
-    """The definition records to write: OTF's own, or synthesized from the tables."""
-    if own_source(defs):
-        return defs.source
-    return definition_records(defs, schema or {"events": []})
-
-
 def write_master(stub: Path, streams: dict[int, list[int]]) -> Path:
     """NAME.otf: the process -> stream map."""
     path = Path(f"{stub}.otf")
@@ -158,7 +151,9 @@ def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = Non
                       compress: bool = False) -> list[Path]:
     """NAME.0.def (and NAME.<s>.def for local definitions of the source), verbatim for OTF input."""
     by_file: dict[int, list[str]] = {}
-    for r in _def_records(defs, schema):
+    if not own_source(defs):    # the definitions synthesized from the model's tables
+        by_file[0] = [definition_text(defs, schema or {"events": []})]
+    for r in defs.source if own_source(defs) else []:
         if r.get("where") == "marker":
             continue
         lines = by_file.setdefault(int(r.get("where", 0)), [])
