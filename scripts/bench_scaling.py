@@ -25,7 +25,9 @@ its own work.  Printed per trace and output:
             times the windows the modelled input takes), every rank's opens at the metadata server
             (--fs-opens) and, for HDF5's single layout, rank 0 reading and writing the
             other ranks' share of the output (--fs-read-gbs, --fs-write-gbs); for HDF5
-            also the efficiency without that join, at the serial path's write CPU
+            also the efficiency without that join, at the serial path's write CPU.  Where
+            the format lists its units by reading each file whole on one rank (ROSS), that
+            listing is timed apart and grown with the input in the plan
   h5c       (--outputs h5c) the one HDF5 file written collectively, where
             scripts/parallel_hdf5 built .venv-mpio (run with mpiexec.mpich): the model of
             that path, with the CPU of HDF5's own filter pipeline.  The accounts see only
@@ -241,6 +243,40 @@ def warm(formats: list[str]) -> None:
                        check=True, capture_output=True, env=env)
 
 
+def listing_seconds(fmt: str, trace: Path) -> tuple[float, float] | None:
+    """(all files, the largest file) CPU seconds of the format's listing of ``trace``, where
+    it lists in parts (list_part: each file read whole by one rank, as ROSS's hop from byte
+    0), else None.  Each file is listed as the rank that holds it alone would (list_part(r,
+    files)), twice, the faster kept (the first loads the kernels); in a process of its own."""
+    code = """if 1:
+        import json, sys, time
+        from partrace.formats import get
+        from partrace.formats.base import TraceReader
+        fmt, path = sys.argv[1:]
+        reader = get(fmt).open(path)
+        if type(reader).list_part is TraceReader.list_part:
+            print("null")
+            sys.exit()
+        n = len(reader.source_files())
+        def listed(r):
+            best = None
+            for _ in range(2):
+                fresh = get(fmt).open(path)
+                t = time.thread_time()
+                fresh.list_part(r, n)
+                t = time.thread_time() - t
+                best = t if best is None else min(best, t)
+            return best
+        each = [listed(r) for r in range(n)]
+        print(json.dumps([sum(each), max(each)]))
+    """
+    r = subprocess.run([sys.executable, "-c", code, fmt, str(trace)], capture_output=True,
+                       text=True, check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_JIT": "numba"})
+    got = json.loads(r.stdout)
+    return None if got is None else (float(got[0]), float(got[1]))
+
+
 def module_files() -> int:
     """Files a rank opens to import what a merge imports (the metadata server's load)."""
     code = ("import sys, partrace.cli, partrace.engine.pipeline, partrace.engine.windows, "
@@ -282,6 +318,7 @@ def print_case(name: str, case: dict, ranks: list[int]) -> bool:
 
 def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list[int],
                 input_bytes: int, model_bytes: float) -> None:
+    """The model's table (``case["listing"]``: listing_seconds', grown into the plan)."""
     ranks = sorted(case["runs"])
     if kind == "h5c" and len([p for p in ranks if p > 1]) < 2:
         # one rank writes the serial path's way: the collective write's terms need two
@@ -295,9 +332,13 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
     runs = case["runs"]
     if kind == "h5c":   # fitted to the collective runs alone (one rank writes serially)
         runs = {p: r for p, r in runs.items() if p > 1}
-    rows = sm.model(runs, size, joined, rates, [1] + targets, grow)
+    listing = case.get("listing")
+    rows = sm.model(runs, size, joined, rates, [1] + targets, grow, listing)
     print(f"\nModel of {name} (output {size / 1e6:.1f} MB), for an input of "
           f"{input_bytes * grow / 1e9:,.4g} GB, seconds on the busiest rank:\n")
+    if listing:     # a serial step of the plan that the measured runs' fit cannot see grow
+        print(f"The plan lists each file whole on one rank: {listing[0]:.3g} s of CPU for all "
+              f"the files here, {listing[1]:.3g} s for the largest; grown with the input.\n")
     print("| step | P=1 | " + " | ".join(f"P={p}" for p in targets) + " |")
     print("|---|---:|" + "---:|" * len(targets))
     for step, secs in rows:
@@ -361,12 +402,14 @@ def measure(args) -> int:
           f"rank 0 reads {args.fs_read_gbs:g} and writes {args.fs_write_gbs:g} GB/s, "
           f"{args.fs_opens:,.0f} opens/s, {rates.modules} module files a rank")
     all_same = True
+    listings: dict[str, tuple[float, float] | None] = {}
     for fmt in args.formats.split(","):
         trace = generate(fmt, args.mb, traces)
         size = sum(f.stat().st_size for f in trace.parent.rglob("*") if f.is_file())
         for kind in args.outputs.split(","):
             name = f"{fmt} ({size / 1e6:.1f} MB) -> {kind}"
             case = measure_case(trace, kind, ranks, args.workdir / "out")
+            case["listing"] = listings.setdefault(fmt, listing_seconds(fmt, trace))
             # every rank count's accounts of the case, kept: the model can be fitted again
             # (other rates, sizes, rank counts) without running the merges again
             kept = args.workdir / "accounts" / f"{args.mb:g}mb-{fmt}-{kind}.json"

@@ -123,6 +123,15 @@ def fit_per_window(ps, values, counts) -> tuple[float, float]:
     return float(b), float(c)
 
 
+def listed(listing: tuple[float, float] | None, p: int) -> float:
+    """Seconds the busiest of P ranks lists, of a listing that reads each file whole: every
+    file at P = 1, else the largest file or a P-th of all (the files dealt by their bytes)."""
+    if listing is None:
+        return 0.0
+    every, largest = listing
+    return every if p <= 1 else max(largest, every / p)
+
+
 @dataclass
 class Rates:
     """The site's figures the model needs (bench_scaling.py's options)."""
@@ -136,7 +145,8 @@ class Rates:
 
 
 def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
-          targets: list[int], grow: float = 1.0) -> list[tuple[str, list[float]]]:
+          targets: list[int], grow: float = 1.0,
+          listing: tuple[float, float] | None = None) -> list[tuple[str, list[float]]]:
     """Modelled seconds per phase at each P in ``targets``: the busiest rank's busy time
     fitted over the measured P, plus its network time, plus the serial file-system steps.
     ``joined``: rank 0 copies the other ranks' parts into one HDF5 file at the end.
@@ -147,7 +157,12 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
     not.  Messages: a phase a window repeats (WINDOW_PHASES) sends O(P) of them a window,
     fitted per window as b + c (P - 1), times the modelled run's windows, ceil(x grow / P) (x:
     the measured input's decoded bytes over a window's, windows_at_one); the others' do not
-    grow.  The output grows with it."""
+    grow.  The output grows with it.
+
+    ``listing``: (all files, the largest file) seconds of a listing that reads each file whole
+    on one rank (ROSS: a record's length is only in its own header, so a file is hopped from
+    byte 0), measured on the measured input.  The plan then grows by what the busiest rank
+    lists, times grow - 1: every file at P = 1, its share of them or the largest file beyond."""
     ps = sorted(runs)
     per_window = windows_at_one(runs) * grow
     rows = []
@@ -169,6 +184,7 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
             nbytes, msgs = np.zeros(3), [0.0] * len(targets)
         rows.append((phase, [at(cpu, p) + (at(nbytes, p) / 2 / rates.net_bytes_s
                                            + m * rates.net_latency_s)
+                             + (listed(listing, p) * (grow - 1) if phase == "plan" else 0.0)
                              for p, m in zip(targets, msgs)]))
     # every rank opens its modules, the files it opens itself at start-up and in the plan,
     # and numba's cache files of the kernels it loads; the metadata server serves them all
