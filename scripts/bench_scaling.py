@@ -402,14 +402,14 @@ def measure(args) -> int:
           f"rank 0 reads {args.fs_read_gbs:g} and writes {args.fs_write_gbs:g} GB/s, "
           f"{args.fs_opens:,.0f} opens/s, {rates.modules} module files a rank")
     all_same = True
-    listings: dict[str, tuple[float, float] | None] = {}
     for fmt in args.formats.split(","):
         trace = generate(fmt, args.mb, traces)
         size = sum(f.stat().st_size for f in trace.parent.rglob("*") if f.is_file())
+        listing = listing_seconds(fmt, trace)      # the trace's, whatever the output
         for kind in args.outputs.split(","):
             name = f"{fmt} ({size / 1e6:.1f} MB) -> {kind}"
             case = measure_case(trace, kind, ranks, args.workdir / "out")
-            case["listing"] = listings.setdefault(fmt, listing_seconds(fmt, trace))
+            case["listing"] = listing
             # every rank count's accounts of the case, kept: the model can be fitted again
             # (other rates, sizes, rank counts) without running the merges again
             kept = args.workdir / "accounts" / f"{args.mb:g}mb-{fmt}-{kind}.json"
