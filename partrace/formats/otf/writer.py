@@ -153,12 +153,13 @@ def write_definitions(stub: Path, defs: Definitions, schema: Schema | None = Non
     by_file: dict[int, list[str]] = {}
     if not own_source(defs):    # the definitions synthesized from the model's tables
         by_file[0] = [definition_text(defs, schema or {"events": []})]
-    for r in defs.source if own_source(defs) else []:
-        if r.get("where") == "marker":
-            continue
-        lines = by_file.setdefault(int(r.get("where", 0)), [])
-        lines += [G.kv_line(*kv) for kv in r.get("kv", [])]
-        lines.append(G.format_record(G.BY_NAME[r["type"]], r["fields"]))
+    else:
+        for r in defs.source:
+            if r.get("where") == "marker":
+                continue
+            lines = by_file.setdefault(int(r.get("where", 0)), [])
+            lines += [G.kv_line(*kv) for kv in r.get("kv", [])]
+            lines.append(G.format_record(G.BY_NAME[r["type"]], r["fields"]))
     paths = []
     for s, lines in sorted(by_file.items()):
         out = OutFile(f"{stub}.{s:x}.def", compress)
