@@ -114,12 +114,12 @@ class TraceReader(ABC):
     # --- listing the units on every rank at once (optional) ---
     def list_part(self, rank: int, size: int) -> Any:
         """Rank ``rank``'s part of listing the units, when ``size`` ranks list them at once
-        (ROSS: the regions of some of the files).  A reader that defines it (and
+        (ROSS: a stretch of the regions of all files).  A reader that defines it (and
         :meth:`units_from`) is listed so by the engine on every rank, instead of by
         :meth:`units` on rank 0; a part depends only on the trace, ``rank`` and ``size``.
-        An error raised here is reported as the lowest failing rank's: give rank 0 the
-        first work of a serial listing, rank 1 the next, and so on, so that the error is
-        the one :meth:`units` would raise."""
+        The error reported must be the one :meth:`units` would raise: raise it from
+        :meth:`units_from`, which sees every part (ROSS), or here, giving rank 0 the first
+        work of a serial listing, rank 1 the next (the lowest failing rank's is reported)."""
         raise NotImplementedError
 
     def units_from(self, parts: list) -> list[Unit]:

@@ -41,7 +41,7 @@ class Serial(Counted):
 
     def units(self):
         self.calls.append("units")
-        return ROSSReader.units_from([ROSSReader.list_part(self, 0, 1)])
+        return ROSSReader.units_from(self, [ROSSReader.list_part(self, 0, 1)])
 
 
 def test_a_reader_with_list_part_is_listed_in_parts_and_gets_the_same_plan():
@@ -61,10 +61,11 @@ SCRIPT = """
 import json, sys
 from partrace.engine.mpi import world
 from partrace.engine.pipeline import read_plan
-from partrace.formats.ross import ROSS, scan
+from partrace.formats.ross import ROSS, listing
 hopped = []
-real = scan.region_bounds
-scan.region_bounds = lambda path, *a, **k: hopped.append(path.name) or real(path, *a, **k)
+real = listing.list_piece
+listing.list_piece = lambda piece, *a, **k: hopped.append(
+    [piece.path.rsplit("/", 1)[1], piece.first, piece.stop]) or real(piece, *a, **k)
 comm = world()
 units, mine, defs = read_plan(comm, ROSS.open(sys.argv[1], region_size=512))
 with open(f"{sys.argv[2]}/{comm.rank}.json", "w") as f:
@@ -75,7 +76,7 @@ with open(f"{sys.argv[2]}/{comm.rank}.json", "w") as f:
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nranks", [2, 3])
-def test_every_rank_lists_its_files_and_learns_every_unit(nranks, tmp_path):
+def test_every_rank_hops_its_stretch_and_learns_every_unit(nranks, tmp_path):
     r = subprocess.run([mpiexec(), "-n", str(nranks), sys.executable, "-c", SCRIPT, str(SEQ_RUN),
                         str(tmp_path)],
                        capture_output=True, text=True, timeout=120, cwd=ROOT,
@@ -84,9 +85,14 @@ def test_every_rank_lists_its_files_and_learns_every_unit(nranks, tmp_path):
     got = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(nranks)]
     assert [g[0] for g in got] == list(range(nranks))
     whole = [u.key for u in ROSS.open(SEQ_RUN, region_size=512).units()]
-    files = sorted(p.name for p in SEQ_RUN.iterdir())
-    assert sorted(f for g in got for f in g[1]) == files      # each file hopped once, in all
-    assert all(g[1] for g in got)                             # by every rank (3 files)
+    files = sorted(SEQ_RUN.iterdir())
+    hopped = [tuple(piece) for g in got for piece in g[1]]    # in rank order
+    # each region of each file hopped once, in all: the ranks' stretches in file order
+    want = []
+    for f in files:
+        want += [(f.name, k) for k in range(-(-f.stat().st_size // 512))]
+    assert [(name, k) for name, a, b in hopped for k in range(a, b)] == want
+    assert all(g[1] for g in got)                             # by every rank
     assert all(g[2] == whole for g in got)                    # every rank knows every unit
     assert sorted(k for g in got for k in g[3]) == whole      # shares: each unit once
     assert len({g[4] for g in got}) == 1

@@ -321,25 +321,41 @@ def test_units_decoded_out_of_order_number_their_records_alike(run):
 
 
 @pytest.mark.parametrize("run", RUNS)
-@pytest.mark.parametrize("nranks", (1, 2, 3, 7))
-def test_listing_in_parts_gives_the_serial_listing(run, nranks):
-    """Each rank lists the regions of some whole files (list_part), earlier files on lower
-    ranks; the parts together (units_from) are the units one reader lists."""
-    whole = [(u.key, u.size, u.info) for u in ROSS.open(DATA / run, region_size=256).units()]
-    readers = [ROSS.open(DATA / run, region_size=256) for _ in range(nranks)]
+@pytest.mark.parametrize("nranks", (1, 2, 3, 7, 16))
+@pytest.mark.parametrize("region", (97, 256, 4096))
+def test_listing_in_parts_gives_the_serial_listing(run, nranks, region, monkeypatch):
+    """Each rank hops a stretch of the regions in file order from a plausible record start
+    (list_part); the parts, checked in file order (units_from), are the units one reader
+    lists by hopping every file from byte 0."""
+    from partrace.formats.ross import listing
+    whole = [(u.key, u.size, u.info) for u in ROSS.open(DATA / run, region_size=region).units()]
+    readers = [ROSS.open(DATA / run, region_size=region) for _ in range(nranks)]
     parts = [r.list_part(rank, nranks) for rank, r in enumerate(readers)]
-    got = readers[0].units_from(parts)
-    assert [(u.key, u.size, u.info) for u in got] == whole
-    lister = {}     # file -> the rank that listed its regions
-    for rank, part in enumerate(parts):
-        for u in part:
-            assert lister.setdefault(u.info["path"], rank) == rank     # one rank a file
-    files = [str(p) for p in readers[0].files]
-    assert sorted(lister) == sorted(files)
-    ranks = [lister[f] for f in files]
-    assert ranks == sorted(ranks)       # in file order: the first error is the lowest rank's
-    if nranks >= len(files):
-        assert len(set(ranks)) == len(files)    # no rank hops two files while another idles
+    for r in readers:
+        got = r.units_from(parts)
+        assert [(u.key, u.size, u.info) for u in got] == whole
+    # the stretches: each file's regions once, in file order, every rank a share
+    stretches = [(p.path, p.first, p.stop) for part in parts for p in part]
+    files = [str(f) for f in readers[0].files]
+    assert [s[0] for s in stretches] == sorted((s[0] for s in stretches), key=files.index)
+    for f in files:
+        mine = [(a, b) for path, a, b in stretches if path == f]
+        assert mine[0][0] == 0 and all(x[1] == y[0] for x, y in zip(mine, mine[1:]))
+        assert mine[-1][1] * region >= Path(f).stat().st_size > (mine[-1][1] - 1) * region
+    if sum(-(-Path(f).stat().st_size // region) for f in files) >= nranks:
+        assert all(parts)
+    # real ROSS output: where a speculative chain does not run through the true entry, the
+    # true chain meets it within its head (no piece is hopped again whole)
+    met, real = [], listing.walk
+
+    def walk(*a, **k):
+        got = real(*a, **k)
+        if k.get("join") is not None:
+            met.append(got[1])
+        return got
+    monkeypatch.setattr(listing, "walk", walk)
+    list(listing.verified_files(parts, region))
+    assert None not in met
 
 
 def test_hops_listed_on_every_rank_go_to_the_regions_owners(monkeypatch):

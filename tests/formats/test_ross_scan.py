@@ -37,7 +37,7 @@ def both_ways(path, region_size: int) -> int:
     """Every (region, record type) of a file surveyed both ways; the records compared."""
     buf, family = scan.open_bytes(path), L.FAMILY[kind_of(path)]
     compared = 0
-    for _, start, end in scan.region_bounds(path, kind_of(path), region_size):
+    for _, start, end in scan.region_bounds(path, region_size):
         starts, codes, _ = scan.hop_checked(path, buf, start, end, family)
         for code in np.unique(codes).tolist():
             sel = starts[codes == code]

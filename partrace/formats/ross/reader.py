@@ -91,6 +91,7 @@ class ROSSReader(TraceReader):
                                  f"{sorted(set(DTYPE_ALIASES) | set(MODEL_TABLES))}")
             for table in DTYPE_ALIASES.get(key, (key,)):
                 self.model_dtypes[table] = _descr(np.dtype(dt))
+        self._lister = 0        # the rank whose part list_part made here
         self._before = None     # file -> FileFacts of the regions before this rank's
         self._carry = {}        # (file, start) -> records per key of the file before it
         self._hops = {}         # (file, start) -> (starts, codes) units() found there
@@ -116,24 +117,39 @@ class ROSSReader(TraceReader):
         used by the first decode, dropped by start_after() unless surveyed here."""
         return self.units_from([self.list_part(0, 1)])
 
-    def list_part(self, rank: int, size: int) -> list[Unit]:
-        """The regions of this rank's files (:func:`files_of`), from one hop over each; the
-        hops are kept as units() keeps them, and handed to the regions' owners later."""
-        from .scan import region_bounds
-        units, self._hops, self._surveyed, self._room = [], {}, set(), HOP_CACHE
-        self._counted = {}
-        for p in files_of(self.files, rank, size):
-            kind = kind_of(p)
-            regions = max(1, -(-p.stat().st_size // self.region_size))
-            for k, start, end in region_bounds(p, kind, self.region_size,
-                                               lambda *a, p=str(p): self._keep(p, *a)):
-                units.append(Unit(f"{k * SPREAD // regions:09d}:{p.name}:{k:09d}", end - start,
-                                  {"path": str(p), "kind": kind, "start": start, "end": end}))
-        return units
+    def list_part(self, rank: int, size: int) -> list:
+        """This rank's stretch of the regions in file order, hopped from a plausible record
+        start (listing.py); the hops are kept as units() keeps them, and handed to the
+        regions' owners later."""
+        from .listing import list_piece, pieces_of
+        self._hops, self._surveyed, self._room = {}, set(), HOP_CACHE
+        self._counted, self._lister = {}, rank
+        return [list_piece(piece, self.region_size,
+                           lambda *a, p=piece.path: self._keep(p, *a))
+                for piece in pieces_of(self.files, self.region_size, rank, size)]
 
-    @staticmethod
-    def units_from(parts: list[list[Unit]]) -> list[Unit]:
-        return sorted((u for part in parts for u in part), key=lambda u: u.key)
+    def units_from(self, parts: list) -> list[Unit]:
+        """The units, from every rank's pieces checked in file order (listing.py); this
+        rank's kept hops of regions not on the true chain are dropped."""
+        from .listing import verified_files
+        units = []
+        for path, kind, size, regions, stale in verified_files(parts, self.region_size):
+            name, count = Path(path).name, max(1, -(-size // self.region_size))
+            for k, start, end in regions:
+                units.append(Unit(f"{k * SPREAD // count:09d}:{name}:{k:09d}", end - start,
+                                  {"path": path, "kind": kind, "start": start, "end": end}))
+            for rank, j, before in stale:
+                if rank == self._lister:
+                    self._forget(parts[rank][j], before)
+        return sorted(units, key=lambda u: u.key)
+
+    def _forget(self, piece, before: int) -> None:
+        """Drop the kept hops of this rank's ``piece``'s regions that begin before byte
+        ``before``: listed on a speculative chain, not the true one (their owners hop them)."""
+        for _, start, _ in piece.chain.regions:
+            got = self._hops.pop((piece.path, start), None) if start < before else None
+            if got is not None:
+                self._room += _hop_bytes(*got[1:])
 
     def _keep(self, path: str, start: int, end: int, starts, codes) -> None:
         """Keep a region's hop for its survey and decode here, while HOP_CACHE has room."""
@@ -320,32 +336,6 @@ class ROSSReader(TraceReader):
                                        hop, known)
         self._carry[(i["path"], i["end"])] = add_keyed(prefix, counts) if need_seq else UNKNOWN
         yield from chunks
-
-
-def files_of(files: list[Path], rank: int, size: int) -> list[Path]:
-    """The files rank ``rank`` of ``size`` lists: file i on rank i when there are ranks
-    enough, else consecutive ones, balanced by bytes (a file goes to the rank whose share
-    of all bytes holds its middle byte).  A file can only be hopped whole, from byte 0;
-    and since a lower rank lists earlier files, the error of the lowest rank that fails
-    (the one the engine reports) is the first one in file order, as a serial listing
-    meets it."""
-    if size >= len(files):
-        return files[rank:rank + 1]
-    sizes = [max(_size_or_0(p), 1) for p in files]
-    total, done, out = sum(sizes), 0, []
-    for p, s in zip(files, sizes):
-        if min(size - 1, (2 * done + s) * size // (2 * total)) == rank:
-            out.append(p)
-        done += s
-    return out
-
-
-def _size_or_0(path: Path) -> int:
-    """For balancing only: a file that cannot be stat'ed fails where the listing opens it."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 # The carry of a region decoded without seq: the records per key before the next are unknown.

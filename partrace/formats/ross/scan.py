@@ -1,8 +1,9 @@
 """Passes over a ROSS file's record headers: region bounds, then facts per region.
 
 ROSS files carry no markers, so a record boundary can only be found by hopping
-from byte 0.  One rank hops each file once (headers only) and cuts it into
-fixed-size byte regions; a region's unit decodes the records that START in it.
+from byte 0.  The ranks hop the files once (headers only; listing.py: each rank a
+stretch) and cut them into fixed-size byte regions; a region's unit decodes the
+records that START in it.
 The rank that owns a region surveys it (:func:`survey_region`): ids, model
 data sizes, and records per raw key, the last so that a location's seq can run
 on across regions (the engine passes each rank the sum over earlier regions).
@@ -160,43 +161,15 @@ def first_rows(m: np.ndarray) -> np.ndarray:
     return m[np.r_[True, m[1:, 0] != m[:-1, 0]]]
 
 
-def region_bounds(path: Path, kind: str, region_size: int,
-                  keep=None) -> list[tuple[int, int, int]]:
+def region_bounds(path: Path, region_size: int, keep=None) -> list[tuple[int, int, int]]:
     """(index, first record start, next region's first start) of each fixed-size
-    byte region in which records start: the one serial pass (headers only).
-    ``keep(start, end, starts, codes)``, if given, is shown each region's hop (the
-    reader keeps some, so that the survey of the region need not hop again)."""
-    buf = open_bytes(path)
-    family = L.FAMILY[kind]
-    out, pos, lp_layout = [], 0, None
-    for k in range(-(-len(buf) // region_size)):
-        starts, codes, nxt = hop_checked(path, buf, pos, min((k + 1) * region_size, len(buf)),
-                                         family)
-        lp_layout = _one_lp_layout(path, starts, codes, lp_layout)
-        if len(starts):
-            out.append((k, pos, nxt))
-            if keep is not None:
-                keep(pos, nxt, starts, codes)
-        pos = nxt
-        release(buf, pos)
-    return out
-
-
-def _one_lp_layout(path: Path, starts: np.ndarray, codes: np.ndarray, seen: int | None):
-    """The LP layout code of the file so far; a TraceError at the first LP sample whose
-    size differs (one ROSS build writes one layout: a mix means a corrupt size field)."""
-    lp = (codes == L.LP) | (codes == L.LP_V1)
-    if not lp.any():
-        return seen
-    seen = int(codes[np.argmax(lp)]) if seen is None else seen
-    other = lp & (codes != seen)
-    if other.any():
-        i = int(np.argmax(other))
-        size = 48 if seen == L.LP else 36
-        raise TraceError.at_byte(path, int(starts[i]) + 4, f"LP sample_size {84 - size} but "
-                                 f"this file's earlier LP samples have {size} (expected one "
-                                 "layout per file)")
-    return seen
+    byte region in which records start: one serial hop from byte 0 (headers only),
+    the first error met raised.  ``keep(start, end, starts, codes)``, if given, is shown
+    each region's hop."""
+    from .listing import list_piece, pieces_of, verified_files
+    pieces = [list_piece(piece, region_size, keep)
+              for piece in pieces_of([path], region_size, 0, 1)]
+    return [r for *_, regions, _ in verified_files([pieces], region_size) for r in regions]
 
 
 def add_counts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]):
