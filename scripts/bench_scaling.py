@@ -26,8 +26,8 @@ its own work.  Printed per trace and output:
             (--fs-opens) and, for HDF5's single layout, rank 0 reading and writing the
             other ranks' share of the output (--fs-read-gbs, --fs-write-gbs); for HDF5
             also the efficiency without that join, at the serial path's write CPU.  Where
-            the format lists its units by reading each file whole on one rank (ROSS), that
-            listing is timed apart and grown with the input in the plan
+            the format lists its units by reading the files' bytes in parts (ROSS), that
+            listing is timed apart and a P-th of it grown with the input in the plan
   h5c       (--outputs h5c) the one HDF5 file written collectively, where
             scripts/parallel_hdf5 built .venv-mpio (run with mpiexec.mpich): the model of
             that path, with the CPU of HDF5's own filter pipeline.  The accounts see only
@@ -244,21 +244,19 @@ def warm(formats: list[str]) -> None:
 
 
 def listing_seconds(fmt: str, trace: Path) -> tuple[float, float] | None:
-    """(all files, the largest file) CPU seconds of the format's listing of ``trace``, where
-    it lists in parts (list_part: each file read whole by one rank, as ROSS's hop from byte
-    0), else None.  Each file is listed as the rank that holds it alone would (list_part(r,
-    files)), twice, the faster kept (the first loads the kernels); in a process of its own."""
+    """(all files on one rank, the busiest of 8 parts) CPU seconds of the format's listing of
+    ``trace``, where it lists in parts (list_part: ROSS hops the files' bytes, each rank a
+    stretch), else None.  Each part is listed as its rank alone would, twice, the faster
+    kept (the first loads the kernels); in a process of its own."""
     code = """if 1:
         import json, sys, time
         from partrace.formats import get
         from partrace.formats.base import TraceReader
         fmt, path = sys.argv[1:]
-        reader = get(fmt).open(path)
-        if type(reader).list_part is TraceReader.list_part:
+        if type(get(fmt).open(path)).list_part is TraceReader.list_part:
             print("null")
             sys.exit()
-        n = len(reader.source_files())
-        def listed(r):
+        def listed(r, n):
             best = None
             for _ in range(2):
                 fresh = get(fmt).open(path)
@@ -267,8 +265,7 @@ def listing_seconds(fmt: str, trace: Path) -> tuple[float, float] | None:
                 t = time.thread_time() - t
                 best = t if best is None else min(best, t)
             return best
-        each = [listed(r) for r in range(n)]
-        print(json.dumps([sum(each), max(each)]))
+        print(json.dumps([listed(0, 1), max(listed(r, 8) for r in range(8))]))
     """
     r = subprocess.run([sys.executable, "-c", code, fmt, str(trace)], capture_output=True,
                        text=True, check=True,
@@ -336,9 +333,10 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
     rows = sm.model(runs, size, joined, rates, [1] + targets, grow, listing)
     print(f"\nModel of {name} (output {size / 1e6:.1f} MB), for an input of "
           f"{input_bytes * grow / 1e9:,.4g} GB, seconds on the busiest rank:\n")
-    if listing:     # a serial step of the plan that the measured runs' fit cannot see grow
-        print(f"The plan lists each file whole on one rank: {listing[0]:.3g} s of CPU for all "
-              f"the files here, {listing[1]:.3g} s for the largest; grown with the input.\n")
+    if listing:     # a step of the plan that the measured runs' fit cannot see grow
+        print(f"The plan lists the files in parts, a stretch of their bytes a rank: "
+              f"{listing[0]:.3g} s of CPU for all of them on one rank here, {listing[1]:.3g} s "
+              "on the busiest of 8; a P-th of it grown with the input.\n")
     print("| step | P=1 | " + " | ".join(f"P={p}" for p in targets) + " |")
     print("|---|---:|" + "---:|" * len(targets))
     for step, secs in rows:

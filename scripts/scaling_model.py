@@ -124,12 +124,11 @@ def fit_per_window(ps, values, counts) -> tuple[float, float]:
 
 
 def listed(listing: tuple[float, float] | None, p: int) -> float:
-    """Seconds the busiest of P ranks lists, of a listing that reads each file whole: every
-    file at P = 1, else the largest file or a P-th of all (the files dealt by their bytes)."""
-    if listing is None:
-        return 0.0
-    every, largest = listing
-    return every if p <= 1 else max(largest, every / p)
+    """Seconds the busiest of P ranks lists, of a listing in parts that reads the files'
+    bytes in P stretches (ROSS's hop, each rank from a guessed record start): a P-th of
+    the listing of all files on one rank (``listing[0]``; ``listing[1]``, the busiest of 8
+    parts measured, shows that it divides)."""
+    return 0.0 if listing is None else listing[0] / max(p, 1)
 
 
 @dataclass
@@ -159,10 +158,10 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
     the measured input's decoded bytes over a window's, windows_at_one); the others' do not
     grow.  The output grows with it.
 
-    ``listing``: (all files, the largest file) seconds of a listing that reads each file whole
-    on one rank (ROSS: a record's length is only in its own header, so a file is hopped from
-    byte 0), measured on the measured input.  The plan then grows by what the busiest rank
-    lists, times grow - 1: every file at P = 1, its share of them or the largest file beyond."""
+    ``listing``: (all files on one rank, the busiest of 8 parts) seconds of a listing in parts
+    that reads the files' bytes (ROSS: a record's length is only in its own header, so the
+    files are hopped, each rank a stretch), measured on the measured input.  The plan then
+    grows by what the busiest rank lists, times grow - 1: a P-th of all of it."""
     ps = sorted(runs)
     per_window = windows_at_one(runs) * grow
     rows = []
