@@ -10,8 +10,10 @@ checked in file order (:func:`verified_files`): the true chain of records enters
 at its first record start at or after the piece's first byte, which the piece before
 gives (its exit).  If that start is among the first ``HEAD`` records the piece's own
 chain found, the two chains are one from there on, and the piece's regions stand, cut
-to begin there; else the piece is hopped again from its true entry, on every rank alike
-(a wrong guess costs a piece's hop, never a wrong unit).
+to begin there.  Else the true chain is hopped from its entry, on every rank alike, until
+it meets one of those records (most often within a few records: the regions after the
+one where they meet stand), or over the whole piece.  A wrong guess costs at most a
+piece's hop, never a wrong unit.
 
 An error met on a piece's chain counts only once the chain is verified; files are
 checked in order and a file up to its first error, so the error raised is the first one
