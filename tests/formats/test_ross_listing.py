@@ -196,3 +196,22 @@ def test_an_error_deep_in_a_file_is_the_serial_ones_at_any_rank_count(tmp_path):
         line = damage.cli_fails(stats, tmp_path / f"out{nranks}", gvt, f"byte {at}", nranks,
                                 options=["--reader-option", "region_size=256"])
         assert "unknown sample type 9" in line
+
+
+def test_a_run_too_big_for_the_unit_list_gets_larger_regions(monkeypatch):
+    """Every rank holds the list of all units: past MAX_REGIONS of the default size the
+    regions grow by whole MiB, from the files' bytes alone (so alike on every rank), and
+    the definitions say which size was used.  Here the cap is lowered to fit the fixture."""
+    from partrace.formats.ross import reader as R
+    run = DATA / "pi-np1-seq-allmodes"
+    total = sum(p.stat().st_size for p in ROSS.open(run).files)
+    assert R.default_region_size(ROSS.open(run).files) == R.DEFAULT_REGION
+    monkeypatch.setattr(R, "DEFAULT_REGION", 1024)
+    monkeypatch.setattr(R, "MAX_REGIONS", 4)
+    size = R.default_region_size(ROSS.open(run).files)
+    assert size == 1 << 20 and size >= total / 4        # whole MiB, at most 4 regions
+    monkeypatch.setattr(R, "MAX_REGIONS", 1 << 16)
+    assert R.default_region_size(ROSS.open(run).files) == 1024
+    reader = ROSS.open(run)
+    assert reader.region_size == 1024 and reader.read_definitions().attrs["region_size"] == 1024
+    assert len(reader.units()) == sum(-(-p.stat().st_size // 1024) for p in reader.files)

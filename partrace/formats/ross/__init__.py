@@ -23,7 +23,8 @@ class ROSS(Format):
 
     @classmethod
     def open(cls, path: str | os.PathLike, **options) -> TraceReader:
-        """Options: region_size (bytes per work unit), model_dtypes ({table: np.dtype}; from
+        """Options: region_size (bytes per work unit; default 4 MiB, more beyond 65,536
+        regions), model_dtypes ({table: np.dtype}; from
         the command line a JSON object of [[name, type], ...] lists, as numpy's dtype takes
         tuples)."""
         from .reader import ROSSReader

@@ -86,7 +86,7 @@ class Piece:
 def pieces_of(files: list[Path], region_size: int, rank: int, size: int) -> list[Piece]:
     """Rank ``rank``'s stretch of all regions of all files in file order (the regions of
     every file in a row, cut in ``size`` near-equal runs): a piece per file it touches."""
-    sizes = [_size_or_0(p) for p in files]
+    sizes = [size_or_0(p) for p in files]
     counts = [-(-s // region_size) for s in sizes]
     total = sum(counts)
     lo, hi = rank * total // size, (rank + 1) * total // size
@@ -323,7 +323,7 @@ def _check_lp_layout(path: Path, lp: dict, region_size: int, failed_region: int 
                              f"earlier LP samples have {size} (expected one layout per file)")
 
 
-def _size_or_0(path: Path) -> int:
+def size_or_0(path: Path) -> int:
     """For planning only: a file that cannot be stat'ed fails where its piece opens it."""
     try:
         return path.stat().st_size
