@@ -9,8 +9,9 @@ uint64 (the same registers as ``void *`` on every 64-bit ABI).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
+from ...kernels.cacheload import njit
 from ...model import Kind
 
 # what each row becomes

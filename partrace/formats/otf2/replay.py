@@ -18,9 +18,10 @@ defined only where it has records, as the OTF2 output of other inputs places the
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 
 from ...errors import PartraceError
+from ...kernels.cacheload import njit
 from . import records as R
 from .definitions import Layout
 from .sourcedefs import is_own_source, write_source_global

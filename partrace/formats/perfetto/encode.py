@@ -13,7 +13,8 @@ Fields are written in field-number order, as protobuf's own serializers do.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ...kernels.cacheload import njit
 
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4          # TrackEvent.Type
 VALUE_NONE, VALUE_INT, VALUE_DOUBLE = 0, 1, 2                   # a row's counter value
