@@ -27,6 +27,8 @@ VERIFIED = ("0.68",)
 _ELF64_LE = b"\x7fELF\x02\x01"
 _SHT_SYMTAB = 2
 _STT_OBJECT, _STT_FUNC = 1, 2
+# how numba mangles the name of a kernel's Python wrapper (fndesc.llvm_cpython_wrapper_name)
+_CPYTHON_WRAPPER = "_ZN7cpython"
 
 
 def elf_defined_symbols(obj: bytes) -> set[str] | None:
@@ -79,6 +81,11 @@ def _classes(codegen_module):
         def is_symbol_defined(self, name):
             if name in self._defined_symbols:
                 return True
+            if name.startswith(_CPYTHON_WRAPPER):
+                # a function (numba's Python wrapper of a kernel), so in the object code's
+                # symbols if it is anywhere: a C callback (cfunc) loaded from the cache has
+                # none, and asking for it parsed every waiting library's bitcode
+                return False
             waiting = getattr(self, "_waiting", None)
             while waiting:
                 library = waiting.pop()
