@@ -46,9 +46,23 @@ def _files(archive):
     return out
 
 
+_MADE: dict = {}     # str(trace) -> what _made gives (this test process's)
+
+
+def _made(trace, tmp_path_factory):
+    """(the HDF5 merge of ``trace``, [its OTF2 merge on 1 rank (and on 3: ON_3_RANKS)]), each
+    made once: the records' checks and the conversion from HDF5 read the same merges."""
+    if str(trace) not in _MADE:
+        _MADE[str(trace)] = _make(trace, tmp_path_factory)
+    return _MADE[str(trace)]
+
+
 @pytest.fixture(scope="module", params=CASES)
 def outputs(request, tmp_path_factory):
-    trace = request.param
+    return _made(request.param, tmp_path_factory)
+
+
+def _make(trace, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("otf2")
     h5 = tmp / "m.h5"
     r = run_cli(["merge", str(trace), "-o", str(h5), "-q"])
@@ -303,16 +317,14 @@ def test_definitions(outputs):
 
 @pytest.mark.parametrize("trace", [FIXTURES["otf"][1], FIXTURES["dumpi"][1], FIXTURES["ovni"][1],
                                    FIXTURES["ross"][2]], ids=["otf", "dumpi", "ovni", "ross"])
-def test_convert_from_hdf5_gives_the_same_bytes(trace, tmp_path):
+def test_convert_from_hdf5_gives_the_same_bytes(trace, tmp_path, tmp_path_factory):
     """partrace's HDF5 merge (the fifth input) converted to OTF2 equals the direct merge."""
-    # the same archive name in two folders (OTF2 files may hold the name)
-    h5, direct, converted = tmp_path / "m.h5", tmp_path / "d" / "x.otf2", tmp_path / "c" / "x.otf2"
-    direct.parent.mkdir()
+    h5, (direct, *_) = _made(trace, tmp_path_factory)      # the merges the records' tests read
+    # the same archive name in another folder (OTF2 files may hold the name)
+    converted = tmp_path / "c" / direct.name
     converted.parent.mkdir()
-    for args in (["merge", str(trace), "-o", str(h5)], ["merge", str(trace), "-o", str(direct)],
-                 ["convert", str(h5), "-o", str(converted)]):
-        r = run_cli([*args, "-q"])
-        assert r.returncode == 0, r.stderr
+    r = run_cli(["convert", str(h5), "-o", str(converted), "-q"])
+    assert r.returncode == 0, r.stderr
     assert _files(converted) == _files(direct)
 
 
