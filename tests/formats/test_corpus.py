@@ -101,6 +101,37 @@ def merged(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="module")
+def otf2_merged(tmp_path_factory):
+    """name -> its OTF2 merge on one plain process (made once, for the tests that read it back
+    in different ways); an OTF2 trace is given by its anchor file (the others by their path,
+    as every other test of this file gives it)."""
+    done = {}
+
+    def get(name: str) -> Path:
+        if name not in done:
+            out = tmp_path_factory.mktemp(name) / "m.otf2"
+            given = _anchor(name) if name in OTF2_TRACES else _path(name)
+            _ok(["merge", str(given), "-o", str(out), "-q"])
+            done[name] = out
+        return done[name]
+    return get
+
+
+@pytest.fixture(scope="module")
+def said(tmp_path_factory):
+    """args -> what ``partrace ARGS`` (exit 0) printed, run once per module for the tests that
+    compare the same command's answer with different things."""
+    done = {}
+
+    def get(args: list[str]) -> str:
+        key = tuple(args)
+        if key not in done:
+            done[key] = _ok(args)
+        return done[key]
+    return get
+
+
 def _kinds(h5: Path) -> dict[int, int]:
     kinds, counts = np.unique(h5_content(h5)["events"]["kind"], return_counts=True)
     return dict(zip(kinds.tolist(), counts.tolist()))
@@ -141,12 +172,11 @@ def test_otf2_messages_name_their_peer(name, merged):
 
 
 @pytest.mark.parametrize("name", _cases("otf2"))
-def test_otf2_output_reads_whole_in_the_library(name, merged, tmp_path):
+def test_otf2_output_reads_whole_in_the_library(name, merged, otf2_merged):
     """The otf2 package reads every event of the output; it holds the merge's region entries
     and leaves."""
     otf2 = pytest.importorskip("otf2")
-    out = tmp_path / "m.otf2"
-    _ok(["merge", str(_path(name)), "-o", str(out), "-q"])
+    out = otf2_merged(name)
     enters = leaves = 0
     with otf2.reader.open(str(out)) as trace:
         for _, ev in trace.events:
@@ -157,13 +187,12 @@ def test_otf2_output_reads_whole_in_the_library(name, merged, tmp_path):
 
 
 @pytest.mark.parametrize("name", _cases("otf2", OTF2_TRACES))
-def test_otf2_written_back_has_the_source_s_groups(name, tmp_path):
+def test_otf2_written_back_has_the_source_s_groups(name, otf2_merged):
     """OTF2 written back from OTF2: the otf2 package reads the same groups from it as from the
     source (a COMM_GROUP's members are ranks in its paradigm's COMM_LOCATIONS group: written
     as location refs, the package could not find them there)."""
     otf2 = pytest.importorskip("otf2")
-    out = tmp_path / "m.otf2"
-    _ok(["merge", str(_path(name)), "-o", str(out), "-q"])
+    out = otf2_merged(name)
 
     def groups(anchor):
         with otf2.reader.open(str(anchor)) as trace:
@@ -174,13 +203,11 @@ def test_otf2_written_back_has_the_source_s_groups(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", _cases("otf2", ["otfvis-wrf"]))
-def test_profile_of_the_otf2_output_is_the_trace_s(name, tmp_path):
+def test_profile_of_the_otf2_output_is_the_trace_s(name, otf2_merged, said):
     """VampirTrace 5.4 writes every Leave without a function ("leave the innermost open
     region"): the OTF2 output names the region each leaves, and the profile is the same."""
-    out = tmp_path / "m.otf2"
-    _ok(["merge", str(_path(name)), "-o", str(out), "-q"])
-    got = _ok(["profile", str(out)])
-    assert got.strip() and got == _ok(["profile", str(_path(name))])
+    got = _ok(["profile", str(otf2_merged(name))])
+    assert got.strip() and got == said(["profile", str(_path(name))])
 
 
 @pytest.mark.parametrize("name", _cases("pftrace"))
@@ -197,8 +224,8 @@ def test_perfetto_output(name, merged, tmp_path):
 
 
 @pytest.mark.parametrize("name", _cases("profile"))
-def test_profile_of_the_trace_is_that_of_its_merge(name, merged):
-    got = _ok(["profile", str(_path(name))])
+def test_profile_of_the_trace_is_that_of_its_merge(name, merged, said):
+    got = said(["profile", str(_path(name))])
     assert got.strip() and got == _ok(["profile", str(merged(name))])
 
 
@@ -241,13 +268,12 @@ def _folded_events(anchor: Path) -> dict:
 
 
 @pytest.mark.parametrize("name", _cases("otf2", OTF2_TRACES))
-def test_otf2_written_back_holds_the_same_records_and_definitions(name, tmp_path):
+def test_otf2_written_back_holds_the_same_records_and_definitions(name, otf2_merged):
     """OTF2 in, OTF2 out: every record as the library reads it (a thread's metrics that the
     replay moved to its metric location counted as the thread's), and every definition
     (properties of system tree nodes, paradigms, I/O paradigms included)."""
     from partrace.formats.otf2 import OTF2
-    out = tmp_path / "back.otf2"
-    _ok(["merge", str(_anchor(name)), "-o", str(out), "-q"])
+    out = otf2_merged(name)
     assert _folded_events(out) == _folded_events(_anchor(name))
     src = OTF2.open(_anchor(name)).read_definitions().source
     back = OTF2.open(out).read_definitions().source
