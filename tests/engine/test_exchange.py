@@ -74,6 +74,19 @@ def test_forms_rebuilt_from_their_bytes_equal_the_runs(trace, memory, tmp_path):
     assert {"Offsets", "Constant", "ndarray"} <= kinds, kinds
 
 
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    """trace -> (its windows' rows, stats) of the one-rank merge in memory, made once for the
+    tests that compare each parallel merge with it."""
+    done = {}
+
+    def get(trace):
+        if trace not in done:
+            done[trace] = collect(serial(), trace, IN_MEMORY, tmp_path_factory.mktemp("one"))
+        return done[trace]
+    return get
+
+
 def _windows_on(nranks: int, trace, memory: int, folder, mode: str = "time") -> list[dict]:
     """Every window's rows of every rank, in the global order (window by window, rank by rank)."""
     folder.mkdir()
@@ -112,8 +125,8 @@ def _concatenated(windows: list[dict]) -> dict:
                          ids=["2-in-memory", "2-spilled", "3-spilled"])
 @pytest.mark.parametrize("trace", FIXTURES, ids=["ovni", "dumpi", "ross", "otf"])
 def test_every_column_of_a_parallel_merge_equals_the_one_rank_merge(trace, nranks, memory,
-                                                                   tmp_path):
-    one, stats = collect(serial(), trace, IN_MEMORY, tmp_path)
+                                                                   tmp_path, one_rank):
+    one, stats = one_rank(trace)
     assert stats.windows == 1
     want = _concatenated(one)
     got = _concatenated(_windows_on(nranks, trace, memory, tmp_path / "ranks"))
@@ -130,10 +143,10 @@ def test_every_column_of_a_parallel_merge_equals_the_one_rank_merge(trace, nrank
                          ids=["2-in-memory", "3-spilled"])
 @pytest.mark.parametrize("trace", FIXTURES, ids=["ovni", "dumpi", "ross", "otf"])
 def test_rows_sent_to_their_location_rank_equal_the_one_rank_merge(trace, nranks, memory,
-                                                                   tmp_path):
+                                                                   tmp_path, one_rank):
     """Destination mode: rank r's windows, end to end, are the one-rank merge's rows of the
     locations location % nranks == r, every column, in key order."""
-    one, _ = collect(serial(), trace, IN_MEMORY, tmp_path)
+    one, _ = one_rank(trace)
     want = _concatenated(one)
     windows = _windows_on(nranks, trace, memory, tmp_path / "ranks", "destination")
     for r in range(nranks):
