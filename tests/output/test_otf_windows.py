@@ -48,10 +48,19 @@ def _merge(trace, out: Path, nranks=None, extra=()) -> int:
     return int(re.search(r"(\d+) window\(s\)", r.stderr).group(1))
 
 
-def test_budgeted_output_equals_one_window_output(source, tmp_path):
+@pytest.fixture(scope="module")
+def one_window(source, tmp_path_factory):
+    """(windows, files) of the source's unbudgeted merge to OTF on one process, made once for
+    the tests that compare with it."""
+    out = tmp_path_factory.mktemp("one") / "one" / "x.otf"
+    windows = _merge(source[1], out)
+    return windows, _files(out)
+
+
+def test_budgeted_output_equals_one_window_output(source, one_window, tmp_path):
     fmt, trace = source
-    assert _merge(trace, tmp_path / "one" / "x.otf") == 1
-    want = _files(tmp_path / "one" / "x.otf")
+    windows, want = one_window
+    assert windows == 1
     assert "x.otf" in want and any(n.endswith(".events") for n in want)
     if fmt == "ovni":       # its point events are marker spots in their streams' marker files
         assert b"MD" in want["x.0.marker"] and b"MS" not in want["x.0.marker"]
@@ -87,10 +96,9 @@ def _merge_compressed(trace, out: Path, nranks, memory: int) -> int:
     return int(r.stdout.split()[0])
 
 
-def test_compressed_output_is_one_zlib_stream_per_file(source, tmp_path):
+def test_compressed_output_is_one_zlib_stream_per_file(source, one_window, tmp_path):
     _, trace = source
-    _merge(trace, tmp_path / "plain" / "x.otf")
-    plain = _files(tmp_path / "plain" / "x.otf")
+    _, plain = one_window
     assert _merge_compressed(trace, tmp_path / "z1" / "x.otf", None, 1 << 40) == 1
     want = _files(tmp_path / "z1" / "x.otf")
     # every file but the master file is compressed and holds exactly the plain file's bytes
