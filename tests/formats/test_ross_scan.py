@@ -13,7 +13,7 @@ import pytest
 from partrace.errors import TraceError
 from partrace.formats.ross import ROSS
 from partrace.formats.ross import layouts as L
-from partrace.formats.ross import scan
+from partrace.formats.ross import listing, scan
 from partrace.formats.ross.files import kind_of
 from tests.formats.test_ross import DATA, EVT_RUN, RUNS, SEQ_RUN
 
@@ -37,7 +37,7 @@ def both_ways(path, region_size: int) -> int:
     """Every (region, record type) of a file surveyed both ways; the records compared."""
     buf, family = scan.open_bytes(path), L.FAMILY[kind_of(path)]
     compared = 0
-    for _, start, end in scan.region_bounds(path, region_size):
+    for _, start, end in listing.region_bounds(path, region_size):
         starts, codes, _ = scan.hop_checked(path, buf, start, end, family)
         for code in np.unique(codes).tolist():
             sel = starts[codes == code]

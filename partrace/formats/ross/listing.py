@@ -323,6 +323,16 @@ def _check_lp_layout(path: Path, lp: dict, region_size: int, failed_region: int 
                              f"earlier LP samples have {size} (expected one layout per file)")
 
 
+def region_bounds(path: Path, region_size: int, keep=None) -> list[tuple[int, int, int]]:
+    """(index, first record start, next region's first start) of each fixed-size
+    byte region in which records start: one serial hop from byte 0 (headers only),
+    the first error met raised.  ``keep(start, end, starts, codes)``, if given, is shown
+    each region's hop."""
+    pieces = [list_piece(piece, region_size, keep)
+              for piece in pieces_of([path], region_size, 0, 1)]
+    return [r for *_, regions, _ in verified_files([pieces], region_size) for r in regions]
+
+
 def size_or_0(path: Path) -> int:
     """For planning only: a file that cannot be stat'ed fails where its piece opens it."""
     try:

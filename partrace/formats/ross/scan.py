@@ -161,17 +161,6 @@ def first_rows(m: np.ndarray) -> np.ndarray:
     return m[np.r_[True, m[1:, 0] != m[:-1, 0]]]
 
 
-def region_bounds(path: Path, region_size: int, keep=None) -> list[tuple[int, int, int]]:
-    """(index, first record start, next region's first start) of each fixed-size
-    byte region in which records start: one serial hop from byte 0 (headers only),
-    the first error met raised.  ``keep(start, end, starts, codes)``, if given, is shown
-    each region's hop."""
-    from .listing import list_piece, pieces_of, verified_files
-    pieces = [list_piece(piece, region_size, keep)
-              for piece in pieces_of([path], region_size, 0, 1)]
-    return [r for *_, regions, _ in verified_files([pieces], region_size) for r in regions]
-
-
 def add_counts(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]):
     """Sum of two (sorted keys, counts) pairs."""
     if not len(a[0]) or not len(b[0]):
