@@ -320,6 +320,21 @@ def test_units_decoded_out_of_order_number_their_records_alike(run):
         _same_tables(a, b)
 
 
+def met_log(monkeypatch) -> list:
+    """Whether each hop of the ROSS listing from a true entry met the piece's own chain (the
+    index it met at; None: never)."""
+    from partrace.formats.ross import listing
+    met, real = [], listing.walk
+
+    def walk(*a, **k):
+        got = real(*a, **k)
+        if k.get("join") is not None:
+            met.append(got[1])
+        return got
+    monkeypatch.setattr(listing, "walk", walk)
+    return met
+
+
 @pytest.mark.parametrize("run", RUNS)
 @pytest.mark.parametrize("nranks", (1, 2, 3, 7, 16))
 @pytest.mark.parametrize("region", (97, 256, 4096))
@@ -346,14 +361,7 @@ def test_listing_in_parts_gives_the_serial_listing(run, nranks, region, monkeypa
         assert all(parts)
     # real ROSS output: where a speculative chain does not run through the true entry, the
     # true chain meets it within its head (no piece is hopped again whole)
-    met, real = [], listing.walk
-
-    def walk(*a, **k):
-        got = real(*a, **k)
-        if k.get("join") is not None:
-            met.append(got[1])
-        return got
-    monkeypatch.setattr(listing, "walk", walk)
+    met = met_log(monkeypatch)
     list(listing.verified_files(parts, region))
     assert None not in met
 

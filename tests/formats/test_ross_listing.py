@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from partrace.errors import TraceError
-from partrace.formats.ross import ROSS, listing
+from partrace.formats.ross import ROSS
 from partrace.formats.ross import layouts as L
 from partrace.formats.ross.files import kind_of
 from partrace.formats.ross.hop import ERROR_TEXT, OK, hop_range
-from tests.formats.test_ross import DATA, RUNS
+from tests.formats.test_ross import DATA, RUNS, met_log
 from tests.support import damage
 
 RANKS = (2, 3, 7, 16)
@@ -137,19 +137,6 @@ def _event(src: int, dest: int, body: bytes = b"") -> bytes:
         .tobytes() + body
 
 
-def _met_log(monkeypatch) -> list:
-    """Whether each hop from a true entry met the piece's own chain (None: never)."""
-    met, real = [], listing.walk
-
-    def walk(*a, **k):
-        got = real(*a, **k)
-        if k.get("join") is not None:
-            met.append(got[1])
-        return got
-    monkeypatch.setattr(listing, "walk", walk)
-    return met
-
-
 def test_a_chain_that_never_meets_the_true_one_is_hopped_again(tmp_path, monkeypatch):
     """Each record's model data is itself a well-formed event header of the same size, so
     the records that start half-way are a second chain, all through the file, that never
@@ -159,7 +146,7 @@ def test_a_chain_that_never_meets_the_true_one_is_hopped_again(tmp_path, monkeyp
     last = _event(7, 8)[:20] + np.array([0xFFFF0000], "<u4").tobytes()
     stats = _evtrace(tmp_path, [_event(i % 5, (i + 1) % 5, body) for i in range(300)]
                      + [_event(1, 2, last)])
-    met = _met_log(monkeypatch)
+    met = met_log(monkeypatch)
     want = expected(stats, 256)
     assert isinstance(want, dict)
     for nranks in RANKS:
