@@ -451,7 +451,10 @@ def test_truncated_event_file(tmp_path):
     anchor = _copy(tmp_path)
     evt = anchor.parent / "traces" / "1.evt"
     evt.write_bytes(evt.read_bytes()[:300])
-    damage.check(_decode, anchor, tmp_path, evt, "event 14", "chunk headers count 39 event records")
+    # Cut inside its only chunk, the library either fails to load a next chunk or ends the
+    # chunk quietly, as its buffer past the cut happens to hold (both seen, on different
+    # machines); either way the error names record 14 and the chunk headers' count.
+    damage.check(_decode, anchor, tmp_path, evt, "event 14", "its chunk headers count 39")
 
 
 def _many_chunks(folder: Path, pairs: int = 30000) -> Path:
