@@ -36,13 +36,14 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
     decoded chunk (only the ``tables`` asked for; None: all) and returns the accumulator,
     ``combine(a, b)`` joins two (associative and commutative: any grouping of
     ranks gives the same result).  ``end_unit(acc, i)`` (optional) is called after the
-    rows of ``units[i]`` (sorted by key), for folds that keep what each unit leaves open
-    at its edges and join the units in key order at the end (a profile).
+    rows of ``units[i]`` (sorted by key; of units the reader joined, the first), for folds
+    that keep what each unit leaves open at its edges and join the units in key order at
+    the end (a profile).
     """
     reader = reader or open_on_all_ranks(comm, path, format, reader_options)
     units, mine, defs = read_plan(comm, reader)
     progress = progress or Progress(comm, enabled=False)
-    index = {id(u): i for i, u in enumerate(units)}
+    index = {u.key: i for i, u in enumerate(units)}     # a joined unit keeps its first's key
 
     def fold_share(defs: Definitions):
         progress.start("decode", sum(u.size for u in units))
@@ -55,7 +56,7 @@ def fold(comm: Comm, path: str | os.PathLike, *, tables: set[str] | None,
                     acc = step(acc, chunk if tables is None else
                                {n: t for n, t in chunk.items() if n in tables})
                 if end_unit is not None:
-                    acc = end_unit(acc, index[id(unit)])
+                    acc = end_unit(acc, index[unit.key])
                 progress.advance(unit.size)
         comm.check()
         return acc

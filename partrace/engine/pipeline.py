@@ -68,8 +68,8 @@ def open_on_all_ranks(comm: Comm, path: str | os.PathLike, format: str | None,
 
 
 def read_plan(comm: Comm, reader, progress: Progress | None = None):
-    """Units (listed on rank 0, or in parts on every rank), this rank's share of them,
-    and the definitions.
+    """Units (listed on rank 0, or in parts on every rank), this rank's share of them
+    (as the reader joins them: :meth:`~TraceReader.joined`), and the definitions.
 
     A reader with :meth:`~TraceReader.list_part` lists the units in parts, one per
     rank at once, which meet on every rank (an allgather).  A surveyed reader's units
@@ -104,6 +104,10 @@ def read_plan(comm: Comm, reader, progress: Progress | None = None):
         for got in comm.alltoall(handed):
             if got is not None:
                 reader.take_over(got)
+    if type(reader).joined is not TraceReader.joined:
+        with comm.guard():
+            mine = reader.joined(mine)
+        comm.check()
     if reader.surveyed or reader.ordered:
         if progress is not None:
             progress.expect(sum(u.size for u in units))

@@ -139,10 +139,19 @@ class TraceReader(ABC):
         """What :meth:`hand_over` gave for this rank's share (not None): once for each
         rank that gave something."""
 
+    # --- the units a rank reads (optional) ---
+    def joined(self, share: list[Unit]) -> list[Unit]:
+        """(every rank, after :meth:`take_over`) This rank's ``share`` as the units it
+        surveys and decodes: neighbouring units joined where one read of them costs less
+        than one read each (ROSS: a file's consecutive regions, up to a few MiB), so that
+        units can be small enough to balance many ranks without each paying a unit's fixed
+        cost.  A joined unit decodes to the rows its parts would; by default, ``share``."""
+        return share
+
     def survey_all(self) -> Any:
-        """The survey of the whole trace, read here, unit by unit."""
+        """The survey of the whole trace, read here, unit by unit (joined)."""
         out = None
-        for unit in self.units():
+        for unit in self.joined(self.units()):
             s = self.survey(unit)
             out = s if out is None else self.combine(out, s)
         return out

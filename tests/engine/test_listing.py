@@ -11,7 +11,7 @@ import pytest
 
 from partrace.engine.mpi import serial
 from partrace.engine.pipeline import read_plan
-from partrace.formats.base import TraceReader
+from partrace.formats.base import TraceReader, Unit
 from partrace.formats.ross import ROSS
 from partrace.formats.ross.reader import ROSSReader
 from tests.conftest import DATA, ROOT, mpiexec
@@ -52,8 +52,17 @@ def test_a_reader_with_list_part_is_listed_in_parts_and_gets_the_same_plan():
     units0, mine0, defs0 = read_plan(serial(), plain)
     assert plain.calls == ["units"]
     assert [(u.key, u.size, u.info) for u in units] == [(u.key, u.size, u.info) for u in units0]
-    assert mine == units and len(units) > 3
+    assert parts_of(mine, units) == [u.key for u in units] and len(units) > 3
+    assert len(mine) < len(units)       # a file's consecutive regions joined (one rank)
     assert defs.attrs == defs0.attrs
+
+
+def parts_of(joined, units) -> list[str]:
+    """The keys of the ``units`` that the ``joined`` units hold (read_plan's share is
+    joined: ROSSReader.joined), in key order."""
+    return sorted(u.key for u in units if any(
+        j.info["path"] == u.info["path"] and j.info["start"] <= u.info["start"] < j.info["end"]
+        for j in joined))
 
 
 # Under mpiexec: which files each rank hopped to list the regions, and the plan it got.
@@ -69,7 +78,8 @@ listing.list_piece = lambda piece, *a, **k: hopped.append(
 comm = world()
 units, mine, defs = read_plan(comm, ROSS.open(sys.argv[1], region_size=512))
 with open(f"{sys.argv[2]}/{comm.rank}.json", "w") as f:
-    json.dump([comm.rank, hopped, [u.key for u in units], [u.key for u in mine],
+    json.dump([comm.rank, hopped, [u.key for u in units],
+               [[u.info["path"], u.info["start"], u.info["end"]] for u in mine],
                defs.attrs["nlp"]], f)
 """
 
@@ -84,7 +94,8 @@ def test_every_rank_hops_its_stretch_and_learns_every_unit(nranks, tmp_path):
     assert r.returncode == 0, r.stderr
     got = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(nranks)]
     assert [g[0] for g in got] == list(range(nranks))
-    whole = [u.key for u in ROSS.open(SEQ_RUN, region_size=512).units()]
+    units = ROSS.open(SEQ_RUN, region_size=512).units()
+    whole = [u.key for u in units]
     files = sorted(SEQ_RUN.iterdir())
     hopped = [tuple(piece) for g in got for piece in g[1]]    # in rank order
     # each region of each file hopped once, in all: the ranks' stretches in file order
@@ -94,5 +105,7 @@ def test_every_rank_hops_its_stretch_and_learns_every_unit(nranks, tmp_path):
     assert [(name, k) for name, a, b in hopped for k in range(a, b)] == want
     assert all(g[1] for g in got)                             # by every rank
     assert all(g[2] == whole for g in got)                    # every rank knows every unit
-    assert sorted(k for g in got for k in g[3]) == whole      # shares: each unit once
+    shares = [parts_of([Unit("", 0, dict(zip(("path", "start", "end"), j))) for j in g[3]],
+                       units) for g in got]
+    assert sorted(k for share in shares for k in share) == whole    # shares: each unit once
     assert len({g[4] for g in got}) == 1

@@ -262,6 +262,80 @@ def test_contiguous_shares_decoded_apart_give_the_same_tables(run, nranks):
                  in_key_order({t: Table.concat(parts[t], schema[t]) for t in schema}))
 
 
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("span", (700, 4096))
+def test_joined_shares_decode_to_their_regions_rows(run, span, monkeypatch):
+    """Each rank joins its share's consecutive regions of a file into units of at most
+    DECODE_SPAN bytes (a region larger than that stays alone); the joined units are
+    surveyed and decoded without hopping again (the listing's hops, joined) and give the
+    tables of the regions decoded one by one, on each of 3 ranks."""
+    from partrace.engine.plan import assign_contiguous
+    from partrace.formats.ross import reader as R
+    from partrace.formats.ross import scan
+    monkeypatch.setattr(R, "DECODE_SPAN", span)
+    one, defs, _ = decode_all(DATA / run, region_size=256)
+    lister = ROSS.open(DATA / run, region_size=256)
+    shares = assign_contiguous(lister.units(), 3)
+    hops = []
+    real = scan.hop_checked
+    monkeypatch.setattr(scan, "hop_checked", lambda *a: hops.append(a[2]) or real(*a))
+    joined = [lister.joined(share) for share in shares]
+    for share, units in zip(shares, joined):
+        assert len(units) < len(share)
+        for path in {u.info["path"] for u in share}:
+            regions = [(u.info["start"], u.info["end"]) for u in share if u.info["path"] == path]
+            spans = [(u.info["start"], u.info["end"], u.size) for u in units
+                     if u.info["path"] == path]
+            assert spans[0][0] == regions[0][0] and spans[-1][1] == regions[-1][1]
+            assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))     # end to end
+            for start, end, size in spans:
+                held = sum(start <= a < end for a, _ in regions)
+                assert size == end - start and (size <= span or held == 1)
+    surveys = [_fold(lister, [lister.survey(u) for u in units]) for units in joined]
+    schema = lister.schema(defs)
+    parts = {t: [] for t in schema}
+    for r, units in enumerate(joined):
+        lister.start_after(_fold(lister, surveys[:r]))
+        for unit in units:
+            for chunk in lister.decode(unit, defs):
+                for name, table in chunk.items():
+                    parts[name].append(table)
+    assert hops == []
+    _same_tables(in_key_order(one),
+                 in_key_order({t: Table.concat(parts[t], schema[t]) for t in schema}))
+
+
+def test_a_joined_unit_missing_a_regions_hop_hops_once(monkeypatch):
+    """Where the listing kept the hops of only some of a joined unit's regions (its cache
+    was full), the joined unit hops its whole range once, for its survey and decode."""
+    from partrace.formats.ross import scan
+    lister = ROSS.open(DATA / EVT_RUN, region_size=512)
+    units = lister.units()
+    defs = ROSS.open(DATA / EVT_RUN, region_size=512).read_definitions()
+    dropped = next(u for u in units[1:] if u.info["start"] > 0)
+    del lister._hops[(dropped.info["path"], dropped.info["start"])]
+    joined = lister.joined(units)
+    hops = []
+    real = scan.hop_checked
+    monkeypatch.setattr(scan, "hop_checked", lambda *a: hops.append(a[2:4]) or real(*a))
+    for u in joined:
+        lister.survey(u)
+    lister.start_after(None)
+    got = [chunk for u in joined for chunk in lister.decode(u, defs)]
+    holder = next(u for u in joined if u.info["path"] == dropped.info["path"]
+                  and u.info["start"] <= dropped.info["start"] < u.info["end"])
+    assert hops == [(holder.info["start"], holder.info["end"])]
+    monkeypatch.undo()
+    fresh = ROSS.open(DATA / EVT_RUN, region_size=512)
+    fresh.start_after(None)
+    want = [chunk for u in units for chunk in fresh.decode(u, defs)]
+    schema = fresh.schema(defs)
+    _same_tables(in_key_order({t: Table.concat([c[t] for c in got if t in c], schema[t])
+                               for t in schema}),
+                 in_key_order({t: Table.concat([c[t] for c in want if t in c], schema[t])
+                               for t in schema}))
+
+
 @pytest.mark.parametrize("run", (EVT_RUN, SEQ_RUN))
 def test_contiguous_shares_hold_the_same_stretch_of_every_file(run):
     """Unit keys interleave the files by how far into its file a region lies: a rank's
@@ -412,7 +486,7 @@ def test_the_listing_ranks_hops_go_to_the_regions_owners(monkeypatch):
     from partrace.formats.ross import scan
     lister = ROSS.open(DATA / EVT_RUN, region_size=512)
     units = lister.units()
-    defs = lister.read_definitions()
+    defs = ROSS.open(DATA / EVT_RUN, region_size=512).read_definitions()   # lister's hops kept
     shares = share_of(lister, units, 2)
     assert shares[1]
     before = None

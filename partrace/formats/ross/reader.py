@@ -14,10 +14,13 @@ from ..base import TraceReader, Unit
 from . import layouts as L
 from .files import kind_of, run_files
 
-DEFAULT_REGION = 4 << 20
+DEFAULT_REGION = 512 << 10
+# A rank surveys and decodes its share's consecutive regions of a file as one unit of up
+# to this many bytes (joined): the regions' size sets only how finely ranks are balanced.
+DECODE_SPAN = 4 << 20
 # Regions of a run at most, by default: every rank holds the whole unit list (a unit is
 # ~450 bytes of Python objects, and making and sorting 250,000 of them, a terabyte in
-# 4 MiB regions, took 7.9 s and 113 MB here on each rank), so beyond 256 GiB the regions
+# 4 MiB regions, took 7.9 s and 113 MB here on each rank), so beyond 32 GiB the regions
 # grow instead, by whole MiB (a region's decode is cut in chunks all the same).
 MAX_REGIONS = 1 << 16
 # Bytes of record offsets and codes (9 a record) that units() keeps for the surveys and
@@ -180,6 +183,42 @@ class ROSSReader(TraceReader):
         for key, (end, starts, codes) in handed.items():
             self._room -= _hop_bytes(starts, codes)     # kept whatever the room: paid for
             self._hops[key] = (end, starts, codes)
+
+    def joined(self, share: list[Unit]) -> list[Unit]:
+        """A file's consecutive regions in ``share`` as one unit, up to DECODE_SPAN bytes
+        (a region read alone pays ~10 ms of fixed cost in its survey and decode); their
+        kept hops joined too, or, if any is missing, dropped (the joined unit hops once)."""
+        groups: list[list] = []     # [units, bytes]
+        last: dict[str, list] = {}  # path -> the group it may extend
+        for u in share:
+            g = last.get(u.info["path"])
+            if g is not None and g[0][-1].info["end"] == u.info["start"] and \
+                    g[1] + u.size <= DECODE_SPAN:
+                g[0].append(u)
+                g[1] += u.size
+            else:
+                groups.append([[u], u.size])
+                last[u.info["path"]] = groups[-1]
+        out = []
+        for units, size in groups:
+            info = dict(units[0].info, end=units[-1].info["end"])
+            self._join_hops(info, [u.info for u in units])
+            out.append(Unit(units[0].key, size, info))
+        return out
+
+    def _join_hops(self, info: dict, parts: list[dict]) -> None:
+        """The kept hop of the unit ``info`` joins from ``parts``: theirs, end to end."""
+        if len(parts) == 1:
+            return
+        got = [self._hops.pop((p["path"], p["start"]), None) for p in parts]
+        if all(g is not None and g[0] == p["end"] for g, p in zip(got, parts)):
+            self._hops[(info["path"], info["start"])] = (
+                info["end"], np.concatenate([g[1] for g in got]),
+                np.concatenate([g[2] for g in got]))
+            return
+        for g in got:
+            if g is not None:
+                self._room += _hop_bytes(*g[1:])
 
     def _hop(self, info: dict, take: bool):
         """(starts, codes) units() kept for this region, or None; ``take``: forget it."""
