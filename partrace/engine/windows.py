@@ -127,11 +127,25 @@ def key_order(t: np.ndarray, loc: np.ndarray, seq: np.ndarray) -> np.ndarray:
     order = np.argsort(t, kind="stable")
     ts = t[order]
     tied = np.flatnonzero(ts[1:] == ts[:-1])
+    if len(tied) * 4 > len(t):      # mostly ties (ROSS's GVT rounds): sorting the groups
+        return _all_three_order(t, loc, seq)    # apart costs 4x one sort of everything
     if len(tied):       # whole groups of equal times, in time order: sorted among themselves
         rows = np.union1d(tied, tied + 1)
         sub = order[rows]
         order[rows] = sub[np.lexsort((seq[sub], loc[sub], t[sub]))]
     return order
+
+
+def _all_three_order(t: np.ndarray, loc: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """np.lexsort((seq, loc, t)), with location and seq as one key where both fit in 64
+    bits together (a lexsort's time grows with its keys: 2 are 0.6 of 3 here)."""
+    lo = [int(c.min()) for c in (loc, seq)]
+    bits = [(int(c.max()) - b).bit_length() for c, b in zip((loc, seq), lo)]
+    if sum(bits) > 64 or bits[1] == 64:
+        return np.lexsort((seq, loc, t))
+    both = ((loc - lo[0]).astype(np.uint64) << np.uint64(bits[1])) | \
+        (seq - lo[1]).astype(np.uint64)
+    return np.lexsort((both, t))
 
 
 def _cut(cuts: list[Key], j: int):

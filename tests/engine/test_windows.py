@@ -169,3 +169,18 @@ def test_key_order_is_lexsort_s(span):
     seq = rng.integers(0, 4, n)
     assert np.array_equal(key_order(t, loc, seq), np.lexsort((seq, loc, t)))
     assert np.array_equal(key_order(t[:1], loc[:1], seq[:1]), [0])
+
+
+@pytest.mark.parametrize("loc_span, seq_span", [(5, 4), (1 << 40, 1 << 20), (1 << 62, 1 << 62),
+                                                (1, 1 << 63), (1 << 63, 1)])
+def test_key_order_of_mostly_tied_times_is_lexsort_s(loc_span, seq_span):
+    """Mostly equal times (ROSS's rounds) are ordered by one sort of all three keys, location
+    and seq as one where they fit in 64 bits together (from their least values, which may be
+    negative), else three: still the order of np.lexsort."""
+    rng = np.random.default_rng(loc_span % 1000 + seq_span % 997)
+    n = 20_000
+    t = rng.integers(0, 10, n)
+    loc = rng.integers(-(loc_span // 2), loc_span - loc_span // 2, n, dtype=np.int64)
+    seq = rng.integers(-(seq_span // 2), seq_span - seq_span // 2, n, dtype=np.int64)
+    loc[1::2], seq[1::2] = loc[::2], seq[::2]      # equal whole keys too (keep their places)
+    assert np.array_equal(key_order(t, loc, seq), np.lexsort((seq, loc, t)))
