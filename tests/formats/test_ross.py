@@ -225,6 +225,23 @@ def _same_tables(one, other):
                 else list(a) == list(b), (name, col)
 
 
+def _concat(chunks, schema) -> dict[str, Table]:
+    """Decoded chunks, each table's rows one after another."""
+    return {t: Table.concat([c[t] for c in chunks if t in c], schema[t]) for t in schema}
+
+
+def _decoded_shares(reader_of, shares, surveys, defs) -> dict[str, Table]:
+    """The engine's decode on len(shares) ranks, in one process: rank r's reader
+    (``reader_of(r)``) starts after the surveys of the shares before it and decodes its
+    share; every rank's rows, per table."""
+    chunks = []
+    for r, share in enumerate(shares):
+        reader = reader_of(r)
+        reader.start_after(_fold(reader, surveys[:r]))
+        chunks += [c for u in share for c in reader.decode(u, defs)]
+    return _concat(chunks, reader.schema(defs))
+
+
 def _fold(reader, surveys):
     out = None
     for s in surveys:
@@ -249,17 +266,8 @@ def test_contiguous_shares_decoded_apart_give_the_same_tables(run, nranks):
     assert defs.attrs == defs1.attrs and defs.source == defs1.source
     for name, table in defs1.tables.items():
         _same_tables({name: table}, {name: defs.tables[name]})
-    schema = lister.schema(defs)
-    parts = {t: [] for t in schema}
-    for r, share in enumerate(shares):
-        reader = ROSS.open(DATA / run, region_size=64)
-        reader.start_after(_fold(reader, surveys[:r]))
-        for unit in share:
-            for chunk in reader.decode(unit, defs):
-                for name, table in chunk.items():
-                    parts[name].append(table)
-    _same_tables(in_key_order(one),
-                 in_key_order({t: Table.concat(parts[t], schema[t]) for t in schema}))
+    got = _decoded_shares(lambda r: ROSS.open(DATA / run, region_size=64), shares, surveys, defs)
+    _same_tables(in_key_order(one), in_key_order(got))
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -292,17 +300,9 @@ def test_joined_shares_decode_to_their_regions_rows(run, span, monkeypatch):
                 held = sum(start <= a < end for a, _ in regions)
                 assert size == end - start and (size <= span or held == 1)
     surveys = [_fold(lister, [lister.survey(u) for u in units]) for units in joined]
-    schema = lister.schema(defs)
-    parts = {t: [] for t in schema}
-    for r, units in enumerate(joined):
-        lister.start_after(_fold(lister, surveys[:r]))
-        for unit in units:
-            for chunk in lister.decode(unit, defs):
-                for name, table in chunk.items():
-                    parts[name].append(table)
+    got = _decoded_shares(lambda r: lister, joined, surveys, defs)
     assert hops == []
-    _same_tables(in_key_order(one),
-                 in_key_order({t: Table.concat(parts[t], schema[t]) for t in schema}))
+    _same_tables(in_key_order(one), in_key_order(got))
 
 
 def test_a_joined_unit_missing_a_regions_hop_hops_once(monkeypatch):
@@ -330,10 +330,7 @@ def test_a_joined_unit_missing_a_regions_hop_hops_once(monkeypatch):
     fresh.start_after(None)
     want = [chunk for u in units for chunk in fresh.decode(u, defs)]
     schema = fresh.schema(defs)
-    _same_tables(in_key_order({t: Table.concat([c[t] for c in got if t in c], schema[t])
-                               for t in schema}),
-                 in_key_order({t: Table.concat([c[t] for c in want if t in c], schema[t])
-                               for t in schema}))
+    _same_tables(in_key_order(_concat(got, schema)), in_key_order(_concat(want, schema)))
 
 
 @pytest.mark.parametrize("run", (EVT_RUN, SEQ_RUN))
