@@ -20,13 +20,14 @@ def protect(trace: str | os.PathLike, files=(), units=()) -> None:
     ``files`` (its reader's ``source_files()``) and the paths in ``units``."""
     _inputs.clear()
     _holders.clear()
-    paths = [Path(trace), *map(Path, files)]
-    for unit in units:
-        paths += _paths_in(unit.info)
+    paths = {Path(trace): None, **dict.fromkeys(map(Path, files))}
+    for unit in units:      # many units name one file (regions, streams): resolved once
+        paths.update(dict.fromkeys(_paths_in(unit.info)))
     for p in paths:
         for form in _forms(p):
-            _inputs.add(form)
-            _holders.update(form.parents)
+            if form not in _inputs:
+                _inputs.add(form)
+                _holders.update(form.parents)
 
 
 def conflict(path: str | os.PathLike) -> Path | None:
