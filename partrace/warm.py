@@ -13,7 +13,9 @@ A parallel run of 8 ranks or more whose cache is cold for its input's format
 lets rank 0 do this while the other ranks wait (:func:`before_parallel_run`):
 one compilation instead of one per rank, all writing the same cache files.  A
 stamp in the cache folder (a hash of the kernels' sources and the numba,
-Python and CPU versions) says which formats were warmed.
+Python and CPU versions) says which formats were warmed; beside it, a hash of every
+module's size and time, so that a run that finds no module changed need not read them
+all to find those with kernels.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ SAMPLES = {
 }
 HDF5_FROM = "otf"       # partrace HDF5 input: made from the OTF samples by the merge
 STAMP = "partrace-warm.json"
+TREE = "modules"    # the stamp's [_tree_key, cache_key] when it was written
 
 
 def sample_folder() -> Path | None:
@@ -81,6 +84,17 @@ def _kernel_sources() -> list[Path]:
 
 def cache_key() -> str:
     """Changes whenever numba would not reuse its cache: a kernel source, numba, Python, CPU."""
+    return _stat_hash(_kernel_sources())
+
+
+def _tree_key() -> str:
+    """Changes whenever :func:`cache_key` may: any module of the package, numba, Python, CPU.
+    A stat of each module, where cache_key reads them all to find those with kernels: rank 0
+    asks before every parallel run of 8 ranks or more, while the other ranks wait."""
+    return _stat_hash(sorted(PACKAGE.rglob("*.py")))
+
+
+def _stat_hash(sources: list[Path]) -> str:
     import hashlib
     import platform
 
@@ -89,7 +103,7 @@ def cache_key() -> str:
     cpu = os.environ.get("NUMBA_CPU_NAME") or binding.get_host_cpu_name()   # numba's own key
     h = hashlib.sha1()
     h.update(f"{numba.__version__} {sys.version} {platform.machine()} {cpu} {PACKAGE}".encode())
-    for p in _kernel_sources():
+    for p in sources:
         st = p.stat()
         h.update(f"{p.relative_to(PACKAGE)} {st.st_mtime_ns} {st.st_size}".encode())
     return h.hexdigest()
@@ -103,13 +117,20 @@ def _read_stamp() -> dict:
 
 
 def is_warm(fmt: str) -> bool:
-    return _read_stamp().get(fmt) == cache_key()
+    stamp = _read_stamp()
+    key = stamp.get(fmt)
+    if key is None:
+        return False
+    if stamp.get(TREE) == [_tree_key(), key]:    # no module changed since the stamp
+        return True
+    return key == cache_key()
 
 
 def _write_stamp(formats) -> None:
     key = cache_key()
-    stamp = {k: v for k, v in _read_stamp().items() if v == key}
+    stamp = {k: v for k, v in _read_stamp().items() if v == key and k != TREE}
     stamp.update(dict.fromkeys(formats, key))
+    stamp[TREE] = [_tree_key(), key]
     path = _stamp_path()
     try:    # written whole, then renamed: a rank reading it never sees half of it
         path.parent.mkdir(parents=True, exist_ok=True)

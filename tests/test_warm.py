@@ -89,7 +89,10 @@ def test_stamp_follows_the_kernel_sources_only(tmp_path, monkeypatch):
     assert not warm.is_warm("otf")
     warm._write_stamp(["otf"])
     assert warm.is_warm("otf") and not warm.is_warm("ovni")
+    with monkeypatch.context() as m:    # nothing changed: the modules are not read
+        m.setattr(warm, "_kernel_sources", None)
+        assert warm.is_warm("otf")
     os.utime(other, ns=(1, 1))
-    assert warm.is_warm("otf")
+    assert warm.is_warm("otf")      # read again: no kernel source changed
     os.utime(kernel, ns=(1, 1))
     assert not warm.is_warm("otf")
