@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import forkserver
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 SYNTH = "synth=tests.support.synth:Synth"
@@ -39,9 +41,16 @@ def mpiexec() -> str | None:
 def run_cli(args: list[str], nranks: int | None = None, timeout: float = 180,
             env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``partrace ARGS`` as a plain process (nranks None) or under mpiexec -n N."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH, **(env or {})}
+    base_env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH}
+    base_env.pop("PARTRACE_MPI", None)
+    full_env = {**base_env, **(env or {})}
     full_env.pop("PARTRACE_MPI", None)
     cmd = [sys.executable, "-m", "partrace", *args]
+    if nranks is None:      # forked from a Python that has imported numpy and h5py
+        done = forkserver.run(cmd, [str(a) for a in args], full_env, str(ROOT), timeout,
+                              base_env)
+        if done is not None:
+            return done
     if nranks is not None:
         launcher = mpiexec()
         if launcher is None:
