@@ -46,7 +46,7 @@ def run_cli(args: list[str], nranks: int | None = None, timeout: float = 180,
     full_env = {**base_env, **(env or {})}
     full_env.pop("PARTRACE_MPI", None)
     cmd = [sys.executable, "-m", "partrace", *args]
-    if nranks is None:      # forked from a Python that has imported numpy and h5py
+    if nranks is None:      # forked from a Python with numpy, h5py and numba imported
         done = forkserver.run(cmd, [str(a) for a in args], full_env, str(ROOT), timeout,
                               base_env)
         if done is not None:

@@ -2,21 +2,22 @@
 libraries every run imports.
 
 A fresh ``python -m partrace`` spends about 0.15 s importing numpy and h5py, and 0.3 s more
-importing numba where its kernels are compiled, and the suite starts over a thousand of
-them.  Here each test process (pytest-xdist worker) starts one server, which imports those
-libraries and nothing of partrace (its modules read the environment when imported:
-kernels/jit.py, the numba cache folder), then forks a child per run.  The child takes the
-run's environment, folder, arguments and standard streams (stdin /dev/null, stdout and
-stderr files) and runs the ``partrace`` module as ``__main__`` as ``python -m`` does; its
-exit status, a traceback and exit 1 included, is the interpreter's own.
+importing numba where its kernels are compiled, and the suite starts many of them (run_cli
+is called from over 200 places, many parametrized). Here each test process (pytest-xdist
+worker) starts one server, which imports those libraries and nothing of partrace (its
+modules read the environment when imported: kernels/jit.py, the numba cache folder), then
+forks a child per run. The child takes the run's environment, folder, arguments and standard
+streams (stdin /dev/null, stdout and stderr files) and runs the ``partrace`` module as
+``__main__`` as ``python -m`` does; its exit status, a traceback and exit 1 included, is the
+interpreter's own.
 
-A run is forked only where a fresh process would import those libraries the same way:
-its environment may differ from the server's only in variables that no library reads at
-import (not ``PYTHON*``, locale, BLAS, HDF5, numba, glibc or loader variables); else, and under
-mpiexec, the run starts a fresh process as before.  What forked children share that fresh
+A run is forked only where a fresh process would import those libraries the same way: its
+environment may differ from the server's only in variables that no library reads at import
+(not ``PYTHON*``, locale, BLAS, HDF5, numba, glibc or loader variables); else, and under
+mpiexec, the run starts a fresh process as before. What forked children share that fresh
 processes do not: the server's hash seed (``PYTHONHASHSEED``), so two forked runs iterate a
-set of strings alike.  Outputs compared across rank counts still come from fresh processes
-(mpiexec) on one side.  ``PARTRACE_TEST_FORK=0`` turns the server off.
+set of strings alike. Outputs compared across rank counts still come from fresh processes
+(mpiexec) on one side. ``PARTRACE_TEST_FORK=0`` turns the server off.
 
 Run as a script (``python forkserver.py``) it is the server: JSON lines in on stdin (a run),
 out on stdout (the child's pid, then its status).
@@ -32,8 +33,8 @@ import sys
 import tempfile
 import threading
 
-# environment variables read when Python starts or when numpy, h5py or numba are imported: a run
-# whose value differs from the server's starts a fresh process
+# environment variables read when Python starts or when numpy, h5py or numba are imported: a
+# run whose value differs from the server's starts a fresh process
 _AT_IMPORT = ("PYTHON", "LC_", "LANG", "LANGUAGE", "NPY_", "NUMPY_", "OPENBLAS", "GOTO", "OMP_",
               "MKL_", "BLIS_", "HDF5_", "NUMBA_", "LD_", "GLIBC_", "MALLOC_", "SSL_")
 SWITCH = "PARTRACE_TEST_FORK"
@@ -98,10 +99,8 @@ class _Server:
 
     def fits(self, env: dict) -> bool:
         """Whether a run in ``env`` sees the libraries as a fresh process would."""
-        for key in set(env) ^ set(self.env) | {k for k in env if env[k] != self.env.get(k)}:
-            if key.startswith(_AT_IMPORT):
-                return False
-        return True
+        return not any(k.startswith(_AT_IMPORT) for k in set(env) | set(self.env)
+                       if env.get(k) != self.env.get(k))
 
     def _reply(self, timeout: float) -> dict | None:
         """The server's next line, None if none came within ``timeout`` seconds (read from
