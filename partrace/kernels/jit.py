@@ -7,7 +7,8 @@ called, and then
 
 - in *small* mode (a job's :class:`Scope`: its input is at most ``SMALL_BYTES``),
   runs as Python, on the same numpy arrays: kernels are numba-compatible Python, so
-  the result is the same, only slower per element;
+  the result is the same, only slower per element (or, for a kernel declared with a
+  numpy ``twin``, runs that: see :func:`njit`);
 - otherwise imports numba, compiles the function (or loads it from numba's cache,
   ``cache=True`` as before) and calls the compiled dispatcher from then on.  A kernel
   found in the cache is loaded without numba's refresh of its compiler contexts
@@ -231,9 +232,10 @@ def input_bytes(path) -> int | None:
 class LazyKernel:
     """A kernel: Python until first called, then as the mode says (see the module doc)."""
 
-    def __init__(self, func, options: dict):
+    def __init__(self, func, options: dict, twin=None):
         self.py_func = func
         self.options = options
+        self.twin = twin
         self._dispatcher = None
         self._python = None
         functools.update_wrapper(self, func)
@@ -243,6 +245,8 @@ class LazyKernel:
         if _depth.inside:
             return self.python()(*args, **kwargs)
         if _small:
+            if self.twin is not None:
+                return self.twin(*args, **kwargs)
             return _as_python(self.python(), args, kwargs)
         if _hold is None:
             return (self._dispatcher or self.compiled())(*args, **kwargs)
@@ -302,13 +306,19 @@ class LazyKernel:
         return f"<partrace kernel {self.__module__}.{self.__qualname__}>"
 
 
-def njit(*args, **options):
-    """``@njit`` or ``@njit(cache=True, ...)``, as numba's."""
-    if args and callable(args[0]) and not options:
+def njit(*args, twin=None, **options):
+    """``@njit`` or ``@njit(cache=True, ...)``, as numba's.
+
+    ``twin``: a numpy function of the same arguments and effect that small mode calls
+    instead of the kernel's Python, for a kernel whose every call walks rows a Python loop
+    cannot afford even on a small input (the HDF5 chunk kernels: a chunk is 65,536 rows
+    however few the trace has).  Each twin is compared with its compiled kernel in the
+    tests; a kernel called from another kernel run as Python still runs as Python."""
+    if args and callable(args[0]) and not options and twin is None:
         return LazyKernel(args[0], {})
     if args:
         raise TypeError("partrace.kernels.jit.njit takes keyword options only (no signatures)")
-    return lambda func: LazyKernel(func, options)
+    return lambda func: LazyKernel(func, options, twin)
 
 
 def kernels() -> list[LazyKernel]:

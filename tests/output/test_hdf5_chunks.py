@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import partrace
-from partrace.formats.hdf5 import chunks
+from partrace.formats.hdf5 import chunks, shuffle
+from partrace.kernels import jit
 from partrace.formats.hdf5.values import write_values
 from tests.conftest import DATA
 
@@ -192,9 +193,11 @@ WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
     (np.int8, -100, -70), (np.uint8, 3, 60), (np.int16, 1, 2), (np.int32, -5, 20),
     (np.uint32, 7, 7), (np.int64, 1000, 1040), (np.int64, -2 ** 40, -2 ** 40 + 62),
     (np.uint64, 2 ** 63, 2 ** 63 + 9)])
-def test_scale_offset_is_hdf5s_own_encoding(dtype, lo, hi, tmp_path):
+@pytest.mark.parametrize("mode", ["numba", "python"])
+def test_scale_offset_is_hdf5s_own_encoding(dtype, lo, hi, mode, tmp_path):
     """A chunk of a small range with no zero packs to the bytes HDF5's own scale-offset
-    filter writes (header, minimum, bits end to end), at every integer width and sign."""
+    filter writes (header, minimum, bits end to end), at every integer width and sign,
+    compiled and in small mode (the packing kernel's numpy twin)."""
     rng = np.random.default_rng(hi - lo)
     if dtype == np.uint64:      # beyond int64: offsets from lo
         offsets = rng.integers(0, hi - lo, 4096, endpoint=True).astype(np.uint64)
@@ -206,8 +209,38 @@ def test_scale_offset_is_hdf5s_own_encoding(dtype, lo, hi, tmp_path):
         ref = f.create_dataset("ref", data=values, chunks=(4096,), scaleoffset=0)
         theirs = ref.id.read_direct_chunk((0,))[1]
     size = values.dtype.itemsize
-    mine = chunks._scale_offset(values.view(WORD[size]), int(values.min()), int(values.max()), size)
+    with jit.Scope(mode=mode):
+        mine = chunks._scale_offset(values.view(WORD[size]), int(values.min()),
+                                    int(values.max()), size)
     assert bytes(mine) == theirs
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 4099, shuffle.TWIN_BLOCK + 13])
+def test_chunk_kernels_numpy_twins_equal_the_compiled_kernels(n):
+    """Small mode runs the shuffle and bit-packing kernels' numpy twins: byte for byte what
+    the compiled kernels give, at every word size and packed width, across the twins'
+    blocks; unpacking undoes packing."""
+    rng = np.random.default_rng(n)
+    for size, word in WORD.items():
+        words = rng.integers(0, np.iinfo(word).max, n, dtype=word, endpoint=True)
+        for keep in range(1, size + 1):
+            if size > 1:
+                got = [np.full(keep * n, 7, np.uint8) for _ in range(2)]
+                shuffle.planes(words, keep, got[0])
+                shuffle._planes_numpy(words, keep, got[1])
+                assert np.array_equal(*got), (size, keep)
+        for bits in range(1, chunks.PACK_BITS + 1):
+            base = int(words[0]) if n else 0
+            packed = [np.zeros(n * bits // 8 + 1, np.uint8) for _ in range(2)]
+            shuffle.pack_bits(words, np.uint64(base), bits, packed[0])
+            shuffle._pack_bits_numpy(words, np.uint64(base), bits, packed[1])
+            assert np.array_equal(*packed), (size, bits)
+            codes = [np.full(n, 99, np.uint64) for _ in range(2)]
+            shuffle.unpack_bits(packed[0], bits, codes[0])
+            shuffle._unpack_bits_numpy(packed[0], bits, codes[1])
+            assert np.array_equal(*codes), (size, bits)
+            want = (words.astype(np.uint64) - np.uint64(base)) & np.uint64((1 << bits) - 1)
+            assert np.array_equal(codes[1], want), (size, bits)
 
 
 SCALED = ["small ids", "small negatives", "mixed signs", "wide", "bytes", "one value", "pairs",
