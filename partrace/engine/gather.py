@@ -119,7 +119,35 @@ def _laid_out(spans, piece, out: np.ndarray, starts) -> np.ndarray:
     return values
 
 
-@njit(cache=True)
+# numpy twins of the kernels below, which small mode runs (kernels/jit.py): a span's
+# rows are those whose source is the span, in order, so a stable sort of ``source``
+# places them (the rows of span s are starts[s]..starts[s+1], one per such row)
+def _placed(source):
+    return np.argsort(source, kind="stable")
+
+
+def _gather_numpy(out, source, starts, values):
+    out[_placed(source)] = values[:len(out)]
+
+
+def _gather_offsets_numpy(out, source, starts, base, offsets):
+    at = _placed(source)
+    out[at] = base[source[at]] + offsets[:len(out)]
+
+
+def _lookup_numpy(out, source, values):
+    out[:] = values[source]
+
+
+def _take_numpy(out, rows, values):
+    out[:] = values[rows]
+
+
+def _take_offsets_numpy(out, source, rows, base, offsets):
+    out[:] = base[source] + offsets[rows]
+
+
+@njit(cache=True, twin=_gather_numpy)
 def _gather(out, source, starts, values):
     next_row = starts[:-1].copy()
     for i in range(len(out)):
@@ -128,7 +156,7 @@ def _gather(out, source, starts, values):
         next_row[s] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, twin=_gather_numpy)
 def _gather_rows(out, source, starts, values):
     next_row = starts[:-1].copy()
     for i in range(len(out)):
@@ -139,7 +167,7 @@ def _gather_rows(out, source, starts, values):
         next_row[s] = r + 1
 
 
-@njit(cache=True)
+@njit(cache=True, twin=_gather_offsets_numpy)
 def _gather_offsets(out, source, starts, base, offsets):
     # base + offset is a value of the column, so it fits base's type (out's)
     next_row = starts[:-1].copy()
@@ -149,20 +177,20 @@ def _gather_offsets(out, source, starts, base, offsets):
         next_row[s] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, twin=_lookup_numpy)
 def _lookup(out, source, values):
     for i in range(len(out)):
         out[i] = values[source[i]]
 
 
-@njit(cache=True)
+@njit(cache=True, twin=_take_numpy)
 def _take(out, rows, values):
     # np.take's work, on words: one kernel for every width
     for i in range(len(out)):
         out[i] = values[rows[i]]
 
 
-@njit(cache=True)
+@njit(cache=True, twin=_take_offsets_numpy)
 def _take_offsets(out, source, rows, base, offsets):
     for i in range(len(out)):
         out[i] = base[source[i]] + offsets[rows[i]]

@@ -108,3 +108,41 @@ def test_received_runs_merged_column_by_column_equal_a_sort_of_the_rows(decoded,
         got = _sorted_lazily(whole, columns)
         for c in columns:
             _same(got.column_once(c.name), np.take(whole[c.name], order, axis=0))
+
+
+@pytest.mark.parametrize("spans", [0, 1, 3, 300])
+def test_gather_kernels_numpy_twins_equal_the_compiled_kernels(spans):
+    """Small mode runs the gather kernels' numpy twins: the same columns as the compiled
+    kernels, for every width, offsets added to their span's base, sub-array rows, taken
+    in any order."""
+    from partrace.engine import gather
+    rng = np.random.default_rng(spans)
+    lengths = rng.integers(0, 50, spans)
+    n = int(lengths.sum())
+    starts = np.cumsum(np.r_[0, lengths]).astype(np.int64)
+    source = rng.permutation(np.repeat(np.arange(spans), lengths)).astype(
+        np.uint8 if spans <= 256 else np.uint16)
+    rows = rng.integers(0, max(n, 1), n)
+
+    def both(kernel, twin, shape, dtype, *args):
+        got = [np.full(shape, 3, dtype) for _ in range(2)]
+        kernel(got[0], *args)
+        twin(got[1], *args)
+        assert np.array_equal(*got), kernel
+        return got[0]
+
+    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64, np.int64):
+        values = rng.integers(0, 200, n).astype(dtype)
+        base = rng.integers(0, 1 << 40 if dtype == np.int64 else 50, max(spans, 1)).astype(dtype)
+        offsets = rng.integers(0, 200, n).astype(np.uint8)
+        out = both(gather._gather, gather._gather_numpy, n, dtype, source, starts, values)
+        for s in range(spans):      # each span's rows, in order, where its source says
+            assert np.array_equal(out[source == s], values[starts[s]:starts[s + 1]])
+        both(gather._gather_offsets, gather._gather_offsets_numpy, n, dtype, source, starts,
+             base, offsets)
+        both(gather._lookup, gather._lookup_numpy, n, dtype, source, base)
+        both(gather._take, gather._take_numpy, n, dtype, rows, values)
+        both(gather._take_offsets, gather._take_offsets_numpy, n, dtype, source, rows, base,
+             offsets)
+    words = rng.integers(0, 1 << 60, (n, 3)).astype(np.uint64)
+    both(gather._gather_rows, gather._gather_numpy, (n, 3), np.uint64, source, starts, words)
