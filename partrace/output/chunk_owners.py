@@ -19,9 +19,16 @@ until a later window completes it or the table ends.
 So at any rank count no chunk is compressed twice and the join copies stored
 bytes only.  The geometry (:class:`Slices`) is numbers only, the same on every
 rank; :class:`OwnedWriter` moves and writes the columns.
+
+One exception to "the rank of the first row": a table whose rows end in the
+window's one chunk (a small table, all its rows in one window) would so be
+assembled by rank 0 every time, beside rank 0's serial work (the header, the
+join).  Its chunk goes to the table's *solo* rank instead (named by the table,
+never rank 0 when there are others), to which every slice is a head.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,18 +37,31 @@ import numpy as np
 @dataclass(frozen=True)
 class Slices:
     """One table's window: the ranks' slices [starts[r], ends[r]) of the global
-    order, ``step`` rows per chunk, and the chunk begun before the window (its
-    first row ``carry_at`` and owner; both None when the window starts a chunk)."""
+    order, ``step`` rows per chunk, the chunk begun before the window (its first
+    row ``carry_at`` and owner; both None when the window starts a chunk), and the
+    ``solo`` rank that writes the window's one chunk of a table ending in it (None:
+    chunks go to the rank of their first row)."""
     starts: np.ndarray
     ends: np.ndarray
     step: int
     carry_at: int | None = None
     carry_owner: int | None = None
+    solo: int | None = None
 
     @staticmethod
-    def of(first: int, counts, step: int, carry_at=None, carry_owner=None) -> "Slices":
-        ends = first + np.cumsum(np.asarray(counts, np.int64))
-        return Slices(ends - np.asarray(counts, np.int64), ends, step, carry_at, carry_owner)
+    def of(first: int, counts, step: int, carry_at=None, carry_owner=None,
+           name: str | None = None, later: bool = True) -> "Slices":
+        """``name`` and ``later`` (rows of the table come in later windows) given: a
+        table whose rows end in this window's one chunk, begun here, is written by
+        the table's solo rank (:func:`solo_rank`)."""
+        counts = np.asarray(counts, np.int64)
+        ends = first + np.cumsum(counts)
+        end = int(ends[-1]) if len(ends) else first
+        solo = None
+        if (name is not None and not later and len(counts) > 1 and carry_at is None
+                and first % step == 0 and first < end <= first + step):
+            solo = solo_rank(name, len(counts))
+        return Slices(ends - counts, ends, step, carry_at, carry_owner, solo)
 
     @property
     def first(self) -> int:
@@ -53,6 +73,8 @@ class Slices:
 
     def owner(self, chunk: int) -> int:
         """The rank that writes chunk number ``chunk`` (which has rows in this window)."""
+        if self.solo is not None:
+            return self.solo
         row = chunk * self.step
         if row < self.first:
             return self.carry_owner
@@ -73,6 +95,8 @@ class Slices:
         """``rank``'s rows it writes itself, as global (first, end) ranges: those in the
         chunk it carries, the whole chunks inside its slice, the chunk its slice ends in."""
         s, e = int(self.starts[rank]), int(self.ends[rank])
+        if rank == self.solo:       # its rows, wherever in the chunk, are a piece of it
+            return (s, s), (s, s), (s, e)
         s += self.head(rank)[0]
         step = self.step
         carried = s
@@ -91,6 +115,13 @@ class Slices:
         return end - end % self.step, self.owner((end - 1) // self.step)
 
 
+def solo_rank(name: str, size: int) -> int:
+    """The rank that writes table ``name``'s chunk when its rows end in one chunk of one
+    window: one of ranks 1..size-1 by the name's CRC (the same on every rank and run;
+    tables spread over the ranks), rank 0 alone only in a run of one."""
+    return 1 + zlib.crc32(name.encode()) % (size - 1) if size > 1 else 0
+
+
 class OwnedWriter:
     """One rank's side: ``write(comm, windows)`` per window, ``flush()`` at the end.
 
@@ -106,9 +137,9 @@ class OwnedWriter:
         # per table: the (first, end) row ranges this rank wrote
         self.spans: dict[str, list[tuple[int, int]]] = {}
 
-    def slices(self, name: str, first: int, counts, step: int) -> Slices:
+    def slices(self, name: str, first: int, counts, step: int, later: bool = True) -> Slices:
         at, who = self.open.get(name, (None, None))
-        return Slices.of(first, counts, step, at, who)
+        return Slices.of(first, counts, step, at, who, name, later)
 
     def write(self, comm, plan, then) -> None:
         """One window, collective: one exchange of heads.  ``plan()`` gives the window's

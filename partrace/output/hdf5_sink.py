@@ -296,7 +296,7 @@ class HDF5Sink(StagedSink):
                         ds.resize(end, axis=0)
             self._count(name, end)
             later = self.next_keys is None or self.next_keys.get(name) is not None
-            out[name] = (self._owner.slices(name, self.rows[name], counts, step), table,
+            out[name] = (self._owner.slices(name, self.rows[name], counts, step, later), table,
                          [c.name for c in self.schema[name]], later)
         return out
 

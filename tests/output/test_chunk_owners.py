@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from partrace.model import Table
-from partrace.output.chunk_owners import OwnedWriter, Slices
+from partrace.output.chunk_owners import OwnedWriter, Slices, solo_rank
 
 
 def _play(counts: list[list[int]], step: int, later_windows: int | None = None):
@@ -34,8 +34,8 @@ def _play(counts: list[list[int]], step: int, later_windows: int | None = None):
         for r, writer in enumerate(writers):
             rows = np.arange(starts[r], ends[r], dtype=np.int64)
             table = Table({"a": rows, "b": rows * 7})
-            plans.append({"t": (writer.slices("t", first, window, step), table, ["a", "b"],
-                                later)})
+            plans.append({"t": (writer.slices("t", first, window, step, later), table,
+                                ["a", "b"], later)})
         cut = [writer._cut(r, size, plans[r]) for r, writer in enumerate(writers)]
         for r, writer in enumerate(writers):
             got = [cut[q][0][r] for q in range(size)]
@@ -101,3 +101,25 @@ def test_aligned_slices_send_nothing():
     assert [sl.head(r) for r in range(3)] == [(0, None)] * 3
     assert sl.own(2) == ((24, 24), (24, 48), (48, 48))
     assert sl.next_carry(later=True) == (None, None)
+
+
+@pytest.mark.parametrize("counts", [[3, 0, 2, 1], [0, 0, 0, 5], [6, 0, 0, 0], [2, 2, 2, 2]])
+def test_a_table_ending_in_one_chunk_is_written_by_its_solo_rank(counts):
+    """All of a table's rows in one window and one chunk (a small table): every slice goes
+    to the table's solo rank, one of ranks 1..P-1 named by the table, not rank 0 (which
+    would otherwise assemble every small table, beside its header and join)."""
+    solo = solo_rank("t", len(counts))
+    assert 0 < solo < len(counts) and solo == solo_rank("t", len(counts))
+    sl = Slices.of(0, counts, 8, name="t", later=False)
+    assert sl.solo == solo
+    assert [sl.head(r) for r in range(4)] == [(0, None) if r == solo or not n else (n, solo)
+                                             for r, n in enumerate(counts)]
+    puts, writers, total = _play([counts], 8, later_windows=0)
+    _check(puts, writers, total, 8)
+    assert [r for r, mine in enumerate(puts) if mine] == [solo]
+    assert writers[solo].written("t") == [(0, sum(counts))]
+    # rows that come later, or more than a chunk, or a run of one rank: the first row's rank
+    assert Slices.of(0, counts, 8, name="t", later=True).solo is None
+    assert Slices.of(0, [5, 5, 5, 5], 8, name="t", later=False).solo is None
+    assert Slices.of(0, [5], 8, name="t", later=False).solo is None
+    assert Slices.of(3, counts, 8, name="t", later=False).solo is None
