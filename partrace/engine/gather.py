@@ -42,7 +42,7 @@ def merged_column(values: np.ndarray, source: np.ndarray, starts: np.ndarray) ->
     values = np.ascontiguousarray(values)
     out = np.empty_like(values)
     if out.dtype == object:     # str/bytes cells: each row's place, numpy's own scatter
-        out[np.argsort(source, kind="stable")] = values
+        out[_placed(source)] = values
         return out
     words = _words(values)
     (_gather if words.ndim == 1 else _gather_rows)(_words(out), source, starts, words)
@@ -73,7 +73,7 @@ def _put_ordered(out: np.ndarray, spans, piece, source, rows) -> None:
     elif out.dtype == object or (rows is not None and not out.ndim == 1):
         values = _laid_out(spans, piece, out, starts)
         if rows is None:    # str/bytes cells: each row's place, numpy's own scatter
-            out[np.argsort(source, kind="stable")] = values
+            out[_placed(source)] = values
         else:
             np.take(values, rows, axis=0, out=out)
     elif out.ndim == 1 and all(_offsets_of(f, out.dtype) for f in forms):
@@ -119,9 +119,10 @@ def _laid_out(spans, piece, out: np.ndarray, starts) -> np.ndarray:
     return values
 
 
-# numpy twins of the kernels below, which small mode runs (kernels/jit.py): a span's
-# rows are those whose source is the span, in order, so a stable sort of ``source``
-# places them (the rows of span s are starts[s]..starts[s+1], one per such row)
+# numpy twins of the kernels below, which small mode runs (kernels/jit.py), and the
+# text columns' gather: a span's rows are those whose source is the span, in order, so a
+# stable sort of ``source`` places them (the rows of span s are starts[s]..starts[s+1],
+# one per such row)
 def _placed(source):
     return np.argsort(source, kind="stable")
 
