@@ -4,20 +4,25 @@ Rank 0 writes its slice of each window straight into the output file; rank r > 0
 its slice into a staging part whose datasets have the output's shape, chunks and
 filters, at the *global* row index (a part allocates only the chunks it touches).  Every
 chunk of a numeric table has one owner that writes it whole (chunk_owners.py), so at
-commit rank 0 copies every chunk of the parts as its stored bytes (no decoding).  A text
-column's bytes are written at their global byte offset: the byte chunks where one rank's
-text ends and the next one's begins are made whole and encoded once by one of their
-writers, in parallel, and rank 0 stores them.  Each rank then deletes its part (they never
-leave the hidden staging folder).  Each rank lists the chunks its own part holds whole
-(a walk of its chunk index, in parallel) and sends rank 0 the list: rank 0 opens no part
-as HDF5 for them, only reads each chunk's bytes at the address its writer named, so its
-work grows with the chunks it copies, not with ranks x datasets.  What rank 0 carried
-for the others (the shared chunks it gathered, the stored bytes it copied) and how long
-the join took go to the accounts (``written``).
+commit each chunk of the parts goes into the output as its stored bytes (no decoding).
+A text column's bytes are written at their global byte offset: the byte chunks where one
+rank's text ends and the next one's begins are made whole and encoded once by one of
+their writers, in parallel, and rank 0 stores them.
+
+Each rank lists the chunks its own part holds whole (a walk of its chunk index, in
+parallel) and sends rank 0 the list.  Rank 0 alone can write the output's HDF5 (serial
+h5py), but only its chunk index needs to be written there: it places every listed
+chunk, leaving a hole of its stored size (hdf5_holes.py), closes the file, and sends
+each rank the places of its chunks; each rank copies its chunks' bytes from its part
+into them, all at once, then deletes its part (they never leave the hidden staging
+folder).  Rank 0's join is a call per chunk and the shared chunks' bytes; it opens no
+part.  What rank 0 indexed and carried for the others, the bytes each rank filled in and
+how long the join took go to the accounts (``written``).
 """
 from __future__ import annotations
 
 import os
+import time
 
 import h5py
 import numpy as np
@@ -25,12 +30,12 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import text as hdf5_text
+from .hdf5_holes import HoleFile, fill
 from .hdf5_layouts import HDF5Layout
 
 PARTS_DIR = "parts"     # inside the hidden staging folder
 JOIN_CACHE_BYTES = 16 << 20     # the final file's chunk cache while joining
 JOIN_ROUND_BYTES = 64 << 20     # shared chunks gathered on rank 0 at once (before encoding)
-READ_BYTES = 4 << 20    # one read of a part's adjacent stored chunks, at most
 
 
 class SingleFileLayout(HDF5Layout):
@@ -39,15 +44,23 @@ class SingleFileLayout(HDF5Layout):
     def __init__(self, sink):
         super().__init__(sink)
         self.gathered_bytes = 0     # rank 0: shared chunks received, as encoded
+        self.filled_bytes = 0       # rank r > 0: its own chunks' bytes, into their holes
+        self.place_seconds = 0.0    # rank 0: placing the parts' chunks (thread CPU)
 
     def written(self) -> dict:
-        """On rank 0, the bytes of other ranks' chunks it carried into the output."""
+        """On rank 0, the chunks it indexed for the other ranks and the bytes of theirs it
+        carried (shared chunks only); on every rank, its own chunks' bytes it filled in."""
         sink = self.sink
-        through = self.gathered_bytes + sum(c["stored_bytes"] for c in sink.join_counts.values())
-        return dict(path="serial join", through_rank0_bytes=through,
+        placed = sum(c["chunks"] for c in sink.join_counts.values())
+        stored = sum(c["stored_bytes"] for c in sink.join_counts.values())
+        return dict(path="serial join", through_rank0_bytes=self.gathered_bytes,
+                    placed_chunks=placed, placed_bytes=stored, filled_bytes=self.filled_bytes,
+                    place_seconds=round(self.place_seconds, 6),
                     join_seconds=round(sink.commit_seconds, 6),
-                    summary=f"HDF5 serial join: {_amount(through)} of other ranks' chunks "
-                            f"through rank 0 in {sink.commit_seconds:.2f} s")
+                    summary=f"HDF5 serial join: rank 0 indexed {placed:,} chunks "
+                            f"({_amount(stored)}) that the other ranks filled in, and carried "
+                            f"{_amount(self.gathered_bytes)} of chunks ranks share, "
+                            f"in {sink.commit_seconds:.2f} s")
 
     def file_name(self, rank: int) -> str:
         return f"{PARTS_DIR}/rank-{rank:05d}.h5" if rank > 0 else self.sink.final.name
@@ -85,8 +98,9 @@ class SingleFileLayout(HDF5Layout):
         are cut where each rank's rows end; a numeric chunk has one owner) is made
         whole once, from the files that hold its rows, by one rank: rank 0 where it
         holds some of them, else the last of its writers; rank 0 stores the bytes
-        (it alone writes the final file).  Then rank 0 copies every chunk a part
-        holds whole as its stored bytes."""
+        (it alone writes the final file's HDF5).  Then rank 0 places every chunk a
+        part holds whole, leaving a hole for its bytes (hdf5_holes.py), closes the
+        file, and each rank copies its own chunks into their holes."""
         own = whole = None
         with comm.guard():
             with h5py.File(self.sink.staging.path(self.file_name(comm.rank)), "r") as f:
@@ -97,18 +111,27 @@ class SingleFileLayout(HDF5Layout):
         datasets, jobs = own
         whole = comm.gather(whole)      # rank 0: per rank, the chunks its part holds whole
         files: dict[int, h5py.File] = {}
-        final = None
+        final = holes = None
+        places = None       # rank 0: per rank, where its whole chunks go
+        path = self.sink.staging.path(self.sink.final.name)
         try:
             with comm.guard():
                 if comm.rank == 0:
-                    final = h5py.File(self.sink.staging.path(self.sink.final.name), "a",
-                                      rdcc_nbytes=JOIN_CACHE_BYTES)
+                    most = max((int(w[:, 4].max()) for w in whole[1:] if len(w)), default=1)
+                    holes = HoleFile(path, most)
+                    final = h5py.File(holes, "r+", rdcc_nbytes=JOIN_CACHE_BYTES)
                     files[0] = final
             comm.check()
             self._join_shared(comm, datasets, jobs, files, final)
             with comm.guard():
                 if comm.rank == 0:
-                    self._copy_whole(whole, datasets, final)
+                    began = time.thread_time()
+                    places = self._place_whole(whole, datasets, final, holes)
+                    self.place_seconds = time.thread_time() - began
+                    del files[0]
+                    done, final = final, None
+                    done.close()        # the index written, the holes left for the ranks
+                    holes.close()
             comm.check()
         finally:
             for r, f in files.items():
@@ -116,9 +139,14 @@ class SingleFileLayout(HDF5Layout):
                     f.close()
             if final is not None:
                 final.close()
+            if holes is not None:
+                holes.close()
+        mine = comm.scatter(places)
         with comm.guard():
-            if comm.rank:   # each its own, in parallel: freeing a part's pages is not free
-                os.unlink(self.sink.staging.path(self.file_name(comm.rank)))
+            if comm.rank:   # each its own, in parallel: its chunks' bytes, then its part gone
+                part = self.sink.staging.path(self.file_name(comm.rank))
+                self.filled_bytes = fill(part, path, mine)
+                os.unlink(part)     # freeing a part's pages is not free
         comm.check()
 
     def _join_plan(self, f: h5py.File, size: int):
@@ -207,29 +235,31 @@ class SingleFileLayout(HDF5Layout):
             return chunk[:min(step, src.shape[0] - row)]
         return hdf5_chunks.encode(chunk, how)
 
-    def _copy_whole(self, whole: list, datasets, final) -> None:
+    def _place_whole(self, whole: list, datasets, final, holes: HoleFile) -> list:
         """Rank 0: the chunks each part holds whole (``whole[r]``: rank r's list, from
-        :func:`_whole_of_part`), as stored bytes, one part file after the other."""
-        targets: dict[int, h5py.Dataset] = {}
-        space = memoryview(bytearray(READ_BYTES))      # every part's reads, one after another
-        for r, chunks in enumerate(whole):
-            if r == 0 or not len(chunks):
-                continue
-            part = self.sink.staging.path(self.file_name(r))
-            fd = os.open(part, os.O_RDONLY)
-            try:
-                ds = chunks[:, 0]
-                for first, end in zip(*_groups(ds)):
-                    d = int(ds[first])
-                    if d not in targets:
-                        name, path = datasets[d][:2]
-                        targets[d] = final[name][path]
-                    tally = self.sink.join_counts["text" if "/" in datasets[d][1] else "numbers"]
-                    done = put_chunks(fd, targets[d], chunks[first:end, 1:], space, part)
-                    for k, v in done.items():
-                        tally[k] += v
-            finally:
-                os.close(fd)
+        :func:`_whole_of_part`) placed in ``final``, holes left for their bytes; per
+        rank, (offset in its part, offset in the final file, stored bytes) of each."""
+        # per dataset: its write_direct_chunk and the tail of a chunk's coordinates
+        targets: dict[int, tuple] = {}
+        text = np.array(["/" in d[1] for d in datasets], bool)
+        places = [np.zeros((0, 3), np.int64)]
+        for chunks in whole[1:]:
+            first = holes.hole_count
+            for d, row, mask, _, size in chunks.tolist():
+                target = targets.get(d)
+                if target is None:
+                    name, path = datasets[d][:2]
+                    ds = final[name][path]
+                    target = targets[d] = (ds.id.write_direct_chunk, (0,) * (ds.ndim - 1))
+                target[0]((row,) + target[1], holes.placeholder(size), mask)
+            sizes = chunks[:, 4]
+            places.append(np.column_stack([chunks[:, 3], holes.holes_since(first, sizes),
+                                           sizes]))
+            in_text = text[chunks[:, 0]]
+            for kind, picked in (("text", in_text), ("numbers", ~in_text)):
+                self.sink.join_counts[kind]["chunks"] += int(picked.sum())
+                self.sink.join_counts[kind]["stored_bytes"] += int(sizes[picked].sum())
+        return places
 
 
 def _whole_of_part(f: h5py.File, datasets, rank: int) -> np.ndarray:
@@ -243,28 +273,8 @@ def _whole_of_part(f: h5py.File, datasets, rank: int) -> np.ndarray:
     return np.concatenate(found)
 
 
-def _groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Starts and ends of the runs of equal values."""
-    starts = np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1]
-    return starts, np.r_[starts[1:], len(values)]
-
-
 def _amount(nbytes: int) -> str:
     return f"{nbytes / 1e6:,.1f} MB" if nbytes >= 100_000 else f"{nbytes:,} bytes"
-
-
-def copy_rows(src, dst, ranges: list[tuple[int, int]]) -> dict[str, int]:
-    """Copy the chunks of ``src`` that lie wholly inside row ``ranges`` into ``dst``
-    (same shape, chunks and filters) as their stored bytes (:func:`whole_chunks`, then
-    :func:`put_chunks`; ``src``'s file must be flushed).  The chunks at a range's ends,
-    shared with other ranks, are not copied (:func:`shared_chunks`).  Returns the chunks
-    copied and their stored bytes."""
-    chunks = whole_chunks(src, ranges)
-    fd = os.open(src.file.filename, os.O_RDONLY)
-    try:
-        return put_chunks(fd, dst, chunks, name=src.file.filename)
-    finally:
-        os.close(fd)
 
 
 def whole_chunks(src, ranges: list[tuple[int, int]]) -> np.ndarray:
@@ -286,43 +296,6 @@ def whole_chunks(src, ranges: list[tuple[int, int]]) -> np.ndarray:
             lo, hi = np.searchsorted(table[:, 0], (first * step, last * step))
             picked.append(table[lo:hi])
     return np.concatenate(picked) if picked else table[:0]
-
-
-def put_chunks(fd: int, dst, chunks: np.ndarray, space: memoryview | None = None,
-               name: str = "") -> dict[str, int]:
-    """Write ``chunks`` (:func:`whole_chunks`' rows, of the file open as ``fd``) into
-    ``dst`` as their stored bytes: read at the chunk's offset -> write_direct_chunk, no
-    decompression (~3x less CPU than read_direct_chunk).  Chunks that follow one another
-    in the file are read together, into ``space`` (a buffer the caller reuses, so no
-    chunk allocates memory of its own), and each is written from its slice.  Returns
-    the chunks and bytes; a file shorter than a chunk's end is an error naming ``name``."""
-    space = memoryview(bytearray(READ_BYTES)) if space is None else space
-    write = dst.id.write_direct_chunk       # looked up once, not per chunk
-    tail = (0,) * (dst.ndim - 1)    # a chunk holds whole rows: only its first row varies
-    rows = chunks.tolist()
-    for first, end, at, nbytes in _reads(rows, len(space)):
-        buf = space if nbytes <= len(space) else memoryview(bytearray(nbytes))
-        got = os.preadv(fd, [buf[:nbytes]], at)
-        if got != nbytes:
-            raise OSError(f"{name or fd}: byte {at + got}: the file ends inside a stored chunk")
-        for row, mask, offset, size in rows[first:end]:
-            write((row,) + tail, buf[offset - at:offset - at + size], mask)
-    return dict(chunks=len(chunks), stored_bytes=int(chunks[:, 3].sum()) if len(chunks) else 0)
-
-
-def _reads(rows: list, most: int):
-    """(first, end, offset, bytes) of each read covering ``rows`` (row, mask, offset,
-    size): a run of chunks stored one after the other, cut before it passes ``most``
-    bytes (a single chunk larger than that is read alone)."""
-    first = 0
-    while first < len(rows):
-        at = rows[first][2]
-        stop, end = at + rows[first][3], first + 1
-        while end < len(rows) and rows[end][2] == stop and stop + rows[end][3] - at <= most:
-            stop += rows[end][3]
-            end += 1
-        yield first, end, at, stop - at
-        first = end
 
 
 def shared_chunks(spans: list[list[tuple[int, int]]], step: int, size: int):

@@ -204,12 +204,12 @@ def test_windows_held_over_for_several_chunks_per_rank(synth_trace, tmp_path):
     _assert_same_file(ref, out, collective=True)
 
 
-def test_the_serial_join_can_be_kept_and_says_what_rank_0_carried(tmp_path):
+def test_the_serial_join_can_be_kept_and_says_what_rank_0_indexed(tmp_path):
     ref = _serial_reference(DUMPI, tmp_path)
     out = tmp_path / "join" / "o.h5"
     out.parent.mkdir()
     said = _merge_mpio(DUMPI, out, 2, env={"PARTRACE_H5_COLLECTIVE": "0"})
-    assert said["path"] == "serial join" and said["through_rank0_bytes"] > 0, said
+    assert said["path"] == "serial join" and said["placed_chunks"] > 0, said
     _assert_same_file(ref, out)
 
 

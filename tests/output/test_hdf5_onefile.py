@@ -22,9 +22,9 @@ import pytest
 import partrace
 from partrace.errors import TraceError
 from partrace.formats.hdf5 import chunks as hdf5_chunks
-from partrace.output.hdf5_joined import _reads, put_chunks, whole_chunks
-from partrace.output.hdf5_sink import (_stored_chunks, _stored_chunks_by_lookup, copy_rows,
-                                      shared_chunks)
+from partrace.output.hdf5_holes import HoleFile, fill
+from partrace.output.hdf5_joined import whole_chunks
+from partrace.output.hdf5_sink import _stored_chunks, _stored_chunks_by_lookup, shared_chunks
 from tests.conftest import DATA, ROOT, mpiexec, run_cli
 from tests.support.compare import assert_same_content, h5_content
 
@@ -184,9 +184,10 @@ if world().rank == 0:
 
 def test_every_numeric_chunk_has_one_writer(tmp_path, monkeypatch):
     """3 ranks and many windows (slices ending mid-chunk everywhere): each chunk is
-    written whole by its owner (output/chunk_owners.py), so rank 0 copies every
-    chunk of the parts as stored bytes and makes none whole from values; the chunks
-    are byte for byte those of the 1-rank file."""
+    written whole by its owner (output/chunk_owners.py), so every chunk of the parts
+    goes into the output as stored bytes (rank 0 places it, its rank fills it in) and
+    none is made whole from values; the chunks are byte for byte those of the 1-rank
+    file."""
     monkeypatch.setenv("PARTRACE_H5_CHUNK_ROWS", "4096")
     trace = _gen_otf(tmp_path, 20000)
     one, three = tmp_path / "one.h5", tmp_path / "three.h5"
@@ -246,26 +247,36 @@ def test_chunk_rows_chosen_by_environment(tmp_path):
         assert not (tmp_path / "bad.h5").exists()
 
 
-def test_join_copies_whole_chunks_raw_and_encodes_shared_ones_once(tmp_path):
-    """copy_rows on ranges that start and end mid-chunk and end the dataset copies the
-    chunks inside them as stored; shared_chunks names the others with their pieces,
-    which, assembled and encoded once (chunks.put), complete the dataset."""
+def test_join_places_whole_chunks_and_encodes_shared_ones_once(tmp_path):
+    """The join's steps on ranges that start and end mid-chunk and end the dataset: the
+    chunks wholly inside a part's ranges (whole_chunks) placed in the final file with
+    holes for their bytes, the holes filled from the parts (fill), and the chunks
+    shared_chunks names assembled and encoded once (chunks.put): every row is the
+    value written, and a placed chunk holds its part's stored bytes."""
     values = np.arange(1000, dtype=np.int64) * 7 - 300
     ranges = [[(0, 37)], [(37, 200), (450, 1000)], [(200, 450)]]    # ranks 0, 1, 2
-    with h5py.File(tmp_path / "d.h5", "w", libver="v110") as f:
-        dst = f.create_dataset("v", shape=(1000,), chunks=(64,), dtype="i8",
-                               compression="gzip", shuffle=True)
-        parts = []
-        for r, rs in enumerate(ranges):
-            src = f.create_dataset(f"p{r}", shape=(1000,), chunks=(64,), dtype="i8",
-                                   compression="gzip", shuffle=True)
+    make = dict(shape=(1000,), chunks=(64,), dtype="i8", compression="gzip", shuffle=True)
+    parts, listed = [], {}
+    for r, rs in enumerate(ranges):
+        parts.append(tmp_path / f"rank-{r}.h5")
+        with h5py.File(parts[r], "w", libver="v110") as f:
+            src = f.create_dataset("v", **make)
             for a, b in rs:
                 src[a:b] = values[a:b]
-            parts.append(src)
-        f.flush()       # copy_rows reads stored chunks from the file
-        dst[0:37] = values[0:37]            # rank 0 writes the final file itself
+            listed[r] = whole_chunks(src, rs)
+    final = tmp_path / "final.h5"
+    with h5py.File(final, "w", libver="v110") as f:
+        f.create_dataset("v", **make)[0:37] = values[0:37]     # rank 0 writes it itself
+    holes = HoleFile(final, int(max(listed[r][:, 3].max() for r in (1, 2))))
+    places = {}
+    with h5py.File(holes, "r+") as f:
+        dst = f["v"]
         for r in (1, 2):
-            copy_rows(parts[r], dst, ranges[r])
+            first = holes.hole_count
+            for row, mask, _, size in listed[r].tolist():
+                dst.id.write_direct_chunk((row,), holes.placeholder(size), mask)
+            at = holes.holes_since(first, listed[r][:, 3])
+            places[r] = np.column_stack([listed[r][:, 2], at, listed[r][:, 3]])
         shared = shared_chunks(ranges, 64, 1000)
         assert shared == [(0, [(0, 0, 37), (1, 37, 64)]), (192, [(1, 192, 200), (2, 200, 256)]),
                           (448, [(2, 448, 450), (1, 450, 512)])]
@@ -273,58 +284,18 @@ def test_join_copies_whole_chunks_raw_and_encodes_shared_ones_once(tmp_path):
         for row, pieces in shared:
             chunk = np.zeros(64, np.int64)
             for r, a, b in pieces:
-                chunk[a - row:b - row] = parts[r][a:b]
+                with h5py.File(parts[r], "r") as p:
+                    chunk[a - row:b - row] = p["v"][a:b]
             hdf5_chunks.put(dst, row, hdf5_chunks.encode(chunk, how))
-        assert np.array_equal(dst[:], values)
+    holes.close()
+    for r in (1, 2):
+        assert fill(parts[r], final, places[r]) == int(listed[r][:, 3].sum())
+    with h5py.File(final, "r") as f, h5py.File(parts[1], "r") as p1, \
+            h5py.File(parts[2], "r") as p2:
+        assert np.array_equal(f["v"][:], values)
         # chunk 4 (256..319) lies inside rank 2's rows, the last chunk in rank 1's
-        assert dst.id.read_direct_chunk((256,)) == f["p2"].id.read_direct_chunk((256,))
-        assert dst.id.read_direct_chunk((960,)) == f["p1"].id.read_direct_chunk((960,))
-
-
-def test_put_chunks_reads_runs_of_adjacent_chunks(tmp_path):
-    """Chunks stored one after another are read together into the reused buffer, a run
-    cut where it would overflow it and a chunk larger than it read alone: every chunk
-    lands as HDF5 stored it, and a part shorter than its chunks is an error naming it
-    and the byte where it ends."""
-    rng = np.random.default_rng(3)
-    values = np.cumsum(rng.integers(0, 1 << rng.integers(1, 40, 20).repeat(64), 1280))
-    src_path = tmp_path / "part.h5"
-    with h5py.File(src_path, "w", libver="v110") as f:
-        src = f.create_dataset("v", shape=(1280,), chunks=(64,), dtype="i8",
-                               compression="gzip", shuffle=True)
-        for a in range(0, 1280, 64):
-            src[a:a + 64] = values[a:a + 64]
-    with h5py.File(src_path, "r") as f, h5py.File(tmp_path / "d.h5", "w") as g:
-        src = f["v"]
-        chunks = whole_chunks(src, [(0, 1280)])
-        sizes = chunks[:, 3]
-        space = memoryview(bytearray(int(sizes.max()) - 1))    # the largest read alone
-        reads = list(_reads(chunks.tolist(), len(space)))
-        assert any(end - first > 1 for first, end, _, _ in reads)
-        assert any(n > len(space) for _, _, _, n in reads)
-        dst = g.create_dataset("v", shape=(1280,), chunks=(64,), dtype="i8",
-                               compression="gzip", shuffle=True)
-        fd = os.open(src_path, os.O_RDONLY)
-        try:
-            assert put_chunks(fd, dst, chunks, space) == dict(chunks=20,
-                                                              stored_bytes=int(sizes.sum()))
-        finally:
-            os.close(fd)
-        assert np.array_equal(dst[:], values)
-        for row in range(0, 1280, 64):
-            assert dst.id.read_direct_chunk((row,)) == src.id.read_direct_chunk((row,))
-        end = int(chunks[-1, 2] + chunks[-1, 3])
-    short = tmp_path / "short.h5"
-    short.write_bytes(src_path.read_bytes()[:end - 5])
-    with h5py.File(tmp_path / "e.h5", "w") as g:
-        dst = g.create_dataset("v", shape=(1280,), chunks=(64,), dtype="i8",
-                               compression="gzip", shuffle=True)
-        fd = os.open(short, os.O_RDONLY)
-        try:
-            with pytest.raises(OSError, match=f"{re.escape(str(short))}: byte {end - 5}: "):
-                put_chunks(fd, dst, chunks, space, str(short))
-        finally:
-            os.close(fd)
+        assert f["v"].id.read_direct_chunk((256,)) == p2["v"].id.read_direct_chunk((256,))
+        assert f["v"].id.read_direct_chunk((960,)) == p1["v"].id.read_direct_chunk((960,))
 
 
 @pytest.mark.parametrize("step", [1, 4, 16, 64])

@@ -3,8 +3,9 @@
 A text-heavy OTF trace (ring8 with a comment after every enter/leave and 2000
 marker spots; UTF-8, 4-byte emoji, Latin-1 bytes, empty strings) is merged on 1,
 2 and 3 ranks: the same strings as the decoded trace, the same stored chunks
-byte for byte, and rank 0 copies the other ranks' text as stored chunks (only
-the rows of chunks two ranks share go as values).  Old files, whose text
+byte for byte, and the other ranks' text joins as stored chunks (rank 0 places
+them, their ranks fill them in; only the rows of chunks two ranks share go through
+rank 0, as values).  Old files, whose text
 columns are variable-length datasets, still read.
 """
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_text_at_any_rank_count(tmp_path):
         assert plain == texts
         assert g["data"].shape[0] > 4 * g["data"].chunks[0]
     chunks = _stored_chunks(ref)
-    for n in (3,):      # 2 and 3 ranks: test_rank0_copies_text_as_stored_chunks too
+    for n in (3,):      # 2 and 3 ranks: test_text_joins_as_stored_chunks too
         out = tmp_path / f"n{n}.h5"
         _merge(trace, out, n)
         assert_same_content(ref, out)
@@ -111,8 +112,8 @@ if world().rank == 0:
 
 
 @pytest.mark.parametrize("nranks", [2, 3])
-def test_rank0_copies_text_as_stored_chunks(nranks, tmp_path):
-    """What rank 0 copies of the others' text at commit: whole stored chunks, and
+def test_text_joins_as_stored_chunks(nranks, tmp_path):
+    """How the others' text joins at commit: whole stored chunks (placed by rank 0), and
     as values only the rows of the chunks a rank shares with its neighbours."""
     trace = wordy_trace(tmp_path / "t", pad=200)
     out = tmp_path / "o.h5"

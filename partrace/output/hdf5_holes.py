@@ -1,0 +1,175 @@
+"""A chunk's place in the one HDF5 file set by rank 0, its bytes written by their own rank.
+
+Serial HDF5 lets one process make the final file's chunk index, but that process need
+not carry the chunks' bytes.  Rank 0 stores each chunk of another rank's part with
+``write_direct_chunk`` of a *placeholder*: a view of a buffer of zeros, of the chunk's
+stored size and with its filter mask.  HDF5 allocates the chunk's bytes in the file,
+indexes them and hands the buffer to the file driver unchanged.  The file is open
+through h5py's ``fileobj`` driver on a ``HoleFile``, which knows the placeholder's
+memory: a write from it is not written (the file gets a hole there) and its place is
+noted instead.  Once rank 0 has closed the file, each rank copies its own chunks'
+stored bytes from its part into those places (``fill``; ``copy_file_range``, the
+kernel's copy, where the file system has it), all ranks at once.
+
+So rank 0's join is metadata, a call per chunk, and no rank's chunk passes through
+another; the file's bytes are the ones a join copying every chunk through rank 0 would
+write (the same calls, in the same order, allocate the same places).  Every write the
+driver skips is checked against the chunk it was made for (``holes_since``): an HDF5
+that copied the buffer before writing it would leave none, and the join stops there
+with an error instead of an output with chunks of zeros.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+
+COPY_BYTES = 4 << 20    # one read and write where copy_file_range is missing
+
+
+class HoleFile(io.RawIOBase):
+    """A file for h5py's ``fileobj`` driver that leaves a hole where a placeholder is
+    written (``placeholder(n)``) and notes its offset and size."""
+
+    def __init__(self, path: Path, most: int):
+        super().__init__()
+        self._raw = open(path, "r+b", buffering=0)
+        self._zeros = np.zeros(max(1, most), np.uint8)     # untouched pages: not memory
+        self._lo = self._zeros.ctypes.data
+        self._hi = self._lo + self._zeros.nbytes
+        self._holes: list[tuple[int, int]] = []
+        self.written_bytes = 0      # what went to the file: metadata, the shared chunks
+
+    def placeholder(self, nbytes: int) -> np.ndarray:
+        """The buffer to hand HDF5 for a chunk of ``nbytes`` stored bytes."""
+        return self._zeros[:nbytes]
+
+    def holes_since(self, first: int, sizes: np.ndarray) -> np.ndarray:
+        """The offsets of the holes left from the ``first``-th on, checked to be one per
+        entry of ``sizes`` (the chunks placed since, in order) and of its size."""
+        got = np.array(self._holes[first:], np.int64).reshape(-1, 2)
+        if len(got) != len(sizes) or not np.array_equal(got[:, 1], sizes):
+            raise RuntimeError(
+                f"HDF5 wrote {len(got)} placeholder chunks where {len(sizes)} were placed: "
+                f"this h5py or HDF5 copies a chunk's buffer before writing it, so the join "
+                f"cannot leave their bytes to their ranks")
+        return got[:, 0]
+
+    @property
+    def hole_count(self) -> int:
+        return len(self._holes)
+
+    # -- what the fileobj driver calls ---------------------------------------------
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        return self._raw.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def readinto(self, buffer) -> int:
+        return self._raw.readinto(buffer)
+
+    def write(self, buffer) -> int:
+        view = memoryview(buffer)
+        nbytes = view.nbytes
+        if nbytes and self._lo <= _address(view) < self._hi:
+            self._holes.append((self._raw.tell(), nbytes))
+            self._raw.seek(nbytes, os.SEEK_CUR)
+            return nbytes
+        wrote = self._raw.write(view)
+        self.written_bytes += wrote
+        return wrote
+
+    def truncate(self, size: int | None = None) -> int:
+        return self._raw.truncate(size)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def close(self) -> None:
+        super().close()     # flushes first
+        self._raw.close()
+
+
+def _address(view: memoryview) -> int:
+    """Where ``view``'s bytes are in memory (0: a read-only buffer, never a placeholder).
+    ctypes' view of a buffer costs a fifth of numpy's, and this runs per chunk."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(view))
+    except TypeError:
+        return 0
+
+
+def runs(places: np.ndarray) -> np.ndarray:
+    """(source offset, target offset, bytes) of ``places``' rows (the same fields, one per
+    chunk) merged where a chunk follows the one before it in both files."""
+    if len(places) < 2:
+        return places
+    src, dst, n = places[:, 0], places[:, 1], places[:, 2]
+    joined = (src[1:] == src[:-1] + n[:-1]) & (dst[1:] == dst[:-1] + n[:-1])
+    starts = np.flatnonzero(np.r_[True, ~joined])
+    sizes = np.add.reduceat(n, starts)
+    return np.column_stack([src[starts], dst[starts], sizes])
+
+
+def fill(part: Path, final: Path, places: np.ndarray) -> int:
+    """Copy the chunks at ``places`` (source offset in ``part``, target offset in
+    ``final``, stored bytes) into ``final``'s holes; returns the bytes copied.  A part
+    that ends inside a chunk is an error naming it and the byte where it ends."""
+    if not len(places):
+        return 0
+    src = os.open(part, os.O_RDONLY)
+    try:
+        dst = os.open(final, os.O_WRONLY)
+        try:
+            for a, b, n in runs(places).tolist():
+                _copy(src, dst, a, b, n, part)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+    return int(places[:, 2].sum())
+
+
+_kernel_copy = hasattr(os, "copy_file_range")
+
+
+def _copy(src: int, dst: int, at: int, to: int, nbytes: int, name: Path) -> None:
+    """``nbytes`` of ``src`` at ``at`` into ``dst`` at ``to``: by copy_file_range where
+    the file systems allow it, else read and written in COPY_BYTES pieces."""
+    global _kernel_copy
+    done = 0
+    while done < nbytes and _kernel_copy:
+        try:
+            got = os.copy_file_range(src, dst, nbytes - done, at + done, to + done)
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP,
+                               errno.ENOTSUP):
+                raise
+            _kernel_copy = False        # across file systems, or not in this kernel
+            break
+        if got == 0:
+            raise OSError(f"{name}: byte {at + done}: the file ends inside a stored chunk")
+        done += got
+    buffer = None
+    while done < nbytes:
+        buffer = buffer if buffer is not None else memoryview(bytearray(COPY_BYTES))
+        piece = buffer[:min(COPY_BYTES, nbytes - done)]
+        got = os.preadv(src, [piece], at + done)
+        if got == 0:
+            raise OSError(f"{name}: byte {at + done}: the file ends inside a stored chunk")
+        wrote = os.pwrite(dst, piece[:got], to + done)
+        done += wrote
