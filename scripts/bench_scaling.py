@@ -23,9 +23,11 @@ its own work.  Printed per trace and output:
             fitted as a/P + b + cP (a, the work that divides, grown with the input) plus the
             network (--net-gbs, --net-latency-us; the window phases' messages per window,
             times the windows the modelled input takes), every rank's opens at the metadata server
-            (--fs-opens) and, for HDF5's single layout, rank 0 reading and writing the
-            other ranks' share of the output (--fs-read-gbs, --fs-write-gbs); for HDF5
-            also the efficiency without that join, at the serial path's write CPU.  Where
+            (--fs-opens) and, for HDF5's single layout, the join: rank 0 placing the
+            other ranks' chunks (its CPU per placed byte, from the largest P's account)
+            and each rank filling its own in (its share of the output read and written,
+            --fs-read-gbs, --fs-write-gbs); for HDF5 also the efficiency without that
+            join, at the serial path's write CPU.  Where
             the format lists its units by reading the files' bytes in parts (ROSS), that
             listing is timed apart and a P-th of it grown with the input in the plan
   h5c       (--outputs h5c) the one HDF5 file written collectively, where
@@ -323,14 +325,15 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
         print(f"\nNo model of {name}: it needs two rank counts above 1 (the collective "
               "write), with no more ranks than cores")
         return
-    joined = kind == "h5"       # the default (single) layout: rank 0 joins the parts
+    joined = kind == "h5"       # the default (single) layout: the parts joined
     size = case["bytes"][ranks[-1]]
     grow = model_bytes / input_bytes if model_bytes else 1.0
     runs = case["runs"]
     if kind == "h5c":   # fitted to the collective runs alone (one rank writes serially)
         runs = {p: r for p, r in runs.items() if p > 1}
     listing = case.get("listing")
-    rows = sm.model(runs, size, joined, rates, [1] + targets, grow, listing)
+    cost = sm.join_cost(runs[ranks[-1]]) if joined else None
+    rows = sm.model(runs, size, cost, rates, [1] + targets, grow, listing)
     print(f"\nModel of {name} (output {size / 1e6:.1f} MB), for an input of "
           f"{input_bytes * grow / 1e9:,.4g} GB, seconds on the busiest rank:\n")
     if listing:     # a step of the plan that the measured runs' fit cannot see grow
@@ -346,7 +349,7 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
         f"{total[0] / (p * t):.3g}" for p, t in zip(targets, total[1:])) + " |")
     if joined:      # the same run without rank 0's join, at the serial path's write CPU
         # (the collective write's own is the h5c case's: HDF5's filter pipeline)
-        join = dict(rows)["HDF5 join (rank 0's bytes)"]
+        join = [a + b for a, b in zip(dict(rows)[sm.JOIN_PLACE], dict(rows)[sm.JOIN_FILL])]
         print("| modelled E(P) without the join | 1.00 | " + " | ".join(
             f"{total[0] / (p * (t - j)):.3g}"
             for p, t, j in zip(targets, total[1:], join[1:])) + " |")
@@ -397,7 +400,7 @@ def measure(args) -> int:
     print(f"memory {args.memory or 'default'}; ranks {args.ranks} on {os.cpu_count()} cpus; "
           f"traces of about {args.mb:g} MB, {UNITS} units each; "
           f"model: {args.net_gbs:g} GB/s and {args.net_latency_us:g} µs a message per rank, "
-          f"rank 0 reads {args.fs_read_gbs:g} and writes {args.fs_write_gbs:g} GB/s, "
+          f"a client reads {args.fs_read_gbs:g} and writes {args.fs_write_gbs:g} GB/s, "
           f"{args.fs_opens:,.0f} opens/s, {rates.modules} module files a rank")
     all_same = True
     for fmt in args.formats.split(","):

@@ -9,8 +9,10 @@ busy time still counts each rank's own work, so
 
 is the efficiency the run would have on P idle cores with a free network.  The model adds
 what that leaves out, from stated rates: the network (bytes and messages of the busiest
-rank), the file system's metadata server (every rank's imports and opened files), and
-rank 0's serial HDF5 join (the output's bytes through one client).
+rank), the file system's metadata server (every rank's imports and opened files), and the
+serial HDF5 join: rank 0 places every other rank's chunks in the one file (a call per
+chunk, its CPU per placed byte from the account) and each rank fills its own in (its
+share of the output's bytes read and written at one client's rates).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ PHASES = ["start-up", "kernels", "plan", "decode", "cuts", "exchange", "merge", 
 # the phases whose work is the input's rows, which a larger input grows (the model's
 # ``grow``); start-up, the kernels (loaded or compiled once a process, whichever phase
 # needs them), the plan (the files' listing), the cuts (samples per piece) and the commit
-# (rank 0's join is a row of its own) do not grow with the input's bytes
+# (the HDF5 join is rows of its own) do not grow with the input's bytes
 ROW_PHASES = {"decode", "exchange", "merge", "write"}
 # the phases a window repeats: their messages are O(P) a window (a collective per table),
 # whatever its rows, and the windows' count goes as the input over P x a window's bytes
@@ -137,18 +139,32 @@ class Rates:
 
     net_bytes_s: float          # one rank's share of the network, each direction
     net_latency_s: float        # one message's cost
-    fs_read_s: float            # what one client (rank 0's node) reads from the file system
+    fs_read_s: float            # what one client (a rank's node) reads from the file system
     fs_write_s: float           # ... and writes to it
     fs_opens_s: float           # metadata operations per second, the whole file system
     modules: int                # files each rank opens to import partrace's modules
 
 
-def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
+JOIN_PLACE = "HDF5 join: rank 0 places the chunks"
+JOIN_FILL = "HDF5 join: each rank fills its own"
+
+
+def join_cost(stats: dict) -> float:
+    """Rank 0's CPU seconds per byte of the other ranks' chunks it placed in a serial HDF5
+    join (the account's ``output``: ``place_seconds`` over ``placed_bytes``; 0 where it
+    placed none)."""
+    said = stats["ranks"][0].get("output", {})
+    placed = said.get("placed_bytes", 0)
+    return said.get("place_seconds", 0.0) / placed if placed else 0.0
+
+
+def model(runs: dict[int, dict], output_bytes: int, join_cost: float | None, rates: Rates,
           targets: list[int], grow: float = 1.0,
           listing: tuple[float, float] | None = None) -> list[tuple[str, list[float]]]:
     """Modelled seconds per phase at each P in ``targets``: the busiest rank's busy time
     fitted over the measured P, plus its network time, plus the serial file-system steps.
-    ``joined``: rank 0 copies the other ranks' parts into one HDF5 file at the end.
+    ``join_cost``: the HDF5 single layout's join, rank 0's CPU seconds per byte of the
+    chunks it places (:func:`join_cost`); None: no join.
 
     ``grow``: the modelled input over the measured one.  In the phases that work on rows
     (ROW_PHASES) the work that divides over the ranks (the a/P terms of busy time and
@@ -191,9 +207,10 @@ def model(runs: dict[int, dict], output_bytes: int, joined: bool, rates: Rates,
                      for phase in ("start-up", "kernels", "plan")), 0)
     rows.append(("metadata (all ranks' opens)",
                  [p * (rates.modules + opened) / rates.fs_opens_s for p in targets]))
-    if joined:
-        rows.append(("HDF5 join (rank 0's bytes)",
-                     [output_bytes * grow * (p - 1) / p
-                      * (1 / rates.fs_read_s + 1 / rates.fs_write_s) for p in targets]))
+    if join_cost is not None:
+        out = output_bytes * grow
+        rows.append((JOIN_PLACE, [out * (p - 1) / p * join_cost for p in targets]))
+        rows.append((JOIN_FILL, [out / p * (1 / rates.fs_read_s + 1 / rates.fs_write_s)
+                                 if p > 1 else 0.0 for p in targets]))
     rows.append(("total", [sum(r[1][i] for r in rows) for i in range(len(targets))]))
     return rows

@@ -31,7 +31,8 @@ def test_bench_scaling_tables_model_and_identity(tmp_path):
     assert "t(2)/t(1)" in out
     assert "two 1-rank merges side by side" in out and "fixed per process" in out
     assert "| step | P=1 | P=32 | P=256 | P=1024 |" in out
-    assert "| HDF5 join (rank 0's bytes) |" in out and "| modelled E(P) |" in out
+    assert "| HDF5 join: rank 0 places the chunks |" in out and "| modelled E(P) |" in out
+    assert "| HDF5 join: each rank fills its own |" in out
     assert "for an input of 1,000 GB" in out and "| modelled E(P) without the join |" in out
     assert "lists the files in parts" not in out   # DUMPI's rank files are listed by name
     assert "## " in (tmp_path / "results.md").read_text()
@@ -53,12 +54,27 @@ def test_model_grows_only_the_work_that_divides():
     sm = script("scaling_model")
     runs = {p: _run([8 / p + 0.5] * p) for p in (1, 2, 4, 8)}
     rates = sm.Rates(1e9, 0, 1e9, 1e9, 1e9, 0)
-    same = dict(sm.model(runs, 0, False, rates, [1, 64]))["decode"]
-    grown = dict(sm.model(runs, 0, False, rates, [1, 64], grow=4))["decode"]
+    same = dict(sm.model(runs, 0, None, rates, [1, 64]))["decode"]
+    grown = dict(sm.model(runs, 0, None, rates, [1, 64], grow=4))["decode"]
     assert same == pytest.approx([8.5, 8 / 64 + 0.5], rel=1e-6)
     assert grown == pytest.approx([32.5, 32 / 64 + 0.5], rel=1e-6)
-    start = dict(sm.model(runs, 0, False, rates, [1, 64], grow=4))["start-up"]
+    start = dict(sm.model(runs, 0, None, rates, [1, 64], grow=4))["start-up"]
     assert start == pytest.approx(same, rel=1e-6)
+
+
+def test_model_of_the_join_places_on_rank_0_and_fills_on_every_rank():
+    """Rank 0 placed 4 MB of chunks in 0.02 s: a 1 GB output of 4 ranks costs it 3/4 of
+    5 s; each rank fills its quarter at 1 GB/s read and 0.5 GB/s written (0.75 s), and
+    one rank joins nothing."""
+    sm = script("scaling_model")
+    runs = {p: _run([8 / p + 0.5] * p) for p in (1, 2, 4, 8)}
+    runs[8]["ranks"][0]["output"] = {"placed_bytes": 4_000_000, "place_seconds": 0.02}
+    cost = sm.join_cost(runs[8])
+    assert cost == pytest.approx(5e-9) and sm.join_cost(runs[1]) == 0.0
+    rates = sm.Rates(1e9, 0, 1e9, 0.5e9, 1e9, 0)
+    rows = dict(sm.model(runs, 1e9, cost, rates, [1, 4]))
+    assert rows[sm.JOIN_PLACE] == pytest.approx([0.0, 3.75], rel=1e-6)
+    assert rows[sm.JOIN_FILL] == pytest.approx([0.0, 0.75], rel=1e-6)
 
 
 def test_model_grows_a_listing_in_parts_a_pth_a_rank():
@@ -72,8 +88,8 @@ def test_model_grows_a_listing_in_parts_a_pth_a_rank():
         return {"busy_s": b, "phases": {"plan": phase}}
     runs = {p: {"ranks": [plan_run(8 / p + 0.5)] * p} for p in (1, 2, 4, 8)}
     rates = sm.Rates(1e9, 0, 1e9, 1e9, 1e9, 0)
-    kept = dict(sm.model(runs, 0, False, rates, [1, 2, 64], grow=4))["plan"]
-    listed = dict(sm.model(runs, 0, False, rates, [1, 2, 64], grow=4, listing=(3.0, 0.4)))["plan"]
+    kept = dict(sm.model(runs, 0, None, rates, [1, 2, 64], grow=4))["plan"]
+    listed = dict(sm.model(runs, 0, None, rates, [1, 2, 64], grow=4, listing=(3.0, 0.4)))["plan"]
     fitted = [8.5, 4.5, 8 / 64 + 0.5]
     assert kept == pytest.approx(fitted, rel=1e-6)
     assert listed == pytest.approx([fitted[0] + 9, fitted[1] + 4.5, fitted[2] + 9 / 64],
@@ -99,7 +115,7 @@ def test_model_sends_each_window_s_messages_for_the_windows_a_larger_input_takes
     runs = {p: _windowed(p, 6.5, 2 * (p - 1)) for p in (1, 2, 4, 8, 16)}
     assert sm.windows_at_one(runs) == pytest.approx(6.5)
     rates = sm.Rates(1e9, 1.0, 1e9, 1e9, 1e9, 0)       # a second a message: seconds = messages
-    cpu = dict(sm.model(runs, 0, False, rates, [64], grow=100))["exchange"][0] - 1.0
+    cpu = dict(sm.model(runs, 0, None, rates, [64], grow=100))["exchange"][0] - 1.0
     assert cpu == pytest.approx(math.ceil(650 / 64) * 2 * 63, rel=1e-6)
 
 
