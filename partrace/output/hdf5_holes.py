@@ -33,11 +33,18 @@ COPY_BYTES = 4 << 20    # one read and write where copy_file_range is missing
 
 class HoleFile(io.RawIOBase):
     """A file for h5py's ``fileobj`` driver that leaves a hole where a placeholder is
-    written (``placeholder(n)``) and notes its offset and size."""
+    written (``placeholder(n)``) and notes its offset and size.
+
+    The driver seeks before every read and write; the position is kept here and each
+    read or write is one ``pread``/``pwrite`` at it, so a hole costs no system call.
+    The end of the file it reports covers the holes (the file itself is only made that
+    long when HDF5 truncates it to its end at close)."""
 
     def __init__(self, path: Path, most: int):
         super().__init__()
-        self._raw = open(path, "r+b", buffering=0)
+        self._fd = os.open(path, os.O_RDWR)
+        self._pos = 0
+        self._end = os.fstat(self._fd).st_size     # the logical end: holes included
         self._zeros = np.zeros(max(1, most), np.uint8)     # untouched pages: not memory
         self._lo = self._zeros.ctypes.data
         self._hi = self._lo + self._zeros.nbytes
@@ -74,34 +81,40 @@ class HoleFile(io.RawIOBase):
         return True
 
     def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
-        return self._raw.seek(pos, whence)
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._end}[whence]
+        self._pos = base + pos
+        return self._pos
 
     def tell(self) -> int:
-        return self._raw.tell()
+        return self._pos
 
     def readinto(self, buffer) -> int:
-        return self._raw.readinto(buffer)
+        got = os.preadv(self._fd, [buffer], self._pos)
+        self._pos += got
+        return got
 
     def write(self, buffer) -> int:
         view = memoryview(buffer)
         nbytes = view.nbytes
         if nbytes and self._lo <= _address(view) < self._hi:
-            self._holes.append((self._raw.tell(), nbytes))
-            self._raw.seek(nbytes, os.SEEK_CUR)
-            return nbytes
-        wrote = self._raw.write(view)
-        self.written_bytes += wrote
-        return wrote
+            self._holes.append((self._pos, nbytes))
+        else:
+            nbytes = os.pwrite(self._fd, view, self._pos)
+            self.written_bytes += nbytes
+        self._pos += nbytes
+        self._end = max(self._end, self._pos)
+        return nbytes
 
     def truncate(self, size: int | None = None) -> int:
-        return self._raw.truncate(size)
-
-    def flush(self) -> None:
-        self._raw.flush()
+        size = self._pos if size is None else size
+        os.ftruncate(self._fd, size)
+        self._end = size
+        return size
 
     def close(self) -> None:
-        super().close()     # flushes first
-        self._raw.close()
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
 
 
 def _address(view: memoryview) -> int:
