@@ -11,8 +11,8 @@ is the efficiency the run would have on P idle cores with a free network.  The m
 what that leaves out, from stated rates: the network (bytes and messages of the busiest
 rank), the file system's metadata server (every rank's imports and opened files), and the
 serial HDF5 join: rank 0 places every other rank's chunks in the one file (a call per
-chunk, its CPU per placed byte from the account) and each rank fills its own in (its
-share of the output's bytes read and written at one client's rates).
+chunk, its CPU per dataset and per chunk from the account) and each rank fills its own
+in (its share of the output's bytes read and written at one client's rates).
 """
 from __future__ import annotations
 
@@ -149,13 +149,18 @@ JOIN_PLACE = "HDF5 join: rank 0 places the chunks"
 JOIN_FILL = "HDF5 join: each rank fills its own"
 
 
-def join_cost(stats: dict) -> float:
-    """Rank 0's CPU seconds per byte of the other ranks' chunks it placed in a serial HDF5
-    join (the account's ``output``: ``place_seconds`` over ``placed_bytes``; 0 where it
-    placed none)."""
+def join_cost(stats: dict) -> tuple[float, float, float]:
+    """A serial HDF5 join's placing on rank 0, from its account's ``output``: (CPU seconds
+    per dataset, the first chunk of each placed with the dataset's look-up; CPU seconds per
+    further chunk; chunks per byte placed).  Zeros where it placed none."""
     said = stats["ranks"][0].get("output", {})
-    placed = said.get("placed_bytes", 0)
-    return said.get("place_seconds", 0.0) / placed if placed else 0.0
+    chunks, datasets = said.get("placed_chunks", 0), said.get("placed_datasets", 0)
+    if not chunks or not datasets:
+        return 0.0, 0.0, 0.0
+    first = said.get("first_place_seconds", 0.0)
+    rest = max(said.get("place_seconds", 0.0) - first, 0.0)
+    return (first / datasets, rest / max(chunks - datasets, 1),
+            chunks / max(said.get("placed_bytes", 0), 1))
 
 
 def model(runs: dict[int, dict], output_bytes: int, join_cost: float | None, rates: Rates,
@@ -163,8 +168,9 @@ def model(runs: dict[int, dict], output_bytes: int, join_cost: float | None, rat
           listing: tuple[float, float] | None = None) -> list[tuple[str, list[float]]]:
     """Modelled seconds per phase at each P in ``targets``: the busiest rank's busy time
     fitted over the measured P, plus its network time, plus the serial file-system steps.
-    ``join_cost``: the HDF5 single layout's join, rank 0's CPU seconds per byte of the
-    chunks it places (:func:`join_cost`); None: no join.
+    ``join_cost``: the HDF5 single layout's join, rank 0's cost of placing the chunks
+    (:func:`join_cost`; the datasets do not grow with the input, the chunks do); None:
+    no join.
 
     ``grow``: the modelled input over the measured one.  In the phases that work on rows
     (ROW_PHASES) the work that divides over the ranks (the a/P terms of busy time and
@@ -209,7 +215,12 @@ def model(runs: dict[int, dict], output_bytes: int, join_cost: float | None, rat
                  [p * (rates.modules + opened) / rates.fs_opens_s for p in targets]))
     if join_cost is not None:
         out = output_bytes * grow
-        rows.append((JOIN_PLACE, [out * (p - 1) / p * join_cost for p in targets]))
+        per_dataset, per_chunk, chunks_per_byte = join_cost
+        datasets = max(r.get("output", {}).get("placed_datasets", 0)
+                       for r in runs[ps[-1]]["ranks"])
+        rows.append((JOIN_PLACE, [(datasets * per_dataset
+                                   + out * chunks_per_byte * (p - 1) / p * per_chunk)
+                                  if p > 1 else 0.0 for p in targets]))
         rows.append((JOIN_FILL, [out / p * (1 / rates.fs_read_s + 1 / rates.fs_write_s)
                                  if p > 1 else 0.0 for p in targets]))
     rows.append(("total", [sum(r[1][i] for r in rows) for i in range(len(targets))]))
