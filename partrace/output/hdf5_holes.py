@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import WriteFailed
+
 COPY_BYTES = 4 << 20    # one read and write where copy_file_range is missing
 
 
@@ -157,6 +159,13 @@ def fill(part: Path, final: Path, places: np.ndarray) -> int:
 _kernel_copy = hasattr(os, "copy_file_range")
 
 
+def _short(part: Path, at: int) -> WriteFailed:
+    """A part cut short: named by its own name too, as an error shows a path inside the
+    hidden staging folder as the output it becomes."""
+    return WriteFailed(f"{part}: {Path(part).name}, a rank's part of it in the staging "
+                       f"folder, ends at byte {at}, inside a stored chunk")
+
+
 def _copy(src: int, dst: int, at: int, to: int, nbytes: int, name: Path) -> None:
     """``nbytes`` of ``src`` at ``at`` into ``dst`` at ``to``: by copy_file_range where
     the file systems allow it, else read and written in COPY_BYTES pieces."""
@@ -172,7 +181,7 @@ def _copy(src: int, dst: int, at: int, to: int, nbytes: int, name: Path) -> None
             _kernel_copy = False        # across file systems, or not in this kernel
             break
         if got == 0:
-            raise OSError(f"{name}: byte {at + done}: the file ends inside a stored chunk")
+            raise _short(name, at + done)
         done += got
     buffer = None
     while done < nbytes:
@@ -180,6 +189,6 @@ def _copy(src: int, dst: int, at: int, to: int, nbytes: int, name: Path) -> None
         piece = buffer[:min(COPY_BYTES, nbytes - done)]
         got = os.preadv(src, [piece], at + done)
         if got == 0:
-            raise OSError(f"{name}: byte {at + done}: the file ends inside a stored chunk")
+            raise _short(name, at + done)
         wrote = os.pwrite(dst, piece[:got], to + done)
         done += wrote

@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
+from partrace.errors import WriteFailed
 from partrace.output import hdf5_holes
 from partrace.output.hdf5_holes import HoleFile, fill, runs
 from partrace.output.hdf5_joined import whole_chunks
@@ -93,8 +94,9 @@ def test_a_part_shorter_than_its_chunks_is_named(tmp_path, monkeypatch, kernel_c
     end = int(listed[:, 2].max() + listed[listed[:, 2].argmax(), 3])
     short = tmp_path / "short.h5"
     short.write_bytes(part.read_bytes()[:end - 5])
-    with pytest.raises(OSError, match=f"{re.escape(str(short))}: byte {end - 5}: "
-                                      f"the file ends inside a stored chunk"):
+    with pytest.raises(WriteFailed, match=f"{re.escape(str(short))}: short.h5, a rank's part "
+                                          f"of it in the staging folder, ends at byte "
+                                          f"{end - 5}, inside a stored chunk"):
         fill(short, final, places)
 
 
@@ -115,3 +117,45 @@ def test_a_copied_placeholder_is_caught(tmp_path):
     holes.close()
     assert holes.written_bytes >= listed[:, 3].sum()
     assert os.path.getsize(final) > 0
+
+
+SHORT_PART = """
+import os, sys
+from partrace.engine.stop import install
+install()
+from partrace.output import hdf5_joined
+real = hdf5_joined.fill
+
+def short_fill(part, final, places):
+    if os.environ.get("PMI_RANK") == "2":       # this rank's part cut inside its chunks
+        os.truncate(part, int(places[:, 0].max()) + 1)
+    return real(part, final, places)
+
+hdf5_joined.fill = short_fill
+from partrace.cli import entry
+sys.argv = ["partrace", *sys.argv[1:]]
+entry()
+"""
+
+
+@pytest.mark.mpi
+def test_a_rank_failing_to_fill_its_chunks_fails_the_run_whole(tmp_path):
+    """Rank 2's part cut short after rank 0 placed its chunks: the run ends with exit 2
+    and one line naming the part and the byte where it ends, on no rank left waiting,
+    and leaves no output and no staging behind."""
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT, mpiexec
+    out = tmp_path / "out" / "o.h5"
+    out.parent.mkdir()
+    trace = DATA / "otf" / "ring8" / "trace" / "ring8.otf"
+    r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-c", SHORT_PART, "merge",
+                        str(trace), "-o", str(out), "-q"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_H5_CHUNK_ROWS": "64"})
+    assert r.returncode == 2, r.stderr
+    assert re.fullmatch(rf"partrace: error: {re.escape(str(out))}: rank-00002\.h5, a rank's part "
+                        r"of it in the staging folder, ends at byte \d+, inside a stored "
+                        r"chunk\n", r.stderr), r.stderr
+    assert os.listdir(out.parent) == []
