@@ -83,8 +83,9 @@ class HDF5Sink(StagedSink):
         self.blocks: list[list[dict]] = []
         self.rows: dict = {}                           # rows (bytes) written so far, all ranks
         self.commit_seconds = 0.0                      # rank 0: joining the parts
-        # rank 0, joining: per "text"/"numbers", chunks copied raw, their stored
-        # bytes, and elements (text: bytes) of shared edge chunks copied as values
+        # rank 0, joining: per "text"/"numbers", chunks placed as stored (their ranks
+        # fill their bytes in), those bytes, and elements (text: bytes) of shared edge
+        # chunks copied as values
         self.join_counts = {k: dict(chunks=0, stored_bytes=0, value_items=0)
                             for k in ("text", "numbers")}
 
