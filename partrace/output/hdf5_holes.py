@@ -16,7 +16,8 @@ another; the file's bytes are the ones a join copying every chunk through rank 0
 write (the same calls, in the same order, allocate the same places).  Every write the
 driver skips is checked against the chunk it was made for (``holes_since``): an HDF5
 that copied the buffer before writing it would leave none, and the join stops there
-with an error instead of an output with chunks of zeros.
+with an error instead of an output with chunks of zeros.  (h5py's fileobj driver has
+handed the file object a view of HDF5's own buffer since h5py 2.9; partrace needs 3.8.)
 """
 from __future__ import annotations
 
