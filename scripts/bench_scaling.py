@@ -24,7 +24,8 @@ its own work.  Printed per trace and output:
             network (--net-gbs, --net-latency-us; the window phases' messages per window,
             times the windows the modelled input takes), every rank's opens at the metadata server
             (--fs-opens) and, for HDF5's single layout, the join: rank 0 placing the
-            other ranks' chunks (its CPU per placed byte, from the largest P's account)
+            other ranks' chunks (its CPU per dataset and per chunk, from the largest P's
+            account; the chunks grown with the output)
             and each rank filling its own in (its share of the output read and written,
             --fs-read-gbs, --fs-write-gbs); for HDF5 also the efficiency without that
             join, at the serial path's write CPU.  Where

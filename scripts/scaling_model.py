@@ -151,24 +151,25 @@ JOIN_FILL = "HDF5 join: each rank fills its own"
 
 def join_cost(stats: dict) -> tuple[float, float, float]:
     """A serial HDF5 join's placing on rank 0, from its account's ``output``: (CPU seconds
-    per dataset, the first chunk of each placed with the dataset's look-up; CPU seconds per
-    further chunk; chunks per byte placed).  Zeros where it placed none."""
+    of the datasets, the first chunk of each placed with the dataset's look-up; CPU seconds
+    per further chunk; chunks per byte placed).  Zeros where it placed none."""
     said = stats["ranks"][0].get("output", {})
     chunks, datasets = said.get("placed_chunks", 0), said.get("placed_datasets", 0)
     if not chunks or not datasets:
         return 0.0, 0.0, 0.0
     first = said.get("first_place_seconds", 0.0)
     rest = max(said.get("place_seconds", 0.0) - first, 0.0)
-    return (first / datasets, rest / max(chunks - datasets, 1),
+    return (first, rest / max(chunks - datasets, 1),
             chunks / max(said.get("placed_bytes", 0), 1))
 
 
-def model(runs: dict[int, dict], output_bytes: int, join_cost: float | None, rates: Rates,
+def model(runs: dict[int, dict], output_bytes: int, join: tuple[float, float, float] | None,
+          rates: Rates,
           targets: list[int], grow: float = 1.0,
           listing: tuple[float, float] | None = None) -> list[tuple[str, list[float]]]:
     """Modelled seconds per phase at each P in ``targets``: the busiest rank's busy time
     fitted over the measured P, plus its network time, plus the serial file-system steps.
-    ``join_cost``: the HDF5 single layout's join, rank 0's cost of placing the chunks
+    ``join``: the HDF5 single layout's join, rank 0's cost of placing the chunks
     (:func:`join_cost`; the datasets do not grow with the input, the chunks do); None:
     no join.
 
@@ -213,13 +214,10 @@ def model(runs: dict[int, dict], output_bytes: int, join_cost: float | None, rat
                      for phase in ("start-up", "kernels", "plan")), 0)
     rows.append(("metadata (all ranks' opens)",
                  [p * (rates.modules + opened) / rates.fs_opens_s for p in targets]))
-    if join_cost is not None:
+    if join is not None:
         out = output_bytes * grow
-        per_dataset, per_chunk, chunks_per_byte = join_cost
-        datasets = max(r.get("output", {}).get("placed_datasets", 0)
-                       for r in runs[ps[-1]]["ranks"])
-        rows.append((JOIN_PLACE, [(datasets * per_dataset
-                                   + out * chunks_per_byte * (p - 1) / p * per_chunk)
+        datasets_s, per_chunk, chunks_per_byte = join
+        rows.append((JOIN_PLACE, [(datasets_s + out * chunks_per_byte * (p - 1) / p * per_chunk)
                                   if p > 1 else 0.0 for p in targets]))
         rows.append((JOIN_FILL, [out / p * (1 / rates.fs_read_s + 1 / rates.fs_write_s)
                                  if p > 1 else 0.0 for p in targets]))

@@ -64,7 +64,8 @@ def test_model_grows_only_the_work_that_divides():
 
 def test_model_of_the_join_places_on_rank_0_and_fills_on_every_rank():
     """Rank 0 placed 40 chunks of 10 datasets, 4 MB, in 0.05 s, 0.02 s of it the first
-    chunk of each dataset: 2 ms a dataset and 1 ms a further chunk, 1e-5 chunks a byte.
+    chunk of each dataset: 0.02 s for the datasets and 1 ms a further chunk, 1e-5 chunks
+    a byte.
     A 1 GB output on 4 ranks: 10 datasets and 3/4 of 10,000 chunks, 7.52 s; each rank
     fills its quarter at 1 GB/s read and 0.5 GB/s written (0.75 s); one rank joins
     nothing."""
@@ -74,7 +75,7 @@ def test_model_of_the_join_places_on_rank_0_and_fills_on_every_rank():
                                      "placed_datasets": 10, "place_seconds": 0.05,
                                      "first_place_seconds": 0.02}
     cost = sm.join_cost(runs[8])
-    assert cost == pytest.approx((0.002, 0.001, 1e-5)) and sm.join_cost(runs[1]) == (0, 0, 0)
+    assert cost == pytest.approx((0.02, 0.001, 1e-5)) and sm.join_cost(runs[1]) == (0, 0, 0)
     rates = sm.Rates(1e9, 0, 1e9, 0.5e9, 1e9, 0)
     rows = dict(sm.model(runs, 1e9, cost, rates, [1, 4]))
     assert rows[sm.JOIN_PLACE] == pytest.approx([0.0, 0.02 + 7.5], rel=1e-6)
