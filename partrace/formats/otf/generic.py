@@ -258,8 +258,8 @@ class Rows:
     proc: np.ndarray          # process token
     fields: np.ndarray        # (n, k) uint64 record fields, and
     colof: np.ndarray         # the column of each record's field j (writekernel.field_columns)
-    kv_on: np.ndarray         # (n, m) bool
-    kv_val: np.ndarray        # (n, m) uint64
+    kv_on: np.ndarray         # (m, n) bool: key-value column j's rows at [j]
+    kv_val: np.ndarray        # (m, n) uint64
     blob: np.ndarray          # uint8: rendered byte-array KV lines (a reused buffer: valid
     pre_a: np.ndarray         # until the next event_rows); their span in blob per row
     pre_b: np.ndarray
@@ -339,16 +339,15 @@ def event_rows(tab: Table, lay: Layout, record_codes, sel: np.ndarray | None = N
 
     fields, colof = field_columns("events", rec, tab.__contains__, put)
     scalars = [c for c in lay.kv if not c.width]
-    # (n, m) as transposes of (m, n) arrays: the formatter reads them as before, and a column is
-    # filled by one contiguous write, not one strided across every row's line of the matrix
-    # (every column is written below: not zeroed first)
-    kv_on = np.empty((len(scalars), n), bool).T
-    kv_val = np.empty((len(scalars), n), np.uint64).T
+    # (m, n): a column is filled by one contiguous write, not one strided across every
+    # row's line of the matrix (every column is written below: not zeroed first)
+    kv_on = np.empty((len(scalars), n), bool)
+    kv_val = np.empty((len(scalars), n), np.uint64)
     for j, c in enumerate(scalars):
-        _put_raw_bits(get(c.name), kv_val[:, j])
-        np.not_equal(kv_val[:, j], 0, out=kv_on[:, j])
+        _put_raw_bits(get(c.name), kv_val[j])
+        np.not_equal(kv_val[j], 0, out=kv_on[j])
         if _carries(c.name).any():      # a column that is also some record's field
-            kv_on[:, j] &= ~_carried(rec, c.name)
+            kv_on[j] &= ~_carried(rec, c.name)
     return Rows(rec, cols["time"].astype(np.uint64), cols["location"].astype(np.int64), fields,
                 colof, kv_on, kv_val, *_byte_arrays(get, lay, n))
 
@@ -445,7 +444,7 @@ def stream_rows(tables: dict[str, Table], lay: Layout, record_codes) -> tuple[Ro
 
 
 def kv_prefixes(lay: Layout) -> list[bytes]:
-    """'K<key>Y<type>V' of each scalar key-value column, in kv_val column order."""
+    """'K<key>Y<type>V' of each scalar key-value column, in the order of kv_val's rows."""
     return [f"K{c.key:x}Y{c.type:x}V".encode() for c in lay.kv if not c.width]
 
 

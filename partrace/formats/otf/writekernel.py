@@ -3,7 +3,7 @@
 Rows are already in output order.  Per row: the record's grammar code, ticks,
 process, its numeric fields, optional pre-rendered bytes (key-value lines,
 the one quoted string) taken from a side blob -- those are rare -- and
-numeric key-value pairs (kv_on/kv_val, one column per key, with the rendered
+numeric key-value pairs (kv_on/kv_val, one row per key over the rows, with the rendered
 'K<key>Y<type>V' prefix of each) written in front of the record.
 
 The helpers that write a few bytes each (a value, a tag, a line) are inlined
@@ -235,9 +235,10 @@ def format_rows(rec, ticks, proc, fields, f0, colof, pre_a, pre_b, str_a, str_b,
     """Write the rows into out, starting from state (t0, p0; p0 = -1: none yet).
 
     Numeric field j of row i (record code r) is fields[colof[r, j], f0 + i], 0 where
-    colof[r, j] < 0 (see field_columns): `fields` holds every row of the append, the
-    call formats those from f0 on (a slice of each column for the pass would have to be
-    copied to be C-contiguous, as the kernel's one signature wants it).
+    colof[r, j] < 0 (see field_columns); key-value pair j of row i is kv_val[j, f0 + i],
+    written where kv_on[j, f0 + i]: `fields`, `kv_on` and `kv_val` hold every row of the
+    append, the call formats those from f0 on (a slice of each for the pass would not be
+    C-contiguous, and each other layout is one more compile of this kernel: 12 s).
 
     Counter rows (c_*: a sample row's time, process and its c_count[k] counters
     c_id/c_val[c_first[k]:...], record code `cnt`) are merged in: before the
@@ -280,10 +281,10 @@ def format_rows(rec, ticks, proc, fields, f0, colof, pre_a, pre_b, str_a, str_b,
         t = ti
         p = pi
         o = _put(out, o, blob, pre_a[i], pre_b[i])
-        for j in range(kv_on.shape[1]):
-            if kv_on[i, j]:
+        for j in range(kv_on.shape[0]):
+            if kv_on[j, f0 + i]:
                 o = _put_row(out, o, kv_pre, j, kv_prel[j])
-                o = _hex(out, o, kv_val[i, j])
+                o = _hex(out, o, kv_val[j, f0 + i])
                 out[o] = 10
                 o += 1
         r = rec[i]

@@ -500,8 +500,8 @@ class _FileState:
         from .writekernel import format_rows, scratch, wtables
         wt = wtables()
         n = len(rec)
-        if kv_on is None:
-            kv_on, kv_val = np.zeros((n, 0), bool), np.zeros((n, 0), np.uint64)
+        if kv_on is None:      # (keys, rows), as generic.Rows holds them
+            kv_on, kv_val = np.zeros((0, n), bool), np.zeros((0, n), np.uint64)
             kv_pre, kv_prel = np.zeros((1, 32), np.uint8), np.zeros(1, np.int64)
         # the kernel's arguments of one type whatever the caller holds (a read-only blob, a
         # table cut in passes, a time the kernel gave back as int64): each other type is
@@ -511,20 +511,20 @@ class _FileState:
         fields = np.ascontiguousarray(fields.T)
         blob = (blob if len(blob) else np.zeros(1, np.uint8)).view()
         blob.flags.writeable = False
-        kv_line = int(kv_prel.max()) + 17 if kv_on.shape[1] else 0
+        kv_line = int(kv_prel.max()) + 17 if kv_on.shape[0] else 0
         c = counters if counters is not None else _NO_COUNTERS
         step = ROWS_PER_PASS if counters is None else max(n, 1)
         for lo in range(0, max(n, 1 if counters is not None else 0), step):
             hi = min(n, lo + step)
             extra = int((pre_b[lo:hi] - pre_a[lo:hi]).sum() + (str_b[lo:hi] - str_a[lo:hi]).sum())
-            extra += int(kv_on[lo:hi].sum()) * kv_line
+            extra += int(kv_on[:, lo:hi].sum()) * kv_line
             extra += len(c.ticks) * 40 + c.records * 45       # time and process lines, CNT<id>V<value>
             out = scratch("text", (hi - lo) * 400 + extra + 64)
             o, bad, self.t, self.p = format_rows(
                 rec[lo:hi], ticks[lo:hi], proc[lo:hi], fields, lo, colof, pre_a[lo:hi],
                 pre_b[lo:hi], str_a[lo:hi], str_b[lo:hi], blob, wt.kw, wt.kwl, wt.nf, wt.tag,
                 wt.tagl, wt.ftype, wt.opt0, out, np.uint64(self.t),
-                int(self.p), kv_on[lo:hi], kv_val[lo:hi], kv_pre, kv_prel,
+                int(self.p), kv_on, kv_val, kv_pre, kv_prel,
                 c.ticks, c.proc, c.first, c.count, c.id, c.val, _COUNTER)
             if bad >= 0:
                 raise PartraceError(f"{self.out.path}: rows not sorted by time at row {self.rows + lo + bad}")
@@ -597,7 +597,7 @@ def _no_rows(m: int) -> tuple:
     no_fields = np.zeros((1, 0), np.uint64).T       # (0 rows, 1 column), as field_columns'
     return (z, z.astype(np.uint64), z, no_fields, np.full((len(G.STREAM_RECORDS), 8), -1),
             z, z, z, z, np.zeros(1, np.uint8),
-            np.zeros((0, m), bool), np.zeros((0, m), np.uint64))
+            np.zeros((m, 0), bool), np.zeros((m, 0), np.uint64))
 
 
 class _NoCounters:
