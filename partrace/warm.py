@@ -213,16 +213,18 @@ def _word_kernels() -> None:
                 _compile(gather._lookup, (out, source, flat))
                 _compile(gather._gather, (out, source, rows, flat))
     # a column held as a base plus narrow offsets (engine/narrow.py), taken or gathered by
-    # span: one variant per integer type, offset width and span-index type; and the
-    # narrowing passes over an integer column of each type
+    # span as words: one variant per word width, offset width and span-index type; and
+    # the narrowing passes over an integer column of each type
     from .engine import narrow
     steps = T.Array(T.uint8, 1, "C")
     for kind in (T.int16, T.int32, T.int64, T.uint16, T.uint32, T.uint64, T.int8, T.uint8):
         col = T.Array(kind, 1, "C")
         _compile(narrow._counts_up, (col,))
         _compile(narrow._steps_of, (col, steps))
+    for w in words:
+        col = T.Array(w, 1, "C")
         for off in (T.uint8, T.uint16, T.uint32):
-            if off.bitwidth >= kind.bitwidth:
+            if off.bitwidth >= w.bitwidth:
                 continue
             for s in spans:
                 source = T.Array(s, 1, "C")

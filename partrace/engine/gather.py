@@ -105,10 +105,12 @@ def _from_offsets(spans, piece, out: np.ndarray, source, rows, starts, forms) ->
             offsets[at:at + b - a] = 0
         else:
             offsets[at:at + b - a] = piece(run, a, b).offsets
+    # as unsigned words: base + offset keeps the same bits in either signedness, so one
+    # kernel per width serves both (half the compiles: `partrace warm` makes them all)
     if rows is None:
-        _gather_offsets(out, source, starts, base, offsets)
+        _gather_offsets(_words(out), source, starts, _words(base), offsets)
     else:
-        _take_offsets(out, source, rows, base, offsets)
+        _take_offsets(_words(out), source, rows, _words(base), offsets)
 
 
 def _laid_out(spans, piece, out: np.ndarray, starts) -> np.ndarray:
