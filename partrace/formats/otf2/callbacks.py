@@ -383,7 +383,7 @@ def on_IoTryLock(location, time, position, user, attributes, a0, a1, a2, a3, a4,
 
 @cfunc(SIGNATURE, cache=True)
 def on_ProgramBegin(location, time, position, user, attributes, a0, a1, a2, a3, a4, a5):
-    return record_array(user, uint64(74), time, attributes, a0, a1, a2, a3, a4, a5, a1, 0, a2)
+    return record_array(user, uint64(74), time, attributes, a0, a1, a2, a3, a4, a5, a1, uint64(0), a2)
 
 
 @cfunc(SIGNATURE, cache=True)

@@ -76,7 +76,7 @@ def main() -> None:
         cb.append(f"def on_{name}(location, time, position, user, attributes, {a}):")
         if name in ARRAYS:
             n, t, v = ARRAYS[name]
-            tt = f"a{t}" if t is not None else "0"
+            tt = f"a{t}" if t is not None else "uint64(0)"
             cb.append(f"    return record_array(user, uint64({code}), time, attributes, {a}, "
                       f"a{n}, {tt}, a{v})")
         else:
