@@ -1,6 +1,6 @@
 """`partrace warm` and the numba cache: where a read-only install keeps its kernels, a cache
-folder of the user's own, the warm stamp.  A read-only wheel install warming every format:
-tests/test_warm_wheel.py; a cold parallel run and what warm covers: tests/test_warm_complete.py."""
+folder of the user's own, the warm stamp.  A read-only wheel install warming every format,
+a cold parallel run and what warm covers: tests/test_warm_wheel.py."""
 from __future__ import annotations
 
 import json
