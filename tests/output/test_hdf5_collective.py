@@ -140,7 +140,11 @@ def _serial_reference(trace, tmp_path: Path, extra=(), env=None) -> Path:
     return ref
 
 
-@pytest.mark.parametrize("trace, ranks", [(RING8, (1, 2, 3)), (DUMPI, (2,)), (OVNI, (2,)),
+# More ranks than this machine's 2 cores cost Debian's MPICH (4.0.2: no sleeping waits)
+# 10-30 s a run in the collective write's many collective calls, against 2 s on 2 ranks:
+# three ranks and more are run where the case needs them (an odd split: ROSS here, shared
+# chunks, many windows), two elsewhere.
+@pytest.mark.parametrize("trace, ranks", [(RING8, (1, 2)), (DUMPI, (2,)), (OVNI, (2,)),
                                           (ROSS, (3,))], ids=["otf", "dumpi", "ovni", "ross"])
 def test_collective_file_equals_the_serial_one(trace, ranks, tmp_path):
     ref = _serial_reference(trace, tmp_path)
@@ -215,10 +219,10 @@ def test_the_serial_join_can_be_kept_and_says_what_rank_0_indexed(tmp_path):
 
 @pytest.mark.parametrize("nth", [1, 9])
 def test_a_rank_failing_in_the_collective_write_leaves_nothing(nth, tmp_path):
-    """Rank 1 fails before its first (or a later) dataset write, while the others are on
-    their way into the collective call: one error line, exit 2, no rank left waiting,
-    nothing beside the trace."""
-    _assert_fails_cleanly(["merge", str(DUMPI)], 3, nth, tmp_path)
+    """Rank 1 fails before its first (or a later) dataset write, while rank 0 is on its way
+    into the collective call: one error line, exit 2, no rank left waiting, nothing beside
+    the trace."""
+    _assert_fails_cleanly(["merge", str(DUMPI)], 2, nth, tmp_path)
 
 
 def test_a_rank_failing_in_a_later_window_leaves_nothing(synth_trace, tmp_path):
