@@ -212,8 +212,16 @@ def _word_kernels() -> None:
                 source = T.Array(s, 1, "C")
                 _compile(gather._lookup, (out, source, flat))
                 _compile(gather._gather, (out, source, rows, flat))
-    # a column held as a base plus narrow offsets (engine/narrow.py), taken or gathered by
-    # span as words: one variant per word width, offset width and span-index type; and
+        # a column held as a base plus narrow offsets (engine/narrow.py), taken or
+        # gathered by span as words: one variant per narrower offset width too
+        for off in (T.uint8, T.uint16, T.uint32):
+            if off.bitwidth >= w.bitwidth:
+                continue
+            offsets = T.Array(off, 1, "C")
+            for s in spans:
+                source = T.Array(s, 1, "C")
+                _compile(gather._take_offsets, (flat, source, rows, flat, offsets))
+                _compile(gather._gather_offsets, (flat, source, rows, flat, offsets))
     # the narrowing passes over an integer column of each type
     from .engine import narrow
     steps = T.Array(T.uint8, 1, "C")
@@ -221,16 +229,6 @@ def _word_kernels() -> None:
         col = T.Array(kind, 1, "C")
         _compile(narrow._counts_up, (col,))
         _compile(narrow._steps_of, (col, steps))
-    for w in words:
-        col = T.Array(w, 1, "C")
-        for off in (T.uint8, T.uint16, T.uint32):
-            if off.bitwidth >= w.bitwidth:
-                continue
-            for s in spans:
-                source = T.Array(s, 1, "C")
-                offsets = T.Array(off, 1, "C")
-                _compile(gather._take_offsets, (col, source, rows, col, offsets))
-                _compile(gather._gather_offsets, (col, source, rows, col, offsets))
 
 
 def _compile(kernel, signature) -> None:
