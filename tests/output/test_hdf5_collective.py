@@ -140,8 +140,8 @@ def _serial_reference(trace, tmp_path: Path, extra=(), env=None) -> Path:
     return ref
 
 
-# More ranks than this machine's 2 cores cost Debian's MPICH (4.0.2: no sleeping waits)
-# 10-30 s a run in the collective write's many collective calls, against 2 s on 2 ranks:
+# More ranks than this machine's 2 cores make Debian's MPICH (4.0.2: no sleeping waits)
+# spin through the collective write's many collective calls, many times longer than on 2:
 # three ranks and more are run where the case needs them (an odd split: ROSS here, shared
 # chunks, many windows), two elsewhere.
 @pytest.mark.parametrize("trace, ranks", [(RING8, (1, 2)), (DUMPI, (2,)), (OVNI, (2,)),

@@ -238,7 +238,7 @@ def format_rows(rec, ticks, proc, fields, f0, colof, pre_a, pre_b, str_a, str_b,
     colof[r, j] < 0 (see field_columns); key-value pair j of row i is kv_val[j, f0 + i],
     written where kv_on[j, f0 + i]: `fields`, `kv_on` and `kv_val` hold every row of the
     append, the call formats those from f0 on (a slice of each for the pass would not be
-    C-contiguous, and each other layout is one more compile of this kernel: 12 s).
+    C-contiguous, and each other layout is one more compile of this large kernel).
 
     Counter rows (c_*: a sample row's time, process and its c_count[k] counters
     c_id/c_val[c_first[k]:...], record code `cnt`) are merged in: before the
