@@ -3,8 +3,9 @@
 
     python scripts/bench_scaling.py [--mb 2] [--ranks 1,2,4,8,16,32] [--formats ...]
 
-Generates one trace per format (scripts/gen_*.py, about --mb MB each) and merges each to
-HDF5 and to OTF at every rank count with `--stats FILE.json`.  The ranks may be far more
+Generates one trace per format (scripts/gen_*.py, about --mb MB each; OTF2: the OTF
+one's events, written by the OTF2 library) and merges each to HDF5 and to OTF at every
+rank count with `--stats FILE.json`.  The ranks may be far more
 than the cores: wall time then means nothing, but each rank's busy CPU time still counts
 its own work.  Printed per trace and output:
 
@@ -69,8 +70,18 @@ MPIO_LAUNCHER = "mpiexec.mpich"
 
 
 def generate(fmt: str, mb: float, folder: Path) -> Path:
-    """A trace of about ``mb`` MB in ``folder`` (made once), and the path to merge."""
+    """A trace of about ``mb`` MB in ``folder`` (made once), and the path to merge.  OTF2:
+    the OTF trace's events written by the OTF2 library (partrace's OTF2 output goes
+    through it), a location per process and one per process's counters."""
     py = [sys.executable]
+    if fmt == "otf2":
+        target = folder / "otf2" / "gen.otf2"
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run([*py, "-m", "partrace", "merge", str(generate("otf", mb, folder)),
+                            "-o", str(target), "-q"], check=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return target
     target = {"otf": folder / "otf" / "gen.otf", "dumpi": folder / "dumpi" / "synth.meta",
               "ovni": folder / "ovni" / "ovni", "ross": folder / "ross"}[fmt]
     if target.exists():
@@ -362,7 +373,7 @@ def main(argv=None) -> int:
                     "about; default 2: a few minutes in all; 200 for a real run)")
     ap.add_argument("--ranks", default="1,2,4,8,16,32", help="rank counts (the first is the "
                     "baseline: 1)")
-    ap.add_argument("--formats", default="otf,dumpi,ovni,ross")
+    ap.add_argument("--formats", default="otf,dumpi,ovni,ross,otf2")
     ap.add_argument("--outputs", default="h5,otf")
     ap.add_argument("--wall-rounds", type=int, default=3,
                     help="rounds of 1 rank, 2 ranks and two 1-rank runs side by side for the "

@@ -1,5 +1,6 @@
 """scripts/bench_scaling.py on a tiny trace at 1 and 2 ranks: its tables, its model and the
 check that every rank count wrote the same output."""
+import json
 import math
 import os
 import subprocess
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 from tests.support.scripts import script
 
 
@@ -36,6 +37,21 @@ def test_bench_scaling_tables_model_and_identity(tmp_path):
     assert "for an input of 1,000 GB" in out and "| modelled E(P) without the join |" in out
     assert "lists the files in parts" not in out   # DUMPI's rank files are listed by name
     assert "## " in (tmp_path / "results.md").read_text()
+
+
+def test_the_otf2_trace_is_the_otf_one_written_by_the_otf2_library(tmp_path):
+    """OTF2 has no generator of its own: the OTF trace's events, merged to OTF2 (partrace
+    writes OTF2 through the library); the same events, read back by partrace."""
+    bench = script("bench_scaling")
+    otf2 = bench.generate("otf2", 0.05, tmp_path)
+    assert otf2 == tmp_path / "otf2" / "gen.otf2" and otf2.is_file()
+    events = []
+    for trace in (tmp_path / "otf" / "gen.otf", otf2):
+        r = run_cli(["info", str(trace), "--json"])
+        assert r.returncode == 0, r.stderr
+        events.append(json.loads(r.stdout)["events"])
+    assert events[0] == events[1] > 0
+    assert bench.generate("otf2", 0.05, tmp_path) == otf2      # made once
 
 
 def _run(busy_by_rank: list[float]) -> dict:
