@@ -102,6 +102,13 @@ def generate(fmt: str, mb: float, folder: Path) -> Path:
     return target
 
 
+def trace_bytes(trace: Path) -> int:
+    """The bytes of a generated trace: its folder's files (a trace given as a folder, ROSS,
+    is its own folder; the others sit each in a folder of its own beside them)."""
+    folder = trace if trace.is_dir() else trace.parent
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
 def mpiexec() -> str:
     here = Path(sys.executable).parent / "mpiexec"
     return str(here) if here.exists() else (shutil.which("mpiexec") or "mpiexec")
@@ -417,7 +424,7 @@ def measure(args) -> int:
     all_same = True
     for fmt in args.formats.split(","):
         trace = generate(fmt, args.mb, traces)
-        size = sum(f.stat().st_size for f in trace.parent.rglob("*") if f.is_file())
+        size = trace_bytes(trace)
         listing = listing_seconds(fmt, trace)      # the trace's, whatever the output
         for kind in args.outputs.split(","):
             name = f"{fmt} ({size / 1e6:.1f} MB) -> {kind}"

@@ -54,6 +54,19 @@ def test_the_otf2_trace_is_the_otf_one_written_by_the_otf2_library(tmp_path):
     assert bench.generate("otf2", 0.05, tmp_path) == otf2      # made once
 
 
+def test_a_trace_s_bytes_are_its_own_folder_s_not_its_neighbours(tmp_path):
+    """The traces of every format sit side by side in one folder; ROSS's trace is a folder
+    of its own, the others a file in one: each counts its own files only."""
+    bench = script("bench_scaling")
+    for name, size in (("ross/a", 3), ("ross/b", 4), ("otf/gen.otf", 5), ("otf/gen.1.z", 6),
+                       ("dumpi/synth.meta", 7)):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"x" * size)
+    assert bench.trace_bytes(tmp_path / "ross") == 7
+    assert bench.trace_bytes(tmp_path / "otf" / "gen.otf") == 11
+    assert bench.trace_bytes(tmp_path / "dumpi" / "synth.meta") == 7
+
+
 def _run(busy_by_rank: list[float]) -> dict:
     """An account as --stats writes it: the same busy time in the decode and the start-up."""
     def phase(b):
