@@ -26,18 +26,24 @@ from .order import Key, merge_order, run_starts
 from .narrow import Constant, tail
 from .runs import Run
 
-# Samples a rank offers for the cut keys: at least SAMPLES_PER_RANK, and SAMPLES_PER_PIECE
-# for each piece of this rank's (a window's share), so that every piece is cut from as many
-# samples whatever the window count.  They meet on rank 0 alone, which sorts them (numpy)
-# and broadcasts the cuts: no rank but rank 0 receives P x samples.
-SAMPLES_PER_RANK = 4096
+# Samples a rank offers for the cut keys: SAMPLES_PER_PIECE for each piece of this rank's
+# (a window's share), so that every piece is cut from as many samples whatever the window
+# and rank counts, and a P-th of SAMPLES_AT_LEAST if that is more.  They meet on rank 0
+# alone, which sorts them (numpy) and broadcasts the cuts: rank 0 receives and sorts
+# samples in proportion to the pieces, not to the ranks (4,096 a rank put 131,072 keys a
+# table through its sort at 32 ranks, and a million at 256).  A cut lands within one
+# sample's rows of its share: with the rows spread evenly, 1/256 of a piece.
+SAMPLES_AT_LEAST = 4096
 SAMPLES_PER_PIECE = 256
+# Samples of a rank weighing its locations' bytes (location_bytes): summed per location
+# before they are sent, so rank 0 receives one number per location, whatever their count.
+SAMPLES_PER_RANK = 4096
 BEFORE_ALL = None       # stands for the key before every key
 AFTER_ALL = ...         # stands for the key after every key
 
 
 def samples_per_rank(pieces: int, ranks: int) -> int:
-    return max(SAMPLES_PER_RANK, SAMPLES_PER_PIECE * -(-pieces // ranks))
+    return max(-(-SAMPLES_AT_LEAST // ranks), SAMPLES_PER_PIECE * -(-pieces // ranks))
 
 
 def _weighted_samples(runs: list[Run], count: int, weight: int = 1) -> tuple[np.ndarray, ...]:

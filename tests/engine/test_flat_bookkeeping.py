@@ -79,8 +79,11 @@ def test_a_run_outside_the_bounds_is_not_searched(tmp_path):
 
 
 def test_cut_samples_grow_with_the_pieces_and_balance_them(tmp_path):
-    assert samples_per_rank(8, 8) == samples_per_rank(1, 1) == 4096
+    assert samples_per_rank(1, 1) == 4096 and samples_per_rank(8, 8) == 4096 // 8
     assert samples_per_rank(64 * 8, 8) == 64 * 256     # 64 windows: 256 samples a piece
+    # what rank 0 receives grows with the pieces, not the ranks: one window on 256 ranks
+    assert samples_per_rank(256, 256) * 256 == 256 * 256 < 4096 * 256
+    assert samples_per_rank(3 * 256, 256) * 256 == 3 * 256 * 256
     rng = np.random.default_rng(2)
     t = sort_by_key(Table({"time": rng.integers(0, 10**6, 200_000),
                            "location": rng.integers(1, 9, 200_000),
