@@ -7,7 +7,8 @@ chunk of a numeric table has one owner that writes it whole (chunk_owners.py), s
 commit each chunk of the parts goes into the output as its stored bytes (no decoding).
 A text column's bytes are written at their global byte offset: the byte chunks where one
 rank's text ends and the next one's begins are made whole and encoded once by one of
-their writers, in parallel, and rank 0 stores them.
+their writers other than rank 0 (turn by turn, in parallel; rank 0 sends its rows of
+them, read from the file it writes), and rank 0 stores them.
 
 Each rank lists the chunks its own part holds whole (a walk of its chunk index, in
 parallel) and sends rank 0 the list.  Rank 0 alone can write the output's HDF5 (serial
@@ -100,9 +101,9 @@ class SingleFileLayout(HDF5Layout):
 
         A chunk whose rows came from two or more ranks (a text column's: its bytes
         are cut where each rank's rows end; a numeric chunk has one owner) is made
-        whole once, from the files that hold its rows, by one rank: rank 0 where it
-        holds some of them, else the last of its writers; rank 0 stores the bytes
-        (it alone writes the final file's HDF5).  Then rank 0 places every chunk a
+        whole once, from the files that hold its rows, by one of its writers other
+        than rank 0 (``_encoder``); rank 0 stores the bytes (it alone writes the final
+        file's HDF5).  Then rank 0 places every chunk a
         part holds whole, leaving a hole for its bytes (hdf5_holes.py), closes the
         file, and each rank copies its own chunks into their holes."""
         own = whole = None
@@ -169,16 +170,14 @@ class SingleFileLayout(HDF5Layout):
                               (f"{col.name}/{hdf5_text.DATA}",
                                self._intervals((name, col.name), size))]
                 for path, spans in pieces:
-                    ds = f[name][path]
+                    ds = f[f"{name}/{path}"]
                     if ds.chunks is None:
                         # no element at all (a text column whose every value is
                         # empty): stored without chunks, so nothing to join
                         continue
                     step, rows = ds.chunks[0], ds.shape[0]
                     for row, parts in shared_chunks(spans, step, rows):
-                        writers = sorted({r for r, _, _ in parts})
-                        jobs.append((len(datasets), row, parts,
-                                     0 if writers[0] == 0 else writers[-1]))
+                        jobs.append((len(datasets), row, parts, _encoder(parts, len(jobs))))
                     chunk_bytes = ds.dtype.itemsize * int(np.prod(ds.chunks))
                     datasets.append((name, path, spans, chunk_bytes))
         return datasets, jobs
@@ -190,31 +189,39 @@ class SingleFileLayout(HDF5Layout):
         return files[rank]
 
     def _join_shared(self, comm: Comm, datasets, jobs, files, final) -> None:
-        """The shared chunks, in rounds: each rank assembles and encodes its own,
-        rank 0 gathers and stores them.  A round holds at most ~JOIN_ROUND_BYTES
-        of chunks over all ranks, so rank 0's memory does not grow with ranks."""
+        """The shared chunks, in rounds: rank 0 sends each encoder its rows of the
+        round's chunks, each rank assembles and encodes its own, rank 0 gathers and
+        stores them.  A round holds at most ~JOIN_ROUND_BYTES of chunks over all
+        ranks, so rank 0's memory does not grow with ranks."""
         if not jobs:
             return
-        mine = [j for j in jobs if j[3] == comm.rank]
-        most = int(np.bincount([j[3] for j in jobs], minlength=comm.size).max())
+        by_rank: list[list] = [[] for _ in range(comm.size)]
+        for job in jobs:
+            by_rank[job[3]].append(job)
+        most = max(len(j) for j in by_rank)
         largest = max(d[3] for d in datasets)
         per_round = max(1, JOIN_ROUND_BYTES // (comm.size * largest))
         targets: dict[int, h5py.Dataset] = {}      # rank 0: each dataset looked up once
         for first in range(0, most, per_round):
+            given = None        # rank 0: per rank, its rows of that rank's chunks
+            with comm.guard():
+                if comm.rank == 0:
+                    given = [self._rows_of_rank0(final, targets, datasets,
+                                                 by_rank[r][first:first + per_round])
+                             for r in range(comm.size)]
+            comm.check()
+            given = comm.scatter(given)
             made = []
             with comm.guard():
-                for d, row, parts, _ in mine[first:first + per_round]:
-                    name, path = datasets[d][:2]
-                    made.append((d, row, self._whole_chunk(files, name, path, row, parts)))
+                for d, row, parts, _ in by_rank[comm.rank][first:first + per_round]:
+                    made.append((d, row, self._whole_chunk(files, datasets, d, row, parts,
+                                                           given)))
             comm.check()
             everyone = comm.gather(made)
             with comm.guard():
                 if comm.rank == 0:
                     for d, row, made in (m for ms in everyone for m in ms):
-                        if d not in targets:
-                            name, path = datasets[d][:2]
-                            targets[d] = final[name][path]
-                        ds = targets[d]
+                        ds = _target(final, targets, datasets, d)
                         if isinstance(made, np.ndarray):
                             ds[row:row + len(made)] = made
                             self.gathered_bytes += made.nbytes
@@ -226,14 +233,25 @@ class SingleFileLayout(HDF5Layout):
             key = "text" if "/" in datasets[d][1] else "numbers"
             self.sink.join_counts[key]["value_items"] += sum(b - a for _, a, b in parts)
 
-    def _whole_chunk(self, files, name: str, path: str, row: int, parts):
-        """The chunk at ``row`` of ``name/path`` assembled from its writers' files and
-        encoded as the file stores it (``put``'s argument)."""
-        src = self._file_of(files, parts[0][0])[name][path]
+    def _rows_of_rank0(self, final, targets, datasets, jobs) -> dict:
+        """Rank 0: its rows of the shared chunks ``jobs`` (another rank's), read from the
+        file it writes (no other rank may open it), by (dataset index, first row)."""
+        return {(d, a): _target(final, targets, datasets, d)[a:b]
+                for d, _, parts, _ in jobs for r, a, b in parts if r == 0}
+
+    def _whole_chunk(self, files, datasets, d: int, row: int, parts, rank0_rows=None):
+        """The chunk at ``row`` of dataset ``d`` (``datasets``: _join_plan's) assembled
+        from its writers' files (rank 0's rows on another rank: from ``rank0_rows``,
+        _rows_of_rank0's, sent by rank 0) and encoded as the file stores it (``put``'s
+        argument)."""
+        key = "/".join(datasets[d][:2])
+        read = {r: self._file_of(files, r)[key] for r, _, _ in parts
+                if r or rank0_rows is None}
+        src = next(iter(read.values()))     # the encoder is a writer: its own file
         step = src.chunks[0]
         chunk = np.zeros((step,) + src.chunks[1:], src.dtype)
         for r, a, b in parts:
-            chunk[a - row:b - row] = self._file_of(files, r)[name][path][a:b]
+            chunk[a - row:b - row] = read[r][a:b] if r in read else rank0_rows[d, a]
         how = hdf5_chunks.codec(src)
         if how is None:         # a pipeline h5py runs (lzf ...): rank 0 writes the values
             return chunk[:min(step, src.shape[0] - row)]
@@ -256,7 +274,7 @@ class SingleFileLayout(HDF5Layout):
                 if target is None:
                     began = time.thread_time()
                     name, path = datasets[d][:2]
-                    ds = final[name][path]
+                    ds = final[f"{name}/{path}"]
                     target = targets[d] = (ds.id.write_direct_chunk, (0,) * (ds.ndim - 1))
                     target[0]((row,) + target[1], holes.placeholder(size), mask)
                     self.first_place_seconds += time.thread_time() - began
@@ -273,13 +291,30 @@ class SingleFileLayout(HDF5Layout):
         return places
 
 
+def _encoder(parts, k: int) -> int:
+    """The rank that assembles and encodes the ``k``-th shared chunk (its ``parts``, by
+    rank): one of its writers other than rank 0, in turn.  Rank 0 has the final file's
+    duties, and a chunk of a small table can hold rows of every rank: each encoder opens
+    the parts of its chunk's writers, so no one rank opens them all for every chunk."""
+    writers = sorted({r for r, _, _ in parts if r})
+    return writers[k % len(writers)] if writers else 0
+
+
+def _target(final: h5py.File, targets: dict, datasets, d: int) -> h5py.Dataset:
+    """Rank 0: dataset ``d`` of the final file (``datasets``: _join_plan's), looked up once."""
+    if d not in targets:
+        name, path = datasets[d][:2]
+        targets[d] = final[f"{name}/{path}"]
+    return targets[d]
+
+
 def _whole_of_part(f: h5py.File, datasets, rank: int) -> np.ndarray:
     """(dataset index, row, filter mask, file offset, stored size) of each chunk that
     ``rank``'s part ``f`` holds whole, dataset by dataset (``datasets``: _join_plan's)."""
     found = [np.zeros((0, 5), np.int64)]
     for d, (name, path, spans, _) in enumerate(datasets):
         if spans[rank]:
-            chunks = whole_chunks(f[name][path], spans[rank])
+            chunks = whole_chunks(f[f"{name}/{path}"], spans[rank])
             found.append(np.column_stack([np.full(len(chunks), d, np.int64), chunks]))
     return np.concatenate(found)
 

@@ -23,7 +23,7 @@ import partrace
 from partrace.errors import TraceError
 from partrace.formats.hdf5 import chunks as hdf5_chunks
 from partrace.output.hdf5_holes import HoleFile, fill
-from partrace.output.hdf5_joined import whole_chunks
+from partrace.output.hdf5_joined import _encoder, whole_chunks
 from partrace.output.hdf5_sink import _stored_chunks, _stored_chunks_by_lookup, shared_chunks
 from tests.conftest import DATA, ROOT, mpiexec, run_cli
 from tests.support.compare import assert_same_content, h5_content
@@ -245,6 +245,18 @@ def test_chunk_rows_chosen_by_environment(tmp_path):
         assert r.returncode == 2
         assert f"PARTRACE_H5_CHUNK_ROWS={bad}: rows per chunk, a power of two" in r.stderr
         assert not (tmp_path / "bad.h5").exists()
+
+
+def test_shared_chunks_are_encoded_off_rank_0_turn_by_turn():
+    """A shared chunk goes to one of its writers other than rank 0 (which has the final
+    file's duties and sends its own rows instead), the chunks of many writers in turn:
+    the chunks of a small table that every rank wrote are spread over the ranks, not
+    all assembled by one that opens every part for each."""
+    every = [(r, 10 * r, 10 * r + 10) for r in range(8)]
+    assert [_encoder(every, k) for k in range(9)] == [1, 2, 3, 4, 5, 6, 7, 1, 2]
+    assert _encoder([(0, 0, 37), (1, 37, 64)], 0) == _encoder([(0, 0, 37), (1, 37, 64)], 5) == 1
+    assert _encoder([(2, 448, 450), (1, 450, 512)], 1) == 2
+    assert _encoder([(0, 0, 5), (0, 9, 12)], 3) == 0    # rank 0's alone: no one else holds it
 
 
 def test_join_places_whole_chunks_and_encodes_shared_ones_once(tmp_path):
