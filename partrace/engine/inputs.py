@@ -23,11 +23,13 @@ def protect(trace: str | os.PathLike, files=(), units=()) -> None:
     paths = {Path(trace): None, **dict.fromkeys(map(Path, files))}
     for unit in units:      # many units name one file (regions, streams): resolved once
         paths.update(dict.fromkeys(_paths_in(unit.info)))
+    folders: dict[Path, Path] = {}      # a trace's files share few folders: each resolved once
     for p in paths:
-        for form in _forms(p):
+        for form in _forms(p, folders):
             if form not in _inputs:
                 _inputs.add(form)
-                _holders.update(form.parents)
+                if form.parent not in _holders:     # else its parents are in already
+                    _holders.update(form.parents)
 
 
 def conflict(path: str | os.PathLike) -> Path | None:
@@ -40,10 +42,18 @@ def conflict(path: str | os.PathLike) -> Path | None:
     return None
 
 
-def _forms(p: Path) -> set[Path]:
+def _forms(p: Path, folders: dict | None = None) -> set[Path]:
+    """``p`` as written (absolute) and with its symlinks resolved; ``folders``: resolved
+    folders already met (a path that is not a link itself resolves as its folder does,
+    one system call instead of one per component)."""
     plain = Path(os.path.abspath(p))
     try:
-        return {plain, p.resolve()}
+        if folders is None or plain.parent == plain or os.path.islink(plain):
+            return {plain, p.resolve()}
+        folder = folders.get(plain.parent)
+        if folder is None:
+            folder = folders[plain.parent] = plain.parent.resolve()
+        return {plain, folder / plain.name}
     except (OSError, RuntimeError):     # a symlink loop: the plain form only
         return {plain}
 
