@@ -19,7 +19,8 @@ called, and then
 
 ``PARTRACE_JIT=python`` or ``=numba`` forces either mode (tests; ``auto``, the default,
 chooses by size).  Kernels that need numba itself (types, ``cfunc``, external C
-functions: the OTF2 writer) import numba directly and never run as Python.
+functions: the OTF2 writer) take numba from ``import_numba`` and their decorators from
+kernels/cacheload.py (made inside a make too), and never run as Python.
 
 Python differs from numba in one way that matters here: numba widens every integer it
 reads from an array to 64 bits before doing arithmetic, numpy keeps the element type

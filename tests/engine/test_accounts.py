@@ -4,6 +4,8 @@ the rules are arithmetic on what the call sent and got)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from partrace.engine import accounts
 from partrace.kernels import jit
 from partrace.kernels.jit import njit
+from tests.conftest import ROOT
 
 
 @pytest.fixture(autouse=True)
@@ -260,3 +263,42 @@ def test_a_kernel_made_on_another_thread_stays_in_the_phase_that_ran_it():
         assert results == [10] and _on_a_thread.dispatcher is not None
     report = accounts.end().report()
     assert list(report["phases"]) == ["start-up", "write"]
+
+
+def test_otf2_s_numba_import_and_c_callbacks_are_kernel_makes():
+    """The OTF2 reader and writer import numba at their modules' import and load their C
+    callbacks (cfunc) at decoration: both inside a make (the kernels phase), not in the
+    plan or decode that first imports them.  In a fresh process: numba is not imported
+    before the first make begins, and every module and callback is made inside one."""
+    code = """if 1:
+        import sys
+        from partrace.kernels import jit
+        seen = {"depth": 0, "before": None, "outside": []}
+        def begin():
+            seen["depth"] += 1
+            if seen["before"] is None:
+                seen["before"] = "numba" in sys.modules
+        def end():
+            seen["depth"] -= 1
+        jit.account_makes(begin, end)
+        import partrace.formats.otf2.readlib, partrace.formats.otf2.events
+        import partrace.formats.otf2.replay
+        assert seen["before"] is False, seen
+        from numba.core.ccallback import CFunc
+        compile_ = CFunc.compile
+        def compile(self):
+            seen["outside"].append(seen["depth"] == 0)
+            return compile_(self)
+        CFunc.compile = compile
+        from partrace.formats.otf2.library import load, quiet_errors
+        load()      # the library's symbols, which the callbacks link
+        import partrace.formats.otf2.callbacks
+        quiet_errors()
+        assert len(seen["outside"]) > 80 and not any(seen["outside"]), seen["outside"]
+        assert "numba" in sys.modules and seen["depth"] == 0
+        print("ok")
+    """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_JIT": "numba"})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

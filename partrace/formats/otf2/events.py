@@ -9,10 +9,12 @@ uint64 (the same registers as ``void *`` on every 64-bit ABI).
 from __future__ import annotations
 
 import numpy as np
-from numba import types
 
 from ...kernels.cacheload import njit
+from ...kernels.jit import import_numba
 from ...model import Kind
+
+types = import_numba().types      # numba imported as a kernel's make (the kernels phase)
 
 # what each row becomes
 NONE, ENTER, LEAVE, SEND, RECV, COLL_BEGIN, COLL_END, COLLECTIVE, METRIC = range(9)

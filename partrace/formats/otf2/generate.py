@@ -102,8 +102,10 @@ def writers_module(sigs) -> str:
            "record ``code`` (records.RECORDS, code = index + 1) with the scalar arguments ``a``;",
            "a record with arrays (Metric: OTF2_Type[], values[]; ProgramBegin: string refs[])",
            "takes them at ``types_at`` and ``values_at``.  Pointers go as uint64 (events.py).",
-           '"""', "import numpy as np", "from numba import types", "",
-           "from ...kernels.cacheload import njit", "",
+           '"""', "import numpy as np", "",
+           "from ...kernels.cacheload import njit", "from ...kernels.jit import import_numba", "",
+           "types = import_numba().types      # numba imported as a kernel's make (the kernels phase)",
+           "",
            "_u8, _u16, _u32, _u64 = types.uint8, types.uint16, types.uint32, types.uint64",
            "_i32, _i64, _rc = types.int32, types.int64, types.int32", ""]
     for name, spec in sigs:

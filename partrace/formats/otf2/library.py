@@ -81,9 +81,9 @@ def quiet_errors() -> np.ndarray:
     """Route the library's error messages into a buffer instead of stderr (a damaged archive
     is one TraceError line, the message in it): the buffer, read by ``last_error``."""
     global _vsnprintf
-    from numba import types
-
     from ...kernels.cacheload import cfunc
+    from ...kernels.jit import import_numba
+    types = import_numba().types        # as a kernel's make: the account's kernels phase
     _vsnprintf = types.ExternalFunction("vsnprintf", types.int32(types.uint64, types.uint64,
                                                                   types.uint64, types.uint64))
     buffer = np.zeros(MESSAGE_BYTES, np.uint8)
@@ -117,9 +117,9 @@ class _FlushCallbacks(ctypes.Structure):
 def _pre_flush():
     """A C callback telling the library to write every full chunk to its file (no
     post-flush callback: the library would record a BufferFlush event for each)."""
-    from numba import types
-
     from ...kernels.cacheload import cfunc
+    from ...kernels.jit import import_numba
+    types = import_numba().types        # as a kernel's make: the account's kernels phase
 
     @cfunc(types.uint8(types.voidptr, types.uint8, types.uint64, types.voidptr, types.boolean),
            cache=True)

@@ -18,14 +18,16 @@ defined only where it has records, as the OTF2 output of other inputs places the
 from __future__ import annotations
 
 import numpy as np
-from numba import types
 
 from ...errors import PartraceError
 from ...kernels.cacheload import njit
+from ...kernels.jit import import_numba
 from . import records as R
 from .definitions import Layout
 from .sourcedefs import is_own_source, write_source_global
 from .writers import write_record
+
+types = import_numba().types      # numba imported as a kernel's make (the kernels phase)
 
 SIDE = ("values", "attributes")
 COLUMNS = {"events": ("location", "time", "seq", "ticks", "record", "args"),
