@@ -37,7 +37,7 @@ class OTF2(Format):
     @classmethod
     def open(cls, path, **options):
         """Options: unit_bytes (event file bytes of one work unit: consecutive small
-        locations share a unit up to it; default 4 MiB)."""
+        locations share a unit up to it; default 1 MiB)."""
         check_options(cls.name, options, ("unit_bytes",))
         from .library import load
         load()          # one clear line if the otf2 package is missing
