@@ -1,5 +1,5 @@
 """A kernel found in numba's cache is loaded without numba's context refresh
-(kernels/cacheload.py), and runs as the kernel compiled in the process does; a kernel
+(kernels/lightload.py), and runs as the kernel compiled in the process does; a kernel
 missing from the cache, compiled after such a load, still gets the full refresh numba's
 compiler makes.  Each step in a fresh process: the cache is what one process leaves
 the next."""

@@ -12,7 +12,7 @@ called, and then
 - otherwise imports numba, compiles the function (or loads it from numba's cache,
   ``cache=True`` as before) and calls the compiled dispatcher from then on.  A kernel
   found in the cache is loaded without numba's refresh of its compiler contexts
-  (kernels/cacheload.py: about 0.2 s of CPU a process); a miss compiles as numba does.
+  (kernels/lightload.py: about 0.2 s of CPU a process); a miss compiles as numba does.
   That making (numba's import, the dispatcher, each overload loaded or compiled, with the
   kernels it calls) is told to the rank's account while one is kept (:func:`account_makes`),
   which counts it as a phase of its own: a fixed cost of the process, not work on the trace.
@@ -285,7 +285,7 @@ class LazyKernel:
                 # through a kernel stalled them and cost GIL hand-offs
                 d = numba.njit(**{"nogil": True, **self.options})(self.py_func)
                 if self.options.get("cache"):
-                    from .cacheload import light_cache_loads
+                    from .lightload import light_cache_loads
                     light_cache_loads(d)
                 d.compile = _made_here(d.compile)   # numba looks it up on the instance
                 self._dispatcher = d
