@@ -64,9 +64,9 @@ def anchor_of(path: Path) -> Path:
 
 
 # Event file bytes of a work unit: small consecutive locations share one up to this.  Small
-# enough that the ranks share many units (200 MB of 128 locations on 32 ranks: 4 MiB made 70
-# units, the busiest rank 16-63% over the mean; 1 MiB, one a location, 8-9%), and big enough
-# that tiny locations do not each cost a unit.
+# enough that a trace of a few hundred MB still gives each of 32 ranks several units (units
+# of 4 MiB left some ranks a third unit where the others had two: scripts/bench_scaling.py's
+# OTF2 case), and big enough that tiny locations do not each cost a unit.
 UNIT_BYTES = 1 << 20
 
 
