@@ -239,15 +239,14 @@ class SingleFileLayout(HDF5Layout):
         return {(d, a): _target(final, targets, datasets, d)[a:b]
                 for d, _, parts, _ in jobs for r, a, b in parts if r == 0}
 
-    def _whole_chunk(self, files, datasets, d: int, row: int, parts, rank0_rows=None):
+    def _whole_chunk(self, files, datasets, d: int, row: int, parts, rank0_rows: dict):
         """The chunk at ``row`` of dataset ``d`` (``datasets``: _join_plan's) assembled
-        from its writers' files (rank 0's rows on another rank: from ``rank0_rows``,
-        _rows_of_rank0's, sent by rank 0) and encoded as the file stores it (``put``'s
-        argument)."""
+        from its writers' parts and rank 0's rows (``rank0_rows``: _rows_of_rank0's, sent
+        by rank 0), and encoded as the file stores it (``put``'s argument)."""
         key = "/".join(datasets[d][:2])
-        read = {r: self._file_of(files, r)[key] for r, _, _ in parts
-                if r or rank0_rows is None}
-        src = next(iter(read.values()))     # the encoder is a writer: its own file
+        read = {r: self._file_of(files, r)[key] for r, _, _ in parts if r}
+        # the encoder is a writer: its own part; rank 0 encodes a chunk only it wrote
+        src = next(iter(read.values())) if read else self._file_of(files, 0)[key]
         step = src.chunks[0]
         chunk = np.zeros((step,) + src.chunks[1:], src.dtype)
         for r, a, b in parts:

@@ -259,6 +259,26 @@ def test_shared_chunks_are_encoded_off_rank_0_turn_by_turn():
     assert _encoder([(0, 0, 5), (0, 9, 12)], 3) == 0    # rank 0's alone: no one else holds it
 
 
+def test_a_shared_chunk_is_assembled_from_parts_and_rank_0_s_rows(tmp_path):
+    """The encoder reads its writers' parts, never rank 0's file: rank 0's rows come from
+    what rank 0 sent; and rank 0, encoding a chunk only it wrote, reads its own file."""
+    from partrace.output.hdf5_joined import SingleFileLayout
+    values = np.arange(200, dtype=np.int64) * 3 + 1
+    make = dict(shape=(200,), chunks=(64,), dtype="i8", compression="gzip")
+    with h5py.File(tmp_path / "p1.h5", "w") as p1, h5py.File(tmp_path / "p0.h5", "w") as p0:
+        p1.create_dataset("t/c", **make)[70:128] = values[70:128]
+        p0.create_dataset("t/c", **make)[64:128] = values[64:128]
+        layout = SingleFileLayout.__new__(SingleFileLayout)
+        datasets = [("t", "c", None, 512)]
+        for files, parts, given in (
+                ({1: p1}, [(0, 64, 70), (1, 70, 128)], {(0, 64): values[64:70]}),
+                ({0: p0}, [(0, 64, 100), (0, 100, 128)], {(0, 64): values[64:100],
+                                                          (0, 100): values[100:128]})):
+            stored = layout._whole_chunk(files, datasets, 0, 64, parts, given)
+            p1["t/c"].id.write_direct_chunk((64,), *stored)
+            assert np.array_equal(p1["t/c"][64:128], values[64:128]), parts
+
+
 def test_join_places_whole_chunks_and_encodes_shared_ones_once(tmp_path):
     """The join's steps on ranges that start and end mid-chunk and end the dataset: the
     chunks wholly inside a part's ranges (whole_chunks) placed in the final file with
