@@ -17,7 +17,8 @@ from ...kernels.cacheload import njit
 from ...kernels.jit import import_numba
 
 # numba, imported as a kernel's make (the account's ``kernels`` phase)
-carray, types = import_numba().carray, import_numba().types
+_numba = import_numba()
+carray, types = _numba.carray, _numba.types
 
 N_EV, CAP_EV, EV_AT, N_VAL, CAP_VAL, VAL_AT, N_ATTR, CAP_ATTR, ATTR_AT, TOTAL, ERROR, \
     DETAIL, SCRATCH = range(13)
