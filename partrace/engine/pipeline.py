@@ -240,6 +240,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         if sink.weighs_locations and comm.size > 1:
             sink.location_bytes = location_bytes(
                 comm, store.runs, {name: row_bytes(schema[name]) for name in schema})
+        sink.table_rows = dict(zip(schema, comm.allreduce_sum(
+            np.array([store.rows[name] for name in schema], np.int64)).tolist()))
         sink.prepare(comm, defs, schema)
         # a row-wise sink (OTF text) holds about 2.5x a window's row bytes while it formats
         # it: windows of 1/16 of the budget, not 1/10 (merge->otf of the 200 MB traces at

@@ -47,6 +47,9 @@ class Sink(ABC):
     #: the run's memory budget per rank in bytes, set by the engine before prepare()
     #: (a sink with a fixed cost per location can refuse a run it would not fit)
     memory: int | None = None
+    #: every table's rows over all ranks, as decoded (the rows the windows will bring),
+    #: set by the engine before prepare(): the same on every rank and at any rank count
+    table_rows: dict[str, int] | None = None
 
     def select(self, name: str, table: Table) -> np.ndarray | None:
         """A mask of the decoded rows of ``table`` to keep (None: all)."""

@@ -49,6 +49,7 @@ class SingleFileLayout(HDF5Layout):
         self.place_seconds = 0.0    # rank 0: placing the parts' chunks (thread CPU),
         self.first_place_seconds = 0.0      # of it the first chunk of each dataset,
         self.placed_datasets = 0            # of these datasets
+        self.placed_numbers: dict[str, int] = {}    # rank 0: per table, its numbers' chunks
 
     def written(self) -> dict:
         """On rank 0, the chunks it indexed for the other ranks and the bytes of theirs it
@@ -62,6 +63,11 @@ class SingleFileLayout(HDF5Layout):
                     placed_datasets=self.placed_datasets,
                     first_place_seconds=round(self.first_place_seconds, 6),
                     join_seconds=round(sink.commit_seconds, 6),
+                    # per table: its rows, rows per chunk, chunks of numbers placed (a
+                    # model of a longer trace grows them by the chunk rule)
+                    tables={name: [sink.table_rows.get(name, 0) if sink.table_rows else 0,
+                                   sink.chunk_rows[name], n]
+                            for name, n in sorted(self.placed_numbers.items())},
                     summary=f"HDF5 serial join: rank 0 indexed {placed:,} chunks "
                             f"({_amount(stored)}) that the other ranks filled in, and carried "
                             f"{_amount(self.gathered_bytes)} of chunks ranks share, "
@@ -283,6 +289,9 @@ class SingleFileLayout(HDF5Layout):
             places.append(np.column_stack([chunks[:, 3], holes.holes_since(first, sizes),
                                            sizes]))
             in_text = text[chunks[:, 0]]
+            for d, n in zip(*np.unique(chunks[~in_text, 0], return_counts=True)):
+                name = datasets[d][0]
+                self.placed_numbers[name] = self.placed_numbers.get(name, 0) + int(n)
             for kind, picked in (("text", in_text), ("numbers", ~in_text)):
                 self.sink.join_counts[kind]["chunks"] += int(picked.sum())
                 self.sink.join_counts[kind]["stored_bytes"] += int(sizes[picked].sum())

@@ -102,7 +102,7 @@ class PartsLayout(HDF5Layout):
     def shapes(self, shapes: dict, counts: dict) -> dict:
         """Chunks fitted to the whole output, sizes growing: a part's size is its own."""
         for name, columns in self.sink.schema.items():
-            shapes[name] = (hdf5.chunk_rows(counts[name], self.sink.chunk_rows), None)
+            shapes[name] = (hdf5.chunk_rows(counts[name], self.sink.chunk_rows[name]), None)
             for c in columns:
                 if c.is_object:
                     shapes[name, c.name] = (hdf5_text.data_chunk(counts[name, c.name]), None)

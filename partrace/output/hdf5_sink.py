@@ -100,11 +100,15 @@ class HDF5Sink(StagedSink):
         self.files = (HDF5Layout if not comm.parallel else
                       PartsLayout if self.layout == "parts" else
                       CollectiveLayout if collective else SingleFileLayout)(self)
-        longest = 0
+        chosen = None
         with comm.guard():      # a bad PARTRACE_H5_CHUNK_ROWS fails every rank alike
-            longest = hdf5.long_chunk_rows()
+            chosen = hdf5.long_chunk_rows()
         comm.check()
-        self.chunk_rows = comm.bcast(longest)   # rank 0's: every part's chunks must match
+        chosen = comm.bcast(chosen)     # rank 0's: every part's chunks must match
+        # rows per chunk of each long table: chosen, or grown with the table's rows
+        totals = self.table_rows or {}
+        self.chunk_rows = {name: chosen or hdf5.grown_chunk_rows(totals.get(name, 0))
+                           for name in schema}
         hdf5_chunks.set_threads(hdf5_chunks.default_threads(comm.size))
         # rows held by chunks compressing while the engine builds the next column or
         # window: a small share of the budget (None: no budget given)
@@ -135,8 +139,8 @@ class HDF5Sink(StagedSink):
         resizable datasets."""
         later = self.next_keys
         only = later is not None and all(k is None for k in later.values())
-        out = {name: (hdf5.chunk_rows(counts[name], self.chunk_rows), counts[name]) if only
-               else (self.chunk_rows, None) for name in self.schema}
+        out = {name: (hdf5.chunk_rows(counts[name], self.chunk_rows[name]), counts[name])
+               if only else (self.chunk_rows[name], None) for name in self.schema}
         for key in self.text_keys:
             out[key] = ((hdf5_text.data_chunk(counts[key]), counts[key]) if only
                         else (hdf5_text.CHUNK_BYTES, None))

@@ -90,6 +90,15 @@ LIBVER = "v110"
 # PARTRACE_H5_CHUNK_ROWS chooses another.
 CHUNK_ROWS = 1 << 16
 CHUNK_ROWS_ENV = "PARTRACE_H5_CHUNK_ROWS"
+# A very long table gets longer chunks, so that each of its columns has at most
+# CHUNKS_PER_COLUMN of them, up to GROWN_CHUNK_ROWS rows: every chunk is an entry of the
+# file's chunk index, which one process writes (rank 0 in the serial join, each process
+# in a collective write, HDF5's allocation), so a fixed chunk length would make that
+# serial work grow with the trace.  Tables below CHUNK_ROWS x CHUNKS_PER_COLUMN rows
+# keep CHUNK_ROWS (a 1000-row window of the longest chunks reads 1.5x the time:
+# scripts/bench_h5window.py).
+CHUNKS_PER_COLUMN = 1 << 14
+GROWN_CHUNK_ROWS = 1 << 18
 TABLES_ATTR = "tables"
 DEFLATE_LEVEL = 1       # the default: zlib-ng's fastest deflate (chunks.py)
 GZIP_LEVEL = 2          # --compress gzip: denser (~2/3 of the bytes), ~1.6x its CPU
@@ -175,17 +184,25 @@ def read_enum(ds) -> dict | None:
     return json.loads(enum)
 
 
-def long_chunk_rows() -> int:
-    """Rows per chunk of a long table: ``PARTRACE_H5_CHUNK_ROWS`` if set (a power of two,
-    16 to 2**20), else CHUNK_ROWS."""
+def long_chunk_rows() -> int | None:
+    """Rows per chunk of a long table as ``PARTRACE_H5_CHUNK_ROWS`` sets them (a power of
+    two, 16 to 2**20), None if it is not set (:func:`grown_chunk_rows` decides)."""
     chosen = os.environ.get(CHUNK_ROWS_ENV, "").strip()
     if not chosen:
-        return CHUNK_ROWS
+        return None
     n = int(chosen) if chosen.isdigit() else 0
     if not 16 <= n <= 1 << 20 or n & (n - 1):
         raise UsageError(f"{CHUNK_ROWS_ENV}={chosen}: rows per chunk, a power of two "
                          "from 16 to 1048576")
     return n
+
+
+def grown_chunk_rows(total_rows: int) -> int:
+    """Rows per chunk of a table of ``total_rows`` rows (over all windows and ranks):
+    CHUNK_ROWS, or the power of two that keeps its columns to CHUNKS_PER_COLUMN chunks,
+    at most GROWN_CHUNK_ROWS."""
+    need = -(-int(total_rows) // CHUNKS_PER_COLUMN)
+    return int(min(GROWN_CHUNK_ROWS, max(CHUNK_ROWS, 1 << max(0, need - 1).bit_length())))
 
 
 def chunk_rows(rows: int, longest: int = CHUNK_ROWS) -> int:
