@@ -351,7 +351,7 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
     if kind == "h5c":   # fitted to the collective runs alone (one rank writes serially)
         runs = {p: r for p, r in runs.items() if p > 1}
     listing = case.get("listing")
-    cost = sm.join_cost(runs[ranks[-1]]) if joined else None
+    cost = sm.join_cost(runs[ranks[-1]], grow) if joined else None
     rows = sm.model(runs, size, cost, rates, [1] + targets, grow, listing)
     print(f"\nModel of {name} (output {size / 1e6:.1f} MB), for an input of "
           f"{input_bytes * grow / 1e9:,.4g} GB, seconds on the busiest rank:\n")

@@ -11,8 +11,9 @@ is the efficiency the run would have on P idle cores with a free network.  The m
 what that leaves out, from stated rates: the network (bytes and messages of the busiest
 rank), the file system's metadata server (every rank's imports and opened files), and the
 serial HDF5 join: rank 0 places every other rank's chunks in the one file (a call per
-chunk, its CPU per dataset and per chunk from the account) and each rank fills its own
-in (its share of the output's bytes read and written at one client's rates).
+chunk, its CPU per dataset and per chunk from the account; a longer table's chunks hold
+more rows, as the HDF5 sink's rule says) and each rank fills its own in (its share of the
+output's bytes read and written at one client's rates).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from partrace.formats.hdf5.layout import grown_chunk_rows
 
 PHASES = ["start-up", "kernels", "plan", "decode", "cuts", "exchange", "merge", "write",
           "commit"]
@@ -149,18 +152,28 @@ JOIN_PLACE = "HDF5 join: rank 0 places the chunks"
 JOIN_FILL = "HDF5 join: each rank fills its own"
 
 
-def join_cost(stats: dict) -> tuple[float, float, float]:
+def join_cost(stats: dict, grow: float = 1.0) -> tuple[float, float, float]:
     """A serial HDF5 join's placing on rank 0, from its account's ``output``: (CPU seconds
     of the datasets, the first chunk of each placed with the dataset's look-up; CPU seconds
-    per further chunk; chunks per byte placed).  Zeros where it placed none."""
+    per further chunk; chunks per byte placed in an output ``grow`` times as long).  Zeros
+    where it placed none.
+
+    The chunks of a table's numbers grow with its rows as the sink's rule says
+    (``grown_chunk_rows``, where the run's chunk rows were the rule's: not where
+    PARTRACE_H5_CHUNK_ROWS chose them), so a longer output has fewer chunks a byte; the
+    other chunks (text columns' bytes) keep theirs."""
     said = stats["ranks"][0].get("output", {})
     chunks, datasets = said.get("placed_chunks", 0), said.get("placed_datasets", 0)
     if not chunks or not datasets:
         return 0.0, 0.0, 0.0
     first = said.get("first_place_seconds", 0.0)
     rest = max(said.get("place_seconds", 0.0) - first, 0.0)
+    grown = float(chunks)
+    for rows, step, placed in said.get("tables", {}).values():
+        if rows and step == grown_chunk_rows(rows):
+            grown -= placed * (1 - step / grown_chunk_rows(int(rows * grow)))
     return (first, rest / max(chunks - datasets, 1),
-            chunks / max(said.get("placed_bytes", 0), 1))
+            grown / max(said.get("placed_bytes", 0), 1))
 
 
 def model(runs: dict[int, dict], output_bytes: int, join: tuple[float, float, float] | None,

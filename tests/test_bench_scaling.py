@@ -111,6 +111,28 @@ def test_model_of_the_join_places_on_rank_0_and_fills_on_every_rank():
     assert rows[sm.JOIN_FILL] == pytest.approx([0.0, 0.75], rel=1e-6)
 
 
+def test_model_of_the_join_grows_a_long_table_s_chunks_by_the_sink_s_rule():
+    """Rank 0 placed 40 chunks, 30 of them the numbers of a table of 2**20 rows in chunks
+    of 2**16 (the rule's), 10 of text.  An output 2**14 times as long: that table's
+    2**34 rows go in chunks of the rule's longest, 2**18 (4x fewer chunks a byte), the
+    text's as many a byte as measured; a table whose chunk rows the environment chose
+    (2**10, not the rule's) keeps them."""
+    sm = script("scaling_model")
+    from partrace.formats.hdf5 import layout
+    runs = {p: _run([8 / p + 0.5] * p) for p in (1, 8)}
+    runs[8]["ranks"][0]["output"] = {"placed_bytes": 4_000_000, "placed_chunks": 40,
+                                     "placed_datasets": 10, "place_seconds": 0.05,
+                                     "first_place_seconds": 0.02,
+                                     "tables": {"events": [1 << 20, 1 << 16, 30]}}
+    assert layout.grown_chunk_rows(1 << 34) == layout.GROWN_CHUNK_ROWS == 1 << 18
+    first, per_chunk, per_byte = sm.join_cost(runs[8], grow=1 << 14)
+    assert (first, per_chunk) == pytest.approx((0.02, 0.001))
+    assert per_byte == pytest.approx((30 / 4 + 10) / 4_000_000)
+    assert sm.join_cost(runs[8])[2] == pytest.approx(40 / 4_000_000)
+    runs[8]["ranks"][0]["output"]["tables"] = {"events": [1 << 20, 1 << 10, 30]}
+    assert sm.join_cost(runs[8], grow=1 << 14)[2] == pytest.approx(40 / 4_000_000)
+
+
 def test_model_grows_a_listing_in_parts_a_pth_a_rank():
     """A listing in parts that reads the files' bytes (ROSS), measured 3 s for all files on one
     rank: a 4x larger input adds 3 x 3 s to the plan at P = 1, 3 x 1.5 at P = 2 and
