@@ -25,8 +25,9 @@ its own work.  Printed per trace and output:
             network (--net-gbs, --net-latency-us; the window phases' messages per window,
             times the windows the modelled input takes), every rank's opens at the metadata server
             (--fs-opens) and, for HDF5's single layout, the join: rank 0 placing the
-            other ranks' chunks (its CPU per dataset and per chunk, from the largest P's
-            account; the chunks grown with the output)
+            other ranks' chunks (its CPU per dataset, from the largest P's account, and
+            per chunk, the median over the runs; the chunks grown with the output, a
+            long table's fewer a byte as the HDF5 sink's chunk rule lengthens them)
             and each rank filling its own in (its share of the output read and written,
             --fs-read-gbs, --fs-write-gbs); for HDF5 also the efficiency without that
             join, at the serial path's write CPU.  Where
@@ -351,7 +352,7 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
     if kind == "h5c":   # fitted to the collective runs alone (one rank writes serially)
         runs = {p: r for p, r in runs.items() if p > 1}
     listing = case.get("listing")
-    cost = sm.join_cost(runs[ranks[-1]], grow) if joined else None
+    cost = sm.join_cost(runs[ranks[-1]], grow, [runs[p] for p in ranks[:-1]]) if joined else None
     rows = sm.model(runs, size, cost, rates, [1] + targets, grow, listing)
     print(f"\nModel of {name} (output {size / 1e6:.1f} MB), for an input of "
           f"{input_bytes * grow / 1e9:,.4g} GB, seconds on the busiest rank:\n")

@@ -152,11 +152,14 @@ JOIN_PLACE = "HDF5 join: rank 0 places the chunks"
 JOIN_FILL = "HDF5 join: each rank fills its own"
 
 
-def join_cost(stats: dict, grow: float = 1.0) -> tuple[float, float, float]:
+def join_cost(stats: dict, grow: float = 1.0,
+              others: list[dict] = ()) -> tuple[float, float, float]:
     """A serial HDF5 join's placing on rank 0, from its account's ``output``: (CPU seconds
     of the datasets, the first chunk of each placed with the dataset's look-up; CPU seconds
     per further chunk; chunks per byte placed in an output ``grow`` times as long).  Zeros
-    where it placed none.
+    where it placed none.  ``others``: accounts of runs at other rank counts; the CPU per
+    chunk is the median over all of them (a run places a few thousand chunks in tens of
+    milliseconds: one such figure is noisy).
 
     The chunks of a table's numbers grow with its rows as the sink's rule says
     (``grown_chunk_rows``, where the run's chunk rows were the rule's: not where
@@ -167,13 +170,23 @@ def join_cost(stats: dict, grow: float = 1.0) -> tuple[float, float, float]:
     if not chunks or not datasets:
         return 0.0, 0.0, 0.0
     first = said.get("first_place_seconds", 0.0)
-    rest = max(said.get("place_seconds", 0.0) - first, 0.0)
+    per_chunk = float(np.median([c for c in map(_per_chunk, [stats, *others]) if c is not None]))
     grown = float(chunks)
     for rows, step, placed in said.get("tables", {}).values():
         if rows and step == grown_chunk_rows(rows):
             grown -= placed * (1 - step / grown_chunk_rows(int(rows * grow)))
-    return (first, rest / max(chunks - datasets, 1),
-            grown / max(said.get("placed_bytes", 0), 1))
+    return first, per_chunk, grown / max(said.get("placed_bytes", 0), 1)
+
+
+def _per_chunk(stats: dict) -> float | None:
+    """Rank 0's CPU seconds per placed chunk after each dataset's first (None: it placed
+    no further chunk)."""
+    said = stats["ranks"][0].get("output", {})
+    chunks, datasets = said.get("placed_chunks", 0), said.get("placed_datasets", 0)
+    if chunks <= datasets or not datasets:
+        return None
+    rest = max(said.get("place_seconds", 0.0) - said.get("first_place_seconds", 0.0), 0.0)
+    return rest / (chunks - datasets)
 
 
 def model(runs: dict[int, dict], output_bytes: int, join: tuple[float, float, float] | None,

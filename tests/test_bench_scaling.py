@@ -133,6 +133,22 @@ def test_model_of_the_join_grows_a_long_table_s_chunks_by_the_sink_s_rule():
     assert sm.join_cost(runs[8], grow=1 << 14)[2] == pytest.approx(40 / 4_000_000)
 
 
+def test_model_of_the_join_takes_the_median_cpu_per_chunk_of_the_runs():
+    """Rank 0's CPU per chunk at 2, 4 and 8 ranks: 1, 3 and 2 ms (the first chunk of each
+    dataset apart): the model takes 2 ms; the datasets' cost and the chunks a byte are the
+    run's given first; a run that placed no further chunk says nothing."""
+    sm = script("scaling_model")
+    runs = {p: _run([8 / p + 0.5] * p) for p in (1, 2, 4, 8)}
+    for p, ms in ((2, 1), (4, 3), (8, 2)):
+        runs[p]["ranks"][0]["output"] = {"placed_bytes": 1000 * p, "placed_chunks": 10 * p + 5,
+                                         "placed_datasets": 5,
+                                         "place_seconds": 0.01 + 10 * p * ms / 1000,
+                                         "first_place_seconds": 0.01}
+    cost = sm.join_cost(runs[8], 1.0, [runs[1], runs[2], runs[4]])
+    assert cost == pytest.approx((0.01, 0.002, 85 / 8000))
+    assert sm.join_cost(runs[8], 1.0, [runs[4]])[1] == pytest.approx(0.0025)
+
+
 def test_model_grows_a_listing_in_parts_a_pth_a_rank():
     """A listing in parts that reads the files' bytes (ROSS), measured 3 s for all files on one
     rank: a 4x larger input adds 3 x 3 s to the plan at P = 1, 3 x 1.5 at P = 2 and
