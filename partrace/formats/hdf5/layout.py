@@ -95,8 +95,9 @@ CHUNK_ROWS_ENV = "PARTRACE_H5_CHUNK_ROWS"
 # file's chunk index, which one process writes (rank 0 in the serial join, each process
 # in a collective write, HDF5's allocation), so a fixed chunk length would make that
 # serial work grow with the trace.  Tables below CHUNK_ROWS x CHUNKS_PER_COLUMN rows
-# keep CHUNK_ROWS (a 1000-row window of the longest chunks reads 1.5x the time:
-# scripts/bench_h5window.py).
+# keep CHUNK_ROWS, as a small window reads whole chunks (scripts/bench_h5window.py
+# measures what longer ones cost it); the longest keep a chunk of 8-byte values at
+# 2 MiB and the rows an owner carries between windows (chunk_owners.py) modest.
 CHUNKS_PER_COLUMN = 1 << 14
 GROWN_CHUNK_ROWS = 1 << 18
 TABLES_ATTR = "tables"
