@@ -7,9 +7,10 @@ stored size and with its filter mask.  HDF5 allocates the chunk's bytes in the f
 indexes them and hands the buffer to the file driver unchanged.  The file is open
 through h5py's ``fileobj`` driver on a ``HoleFile``, which knows the placeholder's
 memory: a write from it is not written (the file gets a hole there) and its place is
-noted instead.  Once rank 0 has closed the file, each rank copies its own chunks'
-stored bytes from its part into those places (``fill``; ``copy_file_range``, the
-kernel's copy, where the file system has it), all ranks at once.
+noted instead.  Each rank then writes its own chunks' bytes into those places: after
+each window those it kept in memory (hdf5_direct.py), and once rank 0 has closed the
+file those its part holds (``fill``; ``copy_file_range``, the kernel's copy, where the
+file system has it), all ranks at once.
 
 So rank 0's join is metadata, a call per chunk, and no rank's chunk passes through
 another; the file's bytes are the ones a join copying every chunk through rank 0 would
@@ -55,7 +56,12 @@ class HoleFile(io.RawIOBase):
         self.written_bytes = 0      # what went to the file: metadata, the shared chunks
 
     def placeholder(self, nbytes: int) -> np.ndarray:
-        """The buffer to hand HDF5 for a chunk of ``nbytes`` stored bytes."""
+        """The buffer to hand HDF5 for a chunk of ``nbytes`` stored bytes (a larger one
+        made if need be: HDF5 writes a direct chunk before its call returns)."""
+        if nbytes > self._zeros.nbytes:
+            self._zeros = np.zeros(max(nbytes, 2 * self._zeros.nbytes), np.uint8)
+            self._lo = self._zeros.ctypes.data
+            self._hi = self._lo + self._zeros.nbytes
         return self._zeros[:nbytes]
 
     def holes_since(self, first: int, sizes: np.ndarray) -> np.ndarray:

@@ -3,22 +3,27 @@
 Rank 0 writes its slice of each window straight into the output file; rank r > 0 writes
 its slice into a staging part whose datasets have the output's shape, chunks and
 filters, at the *global* row index (a part allocates only the chunks it touches).  Every
-chunk of a numeric table has one owner that writes it whole (chunk_owners.py), so at
-commit each chunk of the parts goes into the output as its stored bytes (no decoding).
-A text column's bytes are written at their global byte offset: the byte chunks where one
-rank's text ends and the next one's begins are made whole and encoded once by one of
-their writers other than rank 0 (turn by turn, in parallel; rank 0 sends its rows of
-them, read from the file it writes), and rank 0 stores them.
+chunk of a numeric table has one owner that writes it whole (chunk_owners.py).  Rank 0
+alone can write the output's HDF5 (serial h5py), but only its chunk index needs to be
+written there: it places another rank's chunk leaving a hole of its stored size
+(hdf5_holes.py), and the chunk's rank writes its bytes into it.
 
-Each rank lists the chunks its own part holds whole (a walk of its chunk index, in
-parallel) and sends rank 0 the list.  Rank 0 alone can write the output's HDF5 (serial
-h5py), but only its chunk index needs to be written there: it places every listed
-chunk, leaving a hole of its stored size (hdf5_holes.py), closes the file, and sends
-each rank the places of its chunks; each rank copies its chunks' bytes from its part
-into them, all at once, then deletes its part (they never leave the hidden staging
-folder).  Rank 0's join is a call per chunk and the shared chunks' bytes; it opens no
-part.  What rank 0 indexed and carried for the others, the bytes each rank filled in and
-how long the join took go to the accounts (``written``).
+- After each window, the whole chunks a rank r > 0 owns never reach its part: kept for
+  the window (hdf5_direct.py), placed by rank 0 in the file it has open, written by
+  their rank at the places rank 0 sends back.
+- At commit, the rest: a text column's bytes are written at their global byte offset,
+  and the byte chunks where one rank's text ends and the next one's begins are made
+  whole and encoded once by one of their writers other than rank 0 (turn by turn, in
+  parallel; rank 0 sends its rows of them, read from the file it writes), and rank 0
+  stores them.  Each rank lists the chunks its own part holds whole (a walk of its
+  chunk index, in parallel) and sends rank 0 the list; rank 0 places them, closes the
+  file and sends each rank their places; each rank copies its chunks' bytes from its
+  part into them, all at once, then deletes its part (they never leave the hidden
+  staging folder).
+
+Rank 0's join is a call per chunk and the shared chunks' bytes; it opens no part.  What
+rank 0 indexed and carried for the others, the bytes each rank wrote or filled in and
+how long it took go to the accounts (``written``).
 """
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ import numpy as np
 from ..engine.mpi import Comm
 from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import text as hdf5_text
+from ..formats.hdf5 import layout as hdf5
+from .hdf5_direct import ChunkLog, LoggedDataset, place_logged, write_logged
 from .hdf5_holes import HoleFile, fill
 from .hdf5_layouts import HDF5Layout
 
@@ -50,6 +57,14 @@ class SingleFileLayout(HDF5Layout):
         self.first_place_seconds = 0.0      # of it the first chunk of each dataset,
         self.placed_datasets = 0            # of these datasets
         self.placed_numbers: dict[str, int] = {}    # rank 0: per table, its numbers' chunks
+        self.direct_bytes = 0       # rank r > 0: its owned chunks' bytes, straight into the output
+        self.window_place_seconds = 0.0     # rank 0: of place_seconds, during the windows
+        self._rank = 0
+        self._log = ChunkLog()      # rank r > 0: its owned chunks of the window (hdf5_direct.py)
+        self._logged: dict = {}     # rank r > 0: per (table, column), the dataset standing in
+        self._holes: HoleFile | None = None     # rank 0: the output's file while windows write
+        self._targets: dict = {}    # rank 0: per owned dataset, its write_direct_chunk there
+        self._keys: list | None = None      # the owned datasets, indexed alike on every rank
 
     def written(self) -> dict:
         """On rank 0, the chunks it indexed for the other ranks and the bytes of theirs it
@@ -59,6 +74,8 @@ class SingleFileLayout(HDF5Layout):
         stored = sum(c["stored_bytes"] for c in sink.join_counts.values())
         return dict(path="serial join", through_rank0_bytes=self.gathered_bytes,
                     placed_chunks=placed, placed_bytes=stored, filled_bytes=self.filled_bytes,
+                    direct_bytes=self.direct_bytes,
+                    window_place_seconds=round(self.window_place_seconds, 6),
                     place_seconds=round(self.place_seconds, 6),
                     placed_datasets=self.placed_datasets,
                     first_place_seconds=round(self.first_place_seconds, 6),
@@ -69,15 +86,102 @@ class SingleFileLayout(HDF5Layout):
                                    sink.chunk_rows[name], n]
                             for name, n in sorted(self.placed_numbers.items())},
                     summary=f"HDF5 serial join: rank 0 indexed {placed:,} chunks "
-                            f"({_amount(stored)}) that the other ranks filled in, and carried "
+                            f"({_amount(stored)}) that the other ranks wrote, and carried "
                             f"{_amount(self.gathered_bytes)} of chunks ranks share, "
                             f"in {sink.commit_seconds:.2f} s")
 
     def file_name(self, rank: int) -> str:
         return f"{PARTS_DIR}/rank-{rank:05d}.h5" if rank > 0 else self.sink.final.name
 
+    def open_file(self, rank: int) -> h5py.File:
+        """A part; on rank 0 the output, through a HoleFile: the windows place the other
+        ranks' owned chunks in it as holes (hdf5_direct.py)."""
+        self._rank = rank
+        if rank:
+            return super().open_file(rank)
+        path = self.sink.staging.path(self.file_name(0))
+        open(path, "wb").close()        # a HoleFile opens a file that exists
+        self._holes = HoleFile(path, 1 << 20)
+        try:
+            return h5py.File(self._holes, "w", rdcc_nbytes=0, libver=hdf5.LIBVER)
+        except BaseException:
+            self._close_holes()
+            raise
+
+    def owned_target(self, name: str, column: str, ds, how):
+        """On a rank r > 0, an owned table's dataset as the chunk writer sees it: its
+        chunks logged for the output, not stored in the part (where this module encodes
+        them: a pipeline h5py runs writes the part's values, which the join copies)."""
+        if not self._rank or how is None:
+            return ds
+        logged = self._logged.get((name, column))
+        if logged is None or logged._ds is not ds:
+            index = self._owned_keys().index((name, column))
+            logged = self._logged[name, column] = LoggedDataset(ds, index, self._log)
+        return logged
+
+    def _owned_keys(self) -> list[tuple[str, str]]:
+        if self._keys is None:
+            self._keys = [(name, c.name) for name in sorted(self.sink._owned_tables)
+                          for c in self.sink.schema[name]]
+        return self._keys
+
+    def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
+        super().write_window(comm, tables, encoded, everyone)
+        self._place_logged(comm, self.sink._file, self._holes, self._targets, True)
+
+    def _place_logged(self, comm: Comm, final, holes, targets: dict, windowed: bool) -> None:
+        """Collective: the chunks the ranks logged (hdf5_direct.py) placed by rank 0 in
+        ``final`` (open on ``holes``), and written there by their ranks."""
+        meta = data = None
+        with comm.guard():
+            meta, data = self._log.take()
+        comm.check()
+        logs = comm.gather(meta)
+        offsets = None
+        with comm.guard():
+            if comm.rank == 0:
+                offsets = [np.zeros(0, np.int64)] * comm.size
+                if any(len(m) for m in logs[1:]):
+                    began = time.thread_time()
+                    paths = [f"{n}/{c}" for n, c in self._owned_keys()]
+                    offsets[1:] = place_logged(final, holes, paths, logs[1:], targets)
+                    spent = time.thread_time() - began
+                    self.place_seconds += spent
+                    if windowed:
+                        self.window_place_seconds += spent
+                    self._count_logged(logs[1:])
+        comm.check()
+        mine = comm.scatter(offsets)
+        with comm.guard():
+            if comm.rank:
+                self.direct_bytes += write_logged(
+                    self.sink.staging.path(self.sink.final.name), mine, data)
+        comm.check()
+
+    def _count_logged(self, logs: list[np.ndarray]) -> None:
+        """Rank 0: the logged chunks it placed, in the join's counts."""
+        counts = self.sink.join_counts["numbers"]
+        keys = self._owned_keys()
+        for meta in logs:
+            counts["chunks"] += len(meta)
+            counts["stored_bytes"] += int(meta[:, 3].sum())
+            for d, n in zip(*np.unique(meta[:, 0], return_counts=True)):
+                name = keys[d][0]
+                self.placed_numbers[name] = self.placed_numbers.get(name, 0) + int(n)
+
+    def _close_holes(self) -> None:
+        if self._holes is not None:
+            holes, self._holes = self._holes, None
+            holes.close()
+
+    def release(self) -> None:
+        self._close_holes()
+
     def finish(self, comm: Comm) -> list[str]:
         sink = self.sink
+        self._close_holes()     # the sink closed the file on it
+        self._targets = {}
         if sink._owned_tables:
             sink.owned_spans = comm.allgather({name: sink._owner.written(name)
                                                for name in sink._owned_tables})
@@ -133,12 +237,14 @@ class SingleFileLayout(HDF5Layout):
                     final = h5py.File(holes, "r+", rdcc_nbytes=JOIN_CACHE_BYTES)
                     files[0] = final
             comm.check()
+            # the owned chunks stored since the last window's round
+            self._place_logged(comm, final, holes, {}, False)
             self._join_shared(comm, datasets, jobs, files, final)
             with comm.guard():
                 if comm.rank == 0:
                     began = time.thread_time()
                     places = self._place_whole(whole, datasets, final, holes)
-                    self.place_seconds = time.thread_time() - began
+                    self.place_seconds += time.thread_time() - began
                     del files[0]
                     done, final = final, None
                     done.close()        # the index written, the holes left for the ranks

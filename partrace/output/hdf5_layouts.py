@@ -10,6 +10,8 @@ the rows written through formats/hdf5.  A layout answers the rest:
 - ``file_name(rank)`` and ``open_file(rank)``: the file a rank writes, in the staging
   folder (``is_output``: the output file itself, which gets the header);
 - ``shapes(shapes, counts)``: its datasets' chunks and sizes;
+- ``owned_target(table, column, ds, how)``: where the whole chunks a rank owns of that
+  dataset are stored (``ds``, the file's, unless the layout takes them elsewhere);
 - ``place(key, here, everyone, rank, n)``: where a rank's ``n`` rows (bytes) of a table
   (text column) ``key`` go in its file this window: (first, size the dataset then has);
 - ``finish(comm)``: collective, once every rank closed its file: the output made of
@@ -59,6 +61,10 @@ class HDF5Layout:
 
     def shapes(self, shapes: dict, counts: dict) -> dict:
         return shapes
+
+    def owned_target(self, name: str, column: str, ds, how):
+        """What an owned table's chunks are stored to: here the file's own dataset."""
+        return ds
 
     def place(self, key, here: int, everyone: list[dict], rank: int, n: int) -> tuple[int, int]:
         """At the rank's place in the global order; the dataset grown to the window's end."""

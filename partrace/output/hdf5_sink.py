@@ -305,8 +305,9 @@ class HDF5Sink(StagedSink):
 
     def _put_owned(self, name: str, column: str, values: np.ndarray, row: int) -> None:
         col = next(c for c in self.schema[name] if c.name == column)
-        hdf5.write_values(self._dataset(name, column), col, values, row, self._pending,
-                          self._codec(name, column))
+        how = self._codec(name, column)
+        ds = self.files.owned_target(name, column, self._dataset(name, column), how)
+        hdf5.write_values(ds, col, values, row, self._pending, how)
 
     def span(self, key, everyone: list[dict], rank: int) -> tuple[int, int, int]:
         """Global (first row or byte of ``rank``'s share, its end, the window's end)."""

@@ -1,0 +1,149 @@
+"""Owned chunks written once, straight into the one HDF5 file, window by window.
+
+In the serial join (hdf5_joined.py) rank 0 alone writes the output's HDF5, but a chunk's
+place needs only its stored size.  So a rank r > 0 does not store the whole chunks it
+owns (chunk_owners.py) in its part: it keeps them, encoded, in a ``ChunkLog`` for the
+window (a ``LoggedDataset`` stands for the part's dataset to the writer, which stores a
+chunk with ``write_direct_chunk`` as ever).  After each window rank 0 places every
+rank's logged chunks in the file it writes, as holes of their stored sizes
+(hdf5_holes.py), and sends each rank the places of its own; each rank writes its chunks'
+bytes there and forgets them.  Every byte of an owned chunk is then written once, by its
+own rank, and no part holds it to be copied again at commit; a rank holds at most a
+window's chunks.  What is left for the join at commit is the text columns' chunks (their
+bytes follow no row chunk) and the chunks a rank stores after its last window.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import WriteFailed
+from .hdf5_holes import HoleFile
+
+
+class ChunkLog:
+    """A rank's encoded chunks of owned tables not yet in the output: (dataset index,
+    first row, filter mask, stored size) and the bytes of each, in the order stored."""
+
+    def __init__(self):
+        self._meta: list[tuple[int, int, int, int]] = []
+        self._data: list = []
+        self._seen: set[tuple[int, int]] = set()    # every chunk ever logged
+
+    def add(self, d: int, row: int, mask: int, data) -> None:
+        if (d, row) in self._seen:      # an owner writes each chunk once (chunk_owners.py)
+            raise RuntimeError(f"HDF5 join: the chunk at row {row} of owned dataset {d} "
+                               f"was stored twice")
+        self._seen.add((d, row))
+        self._meta.append((d, row, mask, len(data)))
+        self._data.append(data)
+
+    def was_stored(self, d: int, row: int) -> bool:
+        return (d, row) in self._seen
+
+    def take(self) -> tuple[np.ndarray, list]:
+        """The chunks logged since the last take: (n, 4) int64 rows and their bytes."""
+        meta = np.array(self._meta, np.int64).reshape(-1, 4)
+        data, self._meta, self._data = self._data, [], []
+        return meta, data
+
+
+class _NotStored:
+    byte_offset = None
+    filter_mask = 0
+    size = 0
+
+
+class _LoggedId:
+    """The part of h5py's DatasetID a writer of whole chunks calls."""
+
+    def __init__(self, owner: "LoggedDataset"):
+        self._owner = owner
+
+    def write_direct_chunk(self, offsets, data, filter_mask: int = 0) -> None:
+        o = self._owner
+        o.log.add(o.index, int(offsets[0]), int(filter_mask), data)
+
+    def get_chunk_info_by_coord(self, offsets):
+        o = self._owner
+        if o.log.was_stored(o.index, int(offsets[0])):
+            raise RuntimeError(f"HDF5 join: {o.name}: a logged chunk (row {offsets[0]}) "
+                               f"was looked up to be written again")
+        return _NotStored()
+
+    def read_direct_chunk(self, offsets, *args, **kwargs):
+        raise RuntimeError(f"HDF5 join: {self._owner.name}: a logged chunk "
+                           f"(row {offsets[0]}) was to be read back")
+
+
+class LoggedDataset:
+    """Stands for a part's dataset of an owned table to the chunk writer
+    (formats/hdf5/chunks.py): its shape, type and chunks are the part's; a chunk
+    stored goes to ``log`` as dataset ``index``."""
+
+    def __init__(self, ds, index: int, log: ChunkLog):
+        self._ds, self.index, self.log = ds, index, log
+        self.id = _LoggedId(self)
+
+    @property
+    def dtype(self):
+        return self._ds.dtype
+
+    @property
+    def chunks(self):
+        return self._ds.chunks
+
+    @property
+    def shape(self):
+        return self._ds.shape
+
+    @property
+    def ndim(self) -> int:
+        return self._ds.ndim
+
+    @property
+    def name(self) -> str:
+        return self._ds.name
+
+
+def place_logged(final, holes: HoleFile, keys: list[str], logs: list[np.ndarray],
+                 targets: dict) -> list[np.ndarray]:
+    """Rank 0: each rank's logged chunks (``logs[k]``: ChunkLog.take's rows) placed in
+    ``final`` as holes of their stored sizes, in order; per rank, the offsets of its
+    chunks in the file.  ``targets``: per dataset index, its write_direct_chunk and
+    coordinate tail, looked up in ``final`` once (``keys``: the datasets' paths)."""
+    out = []
+    for meta in logs:
+        first = holes.hole_count
+        for d, row, mask, size in meta.tolist():
+            target = targets.get(d)
+            if target is None:
+                ds = final[keys[d]]
+                target = targets[d] = (ds.id.write_direct_chunk, (0,) * (ds.ndim - 1))
+            target[0]((row,) + target[1], holes.placeholder(size), mask)
+        out.append(holes.holes_since(first, meta[:, 3]))
+    return out
+
+
+def write_logged(path: Path, offsets: np.ndarray, data: list) -> int:
+    """A rank's logged chunks' bytes written at ``offsets`` of the output ``path``;
+    returns the bytes written."""
+    if not len(data):
+        return 0
+    total = 0
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for at, chunk in zip(offsets.tolist(), data):
+            view = memoryview(chunk)
+            done = 0
+            while done < view.nbytes:
+                try:
+                    done += os.pwrite(fd, view[done:], at + done)
+                except OSError as exc:
+                    raise WriteFailed.of(path, exc) from exc
+            total += done
+    finally:
+        os.close(fd)
+    return total
