@@ -28,8 +28,9 @@ its own work.  Printed per trace and output:
             other ranks' chunks (its CPU per dataset, from the largest P's account, and
             per chunk, the median over the runs; the chunks grown with the output, a
             long table's fewer a byte as the HDF5 sink's chunk rule lengthens them)
-            and each rank filling its own in (its share of the output read and written,
-            --fs-read-gbs, --fs-write-gbs); for HDF5 also the efficiency without that
+            and each rank filling in what its part kept (its share of those bytes read and
+            written, --fs-read-gbs, --fs-write-gbs: the owned chunks a rank wrote into the
+            file after each window are not copied); for HDF5 also the efficiency without that
             join, at the serial path's write CPU.  Where
             the format lists its units by reading the files' bytes in parts (ROSS), that
             listing is timed apart and a P-th of it grown with the input in the plan
@@ -353,7 +354,8 @@ def print_model(name: str, case: dict, kind: str, rates: sm.Rates, targets: list
         runs = {p: r for p, r in runs.items() if p > 1}
     listing = case.get("listing")
     cost = sm.join_cost(runs[ranks[-1]], grow, [runs[p] for p in ranks[:-1]]) if joined else None
-    rows = sm.model(runs, size, cost, rates, [1] + targets, grow, listing)
+    rows = sm.model(runs, size, cost, rates, [1] + targets, grow, listing,
+                   sm.filled_share(runs[ranks[-1]]) if joined else 1.0)
     print(f"\nModel of {name} (output {size / 1e6:.1f} MB), for an input of "
           f"{input_bytes * grow / 1e9:,.4g} GB, seconds on the busiest rank:\n")
     if listing:     # a step of the plan that the measured runs' fit cannot see grow

@@ -12,8 +12,9 @@ what that leaves out, from stated rates: the network (bytes and messages of the 
 rank), the file system's metadata server (every rank's imports and opened files), and the
 serial HDF5 join: rank 0 places every other rank's chunks in the one file (a call per
 chunk, its CPU per dataset and per chunk from the account; a longer table's chunks hold
-more rows, as the HDF5 sink's rule says) and each rank fills its own in (its share of the
-output's bytes read and written at one client's rates).
+more rows, as the HDF5 sink's rule says) and each rank fills in what it kept in its part
+(its share of those bytes read and written at one client's rates; the owned chunks it
+wrote into the file after each window are not copied again).
 """
 from __future__ import annotations
 
@@ -48,6 +49,27 @@ def rank_field(stats: dict, field: str) -> np.ndarray:
 def busy(stats: dict, phase: str | None) -> np.ndarray:
     """Every rank's busy seconds in ``phase`` (None: the whole run)."""
     return rank_field(stats, "busy_s") if phase is None else phase_field(stats, phase, "busy_s")
+
+
+def row_work(stats: dict, phase: str) -> np.ndarray:
+    """Every rank's busy seconds in ``phase`` less the HDF5 join's placing that rank 0
+    does after each window (in ``write``): the model has that as a step of its own."""
+    b = busy(stats, phase)
+    if phase == "write" and len(b):
+        b[0] -= stats["ranks"][0].get("output", {}).get("window_place_seconds", 0.0)
+    return b
+
+
+def filled_share(stats: dict) -> float:
+    """Of the chunks' bytes the ranks r > 0 put in the one HDF5 file, the share filled in
+    from their parts at commit (the rest they wrote straight in after each window):
+    what the join's copying step carries.  1 for an account that does not say."""
+    outs = [r.get("output", {}) for r in stats["ranks"][1:]]
+    filled = sum(o.get("filled_bytes", 0) for o in outs)
+    direct = sum(o.get("direct_bytes", 0) for o in outs)
+    if not any("direct_bytes" in o for o in outs) or not filled + direct:
+        return 1.0
+    return filled / (filled + direct)
 
 
 def efficiency(one: dict, many: dict, phase: str | None) -> float:
@@ -166,11 +188,12 @@ def join_cost(stats: dict, grow: float = 1.0,
     PARTRACE_H5_CHUNK_ROWS chose them), so a longer output has fewer chunks a byte; the
     other chunks (text columns' bytes) keep theirs."""
     said = stats["ranks"][0].get("output", {})
-    chunks, datasets = said.get("placed_chunks", 0), said.get("placed_datasets", 0)
-    if not chunks or not datasets:
+    chunks = said.get("placed_chunks", 0)
+    if not chunks:
         return 0.0, 0.0, 0.0
     first = said.get("first_place_seconds", 0.0)
-    per_chunk = float(np.median([c for c in map(_per_chunk, [stats, *others]) if c is not None]))
+    known = [c for c in map(_per_chunk, [stats, *others]) if c is not None]
+    per_chunk = float(np.median(known)) if known else 0.0
     grown = float(chunks)
     for rows, step, placed in said.get("tables", {}).values():
         if rows and step == grown_chunk_rows(rows):
@@ -183,7 +206,7 @@ def _per_chunk(stats: dict) -> float | None:
     no further chunk)."""
     said = stats["ranks"][0].get("output", {})
     chunks, datasets = said.get("placed_chunks", 0), said.get("placed_datasets", 0)
-    if chunks <= datasets or not datasets:
+    if chunks <= datasets:
         return None
     rest = max(said.get("place_seconds", 0.0) - said.get("first_place_seconds", 0.0), 0.0)
     return rest / (chunks - datasets)
@@ -192,12 +215,14 @@ def _per_chunk(stats: dict) -> float | None:
 def model(runs: dict[int, dict], output_bytes: int, join: tuple[float, float, float] | None,
           rates: Rates,
           targets: list[int], grow: float = 1.0,
-          listing: tuple[float, float] | None = None) -> list[tuple[str, list[float]]]:
+          listing: tuple[float, float] | None = None,
+          filled: float = 1.0) -> list[tuple[str, list[float]]]:
     """Modelled seconds per phase at each P in ``targets``: the busiest rank's busy time
     fitted over the measured P, plus its network time, plus the serial file-system steps.
     ``join``: the HDF5 single layout's join, rank 0's cost of placing the chunks
     (:func:`join_cost`; the datasets do not grow with the input, the chunks do); None:
-    no join.
+    no join.  ``filled``: the share of the other ranks' chunk bytes copied in from their
+    parts at commit (:func:`filled_share`); the rest they wrote into the file once.
 
     ``grow``: the modelled input over the measured one.  In the phases that work on rows
     (ROW_PHASES) the work that divides over the ranks (the a/P terms of busy time and
@@ -217,7 +242,7 @@ def model(runs: dict[int, dict], output_bytes: int, join: tuple[float, float, fl
     for phase in PHASES:
         g = grow if phase in ROW_PHASES else 1.0
         work = np.array([g, 1.0, 1.0])
-        cpu = fit(ps, [busy(runs[p], phase).max() for p in ps]) * work
+        cpu = fit(ps, [row_work(runs[p], phase).max() for p in ps]) * work
         if len(ps) > 1:     # P = 1 moves nothing: fit the traffic over the parallel runs
             par = [p for p in ps if p > 1]
             nbytes = fit(par, [traffic(runs[p], phase)[0] for p in par]) * work
@@ -245,7 +270,7 @@ def model(runs: dict[int, dict], output_bytes: int, join: tuple[float, float, fl
         datasets_s, per_chunk, chunks_per_byte = join
         rows.append((JOIN_PLACE, [(datasets_s + out * chunks_per_byte * (p - 1) / p * per_chunk)
                                   if p > 1 else 0.0 for p in targets]))
-        rows.append((JOIN_FILL, [out / p * (1 / rates.fs_read_s + 1 / rates.fs_write_s)
+        rows.append((JOIN_FILL, [filled * out / p * (1 / rates.fs_read_s + 1 / rates.fs_write_s)
                                  if p > 1 else 0.0 for p in targets]))
     rows.append(("total", [sum(r[1][i] for r in rows) for i in range(len(targets))]))
     return rows

@@ -149,6 +149,33 @@ def test_model_of_the_join_takes_the_median_cpu_per_chunk_of_the_runs():
     assert sm.join_cost(runs[8], 1.0, [runs[4]])[1] == pytest.approx(0.0025)
 
 
+def test_model_copies_only_what_the_parts_kept_and_fits_the_write_without_placing():
+    """Ranks 1 and 2 wrote 3 MB straight into the file and 1 MB was filled in from their
+    parts: the join's copying step carries a quarter of the output; an account that does
+    not say carries all of it.  Rank 0's placing after each window (0.5 s of its write)
+    is the join's step, not the write's work: the write is fitted without it."""
+    sm = script("scaling_model")
+    runs = {p: _run([8 / p + 0.5] * p) for p in (1, 2, 3)}
+    for p in (2, 3):
+        for r in runs[p]["ranks"]:
+            r["phases"]["write"] = dict(r["phases"]["decode"])
+    runs[3]["ranks"] = [dict(r) for r in runs[3]["ranks"]]
+    runs[3]["ranks"][0]["phases"] = dict(runs[3]["ranks"][0]["phases"])
+    runs[3]["ranks"][0]["phases"]["write"] = dict(runs[3]["ranks"][0]["phases"]["write"])
+    runs[3]["ranks"][0]["phases"]["write"]["busy_s"] += 0.5
+    runs[3]["ranks"][0]["output"] = {"window_place_seconds": 0.5}
+    runs[3]["ranks"][1]["output"] = {"direct_bytes": 2_000_000, "filled_bytes": 1_000_000}
+    runs[3]["ranks"][2]["output"] = {"direct_bytes": 1_000_000, "filled_bytes": 0}
+    assert sm.filled_share(runs[3]) == pytest.approx(0.25)
+    assert sm.filled_share(runs[2]) == 1.0
+    assert sm.row_work(runs[3], "write") == pytest.approx(sm.busy(runs[3], "decode"))
+    assert sm.busy(runs[3], "write")[0] == pytest.approx(8 / 3 + 1.0)
+    rates = sm.Rates(1e9, 0, 1e9, 0.5e9, 1e9, 0)
+    cost = (0.0, 0.001, 1e-5)
+    rows = dict(sm.model(runs, 1e9, cost, rates, [1, 4], filled=0.25))
+    assert rows[sm.JOIN_FILL] == pytest.approx([0.0, 0.25 * 0.75], rel=1e-6)
+
+
 def test_model_grows_a_listing_in_parts_a_pth_a_rank():
     """A listing in parts that reads the files' bytes (ROSS), measured 3 s for all files on one
     rank: a 4x larger input adds 3 x 3 s to the plan at P = 1, 3 x 1.5 at P = 2 and
