@@ -8,13 +8,16 @@ chunk with ``write_direct_chunk`` as ever).  After each window rank 0 places eve
 rank's logged chunks in the file it writes, as holes of their stored sizes
 (hdf5_holes.py), and sends each rank the places of its own; each rank writes its chunks'
 bytes there and forgets them.  Every byte of an owned chunk is then written once, by its
-own rank, and no part holds it to be copied again at commit; a rank holds at most a
-window's chunks.  What is left for the join at commit is the text columns' chunks (their
-bytes follow no row chunk) and the chunks a rank stores after its last window.
+own rank, and no part holds it to be copied again at commit.  A rank holds at most a
+window's chunks, and no more than its log's bound (LOG_BYTES, or a sixteenth of the
+memory budget): past it a chunk is stored in the part as before.  What is left for the
+join at commit is those, the text columns' chunks (their bytes follow no row chunk) and
+the chunks a rank stores after its last window.
 """
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,15 +25,24 @@ import numpy as np
 from ..errors import WriteFailed
 from .hdf5_holes import HoleFile
 
+LOG_BYTES = 256 << 20   # the most a rank's log holds (with at most 1/16 of its budget)
+
 
 class ChunkLog:
     """A rank's encoded chunks of owned tables not yet in the output: (dataset index,
     first row, filter mask, stored size) and the bytes of each, in the order stored."""
 
-    def __init__(self):
+    def __init__(self, limit: int = LOG_BYTES):
+        self.limit = limit
+        self.held = 0
         self._meta: list[tuple[int, int, int, int]] = []
         self._data: list = []
         self._seen: set[tuple[int, int]] = set()    # every chunk ever logged
+
+    @property
+    def full(self) -> bool:
+        """The log holds its bound: a chunk stored now goes to the part instead."""
+        return self.held >= self.limit
 
     def add(self, d: int, row: int, mask: int, data) -> None:
         if (d, row) in self._seen:      # an owner writes each chunk once (chunk_owners.py)
@@ -39,6 +51,7 @@ class ChunkLog:
         self._seen.add((d, row))
         self._meta.append((d, row, mask, len(data)))
         self._data.append(data)
+        self.held += len(data)
 
     def was_stored(self, d: int, row: int) -> bool:
         return (d, row) in self._seen
@@ -46,36 +59,38 @@ class ChunkLog:
     def take(self) -> tuple[np.ndarray, list]:
         """The chunks logged since the last take: (n, 4) int64 rows and their bytes."""
         meta = np.array(self._meta, np.int64).reshape(-1, 4)
-        data, self._meta, self._data = self._data, [], []
+        data, self._meta, self._data, self.held = self._data, [], [], 0
         return meta, data
 
 
-class _NotStored:
-    byte_offset = None
-    filter_mask = 0
-    size = 0
-
-
 class _LoggedId:
-    """The part of h5py's DatasetID a writer of whole chunks calls."""
+    """The part of h5py's DatasetID a writer of whole chunks calls: a chunk to the log
+    while it has room, else to the part's dataset, as a chunk the log never had is
+    looked up and read there."""
 
     def __init__(self, owner: "LoggedDataset"):
         self._owner = owner
 
     def write_direct_chunk(self, offsets, data, filter_mask: int = 0) -> None:
         o = self._owner
-        o.log.add(o.index, int(offsets[0]), int(filter_mask), data)
+        if o.log.full:      # kept in the part, joined at commit
+            self._unlogged(offsets).write_direct_chunk(offsets, data, filter_mask)
+        else:
+            o.log.add(o.index, int(offsets[0]), int(filter_mask), data)
 
     def get_chunk_info_by_coord(self, offsets):
+        return self._unlogged(offsets).get_chunk_info_by_coord(offsets)
+
+    def read_direct_chunk(self, offsets, *args, **kwargs):
+        return self._unlogged(offsets).read_direct_chunk(offsets, *args, **kwargs)
+
+    def _unlogged(self, offsets):
+        """The part's dataset, for a chunk the log never had."""
         o = self._owner
         if o.log.was_stored(o.index, int(offsets[0])):
             raise RuntimeError(f"HDF5 join: {o.name}: a logged chunk (row {offsets[0]}) "
-                               f"was looked up to be written again")
-        return _NotStored()
-
-    def read_direct_chunk(self, offsets, *args, **kwargs):
-        raise RuntimeError(f"HDF5 join: {self._owner.name}: a logged chunk "
-                           f"(row {offsets[0]}) was to be read back")
+                               f"was to be written again or read back")
+        return o._ds.id
 
 
 class LoggedDataset:
@@ -109,22 +124,28 @@ class LoggedDataset:
 
 
 def place_logged(final, holes: HoleFile, keys: list[str], logs: list[np.ndarray],
-                 targets: dict) -> list[np.ndarray]:
+                 targets: dict) -> tuple[list[np.ndarray], float]:
     """Rank 0: each rank's logged chunks (``logs[k]``: ChunkLog.take's rows) placed in
-    ``final`` as holes of their stored sizes, in order; per rank, the offsets of its
-    chunks in the file.  ``targets``: per dataset index, its write_direct_chunk and
-    coordinate tail, looked up in ``final`` once (``keys``: the datasets' paths)."""
-    out = []
+    ``final`` as holes of their stored sizes, in order: per rank, the offsets of its
+    chunks in the file, and the CPU seconds of the first chunk of each dataset looked up
+    here (a cost per dataset, not per chunk).  ``targets``: per dataset index, its
+    write_direct_chunk and coordinate tail, looked up in ``final`` once (``keys``: the
+    datasets' paths)."""
+    out, first_seconds = [], 0.0
     for meta in logs:
         first = holes.hole_count
         for d, row, mask, size in meta.tolist():
             target = targets.get(d)
             if target is None:
+                began = time.thread_time()
                 ds = final[keys[d]]
                 target = targets[d] = (ds.id.write_direct_chunk, (0,) * (ds.ndim - 1))
+                target[0]((row,) + target[1], holes.placeholder(size), mask)
+                first_seconds += time.thread_time() - began
+                continue
             target[0]((row,) + target[1], holes.placeholder(size), mask)
         out.append(holes.holes_since(first, meta[:, 3]))
-    return out
+    return out, first_seconds
 
 
 def write_logged(path: Path, offsets: np.ndarray, data: list) -> int:

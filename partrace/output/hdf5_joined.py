@@ -37,6 +37,7 @@ from ..engine.mpi import Comm
 from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import text as hdf5_text
 from ..formats.hdf5 import layout as hdf5
+from . import hdf5_direct
 from .hdf5_direct import ChunkLog, LoggedDataset, place_logged, write_logged
 from .hdf5_holes import HoleFile, fill
 from .hdf5_layouts import HDF5Layout
@@ -60,7 +61,8 @@ class SingleFileLayout(HDF5Layout):
         self.direct_bytes = 0       # rank r > 0: its owned chunks' bytes, straight into the output
         self.window_place_seconds = 0.0     # rank 0: of place_seconds, during the windows
         self._rank = 0
-        self._log = ChunkLog()      # rank r > 0: its owned chunks of the window (hdf5_direct.py)
+        # rank r > 0: its owned chunks of the window (hdf5_direct.py), within its bound
+        self._log = ChunkLog(min(hdf5_direct.LOG_BYTES, (sink.memory or 1 << 40) // 16))
         self._logged: dict = {}     # rank r > 0: per (table, column), the dataset standing in
         self._holes: HoleFile | None = None     # rank 0: the output's file while windows write
         self._targets: dict = {}    # rank 0: per owned dataset, its write_direct_chunk there
@@ -144,10 +146,13 @@ class SingleFileLayout(HDF5Layout):
                 offsets = [np.zeros(0, np.int64)] * comm.size
                 if any(len(m) for m in logs[1:]):
                     began = time.thread_time()
+                    known = len(targets)
                     paths = [f"{n}/{c}" for n, c in self._owned_keys()]
-                    offsets[1:] = place_logged(final, holes, paths, logs[1:], targets)
+                    offsets[1:], first = place_logged(final, holes, paths, logs[1:], targets)
                     spent = time.thread_time() - began
                     self.place_seconds += spent
+                    self.first_place_seconds += first
+                    self.placed_datasets += len(targets) - known
                     if windowed:
                         self.window_place_seconds += spent
                     self._count_logged(logs[1:])
@@ -401,7 +406,7 @@ class SingleFileLayout(HDF5Layout):
             for kind, picked in (("text", in_text), ("numbers", ~in_text)):
                 self.sink.join_counts[kind]["chunks"] += int(picked.sum())
                 self.sink.join_counts[kind]["stored_bytes"] += int(sizes[picked].sum())
-        self.placed_datasets = len(targets)
+        self.placed_datasets += len(targets)
         return places
 
 

@@ -116,20 +116,66 @@ def test_a_rank_failing_to_write_its_chunks_fails_the_run_whole(tmp_path):
 
 def test_a_chunk_is_logged_once_and_never_read_back():
     """The writer's invariants, checked: an owned chunk stored twice, or looked up or read
-    back once logged, is an internal error, never a chunk silently lost."""
+    back once logged, is an internal error, never a chunk silently lost; past its bound
+    the log leaves a chunk to the part, where it is looked up as any other."""
+    class PartId:
+        def __init__(self):
+            self.stored = {}
+
+        def write_direct_chunk(self, offsets, data, mask=0):
+            self.stored[offsets[0]] = (data, mask)
+
+        def get_chunk_info_by_coord(self, offsets):
+            return type("Info", (), {"byte_offset": 1 if offsets[0] in self.stored else None})
+
     class Part:
         dtype, chunks, shape, ndim, name = np.dtype("i8"), (4,), (16,), 1, "/t/x"
+        id = PartId()
 
-    log = ChunkLog()
+    log = ChunkLog(limit=4)
     ds = LoggedDataset(Part(), 0, log)
     assert ds.id.get_chunk_info_by_coord((4,)).byte_offset is None
     ds.id.write_direct_chunk((4,), b"abc", 2)
     with pytest.raises(RuntimeError, match="stored twice"):
         ds.id.write_direct_chunk((4,), b"abc", 2)
-    with pytest.raises(RuntimeError, match="looked up"):
+    with pytest.raises(RuntimeError, match="written again or read back"):
         ds.id.get_chunk_info_by_coord((4,))
-    with pytest.raises(RuntimeError, match="read back"):
+    with pytest.raises(RuntimeError, match="written again or read back"):
         ds.id.read_direct_chunk((4,))
+    assert not log.full
+    ds.id.write_direct_chunk((8,), b"de", 0)
+    assert log.full and log.held == 5 and not Part.id.stored
+    ds.id.write_direct_chunk((12,), b"fgh", 1)      # past the bound: the part's
+    assert Part.id.stored == {12: (b"fgh", 1)}
+    assert ds.id.get_chunk_info_by_coord((12,)).byte_offset == 1
     meta, data = log.take()
-    assert meta.tolist() == [[0, 4, 2, 3]] and data == [b"abc"]
-    assert log.take()[0].shape == (0, 4)
+    assert meta.tolist() == [[0, 4, 2, 3], [0, 8, 0, 2]] and data == [b"abc", b"de"]
+    assert log.take()[0].shape == (0, 4) and not log.full
+
+
+BOUNDED = """
+import sys
+from partrace.output import hdf5_direct
+hdf5_direct.LOG_BYTES = int(sys.argv.pop(1))
+from partrace.cli import entry
+sys.argv = ["partrace", *sys.argv[1:]]
+entry()
+"""
+
+
+def test_a_full_log_leaves_the_chunks_to_the_parts(tmp_path):
+    """A log bound of one chunk: each window's first chunk of a rank goes straight into
+    the file, the rest into its part and from there at commit; the same rows."""
+    trace = _gen_otf(tmp_path, 30000)
+    one, three, stats = tmp_path / "one.h5", tmp_path / "three.h5", tmp_path / "s.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_H5_CHUNK_ROWS": "4096"}
+    assert run_cli(["merge", str(trace), "-o", str(one), "-q"], env=env).returncode == 0
+    r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-c", BOUNDED, "1", "merge",
+                        str(trace), "-o", str(three), "-q", "--memory", "8M", "--stats",
+                        str(stats)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    assert_same_content(one, three)
+    said = _outputs(stats)
+    for s in said[1:]:
+        assert s["direct_bytes"] > 0 and s["filled_bytes"] > 0
