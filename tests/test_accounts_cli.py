@@ -102,8 +102,9 @@ def test_summary_line_gives_min_mean_max_and_the_slowest_rank(runs, n):
 @pytest.mark.parametrize("n", [1, 3])
 def test_the_summary_and_stats_say_which_hdf5_write_path_ran(runs, n):
     """This venv's h5py has no MPI: one rank writes the file, or the serial join on rank 0
-    (what rank 0 indexed and carried is counted, and the bytes each rank filled in add up
-    to the chunks rank 0 indexed; tests/output/test_hdf5_collective.py: the other)."""
+    (what rank 0 indexed and carried is counted, and the bytes each rank wrote into the
+    file after its windows and filled in from its part add up to the chunks rank 0
+    indexed; tests/output/test_hdf5_collective.py: the other)."""
     r, doc = runs[n]
     said = doc["summary"]["output"]
     line = [t for t in r.stderr.splitlines() if t.startswith("partrace: per rank:")][0]
@@ -113,11 +114,12 @@ def test_the_summary_and_stats_say_which_hdf5_write_path_ran(runs, n):
     else:
         assert said["path"] == "serial join"
         assert said["placed_chunks"] + said["through_rank0_bytes"] > 0     # joined somehow
-        assert sum(rank["output"]["filled_bytes"] for rank in doc["ranks"]) == said[
-            "placed_bytes"]
+        assert sum(rank["output"]["filled_bytes"] + rank["output"]["direct_bytes"]
+                   for rank in doc["ranks"]) == said["placed_bytes"]
         assert doc["ranks"][0]["output"]["filled_bytes"] == 0
+        assert doc["ranks"][0]["output"]["direct_bytes"] == 0
         assert re.search(r"HDF5 serial join: rank 0 indexed [\d,]+ chunks \([\d,.]+ (MB|bytes)\) "
-                         r"that the other ranks filled in, and carried [\d,.]+ (MB|bytes) of "
+                         r"that the other ranks wrote, and carried [\d,.]+ (MB|bytes) of "
                          r"chunks ranks share", line), line
 
 
