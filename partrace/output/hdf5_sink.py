@@ -43,12 +43,12 @@ from ..formats.hdf5 import layout as hdf5
 from ..formats.hdf5 import text as hdf5_text
 from .chunk_owners import OwnedWriter
 from .hdf5_collective import CollectiveLayout, chosen as collective_chosen
-from .hdf5_joined import SingleFileLayout, _stored_chunks, _stored_chunks_by_lookup, shared_chunks
+from .hdf5_joined import SingleFileLayout
 from .hdf5_layouts import HDF5Layout, PartsLayout
 from .staged import StagedSink
 
 # the join's chunk listing is named here too, where the tests of one file find it
-__all__ = ["HDF5Sink", "LAYOUTS", "shared_chunks", "_stored_chunks", "_stored_chunks_by_lookup"]
+__all__ = ["HDF5Sink", "LAYOUTS"]
 LAYOUTS = ("single", "parts")
 
 

@@ -17,7 +17,7 @@ import pytest
 from partrace.errors import WriteFailed
 from partrace.output import hdf5_holes
 from partrace.output.hdf5_holes import HoleFile, fill, runs
-from partrace.output.hdf5_joined import whole_chunks
+from partrace.output.hdf5_chunk_map import whole_chunks
 
 MAKE = dict(chunks=(4096,), dtype="i8", compression="gzip", shuffle=True)
 

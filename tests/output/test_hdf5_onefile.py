@@ -23,8 +23,9 @@ import partrace
 from partrace.errors import TraceError
 from partrace.formats.hdf5 import chunks as hdf5_chunks
 from partrace.output.hdf5_holes import HoleFile, fill
-from partrace.output.hdf5_joined import _encoder, whole_chunks
-from partrace.output.hdf5_sink import _stored_chunks, _stored_chunks_by_lookup, shared_chunks
+from partrace.output.hdf5_chunk_map import (shared_chunks, stored_chunks,
+                                             stored_chunks_by_lookup, whole_chunks)
+from partrace.output.hdf5_joined import _encoder
 from tests.conftest import DATA, ROOT, mpiexec, run_cli
 from tests.support.compare import assert_same_content, h5_content
 
@@ -202,9 +203,9 @@ def test_every_numeric_chunk_has_one_writer(tmp_path, monkeypatch):
     assert_same_content(one, three)
     with h5py.File(one, "r") as a, h5py.File(three, "r") as b:
         for name in ("events/time", "events/location", "events/region"):
-            assert _stored_chunks(a[name]) and len(_stored_chunks(a[name])) == len(
-                _stored_chunks(b[name]))
-            for coord, *_ in _stored_chunks(a[name]):
+            assert stored_chunks(a[name]) and len(stored_chunks(a[name])) == len(
+                stored_chunks(b[name]))
+            for coord, *_ in stored_chunks(a[name]):
                 assert a[name].id.read_direct_chunk(coord) == b[name].id.read_direct_chunk(
                     coord), (name, coord)
 
@@ -365,8 +366,8 @@ def test_chunk_index_walk_equals_lookups(tmp_path):
         ds[100:700] = np.arange(1200, dtype=np.int32).reshape(600, 2)
         ds[640:704] = 0     # stored (written), though all zero
         f.flush()
-        walked = sorted(_stored_chunks(ds))
-        assert walked == _stored_chunks_by_lookup(ds)
+        walked = sorted(stored_chunks(ds))
+        assert walked == stored_chunks_by_lookup(ds)
         assert [c[0] for c in walked] == [(row, 0) for row in range(64, 704, 64)]
         assert all(size > 0 and address > 0 for _, _, address, size in walked)
 
