@@ -19,6 +19,7 @@ import pytest
 from partrace.formats.hdf5 import layout
 from tests.conftest import DATA, ROOT, mpiexec
 from tests.support.compare import assert_same_content
+from tests.support.scripts import gen_otf
 
 pytestmark = pytest.mark.mpi
 
@@ -40,14 +41,6 @@ if world().rank == 0:
     print(json.dumps(dict(windows=stats.windows, rows=sink.table_rows,
                           chunk_rows=sink.chunk_rows, written=sink.files.written())))
 """
-
-
-def _gen_otf(folder: Path, events: int) -> Path:
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_otf.py"),
-                        str(folder / "g.otf"), "--processes", "8", "--streams", "3",
-                        "--events", str(events)], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    return folder / "g.otf"
 
 
 def _merge(trace: Path, out: Path, ranks: int, env: dict | None = None,
@@ -91,7 +84,7 @@ def test_a_long_table_s_chunks_grow_the_same_at_any_rank_count(tmp_path):
     default chunks give, the events table's chunks grown to keep each column to
     CHUNKS_PER_COLUMN chunks; the join's account names each table's rows, chunk rows and
     chunks placed."""
-    trace = _gen_otf(tmp_path, 30000)
+    trace = gen_otf(tmp_path, 30000)
     ref = _reference(trace, tmp_path / "ref.h5")
     said = {}
     for ranks in (1, 2, 3):
@@ -129,7 +122,7 @@ def test_only_the_long_tables_grow(tmp_path):
 
 
 def test_the_environment_s_chunk_rows_are_not_grown(tmp_path):
-    trace = _gen_otf(tmp_path, 30000)
+    trace = gen_otf(tmp_path, 30000)
     said = _merge(trace, tmp_path / "o.h5", 2, env={"PARTRACE_H5_CHUNK_ROWS": "128"})
     assert set(said["chunk_rows"].values()) == {128}
     with h5py.File(tmp_path / "o.h5", "r") as f:

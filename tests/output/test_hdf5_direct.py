@@ -21,16 +21,9 @@ import pytest
 from partrace.output.hdf5_direct import ChunkLog, LoggedDataset
 from tests.conftest import ROOT, mpiexec, run_cli
 from tests.support.compare import assert_same_content
+from tests.support.scripts import gen_otf
 
 pytestmark = pytest.mark.mpi
-
-
-def _gen_otf(folder: Path, events: int) -> Path:
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_otf.py"),
-                        str(folder / "g.otf"), "--processes", "8", "--streams", "3",
-                        "--events", str(events)], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    return folder / "g.otf"
 
 
 def _outputs(stats: Path) -> list[dict]:
@@ -42,7 +35,7 @@ def test_owned_chunks_go_straight_into_the_output(tmp_path):
     into the output themselves (none filled in from a part), rank 0 placed exactly those
     bytes, most of them during the windows; the file's chunks are byte for byte the
     1-rank file's."""
-    trace = _gen_otf(tmp_path, 60000)
+    trace = gen_otf(tmp_path, 60000)
     one, three, stats = tmp_path / "one.h5", tmp_path / "three.h5", tmp_path / "s.json"
     env = {"PARTRACE_H5_CHUNK_ROWS": "4096"}
     r = run_cli(["merge", str(trace), "-o", str(one), "-q"], env=env)
@@ -66,7 +59,7 @@ def test_owned_chunks_go_straight_into_the_output(tmp_path):
 def test_a_pipeline_h5py_runs_keeps_the_parts(tmp_path):
     """--compress lzf: h5py's filter pipeline writes the chunks, so an owner's go into its
     part and are filled in at commit, as before; the same rows as 1 rank's."""
-    trace = _gen_otf(tmp_path, 30000)
+    trace = gen_otf(tmp_path, 30000)
     one, two, stats = tmp_path / "one.h5", tmp_path / "two.h5", tmp_path / "s.json"
     env = {"PARTRACE_H5_CHUNK_ROWS": "4096"}
     assert run_cli(["merge", str(trace), "-o", str(one), "-q", "--compress", "lzf"],
@@ -100,7 +93,7 @@ entry()
 def test_a_rank_failing_to_write_its_chunks_fails_the_run_whole(tmp_path):
     """Rank 2 cannot write its chunks into the output after a window: exit 2, one line
     naming the output, no rank left waiting, nothing left beside the trace."""
-    trace = _gen_otf(tmp_path, 30000)
+    trace = gen_otf(tmp_path, 30000)
     out = tmp_path / "out" / "o.h5"
     out.parent.mkdir()
     r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-c", FAIL_DIRECT, "merge",
@@ -166,7 +159,7 @@ entry()
 def test_a_full_log_leaves_the_chunks_to_the_parts(tmp_path):
     """A log bound of one chunk: each window's first chunk of a rank goes straight into
     the file, the rest into its part and from there at commit; the same rows."""
-    trace = _gen_otf(tmp_path, 30000)
+    trace = gen_otf(tmp_path, 30000)
     one, three, stats = tmp_path / "one.h5", tmp_path / "three.h5", tmp_path / "s.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_H5_CHUNK_ROWS": "4096"}
     assert run_cli(["merge", str(trace), "-o", str(one), "-q"], env=env).returncode == 0

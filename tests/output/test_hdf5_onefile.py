@@ -28,6 +28,7 @@ from partrace.output.hdf5_chunk_map import (shared_chunks, stored_chunks,
 from partrace.output.hdf5_joined import _encoder
 from tests.conftest import DATA, ROOT, mpiexec, run_cli
 from tests.support.compare import assert_same_content, h5_content
+from tests.support.scripts import gen_otf
 
 pytestmark = pytest.mark.mpi
 
@@ -76,17 +77,9 @@ def test_one_file_at_any_rank_count_reads_alone(trace, tmp_path):
     assert not list(tmp_path.rglob("*.parts")) and not list(tmp_path.rglob(".*partrace-*"))
 
 
-def _gen_otf(folder: Path, events: int) -> Path:
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_otf.py"), str(folder / "g.otf"),
-                        "--processes", "8", "--streams", "3", "--events", str(events)],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    return folder / "g.otf"
-
-
 def test_many_windows_give_the_same_single_file(tmp_path):
     """A tiny --memory budget (many windows, resizable tables) changes no row."""
-    trace = _gen_otf(tmp_path, 40000)
+    trace = gen_otf(tmp_path, 40000)
     ref = tmp_path / "ref" / "o.h5"
     ref.parent.mkdir()
     _merge(trace, ref, None)
@@ -113,7 +106,7 @@ def test_parts_index_maps_each_part_once(tmp_path):
     """Layout "parts" at 3 ranks and many windows, text columns too: the index reads the
     same rows as the single file, each of its virtual datasets mapping each part once
     (a part's pieces of every window, one mapping), not once a window."""
-    generated = _gen_otf(tmp_path, 40000)
+    generated = gen_otf(tmp_path, 40000)
     for trace, extra in ((generated, ["--memory", "1M"]), (DUMPI, [])):
         ref = tmp_path / f"ref-{trace.name}" / "o.h5"
         ref.parent.mkdir()
@@ -136,7 +129,7 @@ def test_hdf5s_own_tool_reads_the_parts_index(tmp_path):
     """HDF5's C library through its own h5dump (Debian's: 1.10) reads every virtual
     dataset of a parts index, mappings of many windows' blocks included, as the values
     of the single file of a 1-rank merge."""
-    trace = _gen_otf(tmp_path, 40000)
+    trace = gen_otf(tmp_path, 40000)
     ref = tmp_path / "ref" / "o.h5"
     ref.parent.mkdir()
     _merge(trace, ref, None)
@@ -190,7 +183,7 @@ def test_every_numeric_chunk_has_one_writer(tmp_path, monkeypatch):
     none is made whole from values; the chunks are byte for byte those of the 1-rank
     file."""
     monkeypatch.setenv("PARTRACE_H5_CHUNK_ROWS", "4096")
-    trace = _gen_otf(tmp_path, 20000)
+    trace = gen_otf(tmp_path, 20000)
     one, three = tmp_path / "one.h5", tmp_path / "three.h5"
     _merge(trace, one, None, ["-q"])
     r = subprocess.run([mpiexec(), "-n", "3", sys.executable, "-c", OWNED, str(trace),
@@ -214,7 +207,7 @@ def test_whole_chunks_of_parts_are_copied_as_stored(tmp_path, monkeypatch):
     """Enough rows per rank for whole 16384-row chunks (PARTRACE_H5_CHUNK_ROWS): the
     joined file holds them byte for byte as the single-rank file does, and the same rows."""
     monkeypatch.setenv("PARTRACE_H5_CHUNK_ROWS", "16384")
-    trace = _gen_otf(tmp_path, 120000)
+    trace = gen_otf(tmp_path, 120000)
     one, two = tmp_path / "one.h5", tmp_path / "two.h5"
     _merge(trace, one, None, ["-q"])
     _merge(trace, two, 2, ["-q"])
