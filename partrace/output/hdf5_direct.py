@@ -17,14 +17,11 @@ the chunks a rank stores after its last window.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import WriteFailed
-from .hdf5_holes import HoleFile
-
 LOG_BYTES = 256 << 20   # the most a rank's log holds (with at most 1/16 of its budget)
 
 
@@ -121,31 +118,6 @@ class LoggedDataset:
     @property
     def name(self) -> str:
         return self._ds.name
-
-
-def place_logged(final, holes: HoleFile, keys: list[str], logs: list[np.ndarray],
-                 targets: dict) -> tuple[list[np.ndarray], float]:
-    """Rank 0: each rank's logged chunks (``logs[k]``: ChunkLog.take's rows) placed in
-    ``final`` as holes of their stored sizes, in order: per rank, the offsets of its
-    chunks in the file, and the CPU seconds of the first chunk of each dataset looked up
-    here (a cost per dataset, not per chunk).  ``targets``: per dataset index, its
-    write_direct_chunk and coordinate tail, looked up in ``final`` once (``keys``: the
-    datasets' paths)."""
-    out, first_seconds = [], 0.0
-    for meta in logs:
-        first = holes.hole_count
-        for d, row, mask, size in meta.tolist():
-            target = targets.get(d)
-            if target is None:
-                began = time.thread_time()
-                ds = final[keys[d]]
-                target = targets[d] = (ds.id.write_direct_chunk, (0,) * (ds.ndim - 1))
-                target[0]((row,) + target[1], holes.placeholder(size), mask)
-                first_seconds += time.thread_time() - began
-                continue
-            target[0]((row,) + target[1], holes.placeholder(size), mask)
-        out.append(holes.holes_since(first, meta[:, 3]))
-    return out, first_seconds
 
 
 def write_logged(path: Path, offsets: np.ndarray, data: list) -> int:

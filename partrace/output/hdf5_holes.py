@@ -26,6 +26,7 @@ import ctypes
 import errno
 import io
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,31 @@ class HoleFile(io.RawIOBase):
         if not self.closed:
             os.close(self._fd)
         super().close()
+
+
+def place_chunks(final, holes: HoleFile, keys: list[str], chunks: list[np.ndarray],
+                 targets: dict) -> tuple[list[np.ndarray], float]:
+    """Rank 0: each rank's chunks (``chunks[k]``: rows of dataset index, first row, filter
+    mask, stored size) placed in ``final``, open on ``holes``, as holes of their stored
+    sizes, in order: per rank, the offsets of its chunks in the file, and the CPU seconds
+    of the first chunk of each dataset looked up here (a cost per dataset, not per
+    chunk).  ``targets``: per dataset index, its write_direct_chunk and coordinate tail,
+    looked up in ``final`` once (``keys``: the datasets' paths)."""
+    out, first_seconds = [], 0.0
+    for rows in chunks:
+        first = holes.hole_count
+        for d, row, mask, size in rows.tolist():
+            target = targets.get(d)
+            if target is None:
+                began = time.thread_time()
+                ds = final[keys[d]]
+                target = targets[d] = (ds.id.write_direct_chunk, (0,) * (ds.ndim - 1))
+                target[0]((row,) + target[1], holes.placeholder(size), mask)
+                first_seconds += time.thread_time() - began
+                continue
+            target[0]((row,) + target[1], holes.placeholder(size), mask)
+        out.append(holes.holes_since(first, rows[:, 3]))
+    return out, first_seconds
 
 
 def runs(places: np.ndarray) -> np.ndarray:

@@ -38,9 +38,9 @@ from ..formats.hdf5 import chunks as hdf5_chunks
 from ..formats.hdf5 import text as hdf5_text
 from ..formats.hdf5 import layout as hdf5
 from . import hdf5_direct
-from .hdf5_direct import ChunkLog, LoggedDataset, place_logged, write_logged
+from .hdf5_direct import ChunkLog, LoggedDataset, write_logged
 from .hdf5_chunk_map import shared_chunks, whole_chunks
-from .hdf5_holes import HoleFile, fill
+from .hdf5_holes import HoleFile, fill, place_chunks
 from .hdf5_layouts import HDF5Layout
 
 PARTS_DIR = "parts"     # inside the hidden staging folder
@@ -149,7 +149,7 @@ class SingleFileLayout(HDF5Layout):
                     began = time.thread_time()
                     known = len(targets)
                     paths = [f"{n}/{c}" for n, c in self._owned_keys()]
-                    offsets[1:], first = place_logged(final, holes, paths, logs[1:], targets)
+                    offsets[1:], first = place_chunks(final, holes, paths, logs[1:], targets)
                     spent = time.thread_time() - began
                     self.place_seconds += spent
                     self.first_place_seconds += first
@@ -168,13 +168,17 @@ class SingleFileLayout(HDF5Layout):
     def _count_logged(self, logs: list[np.ndarray]) -> None:
         """Rank 0: the logged chunks it placed, in the join's counts."""
         counts = self.sink.join_counts["numbers"]
-        keys = self._owned_keys()
+        tables = [name for name, _ in self._owned_keys()]
         for meta in logs:
             counts["chunks"] += len(meta)
             counts["stored_bytes"] += int(meta[:, 3].sum())
-            for d, n in zip(*np.unique(meta[:, 0], return_counts=True)):
-                name = keys[d][0]
-                self.placed_numbers[name] = self.placed_numbers.get(name, 0) + int(n)
+            self._count_numbers(tables, meta[:, 0])
+
+    def _count_numbers(self, tables: list[str], placed: np.ndarray) -> None:
+        """Rank 0: chunks of numbers placed, ``placed`` their dataset indexes into
+        ``tables`` (each dataset's table), added to their tables' counts."""
+        for d, n in zip(*np.unique(placed, return_counts=True)):
+            self.placed_numbers[tables[d]] = self.placed_numbers.get(tables[d], 0) + int(n)
 
     def _close_holes(self) -> None:
         if self._holes is not None:
@@ -380,34 +384,23 @@ class SingleFileLayout(HDF5Layout):
         rank, (offset in its part, offset in the final file, stored bytes) of each.
         The first chunk of each dataset (its look-up, its chunk index loaded) is timed
         apart (``first_place_seconds``): a cost per dataset, not per chunk."""
-        # per dataset: its write_direct_chunk and the tail of a chunk's coordinates
-        targets: dict[int, tuple] = {}
+        targets: dict[int, tuple] = {}      # place_chunks's, per dataset
+        paths = [f"{name}/{path}" for name, path, *_ in datasets]
+        offsets, first = place_chunks(final, holes, paths,
+                                      [chunks[:, [0, 1, 2, 4]] for chunks in whole[1:]],
+                                      targets)
+        self.first_place_seconds += first
+        self.placed_datasets += len(targets)
         text = np.array(["/" in d[1] for d in datasets], bool)
         places = [np.zeros((0, 3), np.int64)]
-        for chunks in whole[1:]:
-            first = holes.hole_count
-            for d, row, mask, _, size in chunks.tolist():
-                target = targets.get(d)
-                if target is None:
-                    began = time.thread_time()
-                    name, path = datasets[d][:2]
-                    ds = final[f"{name}/{path}"]
-                    target = targets[d] = (ds.id.write_direct_chunk, (0,) * (ds.ndim - 1))
-                    target[0]((row,) + target[1], holes.placeholder(size), mask)
-                    self.first_place_seconds += time.thread_time() - began
-                    continue
-                target[0]((row,) + target[1], holes.placeholder(size), mask)
+        for chunks, at in zip(whole[1:], offsets):
             sizes = chunks[:, 4]
-            places.append(np.column_stack([chunks[:, 3], holes.holes_since(first, sizes),
-                                           sizes]))
+            places.append(np.column_stack([chunks[:, 3], at, sizes]))
             in_text = text[chunks[:, 0]]
-            for d, n in zip(*np.unique(chunks[~in_text, 0], return_counts=True)):
-                name = datasets[d][0]
-                self.placed_numbers[name] = self.placed_numbers.get(name, 0) + int(n)
+            self._count_numbers([d[0] for d in datasets], chunks[~in_text, 0])
             for kind, picked in (("text", in_text), ("numbers", ~in_text)):
                 self.sink.join_counts[kind]["chunks"] += int(picked.sum())
                 self.sink.join_counts[kind]["stored_bytes"] += int(sizes[picked].sum())
-        self.placed_datasets += len(targets)
         return places
 
 
