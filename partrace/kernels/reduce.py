@@ -19,9 +19,12 @@ from .jit import njit
 def min_max(values: np.ndarray):
     """(smallest, largest) element of a non-empty array, as numpy scalars of its type.
     numpy's two passes where numba is not loaded (small inputs, ``info`` of an HDF5
-    file): importing it for this alone costs more than it saves."""
+    file): importing it for this alone costs more than it saves.  Also for a read-only
+    array (bytes received or handed over): numba types it apart from a writable one and
+    would make a second copy of the kernel for it, which costs far more than numpy's
+    two passes."""
     if values.ndim != 1 or values.dtype.kind not in "iu" or jit.is_small() or (
-            "numba" not in sys.modules):
+            "numba" not in sys.modules) or not values.flags.writeable:
         return values.min(), values.max()
     lo, hi = _min_max(values)
     return values.dtype.type(lo), values.dtype.type(hi)
