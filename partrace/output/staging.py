@@ -116,7 +116,7 @@ class Staging:
         for p in [self.final, *names]:
             hit = inputs.conflict(p)
             if hit is not None:
-                what = "is" if hit in inputs._forms(p) else "holds"
+                what = "is" if os.fspath(hit) in inputs._forms(p) else "holds"
                 raise UsageError(f"{p}: the output {what} an input of this run ({hit}); "
                                  f"choose another output name")
         taken = [p for p in names if p.exists() or p.is_symlink()]
