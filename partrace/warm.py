@@ -79,7 +79,8 @@ KERNEL = re.compile(r"^@(numba\.)?(njit|cfunc)\b", re.M)
 
 def _kernel_sources() -> list[Path]:
     """The modules that define compiled kernels (numba keys its cache on their sources)."""
-    return sorted(p for p in PACKAGE.rglob("*.py") if KERNEL.search(p.read_text(errors="replace")))
+    return [p for p in (PACKAGE / rel for rel in _modules())
+            if KERNEL.search(p.read_text(errors="replace"))]
 
 
 def cache_key() -> str:
@@ -91,10 +92,23 @@ def _tree_key() -> str:
     """Changes whenever :func:`cache_key` may: any module of the package, numba, Python, CPU.
     A stat of each module, where cache_key reads them all to find those with kernels: rank 0
     asks before every parallel run of 8 ranks or more, while the other ranks wait."""
-    return _stat_hash(sorted(PACKAGE.rglob("*.py")))
+    return _stat_hash(_modules())
 
 
-def _stat_hash(sources: list[Path]) -> str:
+def _modules() -> list[str]:
+    """Every module of the package, as paths relative to it in ``sorted(rglob("*.py"))``'s
+    order; walked as strings (rank 0's pathlib walk was most of the check's time)."""
+    found = []
+    for folder, dirs, files in os.walk(PACKAGE):
+        rel = os.path.relpath(folder, PACKAGE)
+        found += [name if rel == "." else os.path.join(rel, name)
+                  for name in files if name.endswith(".py")]
+    return sorted(found, key=lambda rel: rel.split(os.sep))
+
+
+def _stat_hash(sources: list[Path] | list[str]) -> str:
+    """A hash of numba's key and each source's place in the package, time and size
+    (``sources``: absolute Paths, or paths relative to the package)."""
     import hashlib
     import platform
 
@@ -104,8 +118,9 @@ def _stat_hash(sources: list[Path]) -> str:
     h = hashlib.sha1()
     h.update(f"{numba.__version__} {sys.version} {platform.machine()} {cpu} {PACKAGE}".encode())
     for p in sources:
-        st = p.stat()
-        h.update(f"{p.relative_to(PACKAGE)} {st.st_mtime_ns} {st.st_size}".encode())
+        rel = p if isinstance(p, str) else os.fspath(p.relative_to(PACKAGE))
+        st = os.stat(os.path.join(PACKAGE, rel))
+        h.update(f"{rel} {st.st_mtime_ns} {st.st_size}".encode())
     return h.hexdigest()
 
 
@@ -121,9 +136,15 @@ def is_warm(fmt: str) -> bool:
     key = stamp.get(fmt)
     if key is None:
         return False
-    if stamp.get(TREE) == [_tree_key(), key]:    # no module changed since the stamp
+    tree = _tree_key()
+    if stamp.get(TREE) == [tree, key]:    # no module changed since the stamp
         return True
-    return key == cache_key()
+    if key != cache_key():
+        return False
+    # modules changed, no kernel source did: the stamp notes this tree, so that the next
+    # run need not read every module again to find that out
+    _save_stamp({**stamp, TREE: [tree, key]})
+    return True
 
 
 def _write_stamp(formats) -> None:
@@ -131,6 +152,10 @@ def _write_stamp(formats) -> None:
     stamp = {k: v for k, v in _read_stamp().items() if v == key and k != TREE}
     stamp.update(dict.fromkeys(formats, key))
     stamp[TREE] = [_tree_key(), key]
+    _save_stamp(stamp)
+
+
+def _save_stamp(stamp: dict) -> None:
     path = _stamp_path()
     try:    # written whole, then renamed: a rank reading it never sees half of it
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -94,5 +94,8 @@ def test_stamp_follows_the_kernel_sources_only(tmp_path, monkeypatch):
         assert warm.is_warm("otf")
     os.utime(other, ns=(1, 1))
     assert warm.is_warm("otf")      # read again: no kernel source changed
+    with monkeypatch.context() as m:    # ... and the stamp notes the new tree: not again
+        m.setattr(warm, "_kernel_sources", None)
+        assert warm.is_warm("otf")
     os.utime(kernel, ns=(1, 1))
     assert not warm.is_warm("otf")
