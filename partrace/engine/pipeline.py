@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import collector
 from ..kernels import jit
 from ..formats.base import TraceReader
 from ..model import Definitions, Schema, Table
@@ -237,6 +238,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         # the windows' count and cut keys, chosen together; before them, what the sink
         # prepares from the decoded runs (its locations' bytes), which is not decoding
         accounts.phase("cuts")
+        collector.settle()      # the plan, the readers' modules: alive to the end
         if sink.weighs_locations and comm.size > 1:
             sink.location_bytes = location_bytes(
                 comm, store.runs, {name: row_bytes(schema[name]) for name in schema})

@@ -47,6 +47,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import sys
 import threading
 import types
 from pathlib import Path
@@ -347,6 +348,10 @@ def _numba():
     """numba, taught once that a kernel named in a compiled function is its dispatcher
     (kernels call each other by their module-level names)."""
     global _REGISTERED
+    if "numba" not in sys.modules:
+        from .. import collector
+        with collector.quiet():     # its import makes no garbage, and many objects
+            import numba
     import numba
     if not _REGISTERED:
         from numba.core import types as nb_types
