@@ -64,6 +64,7 @@ class Account:
         self.slices: list | None = [] if keep_slices else None
         self.files_opened = 0
         self.output: dict = {}      # what the sink said of how it wrote (note_output)
+        self.window_notes: dict[int, dict] = {}     # what the engine said of a window
         self._epoch = time.time_ns() - time.perf_counter_ns()
         self._in_mpi = False
         self._name: str | None = "start-up"
@@ -149,7 +150,8 @@ class Account:
         out = {"rank": self.rank, "host": os.uname().nodename, "pid": os.getpid(),
                **totals(self.phases.values()),
                "phases": self.phases,
-               "windows": [{"window": w, "phases": self.windows[w]} for w in sorted(self.windows)],
+               "windows": [{"window": w, **self.window_notes.get(w, {}),
+                            "phases": self.windows[w]} for w in sorted(self.windows)],
                "output": self.output}
         if self.slices is not None:
             out["slices"] = self.slices
@@ -243,6 +245,12 @@ def note_output(**fields) -> None:
         _current.output.update(fields)
 
 
+def note_window(window: int, **fields) -> None:
+    """What the engine says of a window (rank 0's share of its rows), in its account."""
+    if _current is not None:
+        _current.window_notes.setdefault(window, {}).update(fields)
+
+
 def phase_in_window(name: str) -> None:
     """Switch this rank's phase within the current window (exchange -> merge)."""
     if _current is not None:
@@ -282,6 +290,15 @@ def _counting(opener):
 
 
 # --- the MPI layer's side -------------------------------------------------------------
+_mpi_cpu = [0.0, 0]     # thread CPU seconds inside metered MPI calls, account or not; depth
+
+
+def mpi_cpu_seconds() -> float:
+    """This process's thread CPU seconds inside MPI calls so far (kept with or without an
+    account: the engine weighs rank 0's own work by it, windows.py)."""
+    return _mpi_cpu[0]
+
+
 def metered(rule=None):
     """Decorate a :class:`Comm` method: its wall and thread CPU time are MPI time, and
     ``rule(comm, result, *args, **kwargs)`` -> (sent, recv, sent_msgs, recv_msgs) its
@@ -290,8 +307,18 @@ def metered(rule=None):
         @functools.wraps(method)
         def call(comm, *args, **kwargs):
             account = _current
-            if account is None or comm.mpi is None or not account.open:
+            if comm.mpi is None:
                 return method(comm, *args, **kwargs)
+            if account is None or not account.open:
+                if _mpi_cpu[1]:
+                    return method(comm, *args, **kwargs)
+                _mpi_cpu[1] = 1
+                cpu0 = time.thread_time()
+                try:
+                    return method(comm, *args, **kwargs)
+                finally:
+                    _mpi_cpu[0] += time.thread_time() - cpu0
+                    _mpi_cpu[1] = 0
             if account._in_mpi:
                 result = method(comm, *args, **kwargs)
             else:
@@ -301,6 +328,7 @@ def metered(rule=None):
                     result = method(comm, *args, **kwargs)
                 finally:
                     account._in_mpi = False
+                    _mpi_cpu[0] += time.thread_time() - cpu0
                     account.mpi_call(method.__name__, wall0, cpu0)
             if rule is not None:
                 account.traffic(*rule(comm, result, *args, **kwargs))

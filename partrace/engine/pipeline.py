@@ -195,8 +195,10 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
     # here, not at the top: these load numba's compiled merge kernels, which
     # ``info`` and the folds (open_on_all_ranks, read_plan) never use
     from .runs import RunStore, row_bytes
-    from .windows import (by_destination, choose_cuts, choose_shared_cuts, location_bytes,
-                          next_window_keys, time_windows, window_count, window_rows)
+    from . import rank0_share
+    from .windows import (by_destination, choose_cuts_kept, choose_shared_cuts,
+                          location_bytes, next_window_keys, time_windows, window_count,
+                          window_cuts, window_rows)
     stats = RunStats()
     progress = progress or Progress(comm, enabled=False)
     progress.phase("plan")
@@ -256,14 +258,38 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         stats.spilled_bytes = store.spilled_bytes
         progress.phase("merge+write", windows, unit="windows")
         pieces = windows * comm.size if sink.mode == "time" else windows
+        varies, rank0 = False, None     # rank 0's share of each window (rank0_share.py)
         if sink.mode == "time":     # each table balanced over the ranks on its own
-            cuts = {name: choose_cuts(comm, store.runs[name], pieces) for name in schema}
+            fixed = None
+            with comm.guard():
+                fixed = rank0_share.forced() if comm.rank == 0 else None
+            comm.check()
+            varies = comm.size > 1 and windows > 1 and (
+                comm.bcast(fixed is not None) or sink.serial_seconds is not None)
+            cuts, kept = {}, {}     # kept: rank 0's samples of each table, to cut again
+            for name in schema:
+                cuts[name], kept[name] = choose_cuts_kept(comm, store.runs[name], pieces)
+            if varies and comm.rank == 0:
+                rank0 = rank0_share.Rank0Share(sink, comm.size, fixed)
         else:                       # one window of the key space for all tables
             shared = choose_shared_cuts(comm, store.runs,
                                         {name: row_bytes(schema[name]) for name in schema}, pieces)
             cuts = dict.fromkeys(schema, shared)
         written = dict.fromkeys(schema, 0)
         for w in range(windows):
+            if varies and w:    # rank 0's share of this window, its cuts from rank 0
+                inner = None
+                with comm.guard():
+                    if comm.rank == 0:
+                        share = rank0.after()
+                        inner = {name: window_cuts(k, w, comm.size, windows, share)
+                                 for name, k in kept.items() if k is not None}
+                comm.check()
+                for name, keys in comm.bcast(inner).items():
+                    cuts[name][w * comm.size:(w + 1) * comm.size - 1] = keys
+            if rank0 is not None:
+                rank0.begin()
+                accounts.note_window(w, rank0_share=round(rank0.share, 4))
             if sink.wants_next_keys:    # lets a sink write out rows no later window precedes
                 sink.next_keys = next_window_keys(cuts, w, windows, pieces // windows)
             merged = {}

@@ -51,6 +51,13 @@ class Sink(ABC):
     #: set by the engine before prepare(): the same on every rank and at any rank count
     table_rows: dict[str, int] | None = None
 
+    @property
+    def serial_seconds(self) -> float | None:
+        """(time mode) On rank 0: CPU seconds spent so far in the windows on work for all
+        the ranks, not on its own rows (None: it does none).  The engine gives rank 0 a
+        smaller share of the next windows' rows for it (windows.py ``rank0_share``)."""
+        return None
+
     def select(self, name: str, table: Table) -> np.ndarray | None:
         """A mask of the decoded rows of ``table`` to keep (None: all)."""
         return None

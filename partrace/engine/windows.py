@@ -60,10 +60,34 @@ def _weighted_samples(runs: list[Run], count: int, weight: int = 1) -> tuple[np.
 
 def choose_cuts(comm: Comm, runs: list[Run], pieces: int) -> list[Key]:
     """pieces-1 keys cutting all ranks' rows into pieces of nearly equal size."""
+    return choose_cuts_kept(comm, runs, pieces)[0]
+
+
+def choose_cuts_kept(comm: Comm, runs: list[Run], pieces: int) -> tuple[list[Key], tuple | None]:
+    """:func:`choose_cuts`, and on rank 0 the samples it cut, kept to cut a window again
+    (:func:`window_cuts`; None elsewhere, or without samples)."""
     if pieces <= 1:
-        return []
-    return _cuts_on_rank0(comm, _weighted_samples(runs, samples_per_rank(pieces, comm.size)),
-                          pieces)
+        return [], None
+    everyone = comm.gather(_weighted_samples(runs, samples_per_rank(pieces, comm.size)))
+    cuts, kept = _cut_samples(everyone, pieces) if comm.rank == 0 else (None, None)
+    return comm.bcast(cuts), kept
+
+
+def window_cuts(kept: tuple, w: int, size: int, windows: int, share0: float) -> list[Key]:
+    """The size-1 cuts inside window w (the first cuts' own in between) when rank 0 takes
+    ``share0`` of an even share of its rows and the other ranks the rest, evenly: cut r at
+    the first kept sample whose cumulative weight reaches (w + c_r) / windows of the total,
+    c_r the part of the window of ranks 0..r-1, and never past the window's bounds as the
+    first cuts set them (so the windows keep their rows whatever the shares)."""
+    t, loc, seq, acc, at = kept
+    first = share0 / size
+    before = first + (1.0 - first) / (size - 1) * np.arange(size - 1)
+    goal = (w + before) / windows * float(acc[-1])
+    idx = np.searchsorted(acc, goal, side="left")
+    lo = at[w * size - 1] if w > 0 else 0
+    hi = at[(w + 1) * size - 1] if (w + 1) * size - 1 < len(at) else len(acc) - 1
+    idx = np.clip(idx, lo, hi)
+    return list(zip(t[idx].tolist(), loc[idx].tolist(), seq[idx].tolist()))
 
 
 def choose_shared_cuts(comm: Comm, runs: dict[str, list[Run]], row_bytes: dict[str, int],
@@ -114,15 +138,24 @@ def _cuts_on_rank0(comm: Comm, mine: tuple, pieces: int) -> list[Key]:
 def _cuts_from(everyone: list[tuple], pieces: int) -> list[Key]:
     """Cut j at the first sample (in key order) whose cumulative weight reaches j/pieces of
     the total; the last sample's key when the samples run out."""
+    return _cut_samples(everyone, pieces)[0]
+
+
+def _cut_samples(everyone: list[tuple], pieces: int) -> tuple[list[Key], tuple | None]:
+    """:func:`_cuts_from`, and the samples in key order with their cumulative weights and
+    the positions the cuts took among them (None: no samples)."""
     everyone = [s for s in everyone if s and len(s[0])]
     if not everyone:
-        return []
+        return [], None
     t, loc, seq, w = (np.concatenate(a) for a in zip(*everyone))
     order = key_order(t, loc, seq)
-    acc = np.cumsum(w[order]) * pieces      # exact: no float in the comparison
+    weights = np.cumsum(w[order])
+    acc = weights * pieces      # exact: no float in the comparison
     goal = np.arange(1, pieces, dtype=np.int64) * (acc[-1] // pieces)
-    at = order[np.minimum(np.searchsorted(acc, goal, side="left"), len(order) - 1)]
-    return list(zip(t[at].tolist(), loc[at].tolist(), seq[at].tolist()))
+    idx = np.minimum(np.searchsorted(acc, goal, side="left"), len(order) - 1)
+    t, loc, seq = t[order], loc[order], seq[order]
+    cuts = list(zip(t[idx].tolist(), loc[idx].tolist(), seq[idx].tolist()))
+    return cuts, (t, loc, seq, weights, idx)
 
 
 def key_order(t: np.ndarray, loc: np.ndarray, seq: np.ndarray) -> np.ndarray:

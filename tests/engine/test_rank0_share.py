@@ -1,0 +1,124 @@
+"""Rank 0's share of a window's rows: the window cut again for it (windows.py
+``window_cuts``), the share from what the last window cost rank 0 (rank0_share.py), and
+the output the same whatever the shares."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from partrace.engine import rank0_share
+from partrace.engine.mpi import serial
+from partrace.engine.order import sort_by_key
+from partrace.engine.runs import Run
+from partrace.engine.windows import choose_cuts_kept, window_cuts
+from partrace.model import Table
+from tests.conftest import run_cli
+from tests.support.compare import assert_same_content
+
+
+def _one_run(n: int = 120_000, seed: int = 4) -> Run:
+    rng = np.random.default_rng(seed)
+    t = sort_by_key(Table({"time": rng.integers(0, 10**6, n),
+                           "location": rng.integers(1, 9, n), "seq": np.arange(n)}))
+    return Run(dict(t.columns))
+
+
+def _pieces(run: Run, cuts) -> np.ndarray:
+    return np.diff([0] + [run.lower_bound(c) for c in cuts] + [run.n])
+
+
+@pytest.mark.parametrize("share", [0.0, 0.25, 0.5, 1.0])
+def test_a_window_cut_again_gives_rank_0_its_share_within_the_window(share):
+    run, size, windows = _one_run(), 4, 5
+    cuts, kept = choose_cuts_kept(serial(), [run], windows * size)
+    even = run.n / (windows * size)
+    for w in range(windows):
+        inner = window_cuts(kept, w, size, windows, share)
+        again = list(cuts)
+        again[w * size:(w + 1) * size - 1] = inner
+        assert again == sorted(again)
+        sizes = _pieces(run, again)
+        # the window keeps its rows; within it rank 0 has its share, the others the rest
+        window = slice(w * size, (w + 1) * size)
+        assert sizes[window].sum() == _pieces(run, cuts)[window].sum()
+        assert abs(sizes[w * size] - share * even) < 0.05 * even
+        rest = (size - share) / (size - 1) * even
+        assert np.all(np.abs(sizes[w * size + 1:(w + 1) * size] - rest) < 0.05 * even)
+
+
+def test_an_even_share_cuts_the_window_as_the_first_cuts_did():
+    run, size, windows = _one_run(seed=9), 3, 4
+    cuts, kept = choose_cuts_kept(serial(), [run], windows * size)
+    for w in range(windows):
+        inner = window_cuts(kept, w, size, windows, 1.0)
+        first = cuts[w * size:(w + 1) * size - 1]
+        # the same samples, up to one sample's rows where the rule's rounding differs
+        assert np.all(np.abs(_pieces(run, inner) - _pieces(run, first)) <= run.n / 1000)
+
+
+class _Sink:
+    serial_seconds = 0.0
+
+
+def test_rank_0_s_share_gives_back_its_work_for_all(monkeypatch):
+    sink, cpu = _Sink(), [0.0]
+    monkeypatch.setattr(rank0_share, "_own_cpu", lambda: cpu[0])
+    share = rank0_share.Rank0Share(sink, size=5)
+    share.begin()
+    cpu[0] += 2.0                       # an even piece's rows: 2 s, no work for all
+    assert share.after() == 1.0
+    share.begin()
+    sink.serial_seconds += 1.0          # 1 s for all, then its rows
+    cpu[0] += 3.0
+    # share' = 1 - 1 x 4 / (5 x 2) = 0.6: its rows 1.2 s + 1 s for all = 2.2 s, as the
+    # others' (5 - 0.6) / 4 of an even piece
+    assert share.after() == pytest.approx(0.6)
+    share.begin()
+    sink.serial_seconds += 5.0          # more than a whole piece's rows: none for rank 0
+    cpu[0] += 5.0 + 1.2
+    assert share.after() == 0.0
+    assert share.shares == [1.0, 1.0, pytest.approx(0.6)]
+
+
+def test_a_fixed_share_outside_0_to_1_is_refused(monkeypatch):
+    monkeypatch.setenv(rank0_share.ENV, "1.5")
+    with pytest.raises(Exception, match="PARTRACE_RANK0_SHARE"):
+        rank0_share.forced()
+    monkeypatch.setenv(rank0_share.ENV, "0.25")
+    assert rank0_share.forced() == 0.25
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("share", ["0", "0.3"])
+def test_same_output_whatever_rank_0_s_share(synth_trace, tmp_path, share):
+    """Rank 0 with no rows, or fewer, from the second window on: the same file as one
+    rank's, and each window's share in the account."""
+    trace = synth_trace(locations=9, events=6000, units=5)
+    outs = []
+    for n, env in ((None, {}), (3, {rank0_share.ENV: share})):
+        out = tmp_path / f"n{n}" / "out.h5"
+        out.parent.mkdir()
+        stats = tmp_path / f"n{n}.json"
+        r = run_cli(["merge", str(trace), "-o", str(out), "--format", "synth", "--memory", "1M",
+                     "--tmpdir", str(tmp_path), "--stats", str(stats)], nranks=n, timeout=600,
+                    env=env)
+        assert r.returncode == 0, r.stderr
+        outs.append(out)
+    assert_same_content(outs[0], outs[1])
+    windows = json.loads(stats.read_text())["ranks"][0]["windows"]
+    assert len(windows) > 2
+    assert [w["rank0_share"] for w in windows] == [1.0] + [float(share)] * (len(windows) - 1)
+
+
+@pytest.mark.mpi
+def test_a_bad_fixed_share_stops_every_rank(synth_trace, tmp_path):
+    trace = synth_trace(locations=4, events=2000, units=3)
+    r = run_cli(["merge", str(trace), "-o", str(tmp_path / "out.h5"), "--format", "synth",
+                 "--memory", "1M", "--tmpdir", str(tmp_path)], nranks=2, timeout=300,
+                env={rank0_share.ENV: "half"})
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "PARTRACE_RANK0_SHARE" in lines[0], r.stderr
+    assert not (tmp_path / "out.h5").exists()
