@@ -4,13 +4,14 @@ In the serial join (hdf5_joined.py) rank 0 alone writes the output's HDF5, but a
 place needs only its stored size.  So a rank r > 0 does not store the whole chunks it
 owns (chunk_owners.py) in its part: it keeps them, encoded, in a ``ChunkLog`` for the
 window (a ``LoggedDataset`` stands for the part's dataset to the writer, which stores a
-chunk with ``write_direct_chunk`` as ever).  After each window rank 0 places every
+chunk with ``write_direct_chunk`` as ever).  During the next window rank 0 places every
 rank's logged chunks in the file it writes, as holes of their stored sizes
-(hdf5_holes.py), and sends each rank the places of its own; each rank writes its chunks'
-bytes there and forgets them.  Every byte of an owned chunk is then written once, by its
-own rank, and no part holds it to be copied again at commit.  A rank holds at most a
-window's chunks, and no more than its log's bound (LOG_BYTES, or a sixteenth of the
-memory budget): past it a chunk is stored in the part as before.  What is left for the
+(hdf5_holes.py), and at its end sends each rank the places of its own; each rank writes
+its chunks' bytes there and forgets them.  Every byte of an owned chunk is then written
+once, by its own rank, and no part holds it to be copied again at commit.  A rank holds
+at most two windows' chunks, and no more than its log's bound (LOG_BYTES, or a
+sixteenth of the memory budget) of both: past it a chunk is stored in the part as
+before.  What is left for the
 join at commit is those, the text columns' chunks (their bytes follow no row chunk) and
 the chunks a rank stores after its last window.
 """
@@ -32,6 +33,7 @@ class ChunkLog:
     def __init__(self, limit: int = LOG_BYTES):
         self.limit = limit
         self.held = 0
+        self.reserved = 0       # bytes taken out but not yet written: in the bound too
         self._meta: list[tuple[int, int, int, int]] = []
         self._data: list = []
         self._seen: set[tuple[int, int]] = set()    # every chunk ever logged
@@ -39,7 +41,7 @@ class ChunkLog:
     @property
     def full(self) -> bool:
         """The log holds its bound: a chunk stored now goes to the part instead."""
-        return self.held >= self.limit
+        return self.held + self.reserved >= self.limit
 
     def add(self, d: int, row: int, mask: int, data) -> None:
         if (d, row) in self._seen:      # an owner writes each chunk once (chunk_owners.py)

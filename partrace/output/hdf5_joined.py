@@ -8,9 +8,11 @@ alone can write the output's HDF5 (serial h5py), but only its chunk index needs 
 written there: it places another rank's chunk leaving a hole of its stored size
 (hdf5_holes.py), and the chunk's rank writes its bytes into it.
 
-- After each window, the whole chunks a rank r > 0 owns never reach its part: kept for
-  the window (hdf5_direct.py), placed by rank 0 in the file it has open, written by
-  their rank at the places rank 0 sends back.
+- Window by window, the whole chunks a rank r > 0 owns never reach its part: kept
+  (hdf5_direct.py), placed by rank 0 in the file it has open during the next window
+  (while the others write theirs; the engine gives rank 0 fewer of its rows for it:
+  ``serial_seconds``), written by their rank at the places rank 0 sends back at that
+  window's end.
 - At commit, the rest: a text column's bytes are written at their global byte offset,
   and the byte chunks where one rank's text ends and the next one's begins are made
   whole and encoded once by one of their writers other than rank 0 (turn by turn, in
@@ -68,6 +70,10 @@ class SingleFileLayout(HDF5Layout):
         self._holes: HoleFile | None = None     # rank 0: the output's file while windows write
         self._targets: dict = {}    # rank 0: per owned dataset, its write_direct_chunk there
         self._keys: list | None = None      # the owned datasets, indexed alike on every rank
+        # a window's logged chunks are placed during the next one (while the other ranks
+        # write theirs) and written once their places come back, at that window's end:
+        self._pending: list | None = None   # rank 0: per rank, the chunks to place
+        self._held: list = []               # rank r > 0: their bytes, until then
 
     def written(self) -> dict:
         """On rank 0, the chunks it indexed for the other ranks and the bytes of theirs it
@@ -129,35 +135,78 @@ class SingleFileLayout(HDF5Layout):
                           for c in self.sink.schema[name]]
         return self._keys
 
-    def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
-        super().write_window(comm, tables, encoded, everyone)
-        self._place_logged(comm, self.sink._file, self._holes, self._targets, True)
+    @property
+    def serial_seconds(self) -> float:
+        """Rank 0's CPU seconds so far placing the other ranks' chunks during the windows:
+        work for all the ranks, which the engine weighs against rank 0's share of rows."""
+        return self.window_place_seconds
 
-    def _place_logged(self, comm: Comm, final, holes, targets: dict, windowed: bool) -> None:
-        """Collective: the chunks the ranks logged (hdf5_direct.py) placed by rank 0 in
+    def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
+        """Rank 0 places the chunks the ranks logged in the last window, while they write
+        this one's; at its end each rank gets their places and writes them, and rank 0
+        gets this window's lists."""
+        offsets = None
+        with comm.guard():
+            offsets = self._place(self._pending, comm.size, self.sink._file, self._holes,
+                                  self._targets, True) if comm.rank == 0 else None
+            self._pending = None
+        comm.check()
+        super().write_window(comm, tables, encoded, everyone)
+        self._write_placed(comm, offsets, self._held)
+        meta = data = None
+        with comm.guard():
+            meta, data = self._log.take()
+            self._held = data
+            self._log.reserved = sum(len(d) for d in data)  # still in memory: in the bound
+        comm.check()
+        logs = comm.gather(meta)
+        if comm.rank == 0:
+            self._pending = logs
+
+    def _place_logged(self, comm: Comm, final, holes, targets: dict) -> None:
+        """Collective, at commit: the chunks the ranks logged (hdf5_direct.py) since rank 0
+        last placed them (the last window's and any stored after it) placed by rank 0 in
         ``final`` (open on ``holes``), and written there by their ranks."""
         meta = data = None
         with comm.guard():
             meta, data = self._log.take()
+            data, self._held = self._held + data, []
+            self._log.reserved = 0
         comm.check()
         logs = comm.gather(meta)
         offsets = None
         with comm.guard():
             if comm.rank == 0:
-                offsets = [np.zeros(0, np.int64)] * comm.size
-                if any(len(m) for m in logs[1:]):
-                    began = time.thread_time()
-                    known = len(targets)
-                    paths = [f"{n}/{c}" for n, c in self._owned_keys()]
-                    offsets[1:], first = place_chunks(final, holes, paths, logs[1:], targets)
-                    spent = time.thread_time() - began
-                    self.place_seconds += spent
-                    self.first_place_seconds += first
-                    self.placed_datasets += len(targets) - known
-                    if windowed:
-                        self.window_place_seconds += spent
-                    self._count_logged(logs[1:])
+                if self._pending is not None:   # the last window's first, as they were logged
+                    logs = [np.concatenate([p, m]) for p, m in zip(self._pending, logs)]
+                    self._pending = None
+                offsets = self._place(logs, comm.size, final, holes, targets, False)
         comm.check()
+        self._write_placed(comm, offsets, data)
+
+    def _place(self, logs: list | None, size: int, final, holes, targets: dict,
+               windowed: bool) -> list:
+        """Rank 0: every rank's logged chunks (``logs``, None: none) placed in ``final``;
+        per rank of ``size``, the offsets of its chunks there."""
+        offsets = [np.zeros(0, np.int64)] * size
+        if not logs or not any(len(m) for m in logs[1:]):
+            return offsets
+        began = time.thread_time()
+        known = len(targets)
+        paths = [f"{n}/{c}" for n, c in self._owned_keys()]
+        offsets[1:], first = place_chunks(final, holes, paths, logs[1:], targets)
+        spent = time.thread_time() - began
+        self.place_seconds += spent
+        self.first_place_seconds += first
+        self.placed_datasets += len(targets) - known
+        if windowed:
+            self.window_place_seconds += spent
+        self._count_logged(logs[1:])
+        return offsets
+
+    def _write_placed(self, comm: Comm, offsets: list | None, data: list) -> None:
+        """Collective: each rank r > 0 writes ``data``, its chunks, at the places rank 0
+        sends it (``offsets``, given on rank 0)."""
         mine = comm.scatter(offsets)
         with comm.guard():
             if comm.rank:
@@ -248,7 +297,7 @@ class SingleFileLayout(HDF5Layout):
                     files[0] = final
             comm.check()
             # the owned chunks stored since the last window's round
-            self._place_logged(comm, final, holes, {}, False)
+            self._place_logged(comm, final, holes, {})
             self._join_shared(comm, datasets, jobs, files, final)
             with comm.guard():
                 if comm.rank == 0:

@@ -89,6 +89,11 @@ class HDF5Sink(StagedSink):
         self.join_counts = {k: dict(chunks=0, stored_bytes=0, value_items=0)
                             for k in ("text", "numbers")}
 
+    @property
+    def serial_seconds(self) -> float | None:
+        """Rank 0's placing of the other ranks' chunks, in the serial join's layout."""
+        return getattr(self.files, "serial_seconds", None)
+
     # -- collective steps --------------------------------------------------
     def prepare(self, comm: Comm, defs: Definitions, schema: Schema) -> None:
         self.defs, self.schema = defs, schema
