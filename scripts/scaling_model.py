@@ -12,7 +12,8 @@ what that leaves out, from stated rates: the network (bytes and messages of the 
 rank), the file system's metadata server (every rank's imports and opened files), and the
 serial HDF5 join: rank 0 places every other rank's chunks in the one file (a call per
 chunk, its CPU per dataset and per chunk from the account; a longer table's chunks hold
-more rows, as the HDF5 sink's rule says) and each rank fills in what it kept in its part
+more rows, as the HDF5 sink's rule says), a window's during the next one, for which it
+takes fewer rows (:func:`placing_cost`), and each rank fills in what it kept in its part
 (its share of those bytes read and written at one client's rates; the owned chunks it
 wrote into the file after each window are not copied again).
 """
@@ -171,6 +172,20 @@ class Rates:
 
 
 JOIN_PLACE = "HDF5 join: rank 0 places the chunks"
+
+
+def placing_cost(seconds: float, p: int, windows: int, window_work: float) -> float:
+    """What rank 0's placing of ``seconds`` adds to the busiest rank at ``p`` ranks and
+    ``windows`` windows, each rank's window phases taking ``window_work`` seconds: a
+    window's chunks are placed during the next one, for which rank 0 gives up rows
+    (engine/rank0_share.py), as measured from the window before it; so the first
+    window's placing adds to rank 0 in full (its share is not measured yet) and the
+    last window's is placed at commit while the others wait.  The rest is spread over
+    the ranks, a P-th each, as long as rank 0 has rows to give up; past that rank 0,
+    with no rows, is the slowest, by what its placing exceeds another rank's rows."""
+    lagged = min(seconds, 2 * seconds / windows)
+    spread = seconds - lagged
+    return lagged + max(spread / p, spread - window_work)
 JOIN_FILL = "HDF5 join: each rank fills its own"
 
 
@@ -268,8 +283,12 @@ def model(runs: dict[int, dict], output_bytes: int, join: tuple[float, float, fl
     if join is not None:
         out = output_bytes * grow
         datasets_s, per_chunk, chunks_per_byte = join
-        rows.append((JOIN_PLACE, [(datasets_s + out * chunks_per_byte * (p - 1) / p * per_chunk)
-                                  if p > 1 else 0.0 for p in targets]))
+        window_work = [sum(values[i] for phase, values in rows if phase in WINDOW_PHASES)
+                       for i in range(len(targets))]
+        rows.append((JOIN_PLACE, [
+            placing_cost(datasets_s + out * chunks_per_byte * (p - 1) / p * per_chunk, p,
+                         max(1, math.ceil(per_window / p)), work) if p > 1 else 0.0
+            for p, work in zip(targets, window_work)]))
         rows.append((JOIN_FILL, [filled * out / p * (1 / rates.fs_read_s + 1 / rates.fs_write_s)
                                  if p > 1 else 0.0 for p in targets]))
     rows.append(("total", [sum(r[1][i] for r in rows) for i in range(len(targets))]))

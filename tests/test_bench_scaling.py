@@ -111,6 +111,18 @@ def test_model_of_the_join_places_on_rank_0_and_fills_on_every_rank():
     assert rows[sm.JOIN_FILL] == pytest.approx([0.0, 0.75], rel=1e-6)
 
 
+def test_model_of_the_join_spreads_the_placing_rank_0_gives_rows_up_for():
+    """10 s of placing in 10 windows on 4 ranks: the first window's (rank 0's share is
+    not measured yet) and the last's (placed at commit) add in full, 2 s; the other 8 s
+    a quarter each while rank 0 has rows to give up (100 s of window work a rank), else
+    what they exceed a rank's rows by (1 s of it: 8 - 1).  One window: all of it."""
+    sm = script("scaling_model")
+    assert sm.placing_cost(10.0, 4, 10, 100.0) == pytest.approx(2 + 8 / 4)
+    assert sm.placing_cost(10.0, 4, 10, 1.0) == pytest.approx(2 + 7)
+    assert sm.placing_cost(10.0, 4, 1, 100.0) == pytest.approx(10.0)
+    assert sm.placing_cost(10.0, 4, 2, 100.0) == pytest.approx(10.0)
+
+
 def test_model_of_the_join_grows_a_long_table_s_chunks_by_the_sink_s_rule():
     """Rank 0 placed 40 chunks, 30 of them the numbers of a table of 2**20 rows in chunks
     of 2**16 (the rule's), 10 of text.  An output 2**14 times as long: that table's
