@@ -348,11 +348,12 @@ def _numba():
     """numba, taught once that a kernel named in a compiled function is its dispatcher
     (kernels call each other by their module-level names)."""
     global _REGISTERED
-    if "numba" not in sys.modules:
+    if "numba" in sys.modules:
+        import numba
+    else:
         from .. import collector
         with collector.quiet():     # its import makes no garbage, and many objects
             import numba
-    import numba
     if not _REGISTERED:
         from numba.core import types as nb_types
         from numba.core.typing.typeof import typeof_impl
