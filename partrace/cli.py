@@ -583,7 +583,7 @@ def _one_blas_thread() -> None:
 
 def entry() -> None:
     _one_blas_thread()
-    from . import collector
+    from .kernels import collector
     collector.own_process()     # the process is partrace's alone (not main() in a caller's)
     from .engine import stop
     stop.install()      # before anything slow: a signal during imports exits 143 cleanly

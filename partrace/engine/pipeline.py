@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import collector
+from ..kernels import collector
 from ..kernels import jit
 from ..formats.base import TraceReader
 from ..model import Definitions, Schema, Table

@@ -351,7 +351,7 @@ def _numba():
     if "numba" in sys.modules:
         import numba
     else:
-        from .. import collector
+        from . import collector
         with collector.quiet():     # its import makes no garbage, and many objects
             import numba
     if not _REGISTERED:
