@@ -35,6 +35,10 @@ from .runs import Run
 # sample's rows of its share: with the rows spread evenly, 1/256 of a piece.
 SAMPLES_AT_LEAST = 4096
 SAMPLES_PER_PIECE = 256
+# Samples rank 0 keeps of a table's, a piece, to cut a window again for rank 0's share
+# (window_cuts): a cut then lands within 1/KEPT_PER_PIECE of a piece of its goal, and rank 0
+# holds a quarter of the samples it sorted for the first cuts, for the run.
+KEPT_PER_PIECE = 64
 # Samples of a rank weighing its locations' bytes (location_bytes): summed per location
 # before they are sent, so rank 0 receives one number per location, whatever their count.
 SAMPLES_PER_RANK = 4096
@@ -155,7 +159,13 @@ def _cut_samples(everyone: list[tuple], pieces: int) -> tuple[list[Key], tuple |
     idx = np.minimum(np.searchsorted(acc, goal, side="left"), len(order) - 1)
     t, loc, seq = t[order], loc[order], seq[order]
     cuts = list(zip(t[idx].tolist(), loc[idx].tolist(), seq[idx].tolist()))
-    return cuts, (t, loc, seq, weights, idx)
+    # kept: the cuts' own samples, and one in every ``stride`` (the last of its stretch,
+    # so that its cumulative weight covers the stretch)
+    n = len(order)
+    stride = -(-n // (KEPT_PER_PIECE * pieces))
+    keep = np.unique(np.concatenate([np.arange(stride - 1, n, stride), idx, [n - 1]]))
+    kept = (t[keep], loc[keep], seq[keep], weights[keep], np.searchsorted(keep, idx))
+    return cuts, kept
 
 
 def key_order(t: np.ndarray, loc: np.ndarray, seq: np.ndarray) -> np.ndarray:

@@ -12,7 +12,8 @@ from partrace.engine import rank0_share
 from partrace.engine.mpi import serial
 from partrace.engine.order import sort_by_key
 from partrace.engine.runs import Run
-from partrace.engine.windows import choose_cuts_kept, window_cuts
+from partrace.engine.windows import (KEPT_PER_PIECE, choose_cuts_kept, samples_per_rank,
+                                     window_cuts)
 from partrace.model import Table
 from tests.conftest import run_cli
 from tests.support.compare import assert_same_content
@@ -43,9 +44,22 @@ def test_a_window_cut_again_gives_rank_0_its_share_within_the_window(share):
         # the window keeps its rows; within it rank 0 has its share, the others the rest
         window = slice(w * size, (w + 1) * size)
         assert sizes[window].sum() == _pieces(run, cuts)[window].sum()
+        # within the kept samples' spacing at each end (a 64th of a piece) and the
+        # samples' own (a 256th)
         assert abs(sizes[w * size] - share * even) < 0.05 * even
         rest = (size - share) / (size - 1) * even
         assert np.all(np.abs(sizes[w * size + 1:(w + 1) * size] - rest) < 0.05 * even)
+
+
+def test_rank_0_keeps_fewer_samples_than_it_cut_with():
+    run, size, windows = _one_run(n=400_000, seed=5), 4, 3
+    pieces = windows * size
+    cuts, kept = choose_cuts_kept(serial(), [run], pieces)
+    sampled = samples_per_rank(pieces, 1)
+    t, loc, seq, _, at = kept
+    assert len(t) <= KEPT_PER_PIECE * pieces + len(cuts) + 1 < sampled
+    # the first cuts are among the kept samples, where ``at`` says
+    assert list(zip(t[at].tolist(), loc[at].tolist(), seq[at].tolist())) == cuts
 
 
 def test_an_even_share_cuts_the_window_as_the_first_cuts_did():
@@ -54,8 +68,9 @@ def test_an_even_share_cuts_the_window_as_the_first_cuts_did():
     for w in range(windows):
         inner = window_cuts(kept, w, size, windows, 1.0)
         first = cuts[w * size:(w + 1) * size - 1]
-        # the same samples, up to one sample's rows where the rule's rounding differs
-        assert np.all(np.abs(_pieces(run, inner) - _pieces(run, first)) <= run.n / 1000)
+        # the same cuts, up to the kept samples' spacing (a 64th of a piece) at each end
+        spacing = run.n / (windows * size * KEPT_PER_PIECE)
+        assert np.all(np.abs(_pieces(run, inner) - _pieces(run, first)) <= 2 * spacing + 1)
 
 
 class _Sink:
