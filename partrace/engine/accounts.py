@@ -295,7 +295,7 @@ _mpi_cpu = [0.0, 0]     # thread CPU seconds inside metered MPI calls, account o
 
 def mpi_cpu_seconds() -> float:
     """This process's thread CPU seconds inside MPI calls so far (kept with or without an
-    account: the engine weighs rank 0's own work by it, windows.py)."""
+    account: the engine weighs rank 0's own work by it, rank0_share.py)."""
     return _mpi_cpu[0]
 
 

@@ -55,7 +55,7 @@ class Sink(ABC):
     def serial_seconds(self) -> float | None:
         """(time mode) On rank 0: CPU seconds spent so far in the windows on work for all
         the ranks, not on its own rows (None: it does none).  The engine gives rank 0 a
-        smaller share of the next windows' rows for it (windows.py ``rank0_share``)."""
+        smaller share of the next windows' rows for it (engine/rank0_share.py)."""
         return None
 
     def select(self, name: str, table: Table) -> np.ndarray | None:
