@@ -392,7 +392,8 @@ def before_parallel_run(comm, trace, fmt: str | None) -> None:
 
     PARTRACE_WARM=auto (default) does it from WARM_FROM_RANKS ranks: below that, ranks
     compiling side by side take no longer than one (numba replaces its cache files
-    whole, so they do not corrupt each other), and warming every command on the
+    whole, and each index is saved under a lock, kernels/cachelock.py, so they do not
+    corrupt each other), and warming every command on the
     samples would take longer than the few kernels one run needs.  PARTRACE_WARM=1:
     at any rank count; 0: never.  Nothing happens when there is no sample of the
     format (an installed wheel, a plugin format): the ranks compile what they use.

@@ -38,10 +38,14 @@ def _load_only_class(caching):
 
 
 def light_cache_loads(dispatcher) -> None:
-    """Make ``dispatcher`` (numba's, ``cache=True``) load its kernels the light way."""
+    """Make ``dispatcher`` (numba's, ``cache=True``) load its kernels the light way, and
+    save them under the index's lock (cachelock.py)."""
     global _loader
     from numba.core import caching
+
+    from .cachelock import lock_saves
     cache = getattr(dispatcher, "_cache", None)
+    lock_saves(cache)
     if type(cache) is not caching.FunctionCache:
         return
     if not all(hasattr(caching.FunctionCache, m)
