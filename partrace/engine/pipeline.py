@@ -268,9 +268,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                 comm.bcast(fixed is not None) or sink.serial_seconds is not None)
             cuts, kept = {}, {}     # kept: rank 0's samples of each table, to cut again
             for name in schema:
-                cuts[name], samples = choose_cuts_kept(comm, store.runs[name], pieces)
-                if varies:
-                    kept[name] = samples
+                cuts[name], kept[name] = choose_cuts_kept(comm, store.runs[name], pieces,
+                                                          keep=varies)
             if varies and comm.rank == 0:
                 rank0 = rank0_share.Rank0Share(sink, comm.size, fixed)
         else:                       # one window of the key space for all tables

@@ -64,16 +64,17 @@ def _weighted_samples(runs: list[Run], count: int, weight: int = 1) -> tuple[np.
 
 def choose_cuts(comm: Comm, runs: list[Run], pieces: int) -> list[Key]:
     """pieces-1 keys cutting all ranks' rows into pieces of nearly equal size."""
-    return choose_cuts_kept(comm, runs, pieces)[0]
+    return choose_cuts_kept(comm, runs, pieces, keep=False)[0]
 
 
-def choose_cuts_kept(comm: Comm, runs: list[Run], pieces: int) -> tuple[list[Key], tuple | None]:
-    """:func:`choose_cuts`, and on rank 0 the samples it cut, kept to cut a window again
-    (:func:`window_cuts`; None elsewhere, or without samples)."""
+def choose_cuts_kept(comm: Comm, runs: list[Run], pieces: int,
+                     keep: bool = True) -> tuple[list[Key], tuple | None]:
+    """:func:`choose_cuts`, and on rank 0 (``keep``) the samples it cut, kept to cut a
+    window again (:func:`window_cuts`; None elsewhere, or without samples)."""
     if pieces <= 1:
         return [], None
     everyone = comm.gather(_weighted_samples(runs, samples_per_rank(pieces, comm.size)))
-    cuts, kept = _cut_samples(everyone, pieces) if comm.rank == 0 else (None, None)
+    cuts, kept = _cut_samples(everyone, pieces, keep) if comm.rank == 0 else (None, None)
     return comm.bcast(cuts), kept
 
 
@@ -142,12 +143,14 @@ def _cuts_on_rank0(comm: Comm, mine: tuple, pieces: int) -> list[Key]:
 def _cuts_from(everyone: list[tuple], pieces: int) -> list[Key]:
     """Cut j at the first sample (in key order) whose cumulative weight reaches j/pieces of
     the total; the last sample's key when the samples run out."""
-    return _cut_samples(everyone, pieces)[0]
+    return _cut_samples(everyone, pieces, keep=False)[0]
 
 
-def _cut_samples(everyone: list[tuple], pieces: int) -> tuple[list[Key], tuple | None]:
-    """:func:`_cuts_from`, and the samples in key order with their cumulative weights and
-    the positions the cuts took among them (None: no samples)."""
+def _cut_samples(everyone: list[tuple], pieces: int,
+                 keep: bool) -> tuple[list[Key], tuple | None]:
+    """:func:`_cuts_from`, and (``keep``) some of the samples in key order with their
+    cumulative weights and the positions the cuts took among them (None: not kept, or no
+    samples)."""
     everyone = [s for s in everyone if s and len(s[0])]
     if not everyone:
         return [], None
@@ -157,8 +160,11 @@ def _cut_samples(everyone: list[tuple], pieces: int) -> tuple[list[Key], tuple |
     acc = weights * pieces      # exact: no float in the comparison
     goal = np.arange(1, pieces, dtype=np.int64) * (acc[-1] // pieces)
     idx = np.minimum(np.searchsorted(acc, goal, side="left"), len(order) - 1)
+    at = order[idx]
+    cuts = list(zip(t[at].tolist(), loc[at].tolist(), seq[at].tolist()))
+    if not keep:
+        return cuts, None
     t, loc, seq = t[order], loc[order], seq[order]
-    cuts = list(zip(t[idx].tolist(), loc[idx].tolist(), seq[idx].tolist()))
     # kept: the cuts' own samples, and one in every ``stride`` (the last of its stretch,
     # so that its cumulative weight covers the stretch)
     n = len(order)
