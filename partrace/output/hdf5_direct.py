@@ -33,7 +33,8 @@ class ChunkLog:
     def __init__(self, limit: int = LOG_BYTES):
         self.limit = limit
         self.held = 0
-        self.reserved = 0       # bytes taken out but not yet written: in the bound too
+        self._waiting: list = []    # bytes taken out, not yet written: in the bound too
+        self._waiting_bytes = 0
         self._meta: list[tuple[int, int, int, int]] = []
         self._data: list = []
         self._seen: set[tuple[int, int]] = set()    # every chunk ever logged
@@ -41,7 +42,7 @@ class ChunkLog:
     @property
     def full(self) -> bool:
         """The log holds its bound: a chunk stored now goes to the part instead."""
-        return self.held + self.reserved >= self.limit
+        return self.held + self._waiting_bytes >= self.limit
 
     def add(self, d: int, row: int, mask: int, data) -> None:
         if (d, row) in self._seen:      # an owner writes each chunk once (chunk_owners.py)
@@ -55,11 +56,19 @@ class ChunkLog:
     def was_stored(self, d: int, row: int) -> bool:
         return (d, row) in self._seen
 
-    def take(self) -> tuple[np.ndarray, list]:
-        """The chunks logged since the last take: (n, 4) int64 rows and their bytes."""
+    def take(self) -> np.ndarray:
+        """The chunks logged since the last take, as (n, 4) int64 rows; their bytes wait
+        in the log (in its bound) for :meth:`release`, after those of earlier takes."""
         meta = np.array(self._meta, np.int64).reshape(-1, 4)
-        data, self._meta, self._data, self.held = self._data, [], [], 0
-        return meta, data
+        self._waiting += self._data
+        self._waiting_bytes += self.held
+        self._meta, self._data, self.held = [], [], 0
+        return meta
+
+    def release(self) -> list:
+        """The bytes of every chunk taken and not yet released, in the order taken."""
+        data, self._waiting, self._waiting_bytes = self._waiting, [], 0
+        return data
 
 
 class _LoggedId:

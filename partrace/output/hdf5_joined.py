@@ -71,9 +71,9 @@ class SingleFileLayout(HDF5Layout):
         self._targets: dict = {}    # rank 0: per owned dataset, its write_direct_chunk there
         self._keys: list | None = None      # the owned datasets, indexed alike on every rank
         # a window's logged chunks are placed during the next one (while the other ranks
-        # write theirs) and written once their places come back, at that window's end:
+        # write theirs) and written once their places come back, at that window's end
+        # (their bytes wait in the log till then)
         self._pending: list | None = None   # rank 0: per rank, the chunks to place
-        self._held: list = []               # rank r > 0: their bytes, until then
 
     def written(self) -> dict:
         """On rank 0, the chunks it indexed for the other ranks and the bytes of theirs it
@@ -152,12 +152,10 @@ class SingleFileLayout(HDF5Layout):
             self._pending = None
         comm.check()
         super().write_window(comm, tables, encoded, everyone)
-        self._write_placed(comm, offsets, self._held)
-        meta = data = None
+        self._write_placed(comm, offsets, self._log.release())
+        meta = None
         with comm.guard():
-            meta, data = self._log.take()
-            self._held = data
-            self._log.reserved = sum(len(d) for d in data)  # still in memory: in the bound
+            meta = self._log.take()
         comm.check()
         logs = comm.gather(meta)
         if comm.rank == 0:
@@ -167,11 +165,9 @@ class SingleFileLayout(HDF5Layout):
         """Collective, at commit: the chunks the ranks logged (hdf5_direct.py) since rank 0
         last placed them (the last window's and any stored after it) placed by rank 0 in
         ``final`` (open on ``holes``), and written there by their ranks."""
-        meta = data = None
+        meta = None
         with comm.guard():
-            meta, data = self._log.take()
-            data, self._held = self._held + data, []
-            self._log.reserved = 0
+            meta = self._log.take()
         comm.check()
         logs = comm.gather(meta)
         offsets = None
@@ -182,7 +178,7 @@ class SingleFileLayout(HDF5Layout):
                     self._pending = None
                 offsets = self._place(logs, comm.size, final, holes, targets, False)
         comm.check()
-        self._write_placed(comm, offsets, data)
+        self._write_placed(comm, offsets, self._log.release())
 
     def _place(self, logs: list | None, size: int, final, holes, targets: dict,
                windowed: bool) -> list:
