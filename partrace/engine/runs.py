@@ -114,16 +114,16 @@ class Run:
     def rows(self, a: int, b: int) -> Table:
         return Table({k: v[a:b] for k, v in self.columns.items()})
 
-    def sample_arrays(self, stride: int) -> tuple[np.ndarray, ...]:
-        """Every stride-th key (time, location, seq as int64 arrays) and the number of rows
-        each stands for."""
-        idx = np.arange(0, self.n, stride)
+    def sample_arrays(self, stride: int, phase: float = 0.0) -> tuple[np.ndarray, ...]:
+        """Every stride-th key (time, location, seq as int64 arrays) from ``phase`` (a
+        fraction of a stride) on, and the rows each stands for (``sampled_rows``)."""
+        idx, weights = sampled_rows(self.n, stride, phase)
         keys = (np.asarray(self.columns[c][idx], np.int64) for c in ("time", "location", "seq"))
-        return (*keys, np.minimum(stride, self.n - idx))
+        return (*keys, weights)
 
-    def samples(self, stride: int) -> list[tuple[tuple[int, int, int], int]]:
+    def samples(self, stride: int, phase: float = 0.0) -> list[tuple[tuple[int, int, int], int]]:
         """Every stride-th key with the number of rows it stands for."""
-        return _as_tuples(self.sample_arrays(stride))
+        return _as_tuples(self.sample_arrays(stride, phase))
 
     def lower_bound(self, key) -> int:
         return lower_bound(self.columns["time"], self.columns["location"], self.columns["seq"], key)
@@ -134,6 +134,34 @@ class Run:
     def piece(self, col: str, a: int, b: int):
         """Rows a..b of a column in the form the run holds them (see narrow.piece)."""
         return piece(self.columns[col], a, b)
+
+
+def sampled_rows(n: int, stride: int, phase: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``n`` to sample, every ``stride``-th from ``phase`` x stride (within
+    the rows), and the rows each stands for: those nearer to it than to its neighbours (the
+    first also those before it, the last those after it), ``n`` in all.
+
+    Why a phase and rows around a sample: the cuts add up the weights of every run's samples
+    before a key.  Where the runs keep step (the ranks of a bulk-synchronous code, the
+    threads of a loop), samples taken at the same rows of every run, each standing for
+    the rows after it, count each run's straddling stretch whole, all runs alike: pieces
+    then differed by a fifth.  A sample standing for the rows around it errs by half a
+    stride either way, and runs sampled at different phases (``run_phase``) err apart."""
+    if n <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    stride = max(1, int(stride))
+    first = min(int(phase * min(stride, n)), n - 1)
+    idx = np.arange(first, n, stride, dtype=np.int64)
+    edges = np.empty(len(idx) + 1, np.int64)
+    edges[0], edges[-1] = 0, n
+    edges[1:-1] = idx[1:] - stride // 2
+    return idx, np.diff(edges)
+
+
+def run_phase(k: int) -> float:
+    """The sampling phase of the k-th run of a rank's (k over all ranks: see windows.py):
+    the fractional parts of multiples of the golden ratio, spread evenly whatever k's count."""
+    return (k * 0.6180339887498949) % 1.0
 
 
 def _as_tuples(arrays) -> list[tuple[tuple[int, int, int], int]]:
@@ -243,16 +271,20 @@ class SpilledRun:
     def rows(self, a: int, b: int) -> Table:
         return Table({c: self._read(c, a, b) for c in self.names})
 
-    def sample_arrays(self, stride: int) -> tuple[np.ndarray, ...]:
+    def sample_arrays(self, stride: int, phase: float = 0.0) -> tuple[np.ndarray, ...]:
         """Keys of the sparse index (no reads), at least ``stride`` rows apart, as
-        ``Run.sample_arrays`` gives them."""
+        ``Run.sample_arrays`` gives them (the phase among the index's keys)."""
         step = max(1, stride // self.STRIDE)
-        rows = np.arange(0, self.n, self.STRIDE)[::step]
-        keys = (np.asarray(k[::step], np.int64) for k in self.index)
-        return (*keys, np.minimum(step * self.STRIDE, self.n - rows))
+        at, _ = sampled_rows(len(self.index[0]), step, phase)
+        rows = at * self.STRIDE
+        edges = np.empty(len(rows) + 1, np.int64)
+        edges[0], edges[-1] = 0, self.n
+        edges[1:-1] = rows[1:] - (step * self.STRIDE) // 2
+        keys = (np.asarray(k[at], np.int64) for k in self.index)
+        return (*keys, np.diff(edges))
 
-    def samples(self, stride: int) -> list[tuple[tuple[int, int, int], int]]:
-        return _as_tuples(self.sample_arrays(stride))
+    def samples(self, stride: int, phase: float = 0.0) -> list[tuple[tuple[int, int, int], int]]:
+        return _as_tuples(self.sample_arrays(stride, phase))
 
     def lower_bound(self, key) -> int:
         j = lower_bound(*self.index, key)           # first sampled row >= key

@@ -24,7 +24,7 @@ from .merged import MergedTable, ordered
 from .mpi import Comm
 from .order import Key, merge_order, run_starts
 from .narrow import Constant, tail
-from .runs import Run
+from .runs import Run, run_phase
 
 # Samples a rank offers for the cut keys: SAMPLES_PER_PIECE for each piece of this rank's
 # (a window's share), so that every piece is cut from as many samples whatever the window
@@ -50,12 +50,16 @@ def samples_per_rank(pieces: int, ranks: int) -> int:
     return max(-(-SAMPLES_AT_LEAST // ranks), SAMPLES_PER_PIECE * -(-pieces // ranks))
 
 
-def _weighted_samples(runs: list[Run], count: int, weight: int = 1) -> tuple[np.ndarray, ...]:
+def _weighted_samples(runs: list[Run], count: int, weight: int = 1, rank: int = 0,
+                      size: int = 1) -> tuple[np.ndarray, ...]:
     """About ``count`` keys of the runs (time, location, seq), each with the rows it stands
-    for (times ``weight``: a table's row bytes)."""
+    for (times ``weight``: a table's row bytes).  Each run of all ranks' is sampled at a
+    phase of its own (runs.py ``sampled_rows``: runs that keep step would else be cut
+    alike): rank ``rank``'s k-th at ``run_phase(k x size + rank)``."""
     total = sum(r.n for r in runs)
     stride = max(1, math.ceil(total / count))
-    parts = [run.sample_arrays(stride) for run in runs if run.n]
+    parts = [run.sample_arrays(stride, run_phase(k * size + rank))
+             for k, run in enumerate(r for r in runs if r.n)]
     if not parts:
         return tuple(np.zeros(0, np.int64) for _ in range(4))
     t, loc, seq, w = (np.concatenate(a) for a in zip(*parts))
@@ -73,7 +77,8 @@ def choose_cuts_kept(comm: Comm, runs: list[Run], pieces: int,
     window again (:func:`window_cuts`; None elsewhere, or without samples)."""
     if pieces <= 1:
         return [], None
-    everyone = comm.gather(_weighted_samples(runs, samples_per_rank(pieces, comm.size)))
+    everyone = comm.gather(_weighted_samples(runs, samples_per_rank(pieces, comm.size),
+                                              rank=comm.rank, size=comm.size))
     cuts, kept = _cut_samples(everyone, pieces, keep) if comm.rank == 0 else (None, None)
     return comm.bcast(cuts), kept
 
@@ -104,7 +109,8 @@ def choose_shared_cuts(comm: Comm, runs: dict[str, list[Run]], row_bytes: dict[s
     if pieces <= 1:
         return []
     count = samples_per_rank(pieces, comm.size)
-    tables = [_weighted_samples(runs[name], count, row_bytes[name]) for name in runs]
+    tables = [_weighted_samples(runs[name], count, row_bytes[name], comm.rank, comm.size)
+              for name in runs]
     mine = tuple(np.concatenate(a) for a in zip(*tables)) if tables else ()
     return _cuts_on_rank0(comm, mine, pieces)
 

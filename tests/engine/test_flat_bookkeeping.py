@@ -6,7 +6,7 @@ import pytest
 
 from partrace.engine.mpi import serial
 from partrace.engine.order import sort_by_key
-from partrace.engine.runs import Run, SpilledRun
+from partrace.engine.runs import Run, SpilledRun, sampled_rows
 from partrace.engine.windows import (AFTER_ALL, BEFORE_ALL, _cuts_from, _spans_between,
                                      _weighted_samples, choose_cuts, samples_per_rank)
 from partrace.model import Table
@@ -121,6 +121,48 @@ def test_cuts_equal_the_sorted_samples_rule():
         while len(want) < pieces - 1:
             want.append(want[-1])
         assert _cuts_from(everyone, pieces) == want, trial
+
+
+def _lockstep_runs(count: int, n: int) -> list[Run]:
+    """Runs that keep step: every run's k-th row at time 100 k (plus its own small offset),
+    as the ranks of a bulk-synchronous code or the threads of one loop."""
+    runs = []
+    for r in range(count):
+        t = np.arange(n, dtype=np.int64) * 100 + r
+        runs.append(Run(dict(sort_by_key(Table({"time": t, "location": np.full(n, r + 1),
+                                                "seq": np.arange(n)})).columns)))
+    return runs
+
+
+@pytest.mark.parametrize("pieces", [8, 10, 32])
+def test_runs_that_keep_step_are_cut_into_even_pieces(pieces):
+    """Each run sampled at rows of its own phase, a sample standing for the rows around it:
+    at the same rows of every run, each standing for those after it, these pieces differed
+    from the mean by up to a quarter."""
+    runs = _lockstep_runs(64, 40_000)
+    cuts = choose_cuts(serial(), runs, pieces)
+    ends = [sum(run.lower_bound(c) for run in runs) for c in cuts]
+    sizes = np.diff([0] + ends + [sum(run.n for run in runs)])
+    assert np.abs(sizes / sizes.mean() - 1).max() < 0.01
+
+
+def test_a_run_s_samples_stand_for_all_its_rows_once(tmp_path):
+    rng = np.random.default_rng(8)
+    for n, stride, phase in ((1, 5, 0.9), (7, 3, 0.0), (7, 3, 0.99), (100, 7, 0.5),
+                             (100, 200, 0.3), (12_345, 4096, 0.61)):
+        idx, weights = sampled_rows(n, stride, phase)
+        assert weights.sum() == n and (weights > 0).all() and len(idx) == len(weights)
+        assert idx[0] == min(int(phase * min(stride, n)), n - 1)
+        assert (np.diff(idx) == stride).all() and idx[-1] < n
+    t = sort_by_key(Table({"time": rng.integers(0, 10**6, 50_000),
+                           "location": rng.integers(1, 9, 50_000), "seq": np.arange(50_000)}))
+    spilled = SpilledRun(tmp_path, t)
+    for stride, phase in ((4096, 0.0), (3 * 4096, 0.7), (40_000, 0.2), (10**6, 0.5)):
+        *keys, weights = spilled.sample_arrays(stride, phase)
+        assert weights.sum() == 50_000 and (weights > 0).all()
+        # the keys are index keys: rows that are multiples of the index's stride
+        rows = [spilled.lower_bound((int(a), int(b), int(c))) for a, b, c in zip(*keys)]
+        assert all(r % SpilledRun.STRIDE == 0 for r in rows)
 
 
 def test_weighted_samples_of_no_rows():
