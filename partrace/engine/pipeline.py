@@ -270,7 +270,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             for name in schema:
                 cuts[name], kept[name] = choose_cuts_kept(comm, store.runs[name], pieces,
                                                           keep=varies)
-            if varies and comm.rank == 0:
+            if varies:      # every rank measures its windows; rank 0 decides
                 rank0 = rank0_share.Rank0Share(sink, comm.size, fixed)
         else:                       # one window of the key space for all tables
             shared = choose_shared_cuts(comm, store.runs,
@@ -279,10 +279,11 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
         written = dict.fromkeys(schema, 0)
         for w in range(windows):
             if varies and w:    # rank 0's share of this window, its cuts from rank 0
+                spent = comm.gather(rank0.spent())
                 inner = None
                 with comm.guard():
                     if comm.rank == 0:
-                        share = rank0.after()
+                        share = rank0.after(spent, last=w == windows - 1)
                         inner = {name: window_cuts(k, w, comm.size, windows, share)
                                  for name, k in kept.items() if k is not None}
                 comm.check()
@@ -290,7 +291,8 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                     cuts[name][w * comm.size:(w + 1) * comm.size - 1] = keys
             if rank0 is not None:
                 rank0.begin()
-                accounts.note_window(w, rank0_share=round(rank0.share, 4))
+                if comm.rank == 0:
+                    accounts.note_window(w, rank0_share=round(rank0.share, 4))
             if sink.wants_next_keys:    # lets a sink write out rows no later window precedes
                 sink.next_keys = next_window_keys(cuts, w, windows, pieces // windows)
             merged = {}

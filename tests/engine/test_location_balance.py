@@ -78,8 +78,10 @@ def test_location_bytes_weighs_every_row(tmp_path):
     assert got[7] == 50_000 * 40 and got[9] == 3 * 16 and got[2**40] == 120_000 * 40
     assert sum(got[k] for k in (1, 2, 3)) == 200_000 * 40
     for k in (1, 2, 3):
+        # ~2,200 samples of the mixed run, 91 rows each: a third of them one location's,
+        # give or take 22 (binomial), 3% of its rows: within four of those
         share = np.count_nonzero(mixed["location"] == k) * 40
-        assert abs(got[k] - share) < 0.05 * share
+        assert abs(got[k] - share) < 0.12 * share
     assert weights_of(np.array([2, 7, 2**40, 11]), (ids, weights)).tolist() == [
         got[2], got[7], got[2**40], 0]
 

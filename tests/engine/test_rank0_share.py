@@ -82,19 +82,42 @@ def test_rank_0_s_share_gives_back_its_work_for_all(monkeypatch):
     monkeypatch.setattr(rank0_share, "_own_cpu", lambda: cpu[0])
     share = rank0_share.Rank0Share(sink, size=5)
     share.begin()
-    cpu[0] += 2.0                       # an even piece's rows: 2 s, no work for all
-    assert share.after() == 1.0
+    cpu[0] += 2.0                       # an even piece's rows: 2 s, as the others'
+    assert share.spent() == 2.0
+    assert share.after([2.0, 2.0, 2.0, 2.0, 2.0]) == 1.0
     share.begin()
-    sink.serial_seconds += 1.0          # 1 s for all, then its rows
+    sink.serial_seconds += 1.0          # 1 s placing chunks, then its rows
     cpu[0] += 3.0
     # share' = 1 - 1 x 4 / (5 x 2) = 0.6: its rows 1.2 s + 1 s for all = 2.2 s, as the
     # others' (5 - 0.6) / 4 of an even piece
-    assert share.after() == pytest.approx(0.6)
+    assert share.after([3.0, 2.0, 2.0, 2.0, 2.0]) == pytest.approx(0.6)
     share.begin()
-    sink.serial_seconds += 5.0          # more than a whole piece's rows: none for rank 0
-    cpu[0] += 5.0 + 1.2
-    assert share.after() == 0.0
-    assert share.shares == [1.0, 1.0, pytest.approx(0.6)]
+    # at 0.6 the others' 1.1 of an even piece took 2.2 s: an even piece is still 2 s;
+    # rank 0 spent 2.2 s, 1 s of it beyond its rows, whatever the sink said it was
+    cpu[0] += 2.2
+    assert share.after([2.2, 2.2, 2.2, 2.2, 2.2]) == pytest.approx(0.6)
+    share.begin()
+    # before the last window, the chunks its commit will place count too: this
+    # window's 1 s placing again, 2 s beyond its rows in all
+    sink.serial_seconds += 1.0
+    cpu[0] += 2.2
+    assert share.after([2.2, 2.2, 2.2, 2.2, 2.2], last=True) == pytest.approx(0.2)
+    share.begin()
+    cpu[0] += 0.4 + 6.0                 # more than a whole piece's rows: none for rank 0
+    assert share.after([6.4, 2.4, 2.4, 2.4, 2.4]) == 0.0
+    assert share.shares == [1.0, 1.0, pytest.approx(0.6), pytest.approx(0.6),
+                            pytest.approx(0.2)]
+
+
+def test_a_slower_rank_0_gets_fewer_rows_whatever_makes_it_slow(monkeypatch):
+    """Work the sink does not report (no serial seconds) still shows in rank 0's CPU."""
+    sink, cpu = _Sink(), [0.0]
+    monkeypatch.setattr(rank0_share, "_own_cpu", lambda: cpu[0])
+    share = rank0_share.Rank0Share(sink, size=3)
+    share.begin()
+    cpu[0] += 1.5
+    # others 1.0 s for an even piece; rank 0 0.5 s beyond: 1 - 0.5 x 2 / (3 x 1) = 2/3
+    assert share.after([1.5, 1.0, 1.0]) == pytest.approx(2 / 3)
 
 
 def test_a_fixed_share_outside_0_to_1_is_refused(monkeypatch):
