@@ -3,25 +3,28 @@
 In time mode each window's rows are cut into P pieces, one a rank.  A sink may give rank 0
 work for every rank besides its own rows (``Sink.serial_seconds``: the HDF5 serial join
 places the other ranks' chunks in the one file, during the next window, while they write
-theirs, and the last window's at the commit).  With even pieces rank 0 would end each
-window that much later than the others, and they would wait for it.  So from the second
-window on rank 0 takes ``share`` of an even piece, the other ranks the rest evenly, such
-that its rows and its other work take as long as another rank's rows.
+theirs, and the last window's at the commit), and rank 0 alone lists the input and picks
+the cuts.  With even pieces rank 0 would end each window that much later than the others,
+and they would wait for it.  So from the second window on rank 0 takes ``share`` of an
+even piece, the other ranks the rest evenly, such that every rank's own CPU over the
+whole run comes out the same.
 
-Every rank measures its own CPU over each window (the process's, less its time in MPI
-calls, where a rank waiting for the others spins) and rank 0 gathers them.  The others'
-mean, for their ``(P - share) / (P - 1)`` of an even piece, gives ``even``: the seconds of
-an even piece's rows.  Rank 0's own seconds less ``share x even`` are its work beyond its
-rows, ``extra`` (the chunks it placed, and whatever else it alone does: all of it, not
-only what the sink reports); and before the last window, the chunks its commit will
-place (as many as it placed in this window: the sink's serial seconds of it) are added.
-Then
+At each window's start every rank sends rank 0 its own CPU (the process's, less its time
+in MPI calls, where a rank waiting for the others spins) over the last window and since
+it started.  From the windows so far rank 0 knows ``even``, the seconds of an even
+piece's rows (the others' mean seconds over their ``(P - share) / (P - 1)`` of an even
+piece each, summed over the windows), and ``behind``, how much more CPU it has spent than
+the others' mean since the start (its chores, the chunks it placed, and chance: all of
+it, not only what the sink reports).  The next window will place about as many chunks as
+the last (``serial``, the sink's seconds of it), and before the last window the commit's
+placing counts once more.  Then
 
-    share' = 1 - extra x (P - 1) / (P x even),
+    share' = 1 - (behind + serial) x (P - 1) / (P x even),
 
-within 0 and 1 (0: rank 0 takes no rows; its other work is then the window's slowest
-part).  The pieces only move rows between ranks: the output is the same whatever the
-shares.  Rank 0 alone decides, and sends the window's cuts (windows.py ``window_cuts``).
+within 0 and ``MOST``: rank 0 makes up in one window what it is behind, and takes more
+than an even piece where it is ahead.  The pieces only move rows between ranks: the
+output is the same whatever the shares.  Rank 0 alone decides, and sends the window's
+cuts (windows.py ``window_cuts``).
 
 PARTRACE_RANK0_SHARE fixes the share from the second window on (tests, experiments), for
 any time-mode sink.
@@ -35,6 +38,9 @@ from ..errors import UsageError
 from . import accounts
 
 ENV = "PARTRACE_RANK0_SHARE"
+# At most this many even pieces for rank 0 where it is ahead: one window's chance, not a
+# trend, must not leave another rank (the only other one, on 2 ranks) a window's crumbs.
+MOST = 1.5
 
 
 def forced() -> float | None:
@@ -66,28 +72,32 @@ class Rank0Share:
         self.share = 1.0        # of the window under way (rank 0's to decide)
         self.shares: list[float] = []   # every window's, for the account
         self._cpu0 = self._serial0 = 0.0
+        self._others = self._pieces = 0.0   # the others' seconds and even pieces, summed
 
     def begin(self) -> None:
         self.shares.append(self.share)
         self._cpu0, self._serial0 = _own_cpu(), self.sink.serial_seconds or 0.0
 
-    def spent(self) -> float:
-        """This rank's own CPU seconds since :meth:`begin`."""
-        return max(_own_cpu() - self._cpu0, 0.0)
+    def spent(self) -> tuple[float, float]:
+        """This rank's own CPU seconds since :meth:`begin` and since it started."""
+        now = _own_cpu()
+        return max(now - self._cpu0, 0.0), now
 
-    def after(self, spent: list[float], last: bool = False) -> float:
+    def after(self, spent: list[tuple[float, float]], last: bool = False) -> float:
         """The share of the next window (``last``: the run's last one), from every rank's
-        seconds of this one (``spent[r]``: rank r's)."""
+        :meth:`spent` (``spent[r]``: rank r's)."""
         if self.fixed is not None:
             self.share = self.fixed
             return self.share
-        others = (self.size - self.share) / (self.size - 1)     # of an even piece each
-        spent_by_others = sum(spent[1:]) / (self.size - 1)
-        if others <= 0 or spent_by_others <= 0:
+        window = [s[0] for s in spent]
+        total = [s[1] for s in spent]
+        self._others += sum(window[1:]) / (self.size - 1)
+        self._pieces += (self.size - self.share) / (self.size - 1)
+        if self._others <= 0 or self._pieces <= 0:
             return self.share
-        even = spent_by_others / others
-        extra = max(spent[0] - self.share * even, 0.0)
-        if last:    # the commit places the last window's chunks: about this window's
-            extra += max((self.sink.serial_seconds or 0.0) - self._serial0, 0.0)
-        self.share = min(1.0, max(0.0, 1.0 - extra * (self.size - 1) / (self.size * even)))
+        even = self._others / self._pieces
+        behind = total[0] - sum(total[1:]) / (self.size - 1)
+        serial = max((self.sink.serial_seconds or 0.0) - self._serial0, 0.0)
+        ahead = behind + serial * (2 if last else 1)    # the commit places the last's
+        self.share = min(MOST, max(0.0, 1.0 - ahead * (self.size - 1) / (self.size * even)))
         return self.share
