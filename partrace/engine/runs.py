@@ -144,18 +144,26 @@ def sampled_rows(n: int, stride: int, phase: float = 0.0) -> tuple[np.ndarray, n
     Why a phase and rows around a sample: the cuts add up the weights of every run's samples
     before a key.  Where the runs keep step (the ranks of a bulk-synchronous code, the
     threads of a loop), samples taken at the same rows of every run, each standing for
-    the rows after it, count each run's straddling stretch whole, all runs alike: pieces
-    then differed by a fifth.  A sample standing for the rows around it errs by half a
-    stride either way, and runs sampled at different phases (``run_phase``) err apart."""
+    the rows after it, count each run's straddling stretch whole, all runs alike, and
+    the pieces of a window came out far from even (tests/engine/test_flat_bookkeeping.py).
+    A sample standing for the rows around it errs by half a stride either way, and runs
+    sampled at different phases (``run_phase``) err apart."""
     if n <= 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     stride = max(1, int(stride))
     first = min(int(phase * min(stride, n)), n - 1)
     idx = np.arange(first, n, stride, dtype=np.int64)
-    edges = np.empty(len(idx) + 1, np.int64)
+    return idx, _rows_around(idx, stride, n)
+
+
+def _rows_around(rows: np.ndarray, stride: int, n: int) -> np.ndarray:
+    """The rows of ``n`` each of ``rows`` (sampled ``stride`` apart) stands for: from
+    half a stride before it to half a stride before the next (the first from row 0, the
+    last to the end)."""
+    edges = np.empty(len(rows) + 1, np.int64)
     edges[0], edges[-1] = 0, n
-    edges[1:-1] = idx[1:] - stride // 2
-    return idx, np.diff(edges)
+    edges[1:-1] = rows[1:] - stride // 2
+    return np.diff(edges)
 
 
 def run_phase(k: int) -> float:
@@ -276,12 +284,8 @@ class SpilledRun:
         ``Run.sample_arrays`` gives them (the phase among the index's keys)."""
         step = max(1, stride // self.STRIDE)
         at, _ = sampled_rows(len(self.index[0]), step, phase)
-        rows = at * self.STRIDE
-        edges = np.empty(len(rows) + 1, np.int64)
-        edges[0], edges[-1] = 0, self.n
-        edges[1:-1] = rows[1:] - (step * self.STRIDE) // 2
         keys = (np.asarray(k[at], np.int64) for k in self.index)
-        return (*keys, np.diff(edges))
+        return (*keys, _rows_around(at * self.STRIDE, step * self.STRIDE, self.n))
 
     def samples(self, stride: int, phase: float = 0.0) -> list[tuple[tuple[int, int, int], int]]:
         return _as_tuples(self.sample_arrays(stride, phase))
