@@ -84,23 +84,31 @@ def generate(fmt: str, mb: float, folder: Path) -> Path:
                             "-o", str(target), "-q"], check=True,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
         return target
-    target = {"otf": folder / "otf" / "gen.otf", "dumpi": folder / "dumpi" / "synth.meta",
-              "ovni": folder / "ovni" / "ovni", "ross": folder / "ross"}[fmt]
+    top = folder / fmt      # each format's files in a folder of its own
+    inside = {"otf": "gen.otf", "dumpi": "synth.meta", "ovni": "ovni", "ross": "."}[fmt]
+    target = top / inside
     if target.exists():
         return target
+    # made in a folder beside it and renamed when whole: a run stopped while it generated
+    # must not leave a part of a trace that the next run takes for all of it
+    part = folder / f".{fmt}.partial"
+    shutil.rmtree(part, ignore_errors=True)
+    making = part / inside
     n = max(1, int(mb * 1e6))
     cmd = {     # UNITS units (files, streams) each, so that every rank up to 64 has some;
         # sizes from the generators' bytes per record
-        "otf": [*py, SCRIPTS / "gen_otf.py", target, "--processes", str(UNITS), "--streams",
+        "otf": [*py, SCRIPTS / "gen_otf.py", making, "--processes", str(UNITS), "--streams",
                 str(UNITS), "--events", str(n // 17)],
-        "dumpi": [*py, SCRIPTS / "gen_dumpi.py", target.parent, "--ranks", str(UNITS),
+        "dumpi": [*py, SCRIPTS / "gen_dumpi.py", part, "--ranks", str(UNITS),
                   "--calls", str(max(1, n // (UNITS * 50)))],
-        "ovni": [*py, SCRIPTS / "gen_ovni.py", folder / "ovni", "--looms", "2", "--procs", "4",
+        "ovni": [*py, SCRIPTS / "gen_ovni.py", part, "--looms", "2", "--procs", "4",
                  "--threads", str(UNITS // 8), "--events", str(max(4, n // (UNITS * 20))),
                  "--offsets"],
-        "ross": [*py, SCRIPTS / "gen_ross.py", target, "--mb", str(max(1, round(mb / 3.3)))],
+        "ross": [*py, SCRIPTS / "gen_ross.py", part, "--mb", str(max(1, round(mb / 3.3)))],
     }[fmt]
     subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
+    shutil.rmtree(top, ignore_errors=True)
+    os.replace(part, top)
     return target
 
 
