@@ -178,14 +178,16 @@ def placing_cost(seconds: float, p: int, windows: int, window_work: float) -> fl
     """What rank 0's placing of ``seconds`` adds to the busiest rank at ``p`` ranks and
     ``windows`` windows, each rank's window phases taking ``window_work`` seconds: a
     window's chunks are placed during the next one, and the last window's at commit,
-    for which rank 0 gives up rows (engine/rank0_share.py: in the window after, what it
-    is behind, and in each window what it will place); with one or two windows none of
-    it is given back (no window before the last measured a placing).  It is spread over
-    the ranks, a P-th each, as long as rank 0 has rows to give up; past that rank 0,
-    with no rows, is the slowest, by what its placing exceeds another rank's rows."""
-    if windows <= 2:
-        return seconds
-    return max(seconds / p, seconds - window_work)
+    for which rank 0 gives up rows (engine/rank0_share.py) from the third window on, as
+    the windows before it measured; so the second window's placing (the first's chunks)
+    adds to rank 0 in full, and with one or two windows all of it does.  The rest is
+    spread over the ranks, a P-th each, as long as rank 0 has rows to give up; past that
+    rank 0, with no rows, is the slowest, by what its placing exceeds another rank's rows."""
+    lagged = seconds if windows <= 2 else seconds / windows
+    spread = seconds - lagged
+    return lagged + max(spread / p, spread - window_work)
+
+
 JOIN_FILL = "HDF5 join: each rank fills its own"
 
 

@@ -3,26 +3,28 @@
 In time mode each window's rows are cut into P pieces, one a rank.  A sink may give rank 0
 work for every rank besides its own rows (``Sink.serial_seconds``: the HDF5 serial join
 places the other ranks' chunks in the one file, during the next window, while they write
-theirs, and the last window's at the commit), and rank 0 alone lists the input and picks
-the cuts.  With even pieces rank 0 would end each window that much later than the others,
-and they would wait for it.  So from the second window on rank 0 takes ``share`` of an
-even piece, the other ranks the rest evenly, such that every rank's own CPU over the
-whole run comes out the same.
+theirs, and the last window's at the commit).  With even pieces rank 0 would end each
+window that much later than the others, and they would wait for it.  So from the third
+window on rank 0 takes ``share`` of an even piece, the other ranks the rest evenly, such
+that its rows and its other work take as long as another rank's rows.
 
-At each window's start every rank sends rank 0 its own CPU (the process's, less its time
-in MPI calls, where a rank waiting for the others spins) over the last window and since
-it started.  From the windows so far rank 0 knows ``even``, the seconds of an even
-piece's rows (the others' mean seconds over their ``(P - share) / (P - 1)`` of an even
-piece each, summed over the windows), and ``behind``, how much more CPU it has spent than
-the others' mean since the start (its chores, the chunks it placed, and chance: all of
-it, not only what the sink reports).  The next window will place about as many chunks as
-the last (``serial``, the sink's seconds of it), and before the last window the commit's
-placing counts once more.  Then
+At each window's start every rank sends rank 0 its own CPU over the last window (the
+process's, less its time in MPI calls, where a rank waiting for the others spins).  From
+the windows so far rank 0 knows ``even``, the seconds of an even piece's rows (the
+others' mean seconds over their ``(P - share) / (P - 1)`` of an even piece each, summed
+over the windows) and ``extra``, its own seconds beyond ``share x even`` in the mean
+window: the chunks it placed and whatever else it alone does each window, not only what
+the sink reports.  The first window is left out of both: rank 0 makes the output file in
+it and places nothing yet, and the others write their chunks' bytes only from the second
+on.  Before the last window the commit's placing (the sink's serial seconds of the
+last window) counts once more.  Then
 
-    share' = 1 - (behind + serial) x (P - 1) / (P x even),
+    share' = 1 - extra x (P - 1) / (P x even),
 
-within 0 and ``MOST``: rank 0 makes up in one window what it is behind, and takes more
-than an even piece where it is ahead.  The pieces only move rows between ranks: the
+within 0 and ``MOST``: where rank 0 is faster per window, it takes more than an even piece.
+What a rank spent before the windows, or in a window that went worse than the mean, is
+not paid back: the ranks met at the window's end and the others waited then; giving rank 0
+less now would only make them wait again.  The pieces only move rows between ranks: the
 output is the same whatever the shares.  Rank 0 alone decides, and sends the window's
 cuts (windows.py ``window_cuts``).
 
@@ -38,8 +40,8 @@ from ..errors import UsageError
 from . import accounts
 
 ENV = "PARTRACE_RANK0_SHARE"
-# At most this many even pieces for rank 0 where it is ahead: one window's chance, not a
-# trend, must not leave another rank (the only other one, on 2 ranks) a window's crumbs.
+# At most this many even pieces for rank 0 where it is faster: a mean of a few windows is
+# still a guess, and must not leave another rank (the only other one, on 2 ranks) crumbs.
 MOST = 1.5
 
 
@@ -72,32 +74,32 @@ class Rank0Share:
         self.share = 1.0        # of the window under way (rank 0's to decide)
         self.shares: list[float] = []   # every window's, for the account
         self._cpu0 = self._serial0 = 0.0
-        self._others = self._pieces = 0.0   # the others' seconds and even pieces, summed
+        # per window: rank 0's seconds, its share, the others' mean seconds
+        self._windows: list[tuple[float, float, float]] = []
 
     def begin(self) -> None:
         self.shares.append(self.share)
         self._cpu0, self._serial0 = _own_cpu(), self.sink.serial_seconds or 0.0
 
-    def spent(self) -> tuple[float, float]:
-        """This rank's own CPU seconds since :meth:`begin` and since it started."""
-        now = _own_cpu()
-        return max(now - self._cpu0, 0.0), now
+    def spent(self) -> float:
+        """This rank's own CPU seconds since :meth:`begin`."""
+        return max(_own_cpu() - self._cpu0, 0.0)
 
-    def after(self, spent: list[tuple[float, float]], last: bool = False) -> float:
+    def after(self, spent: list[float], last: bool = False) -> float:
         """The share of the next window (``last``: the run's last one), from every rank's
-        :meth:`spent` (``spent[r]``: rank r's)."""
+        :meth:`spent` of this one (``spent[r]``: rank r's)."""
         if self.fixed is not None:
             self.share = self.fixed
             return self.share
-        window = [s[0] for s in spent]
-        total = [s[1] for s in spent]
-        self._others += sum(window[1:]) / (self.size - 1)
-        self._pieces += (self.size - self.share) / (self.size - 1)
-        if self._others <= 0 or self._pieces <= 0:
+        self._windows.append((spent[0], self.share, sum(spent[1:]) / (self.size - 1)))
+        typical = self._windows[1:]     # the first window is not like the others
+        others = sum(w[2] for w in typical)
+        pieces = sum((self.size - w[1]) / (self.size - 1) for w in typical)
+        if not typical or others <= 0 or pieces <= 0:
             return self.share
-        even = self._others / self._pieces
-        behind = total[0] - sum(total[1:]) / (self.size - 1)
-        serial = max((self.sink.serial_seconds or 0.0) - self._serial0, 0.0)
-        ahead = behind + serial * (2 if last else 1)    # the commit places the last's
-        self.share = min(MOST, max(0.0, 1.0 - ahead * (self.size - 1) / (self.size * even)))
+        even = others / pieces
+        extra = sum(own - share * even for own, share, _ in typical) / len(typical)
+        if last:    # the commit places the last window's chunks: about this window's
+            extra += max((self.sink.serial_seconds or 0.0) - self._serial0, 0.0)
+        self.share = min(MOST, max(0.0, 1.0 - extra * (self.size - 1) / (self.size * even)))
         return self.share
