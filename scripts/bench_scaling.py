@@ -192,18 +192,19 @@ def output_bytes(folder: Path) -> int:
 
 
 def measure_case(trace: Path, kind: str, ranks: list[int], work: Path) -> dict:
-    """Every rank count's account and output digest for one trace and output."""
-    runs, same, sizes = {}, {}, {}
+    """Every rank count's account, output digest and wall seconds (the whole command's)
+    for one trace and output."""
+    runs, same, sizes, walls = {}, {}, {}, {}
     for p in ranks:
         folder = work / f"{kind}-{p}"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         stats = work / f"{kind}-{p}.json"
-        merge(trace, output(folder, kind), p, OUTPUTS[kind], stats, kind == "h5c")
+        walls[p] = merge(trace, output(folder, kind), p, OUTPUTS[kind], stats, kind == "h5c")
         runs[p] = json.loads(stats.read_text())
         same[p], sizes[p] = digest(folder), output_bytes(folder)
         shutil.rmtree(folder)
-    return {"runs": runs, "digest": same, "bytes": sizes}
+    return {"runs": runs, "digest": same, "bytes": sizes, "walls": walls}
 
 
 def wall_pair(trace: Path, kind: str, rounds: int, work: Path) -> dict[str, float]:
@@ -239,21 +240,27 @@ def divisible_seconds(one: dict) -> float:
     return sum(v["busy_s"] for k, v in rank["phases"].items() if k not in ("start-up", "kernels"))
 
 
-def print_wall(rounds: int, wall: dict[str, float], divisible: float | None) -> None:
+def print_wall(rounds: int, wall: dict[str, float], divisible: float | None,
+               accounted: float | None = None) -> None:
     """The wall figures at 2 ranks against 1, beside the bounds on them that this machine
-    and the fixed costs set."""
+    and the fixed costs set.  ``divisible``: the 1-rank account's phases the ranks share;
+    ``accounted``: that run's own wall seconds, which the fixed part is reckoned from (the
+    rounds' median is other runs: on a machine whose speed drifts the two differ by more
+    than the fixed part)."""
     t1 = wall["t1"]
     print(f"wall, {rounds} rounds, order turning: 1 rank {t1:.2f} s, 2 ranks {wall['t2']:.2f} s, "
           f"t(2)/t(1) {wall['ratio2']:.2f} (median of pairs; 2 idle cores: ideal 0.50)")
     print(f"  two 1-rank merges side by side: {wall['tpair']:.2f} s, {wall['ratiopair']:.2f} "
           f"of t(1): this machine's ideal t(2)/t(1) is {wall['ratiopair'] / 2:.2f}")
-    if divisible is not None and divisible < t1:
-        fixed = t1 - divisible      # launch, interpreter, start-up, kernels
-        print(f"  fixed per process (t(1) less the 1-rank account's phases the ranks share): "
-              f"{fixed:.2f} s; with the rest halved, t(2)/t(1) {(fixed + divisible / 2) / t1:.2f}")
+    whole = accounted if accounted is not None else t1
+    if divisible is not None and divisible < whole:
+        fixed = whole - divisible   # launch, interpreter, start-up, kernels
+        print(f"  fixed per process (the 1-rank accounted run's {whole:.2f} s less its phases "
+              f"the ranks share): {fixed:.2f} s; with the rest halved, t(2)/t(1) "
+              f"{(fixed + divisible / 2) / whole:.2f}")
     elif divisible is not None:     # a rank's threads (compressing, writing) add CPU past the wall
         print(f"  fixed per process: not told apart (the 1-rank account's shared phases took "
-              f"{divisible:.2f} s of CPU, more than t(1))")
+              f"{divisible:.2f} s of CPU, more than its run's {whole:.2f} s)")
 
 
 def warm(formats: list[str]) -> None:
@@ -454,7 +461,8 @@ def measure(args) -> int:
             if args.wall_rounds > 0:
                 wall = wall_pair(trace, kind, args.wall_rounds, args.workdir / "out")
                 one = case["runs"].get(1)
-                print_wall(args.wall_rounds, wall, divisible_seconds(one) if one else None)
+                print_wall(args.wall_rounds, wall, divisible_seconds(one) if one else None,
+                           case["walls"].get(1))
             print_model(name, case, kind, rates, targets, size, args.model_gb * 1e9)
     print(f"\nidentity across rank counts: {'every output the same' if all_same else 'FAILED'}")
     return 0 if all_same else 1
