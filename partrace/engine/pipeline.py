@@ -284,8 +284,10 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                 with comm.guard():
                     if comm.rank == 0:
                         share = rank0.after(spent, last=w == windows - 1)
-                        inner = {name: window_cuts(k, w, comm.size, windows, share)
-                                 for name, k in kept.items() if k is not None}
+                        # an even share keeps the first cuts, taken from every sample
+                        inner = {} if share == 1.0 else {
+                            name: window_cuts(k, w, comm.size, windows, share)
+                            for name, k in kept.items() if k is not None}
                 comm.check()
                 for name, keys in comm.bcast(inner).items():
                     cuts[name][w * comm.size:(w + 1) * comm.size - 1] = keys
