@@ -279,7 +279,7 @@ class Comm:
         raise RankFailed(error, first, original)
 
     @metered()
-    def wait_for_all(self, pause: float = 0.0005) -> None:
+    def wait_for_all(self, pause: float = 0.0005, spin: float = 0.0001) -> None:
         """Wait at a non-blocking barrier, sleeping between tests.
 
         Ranks that finish early wait here for the slowest: polling keeps them
@@ -288,14 +288,23 @@ class Comm:
         Called before a blocking collective too: MPICH busy-polls in one (a
         sched_yield every 1000 polls), so a rank arriving first would spin a
         CPU until the last arrives.
+
+        The barrier is tested without a pause for ``spin`` seconds first, then
+        between sleeps that double up to ``pause``: ranks that arrive together
+        (most checks of a balanced window) meet in a message's round trip, where
+        a first sleep of ``pause`` cost every rank that long at every check.
         """
         if self._c is None:
             return
         import time
         request = self._c.Ibarrier()
+        until, nap = time.perf_counter() + spin, pause / 8
         while not request.Test():
+            if time.perf_counter() < until:
+                continue
             self._exchange_notices()
-            time.sleep(pause)
+            time.sleep(nap)
+            nap = min(pause, 2 * nap)
 
     def abort(self, code: int = 1) -> None:
         """End the whole job with ``code``.  The caller has said why in one line: MPICH's
