@@ -100,6 +100,8 @@ def _modules() -> list[str]:
     order; walked as strings (rank 0's pathlib walk was most of the check's time)."""
     found = []
     for folder, dirs, files in os.walk(PACKAGE):
+        # bytecode and numba's index files (hundreds): never a module
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
         rel = os.path.relpath(folder, PACKAGE)
         found += [name if rel == "." else os.path.join(rel, name)
                   for name in files if name.endswith(".py")]
