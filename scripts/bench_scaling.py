@@ -336,6 +336,10 @@ def print_case(name: str, case: dict, ranks: list[int]) -> bool:
                  for p in ranks]
         print(f"| {phase or 'total'} | {sm.busy(one, phase).sum():.3f} | " + " | ".join(cells)
               + " |")
+    tops = [(p, *sm.busiest(runs[p])) for p in ranks if p > 1]
+    if tops:
+        print("\nThe busiest rank over the whole run, and rank 0, over the mean busy time: "
+              + "; ".join(f"P={p}: rank {r} +{x:.0%}, rank 0 {z:+.0%}" for p, r, x, z in tops))
     print("\nPer rank, the one that moves the most: MB sent + received / messages:\n")
     print("| phase | " + " | ".join(f"P={p}" for p in ranks) + " |")
     print("|---|" + "---:|" * len(ranks))

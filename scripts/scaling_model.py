@@ -85,6 +85,16 @@ def excess(stats: dict, phase: str | None) -> float:
     return float(b.max() / b.mean() - 1) if b.mean() > 0 else 0.0
 
 
+def busiest(stats: dict) -> tuple[int, float, float]:
+    """(the busiest rank over the whole run, its busy time over the mean minus 1, rank 0's
+    over the mean minus 1): whether the busiest is rank 0, whose chores are everyone's."""
+    b = busy(stats, None)
+    if not len(b) or b.mean() <= 0:
+        return 0, 0.0, 0.0
+    top = int(b.argmax())       # the accounts list the ranks in order
+    return top, float(b[top] / b.mean() - 1), float(b[0] / b.mean() - 1)
+
+
 def traffic(stats: dict, phase: str | None) -> tuple[float, float]:
     """Bytes and messages (sent plus received) of the rank that moves the most."""
     def field(name):

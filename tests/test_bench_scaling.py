@@ -30,6 +30,8 @@ def test_bench_scaling_tables_model_and_identity(tmp_path):
     assert "same data at every P: yes" in out           # the identity check ran and held
     assert "identity across rank counts: every output the same" in out
     assert "t(2)/t(1)" in out
+    assert "The busiest rank over the whole run, and rank 0, over the mean busy time: P=2: rank" \
+        in out
     assert "two 1-rank merges side by side" in out and "fixed per process" in out
     assert "| step | P=1 | P=32 | P=256 | P=1024 |" in out
     assert "| HDF5 join: rank 0 places the chunks |" in out and "| modelled E(P) |" in out
@@ -74,6 +76,18 @@ def _run(busy_by_rank: list[float]) -> dict:
                 "recv_messages": 0}
     return {"ranks": [{"busy_s": 2 * b, "phases": {"decode": phase(b), "start-up": phase(b)}}
                       for b in busy_by_rank]}
+
+
+def test_the_busiest_rank_is_named_beside_rank_0():
+    """The rank with the most busy time, its excess over the mean and rank 0's, as the
+    benchmark prints them under the phase table."""
+    sm = script("scaling_model")
+    busy = [1.2, 0.9, 1.5, 0.8]
+    mean = sum(busy) / len(busy)
+    top, over, rank0 = sm.busiest(_run(busy))
+    assert top == 2
+    assert over == pytest.approx(1.5 / mean - 1) and rank0 == pytest.approx(1.2 / mean - 1)
+    assert sm.busiest(_run([2.0, 1.0]))[0] == 0
 
 
 def test_model_grows_only_the_work_that_divides():
