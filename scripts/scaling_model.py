@@ -91,8 +91,8 @@ def busiest(stats: dict) -> tuple[int, float, float]:
     b = busy(stats, None)
     if not len(b) or b.mean() <= 0:
         return 0, 0.0, 0.0
-    top = int(b.argmax())       # the accounts list the ranks in order
-    return top, float(b[top] / b.mean() - 1), float(b[0] / b.mean() - 1)
+    # the accounts list the ranks in order
+    return int(b.argmax()), excess(stats, None), float(b[0] / b.mean() - 1)
 
 
 def traffic(stats: dict, phase: str | None) -> tuple[float, float]:
