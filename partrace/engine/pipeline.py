@@ -271,7 +271,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                 cuts[name], kept[name] = choose_cuts_kept(comm, store.runs[name], pieces,
                                                           keep=varies)
             if varies:      # every rank measures its windows; rank 0 decides
-                rank0 = rank0_share.Rank0Share(sink, comm.size, fixed)
+                rank0 = rank0_share.Rank0Share(comm.size, fixed)
         else:                       # one window of the key space for all tables
             shared = choose_shared_cuts(comm, store.runs,
                                         {name: row_bytes(schema[name]) for name in schema}, pieces)
@@ -283,7 +283,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
                 inner = None
                 with comm.guard():
                     if comm.rank == 0:
-                        share = rank0.after(spent, last=w == windows - 1)
+                        share = rank0.after(spent)
                         # an even share keeps the first cuts, taken from every sample
                         inner = {} if share == 1.0 else {
                             name: window_cuts(k, w, comm.size, windows, share)

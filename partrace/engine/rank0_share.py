@@ -2,9 +2,9 @@
 
 In time mode each window's rows are cut into P pieces, one a rank.  A sink may give rank 0
 work for every rank besides its own rows (``Sink.serial_seconds``: the HDF5 serial join
-places the other ranks' chunks in the one file, during the next window, while they write
-theirs, and the last window's at the commit).  With even pieces rank 0 would end each
-window that much later than the others, and they would wait for it.  So from the third
+places the other ranks' chunks in the one file during the next window, in the step where
+they write theirs).  With even pieces rank 0 would end each window that much later than
+the others, and they would wait for it.  So from the third
 window on rank 0 takes ``share`` of an even piece, the other ranks the rest evenly, such
 that its rows and its other work take as long as another rank's rows.
 
@@ -16,8 +16,9 @@ over the windows) and ``extra``, its own seconds beyond ``share x even`` in the 
 window: the chunks it placed and whatever else it alone does each window, not only what
 the sink reports.  The first window is left out of both: rank 0 makes the output file in
 it and places nothing yet, and the others write their chunks' bytes only from the second
-on.  Before the last window the commit's placing (the sink's serial seconds of the
-last window) counts once more.  Then
+on.  The last window is cut by the same rule: the commit's placing of its chunks runs
+while the other ranks do their own part of the commit, and fewer rows for rank 0 in it
+would only make them wait at its end.  Then
 
     share' = 1 - extra x (P - 1) / (P x even),
 
@@ -69,25 +70,25 @@ class Rank0Share:
     :meth:`spent` when it has been written; rank 0's :meth:`after`, given every rank's
     spent seconds, gives the share of the next."""
 
-    def __init__(self, sink, size: int, fixed: float | None = None):
-        self.sink, self.size, self.fixed = sink, size, fixed
+    def __init__(self, size: int, fixed: float | None = None):
+        self.size, self.fixed = size, fixed
         self.share = 1.0        # of the window under way (rank 0's to decide)
         self.shares: list[float] = []   # every window's, for the account
-        self._cpu0 = self._serial0 = 0.0
+        self._cpu0 = 0.0
         # per window: rank 0's seconds, its share, the others' mean seconds
         self._windows: list[tuple[float, float, float]] = []
 
     def begin(self) -> None:
         self.shares.append(self.share)
-        self._cpu0, self._serial0 = _own_cpu(), self.sink.serial_seconds or 0.0
+        self._cpu0 = _own_cpu()
 
     def spent(self) -> float:
         """This rank's own CPU seconds since :meth:`begin`."""
         return max(_own_cpu() - self._cpu0, 0.0)
 
-    def after(self, spent: list[float], last: bool = False) -> float:
-        """The share of the next window (``last``: the run's last one), from every rank's
-        :meth:`spent` of this one (``spent[r]``: rank r's)."""
+    def after(self, spent: list[float]) -> float:
+        """The share of the next window, from every rank's :meth:`spent` of this one
+        (``spent[r]``: rank r's)."""
         if self.fixed is not None:
             self.share = self.fixed
             return self.share
@@ -99,7 +100,5 @@ class Rank0Share:
             return self.share
         even = others / pieces
         extra = sum(own - share * even for own, share, _ in typical) / len(typical)
-        if last:    # the commit places the last window's chunks: about this window's
-            extra += max((self.sink.serial_seconds or 0.0) - self._serial0, 0.0)
         self.share = min(MOST, max(0.0, 1.0 - extra * (self.size - 1) / (self.size * even)))
         return self.share

@@ -10,9 +10,10 @@ written there: it places another rank's chunk leaving a hole of its stored size
 
 - Window by window, the whole chunks a rank r > 0 owns never reach its part: kept
   (hdf5_direct.py), placed by rank 0 in the file it has open during the next window
-  (while the others write theirs; the engine gives rank 0 fewer of its rows for it:
-  ``serial_seconds``), written by their rank at the places rank 0 sends back at that
-  window's end.
+  (in the step where the others write theirs; the engine gives rank 0 fewer of its rows
+  for it: ``serial_seconds``), written by their rank at the places rank 0 sends back at
+  that window's end.  The last window's are placed at commit, while the others list
+  what their parts hold.
 - At commit, the rest: a text column's bytes are written at their global byte offset,
   and the byte chunks where one rank's text ends and the next one's begins are made
   whole and encoded once by one of their writers other than rank 0 (turn by turn, in
@@ -74,6 +75,7 @@ class SingleFileLayout(HDF5Layout):
         # write theirs) and written once their places come back, at that window's end
         # (their bytes wait in the log till then)
         self._pending: list | None = None   # rank 0: per rank, the chunks to place
+        self._offsets: list | None = None   # rank 0: per rank, the places of the last ones
 
     def written(self) -> dict:
         """On rank 0, the chunks it indexed for the other ranks and the bytes of theirs it
@@ -143,16 +145,11 @@ class SingleFileLayout(HDF5Layout):
 
     def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
         """Rank 0 places the chunks the ranks logged in the last window, while they write
-        this one's; at its end each rank gets their places and writes them, and rank 0
-        gets this window's lists."""
-        offsets = None
-        with comm.guard():
-            offsets = self._place(self._pending, comm.size, self.sink._file, self._holes,
-                                  self._targets, True) if comm.rank == 0 else None
-            self._pending = None
-        comm.check()
+        this one's (:meth:`before_chunks`); at its end each rank gets their places and
+        writes them, and rank 0 gets this window's lists."""
+        self._offsets = None
         super().write_window(comm, tables, encoded, everyone)
-        self._write_placed(comm, offsets, self._log.release())
+        self._write_placed(comm, self._offsets, self._log.release())
         meta = None
         with comm.guard():
             meta = self._log.take()
@@ -161,24 +158,29 @@ class SingleFileLayout(HDF5Layout):
         if comm.rank == 0:
             self._pending = logs
 
-    def _place_logged(self, comm: Comm, final, holes, targets: dict) -> None:
-        """Collective, at commit: the chunks the ranks logged (hdf5_direct.py) since rank 0
-        last placed them (the last window's and any stored after it) placed by rank 0 in
-        ``final`` (open on ``holes``), and written there by their ranks."""
+    def before_chunks(self, comm: Comm) -> None:
+        """Rank 0: the last window's logged chunks placed in the same step as every rank
+        writes this window's whole chunks (the owners' first, chunk_owners.py), not in a
+        step of its own: a rank meets the others at the step's end, so rank 0's smaller
+        share of rows (``serial_seconds``) leaves it the time to place them only there."""
+        if comm.rank == 0:
+            self._offsets = self._place(self._pending, comm.size, self.sink._file,
+                                        self._holes, self._targets, True)
+        self._pending = None
+
+    def _logs_to_place(self, comm: Comm) -> list | None:
+        """Collective, at commit: on rank 0, per rank, the chunks it logged
+        (hdf5_direct.py) since rank 0 last placed them: the last window's and any stored
+        after it."""
         meta = None
         with comm.guard():
             meta = self._log.take()
         comm.check()
         logs = comm.gather(meta)
-        offsets = None
-        with comm.guard():
-            if comm.rank == 0:
-                if self._pending is not None:   # the last window's first, as they were logged
-                    logs = [np.concatenate([p, m]) for p, m in zip(self._pending, logs)]
-                    self._pending = None
-                offsets = self._place(logs, comm.size, final, holes, targets, False)
-        comm.check()
-        self._write_placed(comm, offsets, self._log.release())
+        if comm.rank == 0 and self._pending is not None:    # the last window's first
+            logs = [np.concatenate([p, m]) for p, m in zip(self._pending, logs)]
+            self._pending = None
+        return logs
 
     def _place(self, logs: list | None, size: int, final, holes, targets: dict,
                windowed: bool) -> list:
@@ -271,29 +273,30 @@ class SingleFileLayout(HDF5Layout):
         file's HDF5).  Then rank 0 places every chunk a
         part holds whole, leaving a hole for its bytes (hdf5_holes.py), closes the
         file, and each rank copies its own chunks into their holes."""
-        own = whole = None
-        with comm.guard():
-            with h5py.File(self.sink.staging.path(self.file_name(comm.rank)), "r") as f:
-                own = self._join_plan(f, comm.size)
-                if comm.rank:
-                    whole = _whole_of_part(f, own[0], comm.rank)
-        comm.check()
-        datasets, jobs = own
-        whole = comm.gather(whole)      # rank 0: per rank, the chunks its part holds whole
+        logs = self._logs_to_place(comm)
+        own = whole = offsets = None
         files: dict[int, h5py.File] = {}
         final = holes = None
         places = None       # rank 0: per rank, where its whole chunks go
         path = self.sink.staging.path(self.sink.final.name)
         try:
+            # one step: each rank reads its file's plan and lists the chunks its part
+            # holds whole while rank 0 places the logged chunks (the others wait for
+            # no step of rank 0's alone)
             with comm.guard():
-                if comm.rank == 0:
-                    most = max((int(w[:, 4].max()) for w in whole[1:] if len(w)), default=1)
-                    holes = HoleFile(path, most)
+                with h5py.File(self.sink.staging.path(self.file_name(comm.rank)), "r") as f:
+                    own = self._join_plan(f, comm.size)
+                    if comm.rank:
+                        whole = _whole_of_part(f, own[0], comm.rank)
+                if comm.rank == 0:      # the output, read above, now opened to be written
+                    holes = HoleFile(path, 1 << 20)     # a placeholder grows as needed
                     final = h5py.File(holes, "r+", rdcc_nbytes=JOIN_CACHE_BYTES)
                     files[0] = final
+                    offsets = self._place(logs, comm.size, final, holes, {}, False)
             comm.check()
-            # the owned chunks stored since the last window's round
-            self._place_logged(comm, final, holes, {})
+            self._write_placed(comm, offsets, self._log.release())
+            datasets, jobs = own
+            whole = comm.gather(whole)      # rank 0: per rank, the chunks its part holds whole
             self._join_shared(comm, datasets, jobs, files, final)
             with comm.guard():
                 if comm.rank == 0:

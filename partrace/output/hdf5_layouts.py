@@ -74,6 +74,10 @@ class HDF5Layout:
     def write_window(self, comm: Comm, tables: dict, encoded: dict, everyone: list[dict]) -> None:
         self.sink.write_files(comm, tables, encoded, everyone)
 
+    def before_chunks(self, comm: Comm) -> None:
+        """Local work of a window's first step, before this rank writes its whole chunks
+        (inside the guard of the step in which every rank writes theirs)."""
+
     def written(self) -> dict:
         return dict(path="one rank", summary="HDF5 written by one rank")
 

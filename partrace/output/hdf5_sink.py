@@ -255,6 +255,7 @@ class HDF5Sink(StagedSink):
         def plan() -> dict:
             if self._file is None:
                 self.create_file(comm, {k: sum(e.get(k, 0) for e in everyone) for k in self.rows})
+            self.files.before_chunks(comm)
             return self._owned_windows(tables, everyone)
 
         self._owner.write(comm, plan, lambda owned: self._write_unowned(

@@ -73,10 +73,6 @@ def test_an_even_share_cuts_the_window_as_the_first_cuts_did():
         assert np.all(np.abs(_pieces(run, inner) - _pieces(run, first)) <= 2 * spacing + 1)
 
 
-class _Sink:
-    serial_seconds = 0.0
-
-
 class _Ranks:
     """Every rank's own CPU over each window, told to a share as the ranks' ``spent``."""
 
@@ -85,35 +81,32 @@ class _Ranks:
         self.share = share
         monkeypatch.setattr(rank0_share, "_own_cpu", lambda: self.cpu)
 
-    def window(self, seconds: list[float], placed: float = 0.0, last: bool = False) -> float:
-        """A window in which the ranks spent ``seconds``, rank 0 ``placed`` of it placing."""
+    def window(self, seconds: list[float]) -> float:
+        """A window in which the ranks spent ``seconds``."""
         self.share.begin()
-        self.share.sink.serial_seconds += placed
         self.cpu += seconds[0]
         assert self.share.spent() == pytest.approx(seconds[0])
-        return self.share.after(seconds, last=last)
+        return self.share.after(seconds)
 
 
 def test_rank_0_s_share_gives_back_its_work_for_all(monkeypatch):
-    share = rank0_share.Rank0Share(_Sink(), size=5)
+    share = rank0_share.Rank0Share(size=5)
     ranks = _Ranks(5, monkeypatch, share)
     # the first window is not like the others (rank 0 makes the file, places nothing):
     # whatever it cost, the second window is cut evenly
     assert ranks.window([2.5, 2.0, 2.0, 2.0, 2.0]) == 1.0
     # 1 s placing chunks, then its rows (2 s an even piece, as the others'):
     # 1 - 1 x 4 / (5 x 2) = 0.6
-    assert ranks.window([3.0, 2.0, 2.0, 2.0, 2.0], placed=1.0) == pytest.approx(0.6)
+    assert ranks.window([3.0, 2.0, 2.0, 2.0, 2.0]) == pytest.approx(0.6)
     # at 0.6 its rows 1.2 s and the placing 1 s, the others' 1.1 pieces 2.2 s: 1 s beyond
     # its rows again, the same share
-    assert ranks.window([2.2] * 5, placed=1.0) == pytest.approx(0.6)
-    # before the last window the commit's placing counts too: 1 - 2 x 4 / 10 = 0.2
-    assert ranks.window([2.2] * 5, placed=1.0, last=True) == pytest.approx(0.2)
-    assert share.shares == [1.0, 1.0, pytest.approx(0.6), pytest.approx(0.6)]
+    assert ranks.window([2.2] * 5) == pytest.approx(0.6)
+    assert share.shares == [1.0, 1.0, pytest.approx(0.6)]
 
 
 def test_a_slower_rank_0_gets_fewer_rows_whatever_makes_it_slow(monkeypatch):
     """Work the sink does not report (no serial seconds) still shows in rank 0's CPU."""
-    share = rank0_share.Rank0Share(_Sink(), size=3)
+    share = rank0_share.Rank0Share(size=3)
     ranks = _Ranks(3, monkeypatch, share)
     assert ranks.window([1.0, 1.0, 1.0]) == 1.0
     # others 1 s for an even piece; rank 0 0.5 s beyond: 1 - 0.5 x 2 / (3 x 1) = 2/3
@@ -125,7 +118,7 @@ def test_a_slower_rank_0_gets_fewer_rows_whatever_makes_it_slow(monkeypatch):
 def test_rank_0_s_share_follows_the_mean_window_not_the_last(monkeypatch):
     """A window that went worse on rank 0 is not paid back in the next: its extra is the
     mean of the windows', where the others waited for it already."""
-    share = rank0_share.Rank0Share(_Sink(), size=2)
+    share = rank0_share.Rank0Share(size=2)
     ranks = _Ranks(2, monkeypatch, share)
     ranks.window([9.0, 2.0])                        # the first: left out
     # 0.2 s faster than the other rank, 2 s an even piece: 1 + 0.2 x 1 / (2 x 2) = 1.05
