@@ -13,7 +13,8 @@ rank), the file system's metadata server (every rank's imports and opened files)
 serial HDF5 join: rank 0 places every other rank's chunks in the one file (a call per
 chunk, its CPU per dataset and per chunk from the account; a longer table's chunks hold
 more rows, as the HDF5 sink's rule says), a window's during the next one, for which it
-takes fewer rows (:func:`placing_cost`), and each rank fills in what it kept in its part
+takes fewer rows, the last window's at commit (:func:`placing_cost`), and each rank
+fills in what it kept in its part
 (its share of those bytes read and written at one client's rates; the owned chunks it
 wrote into the file after each window are not copied again).
 """
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from partrace.engine.rank0_share import GIVE
 from partrace.formats.hdf5.layout import grown_chunk_rows
 
 PHASES = ["start-up", "kernels", "plan", "decode", "cuts", "exchange", "merge", "write",
@@ -186,16 +188,22 @@ JOIN_PLACE = "HDF5 join: rank 0 places the chunks"
 
 def placing_cost(seconds: float, p: int, windows: int, window_work: float) -> float:
     """What rank 0's placing of ``seconds`` adds to the busiest rank at ``p`` ranks and
-    ``windows`` windows, each rank's window phases taking ``window_work`` seconds: a
-    window's chunks are placed during the next one, and the last window's at commit,
-    for which rank 0 gives up rows (engine/rank0_share.py) from the third window on, as
-    the windows before it measured; so the second window's placing (the first's chunks)
-    adds to rank 0 in full, and with one or two windows all of it does.  The rest is
-    spread over the ranks, a P-th each, as long as rank 0 has rows to give up; past that
-    rank 0, with no rows, is the slowest, by what its placing exceeds another rank's rows."""
-    lagged = seconds if windows <= 2 else seconds / windows
-    spread = seconds - lagged
-    return lagged + max(spread / p, spread - window_work)
+    ``windows`` windows, each rank's window phases taking ``window_work`` seconds.  A
+    window's chunks are placed during the next one, in the step where the other ranks
+    write theirs, for which rank 0 gives up rows (engine/rank0_share.py): in the second
+    window (the first window's chunks) as many as its guess gives, ``GIVE`` of a piece to
+    each other rank, so the busiest adds what the placing exceeds that by, or another
+    rank its extra rows; from the third window on as the windows before measured, spread
+    over the ranks, a P-th each, as long as rank 0 has rows to give up (past that rank 0,
+    with no rows, is the slowest, by what its placing exceeds another rank's rows).  The
+    last window's, at commit, add in full, and with one window all of it does."""
+    if windows <= 1:
+        return seconds
+    per = seconds / windows
+    guessed = min(1.0, GIVE * (p - 1)) * window_work
+    second = max(per - guessed, guessed / (p - 1))
+    spread = seconds - 2 * per
+    return per + second + max(spread / p, spread - window_work)
 
 
 JOIN_FILL = "HDF5 join: each rank fills its own"

@@ -126,16 +126,17 @@ def test_model_of_the_join_places_on_rank_0_and_fills_on_every_rank():
 
 
 def test_model_of_the_join_spreads_the_placing_rank_0_gives_rows_up_for():
-    """10 s of placing in 10 windows on 4 ranks: the second window's (the first's chunks,
-    before rank 0's share is measured) adds in full, 1 s; the other 9 s (the last
-    window's, at commit, given back in the last window's share) a quarter each while
-    rank 0 has rows to give up (100 s of window work a rank), else what they exceed a
-    rank's rows by (1 s of it: 9 - 1).  One or two windows: all of it."""
+    """10 s of placing in 10 windows on 4 ranks, 1 s a window.  The second window's (the
+    first's chunks) against rank 0's guess, 0.09 of a piece (9 s of 100 s of window work
+    a rank): the others' extra rows, 3 s each, cost more than the placing exceeds it by.
+    Windows 3-10 place 8 s, a quarter each while rank 0 has rows to give up, else what
+    they exceed a rank's rows by (1 s of it: 8 - 1).  The last window's, at commit: 1 s.
+    One window: all of it; two: the commit's 5 s and the others' 3 s of extra rows."""
     sm = script("scaling_model")
-    assert sm.placing_cost(10.0, 4, 10, 100.0) == pytest.approx(1 + 9 / 4)
-    assert sm.placing_cost(10.0, 4, 10, 1.0) == pytest.approx(1 + 8)
+    assert sm.placing_cost(10.0, 4, 10, 100.0) == pytest.approx(1 + 3 + 8 / 4)
+    assert sm.placing_cost(10.0, 4, 10, 1.0) == pytest.approx(1 + 0.91 + 7)
     assert sm.placing_cost(10.0, 4, 1, 100.0) == pytest.approx(10.0)
-    assert sm.placing_cost(10.0, 4, 2, 100.0) == pytest.approx(10.0)
+    assert sm.placing_cost(10.0, 4, 2, 100.0) == pytest.approx(5 + 3)
 
 
 def test_model_of_the_join_grows_a_long_table_s_chunks_by_the_sink_s_rule():

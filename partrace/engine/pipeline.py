@@ -264,7 +264,7 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             with comm.guard():
                 fixed = rank0_share.forced() if comm.rank == 0 else None
             comm.check()
-            varies = comm.size > 1 and windows > 1 and (
+            varies = comm.size > 1 and (
                 comm.bcast(fixed is not None) or sink.serial_seconds is not None)
             cuts, kept = {}, {}     # kept: rank 0's samples of each table, to cut again
             for name in schema:
@@ -278,12 +278,12 @@ def run(comm: Comm, path: str | os.PathLike, sink: Sink, format: str | None = No
             cuts = dict.fromkeys(schema, shared)
         written = dict.fromkeys(schema, 0)
         for w in range(windows):
-            if varies and w:    # rank 0's share of this window, its cuts from rank 0
-                spent = comm.gather(rank0.spent())
+            if varies:      # rank 0's share of this window, its cuts from rank 0
+                spent = comm.gather(rank0.spent()) if w else None
                 inner = None
                 with comm.guard():
                     if comm.rank == 0:
-                        share = rank0.after(spent)
+                        share = rank0.after(spent) if w else rank0.share
                         # an even share keeps the first cuts, taken from every sample
                         inner = {} if share == 1.0 else {
                             name: window_cuts(k, w, comm.size, windows, share)

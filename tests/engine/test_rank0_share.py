@@ -92,27 +92,39 @@ class _Ranks:
 def test_rank_0_s_share_gives_back_its_work_for_all(monkeypatch):
     share = rank0_share.Rank0Share(size=5)
     ranks = _Ranks(5, monkeypatch, share)
+    # before rank 0 has measured a window like the others', a guess: each other rank takes
+    # 3% of an even piece more (1 - 4 x 0.03)
+    assert share.share == pytest.approx(1 - 4 * rank0_share.GIVE) == pytest.approx(0.88)
     # the first window is not like the others (rank 0 makes the file, places nothing):
-    # whatever it cost, the second window is cut evenly
-    assert ranks.window([2.5, 2.0, 2.0, 2.0, 2.0]) == 1.0
-    # 1 s placing chunks, then its rows (2 s an even piece, as the others'):
-    # 1 - 1 x 4 / (5 x 2) = 0.6
-    assert ranks.window([3.0, 2.0, 2.0, 2.0, 2.0]) == pytest.approx(0.6)
+    # whatever it cost, the second window keeps the guess
+    assert ranks.window([2.5, 2.0, 2.0, 2.0, 2.0]) == pytest.approx(0.88)
+    # 1 s placing chunks and its 0.88 piece's rows (2 s an even piece; the others' 1.03
+    # pieces 2.06 s): 1 - 1 x 4 / (5 x 2) = 0.6
+    assert ranks.window([2.76, 2.06, 2.06, 2.06, 2.06]) == pytest.approx(0.6)
     # at 0.6 its rows 1.2 s and the placing 1 s, the others' 1.1 pieces 2.2 s: 1 s beyond
     # its rows again, the same share
     assert ranks.window([2.2] * 5) == pytest.approx(0.6)
-    assert share.shares == [1.0, 1.0, pytest.approx(0.6)]
+    assert share.shares == [pytest.approx(0.88), pytest.approx(0.88), pytest.approx(0.6)]
+
+
+def test_with_many_ranks_the_guess_gives_all_of_rank_0_s_rows_away():
+    assert rank0_share.Rank0Share(size=2).share == pytest.approx(0.97)
+    assert rank0_share.Rank0Share(size=32).share == pytest.approx(0.07)
+    assert rank0_share.Rank0Share(size=35).share == 0.0
+    assert rank0_share.Rank0Share(size=256).share == 0.0
+    assert rank0_share.Rank0Share(size=256, fixed=0.5).share == 0.5
 
 
 def test_a_slower_rank_0_gets_fewer_rows_whatever_makes_it_slow(monkeypatch):
     """Work the sink does not report (no serial seconds) still shows in rank 0's CPU."""
     share = rank0_share.Rank0Share(size=3)
     ranks = _Ranks(3, monkeypatch, share)
-    assert ranks.window([1.0, 1.0, 1.0]) == 1.0
-    # others 1 s for an even piece; rank 0 0.5 s beyond: 1 - 0.5 x 2 / (3 x 1) = 2/3
-    assert ranks.window([1.5, 1.0, 1.0]) == pytest.approx(2 / 3)
-    # far beyond (5 s a window in the mean of two): no rows at all
-    assert ranks.window([1.5 + 2 / 3 + 9.5, 4 / 3 * 1.0, 4 / 3 * 1.0]) == 0.0
+    assert ranks.window([1.0, 1.0, 1.0]) == pytest.approx(0.94)
+    # others 1 s for an even piece (1.03 s for their 1.03 pieces); rank 0 0.5 s beyond
+    # its 0.94 piece: 1 - 0.5 x 2 / (3 x 1) = 2/3
+    assert ranks.window([1.44, 1.03, 1.03]) == pytest.approx(2 / 3)
+    # far beyond (over 2.5 s a window in the mean of two): no rows at all
+    assert ranks.window([12.0, 7 / 6, 7 / 6]) == 0.0
 
 
 def test_rank_0_s_share_follows_the_mean_window_not_the_last(monkeypatch):
@@ -121,8 +133,9 @@ def test_rank_0_s_share_follows_the_mean_window_not_the_last(monkeypatch):
     share = rank0_share.Rank0Share(size=2)
     ranks = _Ranks(2, monkeypatch, share)
     ranks.window([9.0, 2.0])                        # the first: left out
-    # 0.2 s faster than the other rank, 2 s an even piece: 1 + 0.2 x 1 / (2 x 2) = 1.05
-    assert ranks.window([1.8, 2.0]) == pytest.approx(1.05)
+    # at the guess of 0.97, 0.2 s faster than its rows (2 s an even piece; the other's
+    # 1.03 piece 2.06 s): 1 + 0.2 x 1 / (2 x 2) = 1.05
+    assert ranks.window([1.74, 2.06]) == pytest.approx(1.05)
     # at 1.05: 2.1 s of rows on rank 0 against 1.9 s of the other's 0.95 piece (even: 2 s);
     # then 0.6 s slower than its rows in one window: the mean of -0.2 and +0.6, 0.2 s
     # beyond: 1 - 0.2 / 4 = 0.95
@@ -141,8 +154,8 @@ def test_a_fixed_share_outside_0_to_1_is_refused(monkeypatch):
 @pytest.mark.mpi
 @pytest.mark.parametrize("share", ["0", "0.3"])
 def test_same_output_whatever_rank_0_s_share(synth_trace, tmp_path, share):
-    """Rank 0 with no rows, or fewer, from the second window on: the same file as one
-    rank's, and each window's share in the account."""
+    """Rank 0 with no rows, or fewer, in every window: the same file as one rank's, and
+    each window's share in the account."""
     trace = synth_trace(locations=9, events=6000, units=5)
     outs = []
     for n, env in ((None, {}), (3, {rank0_share.ENV: share})):
@@ -157,7 +170,7 @@ def test_same_output_whatever_rank_0_s_share(synth_trace, tmp_path, share):
     assert_same_content(outs[0], outs[1])
     windows = json.loads(stats.read_text())["ranks"][0]["windows"]
     assert len(windows) > 2
-    assert [w["rank0_share"] for w in windows] == [1.0] + [float(share)] * (len(windows) - 1)
+    assert [w["rank0_share"] for w in windows] == [float(share)] * len(windows)
 
 
 @pytest.mark.mpi
