@@ -39,7 +39,7 @@ from ..engine.mpi import Comm
 from ..errors import PartraceError, UsageError
 from ..model import Definitions, Schema, Table, take
 from ..engine.merged import MergedTable
-from ..engine.plan import contiguous_owners
+from ..dealing import contiguous_owners
 from ..formats.otf.grammar import MARKER_TABLE     # keyvalues.ref_table of a marker's key-values
 from ..kernels.jit import njit
 from .owned import weights_of

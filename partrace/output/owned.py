@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.mpi import Comm
-from ..engine.plan import contiguous_owners
+from ..dealing import contiguous_owners
 from ..errors import PartraceError
 from ..model import Table
 from .staged import StagedSink

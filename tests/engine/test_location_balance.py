@@ -11,7 +11,7 @@ import numpy as np
 
 from partrace.engine.mpi import serial
 from partrace.engine.order import sort_by_key
-from partrace.engine.plan import contiguous_owners
+from partrace.dealing import contiguous_owners
 from partrace.engine.runs import Run, SpilledRun
 from partrace.engine.windows import location_bytes
 from partrace.model import Table

@@ -410,9 +410,9 @@ def met_log(monkeypatch) -> list:
 @pytest.mark.parametrize("nranks", (1, 2, 3, 7, 16))
 @pytest.mark.parametrize("region", (97, 256, 4096))
 def test_listing_in_parts_gives_the_serial_listing(run, nranks, region, monkeypatch):
-    """Each rank hops a stretch of the regions in file order from a plausible record start
-    (list_part); the parts, checked in file order (units_from), are the units one reader
-    lists by hopping every file from byte 0."""
+    """Each rank hops the regions the engine will most likely deal it from a plausible
+    record start (list_part); the parts, checked in file order (units_from), are the units
+    one reader lists by hopping every file from byte 0."""
     from partrace.formats.ross import listing
     whole = [(u.key, u.size, u.info) for u in ROSS.open(DATA / run, region_size=region).units()]
     readers = [ROSS.open(DATA / run, region_size=region) for _ in range(nranks)]
@@ -420,16 +420,14 @@ def test_listing_in_parts_gives_the_serial_listing(run, nranks, region, monkeypa
     for r in readers:
         got = r.units_from(parts)
         assert [(u.key, u.size, u.info) for u in got] == whole
-    # the stretches: each file's regions once, in file order, every rank a share
-    stretches = [(p.path, p.first, p.stop) for part in parts for p in part]
+    # each rank's pieces in file order; each file's regions once, in rank order
     files = [str(f) for f in readers[0].files]
-    assert [s[0] for s in stretches] == sorted((s[0] for s in stretches), key=files.index)
+    for part in parts:
+        assert [p.path for p in part] == sorted((p.path for p in part), key=files.index)
     for f in files:
-        mine = [(a, b) for path, a, b in stretches if path == f]
+        mine = [(p.first, p.stop) for part in parts for p in part if p.path == f]
         assert mine[0][0] == 0 and all(x[1] == y[0] for x, y in zip(mine, mine[1:]))
         assert mine[-1][1] * region >= Path(f).stat().st_size > (mine[-1][1] - 1) * region
-    if sum(-(-Path(f).stat().st_size // region) for f in files) >= nranks:
-        assert all(parts)
     # real ROSS output: where a speculative chain does not run through the true entry, the
     # true chain meets it within its head (no piece is hopped again whole)
     met = met_log(monkeypatch)
@@ -437,14 +435,35 @@ def test_listing_in_parts_gives_the_serial_listing(run, nranks, region, monkeypa
     assert None not in met
 
 
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("nranks", (2, 3))
+@pytest.mark.parametrize("region", (97, 256))
+def test_a_rank_lists_about_the_regions_it_decodes(run, nranks, region):
+    """The listing deals the regions as the engine deals the units (dealing.py): only
+    regions at a rank's edge, which the units' true sizes move, were listed by a
+    neighbour of their owner (and are handed over)."""
+    from partrace.engine.plan import share_of
+    readers = [ROSS.open(DATA / run, region_size=region) for _ in range(nranks)]
+    parts = [r.list_part(rank, nranks) for rank, r in enumerate(readers)]
+    units = readers[0].units_from(parts)
+    lister = {(p.path, k): rank for rank, part in enumerate(parts) for p in part
+              for k in range(p.first, p.stop)}
+    pairs = [(lister[u.info["path"], int(u.key.rsplit(":", 1)[1])], owner)
+             for owner, share in enumerate(share_of(readers[0], units, nranks)) for u in share]
+    moved = [(a, b) for a, b in pairs if a != b]
+    assert len(pairs) == len(units) and len(moved) <= 2 * (nranks - 1)
+    assert all(abs(a - b) == 1 for a, b in moved)
+
+
 def test_hops_listed_on_every_rank_go_to_the_regions_owners(monkeypatch):
-    """Two ranks list one part each; each hands the other the hops of the other's share
-    (the engine's alltoall), so neither hops again to survey or decode, and each decodes
-    what a reader that hopped itself does."""
+    """Two ranks list one part each, here the part the other decodes (a rank lists about
+    its own: listing.pieces_of); each hands the other the hops of the other's share (the
+    engine's alltoall), so neither hops again to survey or decode, and each decodes what
+    a reader that hopped itself does."""
     from partrace.engine.plan import share_of
     from partrace.formats.ross import scan
     readers = [ROSS.open(DATA / EVT_RUN, region_size=512) for _ in range(2)]
-    parts = [r.list_part(rank, 2) for rank, r in enumerate(readers)]
+    parts = [readers[1].list_part(0, 2), readers[0].list_part(1, 2)]
     assert parts[0] and parts[1]
     units = readers[0].units_from(parts)
     shares = share_of(readers[0], units, 2)

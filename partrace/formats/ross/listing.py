@@ -2,8 +2,9 @@
 
 A record's length is only in its own header, so where records start is known for sure
 only by hopping from byte 0 (hop.py).  To list a run on P ranks without one rank hopping
-a whole file, each rank takes a stretch of the regions in file order (:func:`pieces_of`,
-a piece per file it touches) and hops each piece from a *plausible* record start: the
+a whole file, each rank takes the regions the engine will most likely deal it
+(:func:`pieces_of`, a piece per file it touches) and hops each piece from a *plausible*
+record start: the
 first byte from which ``SYNC_RECORDS`` records hop without error (a piece that
 begins a file starts at byte 0, which is sure).  The pieces meet on every rank and are
 checked in file order (:func:`verified_files`): the true chain of records enters a piece
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...dealing import contiguous_owners
 from ...errors import TraceError
 from . import layouts as L
 from .files import kind_of
@@ -36,6 +38,19 @@ SYNC_RECORDS = 16      # records that must hop without error from a plausible st
 SYNC_SPAN = 2048       # bytes hopped at a time to count them
 SYNC_REACH = 16 << 10  # bytes past a piece's first byte searched for a plausible start
 LP_CODES = (L.LP, L.LP_V1)
+
+# Unit keys start with how far into its file the region lies (SPREAD: the file's end), so
+# that the files' regions interleave: a rank's contiguous share of the units (the engine
+# gives an ordered reader those) is then the same stretch of every file, not whole files,
+# and files that ROSS writes in time order (samples by GVT round, model records) give each
+# rank the stretch of time it writes: decode work and the exchange are balanced.  A file's
+# regions stay in file order (its seq runs on across them).
+SPREAD = 10 ** 9
+
+
+def unit_key(k: int, count: int, name: str) -> str:
+    """The key of region ``k`` of ``count`` of the file named ``name``."""
+    return f"{k * SPREAD // count:09d}:{name}:{k:09d}"
 
 
 @dataclass
@@ -84,18 +99,32 @@ class Piece:
 
 
 def pieces_of(files: list[Path], region_size: int, rank: int, size: int) -> list[Piece]:
-    """Rank ``rank``'s stretch of all regions of all files in file order (the regions of
-    every file in a row, cut in ``size`` near-equal runs): a piece per file it touches."""
-    sizes = [size_or_0(p) for p in files]
-    counts = [-(-s // region_size) for s in sizes]
-    total = sum(counts)
-    lo, hi = rank * total // size, (rank + 1) * total // size
-    out, at = [], 0
-    for p, s, n in zip(files, sizes, counts):
-        a, b = max(lo, at), min(hi, at + n)
-        if a < b:
-            out.append(Piece(str(p), kind_of(p), s, a - at, b - at, -1))
-        at += n
+    """Rank ``rank``'s regions to list, a piece per file it touches, in file order: the
+    regions in their units' key order (:func:`unit_key`), each weighed by its bytes,
+    dealt to the ranks as the engine deals an ordered reader's units (dealing.py).  A
+    rank then lists about the regions it decodes, the same stretch of every file, and
+    keeps their hops for itself: only the few its units' true sizes move across a rank's
+    edge are handed over (reader.py ``hand_over``)."""
+    sizes = np.array([size_or_0(p) for p in files], np.int64)
+    counts = -(-sizes // region_size)
+    total = int(counts.sum())
+    if not total:
+        return []
+    which = np.repeat(np.arange(len(files)), counts)       # each region's file
+    k = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    # the key's order: how far into its file, then the file's name, then k
+    names = [Path(p).name for p in files]
+    by_name = np.empty(len(files), np.int64)
+    by_name[sorted(range(len(files)), key=lambda f: names[f] + ":")] = np.arange(len(files))
+    order = np.lexsort((k, by_name[which], k * SPREAD // counts[which]))
+    weight = np.minimum(region_size, sizes[which] - k * region_size)
+    owner = np.empty(total, np.int64)
+    owner[order] = contiguous_owners(weight[order], size)
+    out = []
+    for f in np.unique(which[owner == rank]).tolist():
+        mine = k[(which == f) & (owner == rank)]
+        out.append(Piece(str(files[f]), kind_of(files[f]), int(sizes[f]), int(mine[0]),
+                         int(mine[-1]) + 1, -1))
     return out
 
 

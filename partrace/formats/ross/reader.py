@@ -28,14 +28,6 @@ MAX_REGIONS = 1 << 16
 # regions beyond are hopped again.
 HOP_CACHE = 64 << 20
 
-# Unit keys start with how far into its file the region lies (SPREAD: the file's end), so
-# that the files' regions interleave: a rank's contiguous share of the units (the engine
-# gives an ordered reader those) is then the same stretch of every file, not whole files,
-# and files that ROSS writes in time order (samples by GVT round, model records) give each
-# rank the stretch of time it writes: decode work and the exchange are balanced.  A file's
-# regions stay in file order (its seq runs on across them).
-SPREAD = 10 ** 9
-
 MODE = {"gvt": "GVT-based engine sampling", "rt": "real-time engine sampling",
         "analysis-lps": "virtual-time sampling (analysis LPs)", "evtrace": "event trace",
         "model": "model sampling at GVT / real time"}
@@ -141,12 +133,12 @@ class ROSSReader(TraceReader):
     def units_from(self, parts: list) -> list[Unit]:
         """The units, from every rank's pieces checked in file order (listing.py); this
         rank's kept hops of regions not on the true chain are dropped."""
-        from .listing import verified_files
+        from .listing import unit_key, verified_files
         units = []
         for path, kind, size, regions, stale in verified_files(parts, self.region_size):
             name, count = Path(path).name, max(1, -(-size // self.region_size))
             for k, start, end in regions:
-                units.append(Unit(f"{k * SPREAD // count:09d}:{name}:{k:09d}", end - start,
+                units.append(Unit(unit_key(k, count, name), end - start,
                                   {"path": path, "kind": kind, "start": start, "end": end}))
             for rank, j, before in stale:
                 if rank == self._lister:
