@@ -4,12 +4,14 @@
     warm, info                          -> what is below (warm runs info's folds)
     analysis/ folds and their answers   -> engine (Comm, Sink, run, fold), display, model,
                                            errors, timeunit, kernels; never formats or output
-    output/   parallel sinks, staging   -> engine (Comm), formats (codecs), model
-    engine/   plan, order, exchange     -> model, errors, kernels, and of formats only the
-                                           registry (formats/__init__.py) and the interface
-                                           (formats/base.py)
+    output/   parallel sinks, staging   -> engine (Comm), formats (codecs), model, dealing
+    engine/   plan, order, exchange     -> model, errors, kernels, dealing, and of formats
+                                           only the registry (formats/__init__.py) and the
+                                           interface (formats/base.py)
     formats/  one package per format    -> model, errors, timeunit, kernels, version,
-                                           formats.base; never engine or output
+                                           dealing, formats.base; never engine or output
+    dealing   items in runs to ranks    -> nothing of partrace (the engine's units, a
+                                           format's listing in parts, the sinks' locations)
     display                             -> model (text for people)
     kernels/  lazy njit, reductions     -> nothing of partrace
     model, errors, timeunit, version    -> nothing of partrace (model: errors)
@@ -88,7 +90,7 @@ def _room(module: str) -> str:
     return ""       # the package itself (partrace/__init__.py)
 
 
-BELOW_TOP = {"model", "errors", "timeunit", "version", "kernels", "display", "engine",
+BELOW_TOP = {"model", "errors", "timeunit", "version", "kernels", "display", "dealing", "engine",
              "formats", *(f"formats.{f}" for f in FORMATS), "output", "analysis"}
 ALLOWED = {
     "model": {"errors"},
@@ -97,10 +99,13 @@ ALLOWED = {
     "version": set(),       # the package's version, stamped into what it writes
     "kernels": set(),       # the lazy njit and shared reductions: below every layer
     "display": {"model"},   # text for people: names that are not valid UTF-8 shown readably
-    "engine": {"model", "errors", "kernels", "formats"},   # formats: ENGINE_SEES_OF_FORMATS
-    "formats": {"model", "errors", "timeunit", "kernels", "version", "formats"},  # formats/:
-    # base, registry, shared helpers
-    "output": {"model", "errors", "timeunit", "kernels", "engine", "formats",
+    # items dealt to ranks in runs: the engine's units of an ordered reader, a format's
+    # listing in parts (dealt alike), an output sink's locations
+    "dealing": set(),
+    "engine": {"model", "errors", "kernels", "dealing", "formats"},  # ENGINE_SEES_OF_FORMATS
+    "formats": {"model", "errors", "timeunit", "kernels", "version", "dealing",
+                "formats"},  # formats/: base, registry, shared helpers
+    "output": {"model", "errors", "timeunit", "kernels", "dealing", "engine", "formats",
                *(f"formats.{f}" for f in FORMATS)},
     # a profile, a timeline, clock checks: folds run by the engine over any format, answered
     # as rows; they read no format and write through no output sink
