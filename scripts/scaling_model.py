@@ -201,7 +201,7 @@ def placing_cost(seconds: float, p: int, windows: int, window_work: float) -> fl
         return seconds
     per = seconds / windows
     guessed = min(1.0, GIVE * (p - 1)) * window_work
-    second = max(per - guessed, guessed / (p - 1))
+    second = max(per - guessed, guessed / max(p - 1, 1))
     spread = seconds - 2 * per
     return per + second + max(spread / p, spread - window_work)
 
