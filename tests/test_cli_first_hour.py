@@ -175,21 +175,6 @@ def test_a_wall_clock_trace_keeps_ns_windows():
     assert [int(ln.split()[0]) for ln in r.stdout.splitlines()] == sorted(t[(t >= lo) & (t < hi)])
 
 
-def _processes_running(program: str, argument: str) -> int:
-    """How many processes run ``program`` with ``argument`` among their arguments (Linux's
-    /proc: a rank mpiexec has launched)."""
-    import os
-    count = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        count += args[0] == program.encode() and argument.encode() in args
-    return count
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("when", [0.3, 1.0, "held"])
 def test_ctrl_c_to_mpiexec_is_said_once(synth_trace, tmp_path, when):
@@ -202,6 +187,7 @@ def test_ctrl_c_to_mpiexec_is_said_once(synth_trace, tmp_path, when):
     import time
 
     from tests.conftest import ROOT, SYNTH, mpiexec
+    from tests.support.mpi_ranks import ranks
     trace = synth_trace(locations=4, events=2000, units=4)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PARTRACE_FORMATS": SYNTH,
            "PARTRACE_TEST_HOLD_DECODE": "0003", "PARTRACE_STOP_GRACE": "10"}
@@ -218,7 +204,7 @@ def test_ctrl_c_to_mpiexec_is_said_once(synth_trace, tmp_path, when):
     else:   # counted from the ranks' start: on a loaded machine mpiexec itself may take
         # longer than ``when`` to launch them, and a signal that stops it first reaches none
         deadline = time.monotonic() + 120
-        while _processes_running(sys.executable, str(tmp_path / "o.h5")) < 3:
+        while len(ranks(proc.pid)) < 3:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.01)
         time.sleep(when)

@@ -13,6 +13,7 @@ import pytest
 
 from .conftest import ROOT, SYNTH, mpiexec, run_cli
 from .support.held_run import wait_until_held
+from .support.mpi_ranks import ranks as _ranks
 
 
 def _start(args, env=None, nranks=None):
@@ -23,34 +24,6 @@ def _start(args, env=None, nranks=None):
     full.pop("PARTRACE_MPI", None)
     return subprocess.Popen(cmd, env=full, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            kids += [int(k) for k in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return kids
-
-
-def _ranks(launcher: int) -> dict[int, int]:
-    """{MPI rank: pid} of the python processes under mpiexec (launcher -> proxy -> ranks)."""
-    found = {}
-    todo = _children(launcher)
-    while todo:
-        pid = todo.pop()
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        rank = [e for e in env if e.startswith(b"PMI_RANK=")]
-        if b"partrace" in cmd and rank:
-            found[int(rank[0].split(b"=")[1])] = pid
-        todo += _children(pid)
-    return found
 
 
 def _switches(pid: int) -> int:
